@@ -1,0 +1,25 @@
+//! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema.
+
+use diesel::pg::PgConnection;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
+
+/// Errors from running migrations (diesel's harness returns a boxed error).
+#[derive(Debug, thiserror::Error)]
+#[error("database migration failed: {0}")]
+pub struct MigrationError(String);
+
+/// Applies every pending migration; returns the versions applied.
+pub fn run_migrations(conn: &mut PgConnection) -> Result<Vec<String>, MigrationError> {
+    conn.run_pending_migrations(MIGRATIONS)
+        .map(|v| v.iter().map(|m| m.to_string()).collect())
+        .map_err(|e| MigrationError(e.to_string()))
+}
+
+/// Reverts every applied migration (used by the up/down/up test).
+pub fn revert_all(conn: &mut PgConnection) -> Result<(), MigrationError> {
+    conn.revert_all_migrations(MIGRATIONS)
+        .map(|_| ())
+        .map_err(|e| MigrationError(e.to_string()))
+}

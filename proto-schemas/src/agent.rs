@@ -1,0 +1,302 @@
+//! The controller<->agent API, served by the agent over mutual TLS under `/v1`.
+//!
+//! | route                                         | body / answer                      |
+//! |-----------------------------------------------|------------------------------------|
+//! | `GET /v1/health`                              | [`Health`]                         |
+//! | `GET /v1/inventory`                           | [`Inventory`]                      |
+//! | `GET /v1/instances`                           | `Vec<Instance>` (one LXD call)     |
+//! | `POST /v1/instances`                          | [`CreateInstance`] -> [`Instance`] |
+//! | `GET /v1/instances/{name}`                    | [`Instance`]                       |
+//! | `PUT /v1/instances/{name}/state`              | [`StateChange`] -> [`Instance`]    |
+//! | `DELETE /v1/instances/{name}`                 | 204 (also when already absent)     |
+//! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`]  |
+//! | `GET /v1/instances/{name}/files?path=P`       | raw bytes; `X-Cohort-Mode/Uid/Gid` |
+//! | `PUT /v1/instances/{name}/files?path=P`       | raw bytes in; same headers         |
+//! | `PUT /v1/instances/{name}/ssh`                | [`SshAccess`] (replace keys/user)  |
+//! | `GET /v1/instances/{name}/snapshots`          | `Vec<Snapshot>`                    |
+//! | `POST /v1/instances/{name}/snapshots`         | [`CreateSnapshot`] -> [`Snapshot`] |
+//! | `POST /v1/instances/{name}/snapshots/{s}/restore` | 204                            |
+//! | `DELETE /v1/instances/{name}/snapshots/{s}`   | 204                                |
+//! | `GET /v1/images`                              | `Vec<Image>`                       |
+//! | `POST /v1/images`                             | tarball body, `X-Cohort-Alias` -> [`Image`]; or JSON [`ImportImage`] |
+//! | `GET /v1/metrics`                             | Prometheus text                    |
+//!
+//! Errors use [`crate::ErrorBody`]; a 409 `conflict` answers a create whose name exists with
+//! another idempotency key or spec.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Health {
+    pub node_name: String,
+    pub agent_version: String,
+    pub lxd_version: String,
+    pub lxd_project: String,
+}
+
+/// What a node has: host facts, LXD, GPUs. Polled by the controller on an interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    pub node_name: String,
+    pub host: HostFacts,
+    pub lxd: LxdFacts,
+    pub gpus: GpuInventory,
+    /// True only when the NVIDIA container tools LXD needs for `nvidia.runtime` are present.
+    pub nvidia_runtime: bool,
+    pub images: Vec<Image>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub kernel: String,
+    pub cores: u32,
+    pub memory_bytes: u64,
+    /// Free and total bytes of the LXD storage pool's backing filesystem.
+    pub disk_free_bytes: u64,
+    pub disk_total_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LxdFacts {
+    pub version: String,
+    pub project: String,
+    pub storage_pool: String,
+    pub storage_driver: String,
+}
+
+/// GPUs seen through NVML. When NVML cannot be loaded, `gpus` is empty and `unavailable` says why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuInventory {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    pub gpus: Vec<Gpu>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    pub uuid: String,
+    pub index: u32,
+    pub name: String,
+    pub memory_total_bytes: u64,
+    pub memory_used_bytes: u64,
+    /// PCI bus id as LXD's `pci` device key takes it, e.g. `0000:3b:00.0`.
+    pub pci_address: String,
+    pub utilization_percent: Option<u32>,
+    pub mig_enabled: bool,
+    /// MIG instances; each is a GPU of its own to the scheduler (exclusive).
+    pub mig_devices: Vec<MigDevice>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigDevice {
+    pub uuid: String,
+    pub index: u32,
+    pub name: String,
+    pub memory_total_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    pub fingerprint: String,
+    pub aliases: Vec<String>,
+    pub description: String,
+    pub size_bytes: u64,
+    /// From the image property `cohort.gpu_ready`.
+    pub gpu_ready: bool,
+}
+
+/// `POST /v1/images` with a JSON body: fetch the tarball from a URL (the controller's image store).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportImage {
+    pub url: String,
+    pub alias: String,
+    /// Expected SHA-256 of the tarball; the import fails when it differs.
+    pub fingerprint: String,
+}
+
+/// Everything the agent needs to make one student's container. Creating is idempotent on
+/// `idempotency_key` (the controller uses the operation item id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInstance {
+    pub idempotency_key: String,
+    pub name: String,
+    pub source: InstanceSource,
+    pub limits: Limits,
+    #[serde(default)]
+    pub gpus: Vec<GpuAttachment>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<SshAccess>,
+    /// Custom storage volume (created if missing, kept on delete) mounted at `/home/<user>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_volume: Option<String>,
+    /// Extra instance config. Only `user.*` keys and a short allow-list pass; `security.*`,
+    /// `raw.*` and unknown keys are refused with a 400 naming the key.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// Start the container once created (and wait for sshd when `ssh` is set).
+    #[serde(default = "default_true")]
+    pub start: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum InstanceSource {
+    /// An image alias or fingerprint in the agent's LXD.
+    Image { alias: String },
+    /// Copy of a stopped template container in the same project.
+    Copy { template: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// `limits.cpu`: number of cores.
+    pub cpu: u32,
+    /// `limits.memory` in MiB.
+    pub memory_mib: u64,
+    /// Root disk `size` in GiB.
+    pub disk_gib: u64,
+}
+
+/// One allocated GPU: pinned by PCI address, or by MIG uuid for a MIG instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuAttachment {
+    pub uuid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_uuid: Option<String>,
+}
+
+/// The student's login inside the container and the host port that reaches its sshd.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SshAccess {
+    pub username: String,
+    /// OpenSSH public keys, one per entry (validated: ed25519, ecdsa, rsa >= 2048, no options).
+    #[serde(default)]
+    pub authorized_keys: Vec<String>,
+    /// crypt(3) hash used when there is no key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_hash: Option<String>,
+    #[serde(default)]
+    pub sudo: bool,
+    /// Host address the proxy device listens on (e.g. `127.0.0.1` or the node's public address).
+    pub listen_address: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Instance {
+    pub name: String,
+    /// LXD's status: `Running`, `Stopped`, `Frozen`, `Error`, ...
+    pub status: String,
+    pub idempotency_key: Option<String>,
+    pub limits: Option<Limits>,
+    pub gpus: Vec<GpuAttachment>,
+    pub ssh_port: Option<u16>,
+    pub ssh_listen: Option<String>,
+    pub created_at: Option<DateTime<Utc>>,
+    /// True when sshd answered on the forwarded port at the time of the call.
+    pub ssh_ready: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<InstanceState>,
+    /// The full LXD config (`config` of the instance), for `cohort config show`.
+    pub config: BTreeMap<String, String>,
+    pub devices: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceState {
+    pub processes: i64,
+    pub cpu_usage_ns: u64,
+    pub memory_bytes: u64,
+    pub disk_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StateAction {
+    Start,
+    Stop,
+    Restart,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StateChange {
+    pub action: StateAction,
+    /// Seconds to wait for a clean shutdown before forcing (stop, restart). Default 30.
+    #[serde(default)]
+    pub timeout_s: Option<u32>,
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// Non-interactive exec: the command runs to completion and its output comes back whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
+    #[serde(default)]
+    pub user: Option<u32>,
+    #[serde(default)]
+    pub group: Option<u32>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Bytes fed to the command's stdin, base64.
+    #[serde(default)]
+    pub stdin_base64: Option<String>,
+    /// Seconds before the command is given up on. Default 300.
+    #[serde(default)]
+    pub timeout_s: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecResult {
+    pub exit_code: i32,
+    /// Output as base64, since a command may print anything.
+    pub stdout_base64: String,
+    pub stderr_base64: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSnapshot {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    pub name: String,
+    pub created_at: Option<DateTime<Utc>>,
+    pub stateful: bool,
+}

@@ -1,0 +1,25 @@
+//! The harness every end-to-end test shares: a PostgreSQL database per test ([`TestDb`]), an LXD
+//! project per test ([`TestLxd`]), host port ranges no two tests share ([`PortRange`]) and real
+//! `ssh` logins with generated keys ([`ssh`]). Each starts from the real daemon set up by
+//! `scripts/setup`; a missing daemon is a failure, never a skip.
+
+pub mod db;
+pub mod lxd;
+pub mod ports;
+pub mod ssh;
+
+pub use db::TestDb;
+pub use lxd::TestLxd;
+pub use ports::PortRange;
+
+/// True when no process with this pid is alive: its leftovers may be removed.
+pub(crate) fn pid_is_dead(pid: u32) -> bool {
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A name unique to this process and call, e.g. `7421-3`.
+pub(crate) fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}

@@ -1,0 +1,161 @@
+//! `TestLxd`: an LXD project per test on the real daemon, sharing the default project's images
+//! (so `cohort/base` is there) and profiles. Instances, custom volumes and the project go on
+//! `Drop`; projects left by crashed processes go at first use. Driven with the real `lxc` client,
+//! which keeps the harness independent of the agent's own LXD client under test.
+
+use std::process::{Command, Output};
+use std::sync::Once;
+
+/// Prefix of every test project: `ct-<pid>-<n>`.
+const PREFIX: &str = "ct-";
+
+pub struct TestLxd {
+    project: String,
+}
+
+/// Runs `lxc` with the given arguments; panics with its stderr when it fails.
+pub fn lxc(args: &[&str]) -> String {
+    let out = lxc_output(args);
+    assert!(
+        out.status.success(),
+        "lxc {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `lxc` and returns its output whatever the exit status.
+pub fn lxc_output(args: &[&str]) -> Output {
+    Command::new("lxc")
+        .args(args)
+        .env("LXD_DIR", lxd_dir())
+        .output()
+        .expect("run lxc (is lxd-client installed? run scripts/setup)")
+}
+
+/// The daemon's directory: `LXD_DIR`, else Debian's, else the snap's.
+pub fn lxd_dir() -> String {
+    if let Ok(dir) = std::env::var("LXD_DIR") {
+        return dir;
+    }
+    ["/var/lib/lxd", "/var/snap/lxd/common/lxd"]
+        .into_iter()
+        .find(|d| std::path::Path::new(&format!("{d}/unix.socket")).exists())
+        .unwrap_or("/var/lib/lxd")
+        .to_string()
+}
+
+pub fn socket_path() -> String {
+    format!("{}/unix.socket", lxd_dir())
+}
+
+fn remove_leftovers() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for name in query_names("/1.0/projects") {
+            let Some(rest) = name.strip_prefix(PREFIX) else {
+                continue;
+            };
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(crate::pid_is_dead) {
+                purge_project(&name);
+            }
+        }
+    });
+}
+
+fn query_names(path: &str) -> Vec<String> {
+    let out = lxc_output(&["query", path]);
+    if !out.status.success() {
+        return Vec::new();
+    }
+    let urls: Vec<String> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    urls.iter()
+        .filter_map(|u| u.split('?').next())
+        .filter_map(|u| u.rsplit('/').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Deletes everything in a project, then the project.
+fn purge_project(project: &str) {
+    for name in query_names(&format!("/1.0/instances?project={project}")) {
+        let _ = lxc_output(&["delete", "--force", "--project", project, &name]);
+    }
+    for name in query_names(&format!(
+        "/1.0/storage-pools/cohort/volumes/custom?project={project}"
+    )) {
+        let _ = lxc_output(&[
+            "storage", "volume", "delete", "cohort", &name, "--project", project,
+        ]);
+    }
+    let _ = lxc_output(&["project", "delete", project]);
+}
+
+impl TestLxd {
+    /// A new project `ct-<pid>-<n>` that uses the default project's images and profiles.
+    pub fn new() -> Self {
+        let out = lxc_output(&["query", "/1.0"]);
+        assert!(
+            out.status.success(),
+            "LXD does not answer at {}: {}; run scripts/setup",
+            socket_path(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        remove_leftovers();
+        let project = format!("{PREFIX}{}", crate::unique_suffix());
+        lxc(&[
+            "project",
+            "create",
+            &project,
+            "-c",
+            "features.images=false",
+            "-c",
+            "features.profiles=false",
+        ]);
+        TestLxd { project }
+    }
+
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    /// `lxc --project <this> ARGS...`, panicking on failure.
+    pub fn lxc(&self, args: &[&str]) -> String {
+        let mut all = vec!["--project", self.project.as_str()];
+        all.extend_from_slice(args);
+        lxc(&all)
+    }
+
+    /// `lxc --project <this> ARGS...`, whatever the exit status.
+    pub fn lxc_output(&self, args: &[&str]) -> Output {
+        let mut all = vec!["--project", self.project.as_str()];
+        all.extend_from_slice(args);
+        lxc_output(&all)
+    }
+
+    /// Names of the instances in this project (one recursive-free query).
+    pub fn instance_names(&self) -> Vec<String> {
+        query_names(&format!("/1.0/instances?project={}", self.project))
+    }
+}
+
+impl Default for TestLxd {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TestLxd {
+    fn drop(&mut self) {
+        purge_project(&self.project);
+    }
+}
+
+/// Whether an LXD project of this name exists (harness self-tests use it).
+pub fn project_exists(name: &str) -> bool {
+    lxc_output(&["query", &format!("/1.0/projects/{name}")])
+        .status
+        .success()
+}

@@ -1,0 +1,108 @@
+//! Real SSH: key pairs made by `ssh-keygen`, logins made by the `ssh` client in batch mode with a
+//! throw-away known_hosts, so a test proves what a student with nothing but ssh would see.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// An ed25519 key pair in its own temp dir (with the known_hosts file the logins use).
+pub struct SshKey {
+    dir: tempfile::TempDir,
+}
+
+impl SshKey {
+    pub fn generate() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir for ssh key");
+        let key = dir.path().join("id_ed25519");
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "cohort-test", "-f"])
+            .arg(&key)
+            .output()
+            .expect("run ssh-keygen (openssh-client; run scripts/setup)");
+        assert!(out.status.success(), "ssh-keygen failed: {out:?}");
+        SshKey { dir }
+    }
+
+    pub fn private_key(&self) -> PathBuf {
+        self.dir.path().join("id_ed25519")
+    }
+
+    /// The public key line, as it goes into `authorized_keys`.
+    pub fn public_key(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("id_ed25519.pub"))
+            .expect("read public key")
+            .trim()
+            .to_string()
+    }
+
+    fn known_hosts(&self) -> PathBuf {
+        self.dir.path().join("known_hosts")
+    }
+
+    /// Runs `cmd` as `user` on `host:port` with this key only; returns the ssh process output.
+    pub fn run(&self, host: &str, port: u16, user: &str, cmd: &str) -> Output {
+        ssh_command(host, port, user, &self.private_key(), &self.known_hosts(), cmd)
+    }
+
+    /// Like `run`, retrying while sshd is not yet answering (connection refused or reset), up to
+    /// `deadline`. Authentication failures are returned at once.
+    pub fn run_when_up(
+        &self,
+        host: &str,
+        port: u16,
+        user: &str,
+        cmd: &str,
+        deadline: Duration,
+    ) -> Output {
+        let start = Instant::now();
+        loop {
+            let out = self.run(host, port, user, cmd);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let not_up = out.status.code() == Some(255)
+                && (stderr.contains("Connection refused")
+                    || stderr.contains("Connection reset")
+                    || stderr.contains("Connection closed")
+                    || stderr.contains("kex_exchange_identification")
+                    || stderr.contains("timed out"));
+            if !not_up || start.elapsed() > deadline {
+                return out;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+/// `ssh` in batch mode: no password prompts, only the given identity, a fresh known_hosts.
+pub fn ssh_command(
+    host: &str,
+    port: u16,
+    user: &str,
+    key: &Path,
+    known_hosts: &Path,
+    cmd: &str,
+) -> Output {
+    Command::new("ssh")
+        .args(["-p", &port.to_string(), "-i"])
+        .arg(key)
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "PasswordAuthentication=no",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            "ConnectTimeout=5",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+        ])
+        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+        .arg(format!("{user}@{host}"))
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ssh (openssh-client; run scripts/setup)")
+}

@@ -1,0 +1,118 @@
+//! Proves the harness on the real daemons: a container from `cohort/base` in a test project, a
+//! user with a generated key, a loopback port forwarded by a `proxy` device, a real ssh login.
+
+use std::time::Duration;
+
+use cohort_e2e::ssh::SshKey;
+use cohort_e2e::{PortRange, TestDb, TestLxd};
+
+#[test]
+fn ssh_login_through_proxy_device_with_generated_key() {
+    let lxd = TestLxd::new();
+    let ports = PortRange::claim();
+    let port = ports.port(0);
+    let key = SshKey::generate();
+    let stranger = SshKey::generate();
+
+    lxd.lxc(&[
+        "launch",
+        "cohort/base",
+        "harness-c1",
+        "-c",
+        "security.idmap.isolated=true",
+        "-c",
+        "limits.memory=256MiB",
+    ]);
+    lxd.lxc(&["exec", "harness-c1", "--", "useradd", "-m", "-s", "/bin/bash", "-u", "1000", "alice"]);
+    let keyfile = tempfile::NamedTempFile::new().expect("temp key file");
+    std::fs::write(keyfile.path(), key.public_key() + "\n").expect("write key");
+    lxd.lxc(&[
+        "file",
+        "push",
+        "--create-dirs",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--mode",
+        "0600",
+        keyfile.path().to_str().expect("utf-8 path"),
+        "harness-c1/home/alice/.ssh/authorized_keys",
+    ]);
+    lxd.lxc(&["exec", "harness-c1", "--", "chown", "alice:alice", "/home/alice/.ssh"]);
+    lxd.lxc(&[
+        "config",
+        "device",
+        "add",
+        "harness-c1",
+        "ssh",
+        "proxy",
+        &format!("listen=tcp:127.0.0.1:{port}"),
+        "connect=tcp:127.0.0.1:22",
+    ]);
+
+    let out = key.run_when_up(
+        "127.0.0.1",
+        port,
+        "alice",
+        "whoami; hostname",
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "ssh login failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "alice\nharness-c1\n");
+
+    let refused = stranger.run("127.0.0.1", port, "alice", "whoami");
+    assert_eq!(refused.status.code(), Some(255), "a key never installed got in");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("Permission denied"),
+        "unexpected ssh error: {}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(refused.stdout.is_empty());
+}
+
+#[test]
+fn test_lxd_project_is_removed_with_its_instances_on_drop() {
+    let lxd = TestLxd::new();
+    let project = lxd.project().to_string();
+    lxd.lxc(&["init", "cohort/base", "harness-c2"]);
+    assert_eq!(lxd.instance_names(), vec!["harness-c2".to_string()]);
+    drop(lxd);
+    assert!(!cohort_e2e::lxd::project_exists(&project));
+}
+
+#[test]
+fn test_db_is_migrated_private_and_dropped() {
+    use diesel::prelude::*;
+    let a = TestDb::new();
+    let b = TestDb::new();
+    assert_ne!(a.name(), b.name());
+    let mut conn = a.connect();
+    diesel::sql_query("CREATE TABLE only_in_a (x int)")
+        .execute(&mut conn)
+        .expect("create table in a");
+    let in_b = diesel::sql_query("SELECT * FROM only_in_a").execute(&mut b.connect());
+    assert!(in_b.is_err(), "a table made in one test database is visible in another");
+    let migrated = diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
+        .execute(&mut conn)
+        .expect("migrations table exists");
+    assert!(migrated >= 1);
+    let name = a.name().to_string();
+    drop(conn);
+    drop(a);
+    assert!(!cohort_e2e::db::database_exists(&name));
+}
+
+#[test]
+fn port_ranges_never_overlap() {
+    let ranges: Vec<PortRange> = (0..4).map(|_| PortRange::claim()).collect();
+    for (i, a) in ranges.iter().enumerate() {
+        for b in &ranges[i + 1..] {
+            assert!(a.last() < b.first() || b.last() < a.first(), "ranges overlap");
+        }
+    }
+}
