@@ -1,4 +1,5 @@
 //! Cohort's controller: the REST API, the PostgreSQL inventory, the CA and node enrollment,
 //! placement and the job worker that carries out durable operations.
 
+pub mod course;
 pub mod db;
