@@ -7,6 +7,7 @@ pub mod agent;
 pub mod enroll;
 pub mod error;
 pub mod schema;
+pub mod validate;
 
 pub use error::{ErrorBody, ErrorDetail};
 
