@@ -54,7 +54,8 @@ pub fn username(name: &str) -> Result<(), Invalid> {
     let first_ok = bytes
         .next()
         .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
-    let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    let rest_ok =
+        bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
     if !first_ok || !rest_ok || name.len() > 32 {
         return invalid(format!(
             "username {name:?} must be 1-32 characters of a-z, 0-9, '_' and '-', starting with a letter or '_'"
@@ -68,9 +69,36 @@ pub fn username(name: &str) -> Result<(), Invalid> {
 
 /// Accounts every template image has, or that a student must never get.
 const RESERVED_USERNAMES: &[&str] = &[
-    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy",
-    "www-data", "backup", "list", "irc", "gnats", "nobody", "sshd", "messagebus", "_apt", "admin",
-    "ubuntu", "debian", "cohort", "lxd", "sudo", "adm", "staff", "users",
+    "root",
+    "daemon",
+    "bin",
+    "sys",
+    "sync",
+    "games",
+    "man",
+    "lp",
+    "mail",
+    "news",
+    "uucp",
+    "proxy",
+    "www-data",
+    "backup",
+    "list",
+    "irc",
+    "gnats",
+    "nobody",
+    "sshd",
+    "messagebus",
+    "_apt",
+    "admin",
+    "ubuntu",
+    "debian",
+    "cohort",
+    "lxd",
+    "sudo",
+    "adm",
+    "staff",
+    "users",
 ];
 
 /// One OpenSSH public key line as it goes into `authorized_keys`: a single line, type ed25519,
@@ -86,9 +114,8 @@ pub fn ssh_public_key(line: &str) -> Result<String, Invalid> {
         return Err(Invalid("SSH key is empty".into()));
     }
     let first = line.split_whitespace().next().unwrap_or_default();
-    let looks_like_type = first.starts_with("ssh-")
-        || first.starts_with("ecdsa-")
-        || first.starts_with("sk-");
+    let looks_like_type =
+        first.starts_with("ssh-") || first.starts_with("ecdsa-") || first.starts_with("sk-");
     if !looks_like_type {
         return Err(Invalid(format!(
             "SSH key must start with its type (ssh-ed25519, ecdsa-sha2-*, ssh-rsa); options such as command= or from= are not allowed (found {first:?})"
@@ -171,7 +198,16 @@ mod tests {
     fn usernames_follow_useradd() {
         assert!(username("alice").is_ok());
         assert!(username("_svc-1").is_ok());
-        for bad in ["", "1abc", "Alice", "a b", "root", "sshd", "a:b", &"a".repeat(33)] {
+        for bad in [
+            "",
+            "1abc",
+            "Alice",
+            "a b",
+            "root",
+            "sshd",
+            "a:b",
+            &"a".repeat(33),
+        ] {
             assert!(username(bad).is_err(), "{bad:?} accepted");
         }
     }
@@ -210,7 +246,15 @@ mod tests {
     #[test]
     fn display_text_refuses_formulas_and_control_characters() {
         assert!(display_text("Ada Lovelace", 100).is_ok());
-        for bad in ["=HYPERLINK(\"x\")", "+1", "-2", "@SUM(A1)", "a\nb", "a\0b", "\tx"] {
+        for bad in [
+            "=HYPERLINK(\"x\")",
+            "+1",
+            "-2",
+            "@SUM(A1)",
+            "a\nb",
+            "a\0b",
+            "\tx",
+        ] {
             assert!(display_text(bad, 100).is_err(), "{bad:?} accepted");
         }
     }

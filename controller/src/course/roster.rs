@@ -133,10 +133,7 @@ fn validate_rows(raw: Vec<RosterEntry>, first_row: usize) -> Result<Vec<RosterEn
             })
         };
         if let Err(e) = validate::username(&entry.username) {
-            fail(
-                "username",
-                format!("'{}' {e}", entry.username.escape_debug()),
-            );
+            fail("username", e.0);
         } else if let Some(first) = seen_user.insert(entry.username.clone(), row) {
             fail(
                 "username",
