@@ -2,3 +2,4 @@
 //! placement and the job worker that carries out durable operations.
 
 pub mod db;
+pub mod models;
