@@ -4,8 +4,12 @@
 pub mod agent_client;
 pub mod auth;
 pub mod config;
+pub mod controller;
 pub mod db;
 pub mod error;
+pub mod metrics;
 pub mod models;
 pub mod pki;
+pub mod placement;
 pub mod validate;
+pub mod views;
