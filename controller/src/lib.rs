@@ -1,6 +1,7 @@
 //! Cohort's controller: the REST API, the PostgreSQL inventory, the CA and node enrollment,
 //! placement and the job worker that carries out durable operations.
 
+pub mod actions;
 pub mod agent_client;
 pub mod auth;
 pub mod config;
