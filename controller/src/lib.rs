@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod agent_client;
+pub mod api;
 pub mod auth;
 pub mod config;
 pub mod controller;
@@ -10,6 +11,7 @@ pub mod db;
 pub mod error;
 pub mod metrics;
 pub mod models;
+pub mod openapi;
 pub mod pki;
 pub mod placement;
 pub mod validate;
