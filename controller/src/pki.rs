@@ -2,7 +2,7 @@
 //! controller's own server and client certificates and every node's leaf from its CSR.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -139,10 +139,14 @@ impl Pki {
     /// Creates the CA, the server certificate (for `localhost`, `127.0.0.1` and `names`) and the
     /// controller's client certificate in `dir`; refuses if a CA is there already.
     pub fn create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
-        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| PkiError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         if dir.join(CA_KEY).exists() {
             return Err(PkiError::Exists(dir.to_path_buf()));
         }
