@@ -58,11 +58,21 @@ impl TestController {
         let db = TestDb::new();
         let state = tempfile::tempdir().expect("state dir");
         let pki = Arc::new(Pki::create(state.path(), &[]).expect("create CA"));
-        let config = test_config(db.url(), state.path());
+        let mut config = test_config(db.url(), state.path());
+        config.worker.id = Some("test-worker-1".into());
         let pool = cohort_controller::db::pool(db.url(), config.database.pool_size).expect("pool");
         let agents = agents.unwrap_or_else(|| Arc::new(MtlsConnector::new(&pki)));
         let ctl = Arc::new(Controller::new(pool, config, pki, agents));
         TestController { db, state, ctl }
+    }
+
+    /// A second controller on the same database, as another process would be: its own pool and
+    /// worker name, the same CA and agents.
+    pub fn another_process(&self, worker_id: &str) -> Arc<Controller> {
+        let mut config = self.ctl.config.clone();
+        config.worker.id = Some(worker_id.to_string());
+        let pool = cohort_controller::db::pool(self.db.url(), config.database.pool_size).expect("pool");
+        Arc::new(Controller::new(pool, config, self.ctl.pki.clone(), self.ctl.agents.clone()))
     }
 
     pub fn conn(&self) -> PgConnection {
