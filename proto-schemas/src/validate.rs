@@ -90,7 +90,6 @@ const RESERVED_USERNAMES: &[&str] = &[
     "sshd",
     "messagebus",
     "_apt",
-    "admin",
     "ubuntu",
     "debian",
     "cohort",

@@ -35,6 +35,12 @@ impl SshKey {
             .to_string()
     }
 
+    /// Forgets every host key seen so far, as a student does after their container is re-made
+    /// (a new container has new host keys, which ssh would otherwise refuse).
+    pub fn forget_hosts(&self) {
+        let _ = std::fs::remove_file(self.known_hosts());
+    }
+
     fn known_hosts(&self) -> PathBuf {
         self.dir.path().join("known_hosts")
     }

@@ -1,0 +1,333 @@
+//! `Cluster`: a whole Cohort deployment on this machine, all real processes. A
+//! `cohort-controller` (its own database and state dir) and N `cohort-agent`s, each enrolled with
+//! a join token exactly as an admin would (`cohort-agent join`), each in its own LXD project
+//! with its own SSH port range. Processes can be killed (-9) and restarted; everything goes on
+//! `Drop`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::controller::{controller_binary, ControllerProcess};
+use crate::{PortRange, TestDb, TestLxd};
+
+/// The `cohort-agent` binary next to the test binary; built if missing.
+pub fn agent_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("cohort-agent");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "cohort-agent", "--bin", "cohort-agent"])
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building cohort-agent failed");
+    }
+    bin
+}
+
+/// One enrolled node: its agent process, LXD project and SSH port range.
+pub struct ClusterNode {
+    pub name: String,
+    pub lxd: TestLxd,
+    pub ssh_ports: PortRange,
+    pub agent_port: u16,
+    pub state_dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl ClusterNode {
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.state_dir.join("agent.log"))
+            .expect("agent log");
+        let child = Command::new(agent_binary())
+            .args(["serve", "--config"])
+            .arg(self.state_dir.join("agent.toml"))
+            .env("COHORT_LOG", "info,cohort_agent=debug")
+            .stdout(Stdio::from(log.try_clone().expect("log fd")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start cohort-agent");
+        self.child = Some(child);
+        wait_listening(self.agent_port, &self.state_dir.join("agent.log"));
+    }
+
+    /// `kill -9` the agent.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.state_dir.join("agent.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for ClusterNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn wait_listening(port: u16, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    panic!("nothing listens on 127.0.0.1:{port} after 30 s; log:\n{text}");
+}
+
+pub struct Cluster {
+    pub db: TestDb,
+    pub state: tempfile::TempDir,
+    pub controller: ControllerProcess,
+    pub admin_token: String,
+    pub nodes: Vec<ClusterNode>,
+    /// Ports for the controller (0) and the agents (1..).
+    ports: PortRange,
+    http: reqwest::Client,
+}
+
+impl Cluster {
+    /// A controller and `nodes` enrolled agents named `node1`, `node2`, ..., all online.
+    pub async fn start(nodes: usize) -> Self {
+        let db = TestDb::new();
+        let state = tempfile::tempdir().expect("cluster state dir");
+        let ports = PortRange::claim();
+        let controller_dir = state.path().join("controller");
+        std::fs::create_dir_all(&controller_dir).expect("controller dir");
+        let out = Command::new(controller_binary())
+            .arg("init")
+            .env("DATABASE_URL", db.url())
+            .env("COHORT_STATE_DIR", &controller_dir)
+            .env("COHORT_LISTEN", format!("127.0.0.1:{}", ports.port(0)))
+            .output()
+            .expect("run cohort-controller init");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "cohort-controller init failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let admin_token = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("admin token (shown once): "))
+            .expect("init prints the admin token")
+            .trim()
+            .to_string();
+        let controller = ControllerProcess::start(db.url(), &controller_dir, ports.port(0), &[]);
+        let ca = std::fs::read(controller_dir.join("ca.crt")).expect("controller CA");
+        let http = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA pem"))
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("http client");
+        let mut cluster = Cluster {
+            db,
+            state,
+            controller,
+            admin_token,
+            nodes: Vec::new(),
+            ports,
+            http,
+        };
+        for i in 1..=nodes {
+            cluster.add_node(&format!("node{i}")).await;
+        }
+        cluster
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/api/v1{path}", self.controller.url())
+    }
+
+    /// A request with a bearer token.
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+    ) -> reqwest::RequestBuilder {
+        self.http.request(method, self.url(path)).bearer_auth(token)
+    }
+
+    /// An admin request; panics unless the answer is 2xx; returns its JSON (or Null).
+    pub async fn admin(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut req = self.request(method.clone(), path, &self.admin_token);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let res = req.send().await.expect("controller answers");
+        let status = res.status();
+        let text = res.text().await.unwrap_or_default();
+        assert!(status.is_success(), "{method} {path}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    /// Enrolls one more node: join token from the API, `cohort-agent join`, then `serve`.
+    pub async fn add_node(&mut self, name: &str) -> &mut ClusterNode {
+        let issued = self
+            .admin(
+                reqwest::Method::POST,
+                "/nodes/tokens",
+                Some(json!({"node_name": name})),
+            )
+            .await;
+        let token = issued["token"].as_str().expect("join token").to_string();
+        let lxd = TestLxd::new();
+        let ssh_ports = PortRange::claim();
+        let agent_port = self.ports.port(1 + self.nodes.len() as u16);
+        let state_dir = self.state.path().join(name);
+        let out = Command::new(agent_binary())
+            .arg("join")
+            .arg(&token)
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .args(["--listen", &format!("127.0.0.1:{agent_port}")])
+            .args(["--agent-url", &format!("https://127.0.0.1:{agent_port}")])
+            .args(["--ssh-host", "127.0.0.1"])
+            .args([
+                "--ssh-ports",
+                &format!("{}-{}", ssh_ports.first(), ssh_ports.last()),
+            ])
+            .args(["--lxd-project", lxd.project()])
+            .output()
+            .expect("run cohort-agent join");
+        assert!(
+            out.status.success(),
+            "cohort-agent join failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut node = ClusterNode {
+            name: name.to_string(),
+            lxd,
+            ssh_ports,
+            agent_port,
+            state_dir,
+            child: None,
+        };
+        node.spawn();
+        self.nodes.push(node);
+        self.wait_node_state(name, "online", Duration::from_secs(30))
+            .await;
+        self.nodes.last_mut().expect("just pushed")
+    }
+
+    /// Polls `GET /nodes/{name}` until its state is `state`.
+    pub async fn wait_node_state(&self, name: &str, state: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            last = self
+                .admin(reqwest::Method::GET, &format!("/nodes/{name}"), None)
+                .await;
+            if last["state"] == state {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        panic!("node {name} did not become {state} within {within:?}: {last}");
+    }
+
+    /// Uploads the base image tarball `scripts/setup` built, under `alias`.
+    pub async fn import_base_image(&self, alias: &str) -> Value {
+        let tarball = std::fs::read_dir("/var/cache/cohort")
+            .expect("image cache (run scripts/setup)")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("cohort-base-") && n.ends_with(".tar.gz"))
+            })
+            .expect("a cohort-base tarball in /var/cache/cohort");
+        let bytes = tokio::fs::read(&tarball).await.expect("read tarball");
+        let res = self
+            .request(
+                reqwest::Method::POST,
+                &format!("/images?alias={alias}"),
+                &self.admin_token,
+            )
+            .body(bytes)
+            .send()
+            .await
+            .expect("upload image");
+        let status = res.status();
+        let text = res.text().await.unwrap_or_default();
+        assert!(status.is_success(), "image import: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    /// Creates a user with `role` and returns an API token for them.
+    pub async fn user(&self, username: &str, role: &str) -> String {
+        self.admin(
+            reqwest::Method::POST,
+            "/users",
+            Some(json!({"username": username, "role": role})),
+        )
+        .await;
+        self.token_for(username).await
+    }
+
+    pub async fn token_for(&self, username: &str) -> String {
+        let issued = self
+            .admin(
+                reqwest::Method::POST,
+                &format!("/users/{username}/tokens"),
+                Some(json!({})),
+            )
+            .await;
+        issued["token"].as_str().expect("token").to_string()
+    }
+
+    /// Waits for an operation to end; returns it.
+    pub async fn wait_operation(&self, id: &str, within: Duration) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let op = self
+                .admin(
+                    reqwest::Method::GET,
+                    &format!("/operations/{id}/wait?timeout=10"),
+                    None,
+                )
+                .await;
+            let status = op["status"].as_str().unwrap_or_default();
+            if ["success", "failure", "cancelled"].contains(&status) {
+                return op;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "operation {id} still {status} after {within:?}: {op}"
+            );
+        }
+    }
+
+    pub fn controller_log(&self) -> String {
+        std::fs::read_to_string(self.state.path().join("controller/controller.log"))
+            .unwrap_or_default()
+    }
+
+    /// `kill -9` the controller and start it again on the same port and database.
+    pub fn restart_controller(&mut self) {
+        self.controller.kill();
+        let dir = self.state.path().join("controller");
+        self.controller = ControllerProcess::start(self.db.url(), &dir, self.ports.port(0), &[]);
+    }
+}
