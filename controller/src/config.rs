@@ -82,6 +82,9 @@ pub struct WorkerConfig {
     pub lease_s: u64,
     /// Operations this process runs at once; default 4.
     pub concurrency: usize,
+    /// `COHORT_ITEMS_PER_NODE`: items of one operation run at once on one node; default 8 (the
+    /// agent bounds its own creates too).
+    pub items_per_node: usize,
     /// Attempts of a step before its item fails; default 5.
     pub max_attempts: u32,
     /// First retry delay in seconds, doubled each attempt up to 60; default 2.
@@ -148,6 +151,7 @@ impl Default for WorkerConfig {
             id: None,
             lease_s: 30,
             concurrency: 4,
+            items_per_node: 8,
             max_attempts: 5,
             backoff_s: 2,
         }
@@ -211,6 +215,7 @@ impl Config {
         env_parse("COHORT_OFFLINE_AFTER_S", &mut self.poller.offline_after_s)?;
         env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
         env_parse("COHORT_LEASE_S", &mut self.worker.lease_s)?;
+        env_parse("COHORT_ITEMS_PER_NODE", &mut self.worker.items_per_node)?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
             self.worker.id = Some(id);
         }

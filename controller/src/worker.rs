@@ -1,12 +1,14 @@
 //! The job worker: claims operations with `FOR UPDATE SKIP LOCKED` under a lease, runs their
-//! items in order (each idempotent, the item id being the agent's idempotency key), retries
+//! items (each idempotent, the item id being the agent's idempotency key), retries
 //! with backoff, and records progress so another worker can resume after a crash.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
 use tokio::sync::Semaphore;
 
 use crate::controller::Controller;
@@ -104,6 +106,11 @@ async fn process(ctl: &Arc<Controller>, worker: &str, op: Operation) -> Result<(
     result
 }
 
+/// Runs the operation's unfinished items. Items of one instance run in order (a reset is a
+/// delete then a create); different instances run at once, at most `items_per_node` on one node,
+/// so a class of 60 is made in parallel rather than one container after another. When any item
+/// must wait (queued, or a retry with backoff) the operation is handed back to run again at the
+/// earliest such time; otherwise it is finished.
 async fn run_items(
     ctl: &Controller,
     worker: &str,
@@ -114,67 +121,92 @@ async fn run_items(
     let items = ctl
         .db(move |conn| Ok(OperationItem::for_operation(conn, id)?))
         .await?;
+    let mut groups: Vec<Vec<OperationItem>> = Vec::new();
     for item in items
-        .iter()
+        .into_iter()
         .filter(|i| i.status == "pending" || i.status == "running")
     {
-        if lost.load(Ordering::SeqCst) {
-            return Err(ActionError::Internal("lease lost to another worker".into()));
-        }
-        let outcome = run_step(ctl, op, item).await;
-        Metrics::count(&ctl.metrics.operation_steps, outcome.label());
-        let item_id = item.id;
-        let w = worker.to_string();
-        match outcome {
-            StepOutcome::Done => {
-                ctl.db(move |conn| Ok(OperationItem::finish(conn, item_id, "success", None)?))
-                    .await?;
-            }
-            StepOutcome::Cancelled(why) => {
-                ctl.db(move |conn| {
-                    Ok(OperationItem::finish(
-                        conn,
-                        item_id,
-                        "cancelled",
-                        Some(&why),
-                    )?)
-                })
-                .await?;
-            }
-            StepOutcome::Failed(why) => {
-                ctl.db(move |conn| {
-                    Ok(OperationItem::finish(conn, item_id, "failure", Some(&why))?)
-                })
-                .await?;
-            }
-            StepOutcome::Wait(delay) => {
-                let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
-                ctl.db(move |conn| Ok(Operation::release(conn, id, &w, at)?))
-                    .await?;
-                return Ok(());
-            }
-            StepOutcome::Retry(why) => {
-                let attempts = item.attempts as u32 + 1;
-                if attempts >= ctl.config.worker.max_attempts {
-                    let why = format!("gave up after {attempts} attempts: {why}");
-                    ctl.db(move |conn| {
-                        Ok(OperationItem::finish(conn, item_id, "failure", Some(&why))?)
-                    })
-                    .await?;
-                    continue;
-                }
-                let delay = backoff(ctl.config.worker.backoff_s, attempts);
-                let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
-                ctl.db(move |conn| {
-                    OperationItem::note_error(conn, item_id, &why)?;
-                    Ok(Operation::release(conn, id, &w, at)?)
-                })
-                .await?;
-                return Ok(());
-            }
+        let same = |g: &Vec<OperationItem>| {
+            g[0].instance_id == item.instance_id && g[0].target == item.target
+        };
+        match groups.iter_mut().find(|g| same(g)) {
+            Some(group) => group.push(item),
+            None => groups.push(vec![item]),
         }
     }
+    let per_node = ctl.config.worker.items_per_node.max(1);
+    let mut nodes: HashMap<String, Arc<Semaphore>> = HashMap::new();
+    let runs = groups.into_iter().map(|group| {
+        let node = group[0].node_name.clone().unwrap_or_default();
+        let slots = nodes
+            .entry(node)
+            .or_insert_with(|| Arc::new(Semaphore::new(per_node)))
+            .clone();
+        async move {
+            let _slot = slots.acquire_owned().await;
+            for item in &group {
+                if lost.load(Ordering::SeqCst) {
+                    return Err(ActionError::Internal("lease lost to another worker".into()));
+                }
+                let outcome = run_step(ctl, op, item).await;
+                Metrics::count(&ctl.metrics.operation_steps, outcome.label());
+                if let Some(again) = record(ctl, item, outcome).await? {
+                    return Ok(Some(again));
+                }
+            }
+            Ok(None)
+        }
+    });
+    let outcomes: Vec<Result<Option<DateTime<Utc>>, ActionError>> =
+        futures_util::future::join_all(runs).await;
+    let mut again: Option<DateTime<Utc>> = None;
+    for outcome in outcomes {
+        if let Some(at) = outcome? {
+            again = Some(again.map_or(at, |a| a.min(at)));
+        }
+    }
+    if let Some(at) = again {
+        let w = worker.to_string();
+        ctl.db(move |conn| Ok(Operation::release(conn, id, &w, at)?))
+            .await?;
+        return Ok(());
+    }
     finish(ctl, id).await
+}
+
+/// Records one step's outcome on its item; `Some(time)` when the item must run again then.
+async fn record(
+    ctl: &Controller,
+    item: &OperationItem,
+    outcome: StepOutcome,
+) -> Result<Option<DateTime<Utc>>, ActionError> {
+    let item_id = item.id;
+    let finish_as = |status: &'static str, why: Option<String>| {
+        ctl.db(move |conn| {
+            Ok(OperationItem::finish(conn, item_id, status, why.as_deref())?)
+        })
+    };
+    match outcome {
+        StepOutcome::Done => finish_as("success", None).await.map(|_| None),
+        StepOutcome::Cancelled(why) => finish_as("cancelled", Some(why)).await.map(|_| None),
+        StepOutcome::Failed(why) => finish_as("failure", Some(why)).await.map(|_| None),
+        StepOutcome::Wait(delay) => {
+            Ok(Some(Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default()))
+        }
+        StepOutcome::Retry(why) => {
+            let attempts = item.attempts as u32 + 1;
+            if attempts >= ctl.config.worker.max_attempts {
+                let why = format!("gave up after {attempts} attempts: {why}");
+                return finish_as("failure", Some(why)).await.map(|_| None);
+            }
+            let delay = backoff(ctl.config.worker.backoff_s, attempts);
+            ctl.db(move |conn| Ok(OperationItem::note_error(conn, item_id, &why)?))
+                .await?;
+            Ok(Some(
+                Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
+            ))
+        }
+    }
 }
 
 /// Final status: success when every item succeeded or was cancelled, else failure.
