@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Benchmark 1 (class bring-up) and 4 (memory), in one run on one machine:
+#   cohort   - from `POST /courses/<c>/provision` until every student has logged in over ssh
+#   baseline - scripts/bench/lxc-baseline.sh: the parallel lxc loop an admin writes today
+#   floor    - `lxc launch` of the same number of containers, nothing else
+# Needs the quickstart deployment (scripts/quickstart) running. Prints one table of seconds and
+# ratios, then resident memory of the agent, the controller and LXD, idle and during the run.
+#
+#   scripts/bench/bringup.sh [STUDENTS]      (default 30)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+n=${1:-30}
+state=${COHORT_QUICKSTART_DIR:-/var/lib/cohort-quickstart}
+export COHORT_CONF="$state/cli/config.yml"
+cohort=target/debug/cohort
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ssh-keygen -q -t ed25519 -N '' -f "$work/key"
+
+rss_mib() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo "-"; }
+agent_pid=$(cat "$state/agent.pid")
+controller_pid=$(cat "$state/controller.pid")
+lxd_pid=$(pgrep -o -x lxd)
+idle="$(rss_mib "$agent_pid") $(rss_mib "$controller_pid") $(rss_mib "$lxd_pid")"
+
+peak_file="$work/peak"
+echo "0 0 0" >"$peak_file"
+sample() {
+  while :; do
+    read -r a c l <"$peak_file"
+    na=$(rss_mib "$agent_pid"); nc=$(rss_mib "$controller_pid"); nl=$(rss_mib "$lxd_pid")
+    awk -v a="$a" -v c="$c" -v l="$l" -v na="$na" -v nc="$nc" -v nl="$nl" \
+      'BEGIN { printf "%s %s %s\n", (na>a?na:a), (nc>c?nc:c), (nl>l?nl:l) }' >"$peak_file"
+    sleep 0.5
+  done
+}
+
+now() { date +%s.%N; }
+elapsed() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.1f", e - s }'; }
+
+# --- Cohort ---------------------------------------------------------------------------------
+course=bench$$
+"$cohort" course create "$course" --title "bench" --image cohort/base --cpu 1 --memory 512MiB \
+  --disk 4GiB >/dev/null
+{
+  echo "username,name,email,ssh_key"
+  for i in $(seq -w 1 "$n"); do echo "b$i,,,$(cat "$work/key.pub")"; done
+} >"$work/roster.csv"
+"$cohort" course roster "$course" "$work/roster.csv" >/dev/null
+sample & sampler=$!
+start=$(now)
+"$cohort" course provision "$course" --wait --quiet
+"$cohort" course endpoints "$course" --format csv | tail -n +2 >"$work/endpoints"
+while IFS=, read -r user _ _ host port _; do
+  (
+    for _ in $(seq 1 600); do
+      ssh -p "$port" -i "$work/key" -o BatchMode=yes -o IdentitiesOnly=yes -o ConnectTimeout=2 \
+        -o StrictHostKeyChecking=no -o "UserKnownHostsFile=$work/known" -o LogLevel=ERROR \
+        "$user@$host" true </dev/null && exit 0
+      sleep 0.2
+    done
+    exit 1
+  ) &
+done <"$work/endpoints"
+wait_ok=0
+for job in $(jobs -p); do [ "$job" = "$sampler" ] || wait "$job" || wait_ok=1; done
+cohort_s=$(elapsed "$start" "$(now)")
+kill "$sampler" 2>/dev/null || true
+read -r peak_agent peak_controller peak_lxd <"$peak_file"
+[ "$wait_ok" -eq 0 ] || echo "warning: some cohort logins failed" >&2
+"$cohort" course teardown "$course" --delete --force --quiet >/dev/null
+
+# --- baseline and floor ---------------------------------------------------------------------
+for mode in baseline floor; do
+  project="bench-$mode-$$"
+  lxc project create "$project" -c features.images=false -c features.profiles=false >/dev/null
+  flag=""; [ "$mode" = floor ] && flag=--floor
+  out=$(scripts/bench/lxc-baseline.sh "$project" "$n" 23000 "$work/key.pub" "$work/key" $flag)
+  secs=$(echo "$out" | awk '/^elapsed_s/ {print $2}')
+  eval "${mode}_s=$secs"
+  for c in $(lxc list --project "$project" -f csv -c n); do
+    lxc delete -f "$c" --project "$project"
+  done
+  lxc project delete "$project" >/dev/null
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo
+echo "| students | cohort (s) | baseline (s) | floor (s) | cohort/baseline | cohort/floor |"
+echo "|---|---|---|---|---|---|"
+echo "| $n | $cohort_s | $baseline_s | $floor_s | $(ratio "$cohort_s" "$baseline_s") | $(ratio "$cohort_s" "$floor_s") |"
+echo
+read -r idle_agent idle_controller idle_lxd <<<"$idle"
+echo "| RSS (MiB) | agent | controller | lxd |"
+echo "|---|---|---|---|"
+echo "| idle | $idle_agent | $idle_controller | $idle_lxd |"
+echo "| peak during bring-up | $peak_agent | $peak_controller | $peak_lxd |"
