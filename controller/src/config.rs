@@ -82,7 +82,7 @@ pub struct WorkerConfig {
     pub lease_s: u64,
     /// Operations this process runs at once; default 4.
     pub concurrency: usize,
-    /// `COHORT_ITEMS_PER_NODE`: items of one operation run at once on one node; default 8 (the
+    /// `COHORT_ITEMS_PER_NODE`: items of one operation run at once on one node; default 4 (the
     /// agent bounds its own creates too).
     pub items_per_node: usize,
     /// Attempts of a step before its item fails; default 5.
@@ -151,7 +151,7 @@ impl Default for WorkerConfig {
             id: None,
             lease_s: 30,
             concurrency: 4,
-            items_per_node: 8,
+            items_per_node: 4,
             max_attempts: 5,
             backoff_s: 2,
         }
