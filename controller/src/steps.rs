@@ -185,8 +185,9 @@ async fn create(
     let request = CreateInstance {
         idempotency_key: item.id.to_string(),
         name: instance.name.clone(),
+        // The fingerprint, not the alias: it names the same bytes on every node.
         source: InstanceSource::Image {
-            alias: image.alias.clone(),
+            alias: image.fingerprint.clone(),
         },
         limits: Limits {
             cpu: instance.cpu as u32,
