@@ -71,8 +71,14 @@ impl TestController {
     pub fn another_process(&self, worker_id: &str) -> Arc<Controller> {
         let mut config = self.ctl.config.clone();
         config.worker.id = Some(worker_id.to_string());
-        let pool = cohort_controller::db::pool(self.db.url(), config.database.pool_size).expect("pool");
-        Arc::new(Controller::new(pool, config, self.ctl.pki.clone(), self.ctl.agents.clone()))
+        let pool =
+            cohort_controller::db::pool(self.db.url(), config.database.pool_size).expect("pool");
+        Arc::new(Controller::new(
+            pool,
+            config,
+            self.ctl.pki.clone(),
+            self.ctl.agents.clone(),
+        ))
     }
 
     pub fn conn(&self) -> PgConnection {
@@ -99,7 +105,14 @@ impl TestController {
 
     /// An online node with capacity and a (fake) live certificate, as if it had enrolled and
     /// answered a poll.
-    pub fn node(&self, name: &str, ports: (i32, i32), cores: i32, memory_gib: i64, nvidia: bool) -> Node {
+    pub fn node(
+        &self,
+        name: &str,
+        ports: (i32, i32),
+        cores: i32,
+        memory_gib: i64,
+        nvidia: bool,
+    ) -> Node {
         let mut conn = self.conn();
         let node = Node::upsert(
             &mut conn,
@@ -123,8 +136,14 @@ impl TestController {
             ))
             .execute(&mut conn)
             .expect("node facts");
-        NodeCertificate::insert(&mut conn, name, &format!("fp-{name}"), "", chrono::Utc::now())
-            .expect("node certificate");
+        NodeCertificate::insert(
+            &mut conn,
+            name,
+            &format!("fp-{name}"),
+            "",
+            chrono::Utc::now(),
+        )
+        .expect("node certificate");
         Node::find(&mut conn, node.id).expect("reload node")
     }
 
@@ -179,7 +198,13 @@ pub fn controller_binary() -> PathBuf {
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-p", "cohort-controller", "--bin", "cohort-controller"])
+            .args([
+                "build",
+                "-p",
+                "cohort-controller",
+                "--bin",
+                "cohort-controller",
+            ])
             .status()
             .expect("run cargo build");
         assert!(status.success(), "building cohort-controller failed");

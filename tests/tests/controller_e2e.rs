@@ -26,7 +26,11 @@ fn base_tarball() -> PathBuf {
         .unwrap_or_else(|e| panic!("{dir}: {e} (run scripts/setup)"))
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("cohort-base-") && n.ends_with(".tar.gz")))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("cohort-base-") && n.ends_with(".tar.gz"))
+        })
         .unwrap_or_else(|| panic!("no cohort-base tarball in {dir} (run scripts/setup)"))
 }
 
@@ -45,15 +49,30 @@ impl Api {
             .timeout(Duration::from_secs(600))
             .build()
             .expect("client");
-        Api { client, base: format!("https://127.0.0.1:{port}/api/v1") }
+        Api {
+            client,
+            base: format!("https://127.0.0.1:{port}/api/v1"),
+        }
     }
 
-    async fn call<T: serde::de::DeserializeOwned>(&self, token: &str, method: reqwest::Method, path: &str, body: Option<serde_json::Value>) -> T {
-        let mut req = self.client.request(method.clone(), format!("{}{path}", self.base)).bearer_auth(token);
+    async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        token: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> T {
+        let mut req = self
+            .client
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(token);
         if let Some(body) = body {
             req = req.json(&body);
         }
-        let resp = req.send().await.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let resp = req
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         let status = resp.status();
         let text = resp.text().await.expect("body");
         assert!(status.is_success(), "{method} {path}: {status}: {text}");
@@ -61,7 +80,14 @@ impl Api {
     }
 
     async fn wait(&self, token: &str, op: &Operation) -> Operation {
-        let done: Operation = self.call(token, reqwest::Method::GET, &format!("/operations/{}/wait?timeout=300", op.id), None).await;
+        let done: Operation = self
+            .call(
+                token,
+                reqwest::Method::GET,
+                &format!("/operations/{}/wait?timeout=300", op.id),
+                None,
+            )
+            .await;
         assert_eq!(done.status, OperationStatus::Success, "{done:#?}");
         done
     }
@@ -75,11 +101,25 @@ fn init(db: &TestDb, state: &std::path::Path) -> String {
         .env("COHORT_STATE_DIR", state)
         .output()
         .expect("run init");
-    assert!(out.status.success(), "init failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "init failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for file in ["ca.key", "ca.crt", "server.key", "server.crt", "client.key", "client.crt"] {
+    for file in [
+        "ca.key",
+        "ca.crt",
+        "server.key",
+        "server.crt",
+        "client.key",
+        "client.crt",
+    ] {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(state.join(file)).expect(file).permissions().mode();
+        let mode = std::fs::metadata(state.join(file))
+            .expect(file)
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600, "{file} is {mode:o}");
     }
     stdout
@@ -114,11 +154,23 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
         .send()
         .await
         .expect("upload");
-    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap_or_default());
+    assert_eq!(
+        resp.status(),
+        201,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
     let image: Image = resp.json().await.expect("image");
 
     // Enroll a real agent with a join token and serve it.
-    let issued: JoinTokenIssued = api.call(&admin, M::POST, "/nodes/tokens", Some(json!({"node_name": "node-e2e"}))).await;
+    let issued: JoinTokenIssued = api
+        .call(
+            &admin,
+            M::POST,
+            "/nodes/tokens",
+            Some(json!({"node_name": "node-e2e"})),
+        )
+        .await;
     let opts = cohort_agent::enroll::JoinOptions {
         state_dir: agent_state.path().to_path_buf(),
         listen: format!("127.0.0.1:{agent_port}").parse().unwrap(),
@@ -129,13 +181,26 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
         lxd_project: Some(lxd.project().to_string()),
         storage_pool: None,
     };
-    let mut config = cohort_agent::enroll::join(&issued.token, &opts).await.expect("agent joins");
+    let mut config = cohort_agent::enroll::join(&issued.token, &opts)
+        .await
+        .expect("agent joins");
     config.lxd_socket = Some(cohort_e2e::lxd::socket_path().into());
     config.ssh_listen = "127.0.0.1".into();
     let read = |p: PathBuf| std::fs::read(p).expect("agent state file");
-    let tls = cohort_agent::tls::server_config(&read(config.cert_path()), &read(config.key_path()), &read(config.ca_path())).expect("agent tls");
-    let node = Arc::new(cohort_agent::Node::connect(config).await.expect("agent connects to LXD"));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", agent_port)).await.expect("agent port");
+    let tls = cohort_agent::tls::server_config(
+        &read(config.cert_path()),
+        &read(config.key_path()),
+        &read(config.ca_path()),
+    )
+    .expect("agent tls");
+    let node = Arc::new(
+        cohort_agent::Node::connect(config)
+            .await
+            .expect("agent connects to LXD"),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", agent_port))
+        .await
+        .expect("agent port");
     let agent = tokio::spawn(cohort_agent::api::serve(listener, Arc::new(tls), node));
 
     // The poller finds it online with its capacity, and sees it holds the image.
@@ -151,38 +216,93 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     }
 
     // A student with a key gets an instance through the API, and logs in.
-    let _: serde_json::Value = api.call(&admin, M::POST, "/users", Some(json!({"username": "alice", "role": "student"}))).await;
-    let alice: ApiTokenIssued = api.call(&admin, M::POST, "/users/alice/tokens", Some(json!({}))).await;
+    let _: serde_json::Value = api
+        .call(
+            &admin,
+            M::POST,
+            "/users",
+            Some(json!({"username": "alice", "role": "student"})),
+        )
+        .await;
+    let alice: ApiTokenIssued = api
+        .call(&admin, M::POST, "/users/alice/tokens", Some(json!({})))
+        .await;
     let key = SshKey::generate();
-    let _: serde_json::Value = api.call(&alice.token, M::POST, "/me/ssh-keys", Some(json!({"public_key": key.public_key()}))).await;
+    let _: serde_json::Value = api
+        .call(
+            &alice.token,
+            M::POST,
+            "/me/ssh-keys",
+            Some(json!({"public_key": key.public_key()})),
+        )
+        .await;
     let limits = json!({"cpu": 1, "memory_mib": 512, "disk_gib": 2});
-    let op: Operation = api.call(&alice.token, M::POST, "/instances", Some(json!({"name": "e2e-alice", "image": image.alias, "limits": limits}))).await;
+    let op: Operation = api
+        .call(
+            &alice.token,
+            M::POST,
+            "/instances",
+            Some(json!({"name": "e2e-alice", "image": image.alias, "limits": limits})),
+        )
+        .await;
     api.wait(&alice.token, &op).await;
-    let inst: Instance = api.call(&alice.token, M::GET, "/instances/e2e-alice", None).await;
+    let inst: Instance = api
+        .call(&alice.token, M::GET, "/instances/e2e-alice", None)
+        .await;
     assert_eq!(inst.observed_state, ObservedState::Running, "{inst:?}");
     assert_eq!(inst.node.as_deref(), Some("node-e2e"));
     let port = inst.ssh_port.expect("ssh port");
     assert!((ssh_ports.0..=ssh_ports.1).contains(&port));
     assert!(lxd.instance_names().contains(&"e2e-alice".to_string()));
-    let out = key.run_when_up("127.0.0.1", port, "alice", "whoami", Duration::from_secs(120));
-    assert!(out.status.success(), "ssh: {}", String::from_utf8_lossy(&out.stderr));
+    let out = key.run_when_up(
+        "127.0.0.1",
+        port,
+        "alice",
+        "whoami",
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "ssh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "alice");
 
     // A second instance, then an operation with two items (evacuate: stop both). Kill the
     // controller as soon as the first item is done; the restarted one finishes the second.
-    let op: Operation = api.call(&admin, M::POST, "/instances", Some(json!({"name": "e2e-two", "image": "base", "limits": limits, "owner": "alice"}))).await;
+    let op: Operation = api
+        .call(
+            &admin,
+            M::POST,
+            "/instances",
+            Some(json!({"name": "e2e-two", "image": "base", "limits": limits, "owner": "alice"})),
+        )
+        .await;
     api.wait(&admin, &op).await;
-    let evac: Operation = api.call(&admin, M::POST, "/nodes/node-e2e/evacuate", Some(json!({"policy": "stop"}))).await;
+    let evac: Operation = api
+        .call(
+            &admin,
+            M::POST,
+            "/nodes/node-e2e/evacuate",
+            Some(json!({"policy": "stop"})),
+        )
+        .await;
     assert_eq!(evac.items.len(), 2);
     let mut conn = db.connect();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let items = OperationItem::for_operation(&mut conn, evac.id).unwrap();
         if items[0].status == "success" {
-            assert_ne!(items[1].status, "success", "both items finished before the kill could land");
+            assert_ne!(
+                items[1].status, "success",
+                "both items finished before the kill could land"
+            );
             break;
         }
-        assert!(Instant::now() < deadline, "first item never finished: {items:?}");
+        assert!(
+            Instant::now() < deadline,
+            "first item never finished: {items:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     controller.kill();
@@ -191,25 +311,55 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     let done = api.wait(&admin, &evac).await;
     assert_eq!(done.progress.done, 2);
     let after = OperationItem::for_operation(&mut conn, evac.id).unwrap();
-    assert_eq!(after[0].attempts, before[0].attempts, "the finished item ran again after the restart");
+    assert_eq!(
+        after[0].attempts, before[0].attempts,
+        "the finished item ran again after the restart"
+    );
     assert!(after.iter().all(|i| i.status == "success"));
     for name in ["e2e-alice", "e2e-two"] {
-        let i: Instance = api.call(&admin, M::GET, &format!("/instances/{name}"), None).await;
+        let i: Instance = api
+            .call(&admin, M::GET, &format!("/instances/{name}"), None)
+            .await;
         assert_eq!(i.observed_state, ObservedState::Stopped, "{i:?}");
     }
 
     // Delete: the container goes from LXD and the port is free again.
     for name in ["e2e-alice", "e2e-two"] {
-        let op: Operation = api.call(&admin, M::DELETE, &format!("/instances/{name}?force=true"), None).await;
+        let op: Operation = api
+            .call(
+                &admin,
+                M::DELETE,
+                &format!("/instances/{name}?force=true"),
+                None,
+            )
+            .await;
         api.wait(&admin, &op).await;
     }
-    let resp = api.client.get(format!("{}/instances/e2e-alice", api.base)).bearer_auth(&admin).send().await.unwrap();
+    let resp = api
+        .client
+        .get(format!("{}/instances/e2e-alice", api.base))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 404);
-    assert!(lxd.instance_names().is_empty(), "{:?}", lxd.instance_names());
+    assert!(
+        lxd.instance_names().is_empty(),
+        "{:?}",
+        lxd.instance_names()
+    );
 
     // Removing the node revokes its certificate: the controller no longer talks to it.
-    let _: serde_json::Value = api.call(&admin, M::POST, "/nodes/node-e2e/restore", None).await;
-    let resp = api.client.delete(format!("{}/nodes/node-e2e", api.base)).bearer_auth(&admin).send().await.unwrap();
+    let _: serde_json::Value = api
+        .call(&admin, M::POST, "/nodes/node-e2e/restore", None)
+        .await;
+    let resp = api
+        .client
+        .delete(format!("{}/nodes/node-e2e", api.base))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 204);
     let nodes: Vec<Node> = api.call(&admin, M::GET, "/nodes", None).await;
     assert!(nodes.is_empty());

@@ -17,7 +17,11 @@ fn request(name: &str, gpus: u32, model: Option<&str>, queue: bool) -> CreateIns
     CreateInstance {
         name: name.to_string(),
         image: "base".into(),
-        limits: Some(Limits { cpu: 1, memory_mib: 512, disk_gib: 1 }),
+        limits: Some(Limits {
+            cpu: 1,
+            memory_mib: 512,
+            disk_gib: 1,
+        }),
         gpus,
         gpu_model: model.map(String::from),
         gpu_share: GpuShare::Shared,
@@ -31,8 +35,11 @@ fn request(name: &str, gpus: u32, model: Option<&str>, queue: bool) -> CreateIns
     }
 }
 
-/// (instance name, node name, port) of every placed instance, and GPU uuid -> slots.
-fn allocations(t: &TestController) -> (Vec<(String, String, i32)>, HashMap<String, Vec<i32>>) {
+/// (instance name, node name, port) of a placed instance.
+type Placed = (String, String, i32);
+
+/// Every placed instance, and GPU uuid -> slots taken.
+fn allocations(t: &TestController) -> (Vec<Placed>, HashMap<String, Vec<i32>>) {
     let mut conn = t.conn();
     let placed: Vec<(String, String, Option<i32>)> = inst::table
         .inner_join(nodes::table)
@@ -48,7 +55,13 @@ fn allocations(t: &TestController) -> (Vec<(String, String, i32)>, HashMap<Strin
     for (uuid, slot) in rows {
         slots.entry(uuid).or_default().push(slot);
     }
-    (placed.into_iter().map(|(i, n, p)| (i, n, p.expect("placed has a port"))).collect(), slots)
+    (
+        placed
+            .into_iter()
+            .map(|(i, n, p)| (i, n, p.expect("placed has a port")))
+            .collect(),
+        slots,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
@@ -77,7 +90,9 @@ async fn fifty_concurrent_requests_never_share_a_gpu_slot_or_port() {
         let caller = admin.clone();
         // Half queue when nothing fits, half want a refusal.
         let req = request(&format!("race-{i}"), 1, Some("A100"), i % 2 == 0);
-        tasks.push(tokio::spawn(async move { instances::create(&ctl, caller, req).await }));
+        tasks.push(tokio::spawn(async move {
+            instances::create(&ctl, caller, req).await
+        }));
     }
     let mut refused = 0;
     for task in tasks {
@@ -92,20 +107,47 @@ async fn fifty_concurrent_requests_never_share_a_gpu_slot_or_port() {
     }
 
     let (placed, slots) = allocations(&t);
-    assert_eq!(placed.len(), 6, "exactly the 6 free A100 slots are used: {placed:?}");
+    assert_eq!(
+        placed.len(),
+        6,
+        "exactly the 6 free A100 slots are used: {placed:?}"
+    );
     let ports: HashSet<(String, i32)> = placed.iter().map(|(_, n, p)| (n.clone(), *p)).collect();
     assert_eq!(ports.len(), placed.len(), "a port was handed out twice");
     for (uuid, taken) in &slots {
         let distinct: HashSet<_> = taken.iter().collect();
-        assert_eq!(distinct.len(), taken.len(), "{uuid}: a slot was handed out twice");
-        assert!(taken.len() <= 2, "{uuid} has {} allocations over share_limit 2", taken.len());
-        assert!(uuid == "GPU-a0" || uuid == "GPU-a1" || uuid == "GPU-b0", "{uuid} must not be used");
+        assert_eq!(
+            distinct.len(),
+            taken.len(),
+            "{uuid}: a slot was handed out twice"
+        );
+        assert!(
+            taken.len() <= 2,
+            "{uuid} has {} allocations over share_limit 2",
+            taken.len()
+        );
+        assert!(
+            uuid == "GPU-a0" || uuid == "GPU-a1" || uuid == "GPU-b0",
+            "{uuid} must not be used"
+        );
     }
-    assert!(placed.iter().all(|(_, n, _)| n == "node-a" || n == "node-b"), "cordoned/offline node used");
+    assert!(
+        placed
+            .iter()
+            .all(|(_, n, _)| n == "node-a" || n == "node-b"),
+        "cordoned/offline node used"
+    );
     let mut conn = t.conn();
     let queued = Instance::queued(&mut conn, 100).unwrap();
-    assert_eq!(queued.len() + refused, 44, "every loser is queued or refused");
-    assert!(refused > 0 && !queued.is_empty(), "both kinds of losers are seen");
+    assert_eq!(
+        queued.len() + refused,
+        44,
+        "every loser is queued or refused"
+    );
+    assert!(
+        refused > 0 && !queued.is_empty(),
+        "both kinds of losers are seen"
+    );
     let rows: i64 = inst::table.count().get_result(&mut conn).unwrap();
     assert_eq!(rows as usize, 6 + queued.len(), "the refused left no row");
 }
@@ -125,21 +167,33 @@ async fn model_exclusive_share_and_node_state_filters_hold() {
     // NVIDIA runtime; a second one has nowhere to go.
     let mut excl = request("excl-1", 1, Some("A100"), false);
     excl.gpu_share = GpuShare::Exclusive;
-    instances::create(&t.ctl, admin.clone(), excl.clone()).await.expect("first exclusive");
+    instances::create(&t.ctl, admin.clone(), excl.clone())
+        .await
+        .expect("first exclusive");
     excl.name = "excl-2".into();
     let second = instances::create(&t.ctl, admin.clone(), excl).await;
-    assert!(matches!(second, Err(ActionError::NoCapacity(_))), "{second:?}");
+    assert!(
+        matches!(second, Err(ActionError::NoCapacity(_))),
+        "{second:?}"
+    );
 
     // An exclusive T4 is refused: the only T4 is shared (limit 4).
     let mut t4x = request("t4-excl", 1, Some("T4"), false);
     t4x.gpu_share = GpuShare::Exclusive;
-    assert!(matches!(instances::create(&t.ctl, admin.clone(), t4x).await, Err(ActionError::NoCapacity(_))));
+    assert!(matches!(
+        instances::create(&t.ctl, admin.clone(), t4x).await,
+        Err(ActionError::NoCapacity(_))
+    ));
 
     // Four shared T4 slots, then none.
     for i in 0..4 {
-        instances::create(&t.ctl, admin.clone(), request(&format!("t4-{i}"), 1, Some("T4"), false))
-            .await
-            .expect("T4 slot");
+        instances::create(
+            &t.ctl,
+            admin.clone(),
+            request(&format!("t4-{i}"), 1, Some("T4"), false),
+        )
+        .await
+        .expect("T4 slot");
     }
     assert!(matches!(
         instances::create(&t.ctl, admin.clone(), request("t4-5", 1, Some("T4"), false)).await,
@@ -152,7 +206,9 @@ async fn model_exclusive_share_and_node_state_filters_hold() {
 
     // CPU-only instances spread over both nodes, skip a cordoned one and an offline one.
     t.set_node_state(&a, "cordoned");
-    instances::create(&t.ctl, admin.clone(), request("cpu-1", 0, None, false)).await.unwrap();
+    instances::create(&t.ctl, admin.clone(), request("cpu-1", 0, None, false))
+        .await
+        .unwrap();
     t.set_node_state(&cpu_only, "offline");
     let none = instances::create(&t.ctl, admin.clone(), request("cpu-2", 0, None, false)).await;
     assert!(matches!(none, Err(ActionError::NoCapacity(_))), "{none:?}");
@@ -168,17 +224,27 @@ async fn the_queue_places_the_highest_priority_first_when_capacity_frees() {
     t.image("base");
     let a = t.node("node-a", (23000, 23063), 64, 256, true);
     t.gpu(&a, "GPU-0", 0, "A100", 1);
-    instances::create(&t.ctl, admin.clone(), request("holder", 1, None, false)).await.unwrap();
+    instances::create(&t.ctl, admin.clone(), request("holder", 1, None, false))
+        .await
+        .unwrap();
     for (name, priority) in [("low", 0), ("high", 10), ("mid", 5)] {
         let mut req = request(name, 1, None, true);
         req.priority = priority;
         instances::create(&t.ctl, admin.clone(), req).await.unwrap();
     }
     let mut conn = t.conn();
-    let order: Vec<String> = Instance::queued(&mut conn, 10).unwrap().into_iter().map(|i| i.name).collect();
+    let order: Vec<String> = Instance::queued(&mut conn, 10)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
     assert_eq!(order, ["high", "mid", "low"]);
     let config = t.ctl.config.placement.clone();
-    assert_eq!(place_queued(&mut conn, &config).unwrap(), 0, "nothing frees, nothing placed");
+    assert_eq!(
+        place_queued(&mut conn, &config).unwrap(),
+        0,
+        "nothing frees, nothing placed"
+    );
 
     // Free the GPU: the highest priority gets it, the others stay queued.
     let holder = Instance::by_name(&mut conn, "holder").unwrap().unwrap();
@@ -187,6 +253,10 @@ async fn the_queue_places_the_highest_priority_first_when_capacity_frees() {
     let high = Instance::by_name(&mut conn, "high").unwrap().unwrap();
     assert_eq!(high.node_id, Some(a.id));
     assert_eq!(high.observed_state, "pending");
-    let still: Vec<String> = Instance::queued(&mut conn, 10).unwrap().into_iter().map(|i| i.name).collect();
+    let still: Vec<String> = Instance::queued(&mut conn, 10)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
     assert_eq!(still, ["mid", "low"]);
 }
