@@ -185,9 +185,9 @@ async fn create(
     let request = CreateInstance {
         idempotency_key: item.id.to_string(),
         name: instance.name.clone(),
-        // The fingerprint, not the alias: it names the same bytes on every node.
+        // The catalog alias: the agent imports images under it (see `ensure_image`).
         source: InstanceSource::Image {
-            alias: image.fingerprint.clone(),
+            alias: image.alias.clone(),
         },
         limits: Limits {
             cpu: instance.cpu as u32,

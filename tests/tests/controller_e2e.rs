@@ -148,7 +148,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     let tarball = tokio::fs::read(base_tarball()).await.expect("read tarball");
     let resp = api
         .client
-        .post(format!("{}/images?alias=base&gpu_ready=false", api.base))
+        .post(format!("{}/images?alias=cohort/base&gpu_ready=false", api.base))
         .bearer_auth(&admin)
         .body(tarball)
         .send()
@@ -207,7 +207,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let n: Node = api.call(&admin, M::GET, "/nodes/node-e2e", None).await;
-        let i: Image = api.call(&admin, M::GET, "/images/base", None).await;
+        let i: Image = api.call(&admin, M::GET, &format!("/images/{}", image.fingerprint), None).await;
         if n.last_heartbeat_at.is_some() && n.cores > 0 && i.nodes == ["node-e2e"] {
             break;
         }
@@ -275,7 +275,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &admin,
             M::POST,
             "/instances",
-            Some(json!({"name": "e2e-two", "image": "base", "limits": limits, "owner": "alice"})),
+            Some(json!({"name": "e2e-two", "image": "cohort/base", "limits": limits, "owner": "alice"})),
         )
         .await;
     api.wait(&admin, &op).await;
