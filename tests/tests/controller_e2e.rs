@@ -4,109 +4,22 @@
 //! is deleted; the controller is killed between two items of an operation and, restarted,
 //! completes it exactly once.
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cohort_controller::models::operation_item::OperationItem;
-use cohort_e2e::controller::{controller_binary, ControllerProcess};
+use cohort_e2e::controller::ControllerProcess;
+use cohort_e2e::fleet::{init, Api, EnrolledAgent};
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestDb, TestLxd};
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::{Instance, ObservedState};
-use cohort_proto::api::nodes::{JoinTokenIssued, Node};
-use cohort_proto::api::operations::{Operation, OperationStatus};
+use cohort_proto::api::nodes::Node;
+use cohort_proto::api::operations::Operation;
 use cohort_proto::api::users::ApiTokenIssued;
 use serde_json::json;
 
-/// The base image tarball `scripts/setup` built (its SHA-256 is its LXD fingerprint).
-fn base_tarball() -> PathBuf {
-    let dir = std::env::var("COHORT_CACHE_DIR").unwrap_or_else(|_| "/var/cache/cohort".into());
-    std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{dir}: {e} (run scripts/setup)"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("cohort-base-") && n.ends_with(".tar.gz"))
-        })
-        .unwrap_or_else(|| panic!("no cohort-base tarball in {dir} (run scripts/setup)"))
-}
-
-struct Api {
-    client: reqwest::Client,
-    base: String,
-}
-
-impl Api {
-    fn new(state: &std::path::Path, port: u16) -> Self {
-        let ca = std::fs::read(state.join("ca.crt")).expect("CA");
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA PEM"))
-            .timeout(Duration::from_secs(600))
-            .build()
-            .expect("client");
-        Api {
-            client,
-            base: format!("https://127.0.0.1:{port}/api/v1"),
-        }
-    }
-
-    async fn call<T: serde::de::DeserializeOwned>(
-        &self,
-        token: &str,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-    ) -> T {
-        let mut req = self
-            .client
-            .request(method.clone(), format!("{}{path}", self.base))
-            .bearer_auth(token);
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = resp.status();
-        let text = resp.text().await.expect("body");
-        assert!(status.is_success(), "{method} {path}: {status}: {text}");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {text}"))
-    }
-
-    async fn wait(&self, token: &str, op: &Operation) -> Operation {
-        let done: Operation = self
-            .call(
-                token,
-                reqwest::Method::GET,
-                &format!("/operations/{}/wait?timeout=300", op.id),
-                None,
-            )
-            .await;
-        assert_eq!(done.status, OperationStatus::Success, "{done:#?}");
-        done
-    }
-}
-
-/// Runs `cohort-controller init` and returns the admin token it printed.
-fn init(db: &TestDb, state: &std::path::Path) -> String {
-    let out = std::process::Command::new(controller_binary())
-        .args(["init", "--admin", "admin"])
-        .env("DATABASE_URL", db.url())
-        .env("COHORT_STATE_DIR", state)
-        .output()
-        .expect("run init");
-    assert!(
-        out.status.success(),
-        "init failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+fn assert_private(state: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
     for file in [
         "ca.key",
         "ca.crt",
@@ -115,18 +28,12 @@ fn init(db: &TestDb, state: &std::path::Path) -> String {
         "client.key",
         "client.crt",
     ] {
-        use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(state.join(file))
             .expect(file)
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600, "{file} is {mode:o}");
     }
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("admin token (shown once): "))
-        .expect("init prints the admin token")
-        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -135,79 +42,32 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     let lxd = TestLxd::new();
     let ports = PortRange::claim();
     let state = tempfile::tempdir().expect("controller state");
-    let agent_state = tempfile::tempdir().expect("agent state");
     let (controller_port, agent_port) = (ports.port(0), ports.port(1));
     let ssh_ports = (ports.port(2), ports.port(20));
 
-    let admin = init(&db, state.path());
+    let admin = init(db.url(), state.path());
+    assert_private(state.path());
     let mut controller = ControllerProcess::start(db.url(), state.path(), controller_port, &[]);
     let api = Api::new(state.path(), controller_port);
     use reqwest::Method as M;
 
-    // The template image goes into the catalog through the API.
-    let tarball = tokio::fs::read(base_tarball()).await.expect("read tarball");
-    let resp = api
-        .client
-        .post(format!("{}/images?alias=cohort/base&gpu_ready=false", api.base))
-        .bearer_auth(&admin)
-        .body(tarball)
-        .send()
-        .await
-        .expect("upload");
-    assert_eq!(
-        resp.status(),
-        201,
-        "{}",
-        resp.text().await.unwrap_or_default()
-    );
-    let image: Image = resp.json().await.expect("image");
-
-    // Enroll a real agent with a join token and serve it.
-    let issued: JoinTokenIssued = api
-        .call(
-            &admin,
-            M::POST,
-            "/nodes/tokens",
-            Some(json!({"node_name": "node-e2e"})),
-        )
-        .await;
-    let opts = cohort_agent::enroll::JoinOptions {
-        state_dir: agent_state.path().to_path_buf(),
-        listen: format!("127.0.0.1:{agent_port}").parse().unwrap(),
-        agent_url: format!("https://127.0.0.1:{agent_port}"),
-        ssh_host: "127.0.0.1".into(),
-        ssh_port_first: ssh_ports.0,
-        ssh_port_last: ssh_ports.1,
-        lxd_project: Some(lxd.project().to_string()),
-        storage_pool: None,
-    };
-    let mut config = cohort_agent::enroll::join(&issued.token, &opts)
-        .await
-        .expect("agent joins");
-    config.lxd_socket = Some(cohort_e2e::lxd::socket_path().into());
-    config.ssh_listen = "127.0.0.1".into();
-    let read = |p: PathBuf| std::fs::read(p).expect("agent state file");
-    let tls = cohort_agent::tls::server_config(
-        &read(config.cert_path()),
-        &read(config.key_path()),
-        &read(config.ca_path()),
-    )
-    .expect("agent tls");
-    let node = Arc::new(
-        cohort_agent::Node::connect(config)
-            .await
-            .expect("agent connects to LXD"),
-    );
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", agent_port))
-        .await
-        .expect("agent port");
-    let agent = tokio::spawn(cohort_agent::api::serve(listener, Arc::new(tls), node));
+    // The template image goes into the catalog through the API; a real agent enrolls.
+    let image = api.import_base_image(&admin, "cohort/base").await;
+    let agent_addr = format!("127.0.0.1:{agent_port}").parse().unwrap();
+    let agent = EnrolledAgent::enroll(&api, &admin, "node-e2e", &lxd, agent_addr, ssh_ports).await;
 
     // The poller finds it online with its capacity, and sees it holds the image.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let n: Node = api.call(&admin, M::GET, "/nodes/node-e2e", None).await;
-        let i: Image = api.call(&admin, M::GET, &format!("/images/{}", image.fingerprint), None).await;
+        let i: Image = api
+            .call(
+                &admin,
+                M::GET,
+                &format!("/images/{}", image.fingerprint),
+                None,
+            )
+            .await;
         if n.last_heartbeat_at.is_some() && n.cores > 0 && i.nodes == ["node-e2e"] {
             break;
         }
@@ -364,5 +224,5 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     let nodes: Vec<Node> = api.call(&admin, M::GET, "/nodes", None).await;
     assert!(nodes.is_empty());
     drop(controller);
-    agent.abort();
+    drop(agent);
 }
