@@ -200,12 +200,20 @@ impl EnrolledAgent {
             .spawn()
             .expect("start cohort-agent");
         self.child = Some(child);
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let deadline = std::time::Instant::now() + Duration::from_secs(90);
         while tokio::net::TcpStream::connect(self.addr).await.is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the agent did not listen within 30 s"
-            );
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some() || std::time::Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.state.path().join("agent.log"))
+                    .unwrap_or_default();
+                panic!(
+                    "the agent is not listening on {} ({exited:?}):\n{log}",
+                    self.addr
+                );
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
