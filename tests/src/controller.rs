@@ -33,7 +33,7 @@ pub struct TestController {
 pub fn test_config(db_url: &str, state_dir: &Path) -> Config {
     let mut config = Config::default();
     config.database.url = db_url.to_string();
-    config.database.pool_size = 24;
+    config.database.pool_size = 12;
     config.server.state_dir = state_dir.to_path_buf();
     config.worker.lease_s = 3;
     config.worker.backoff_s = 1;
