@@ -13,20 +13,9 @@ use serde_json::{json, Value};
 use crate::controller::{controller_binary, ControllerProcess};
 use crate::{PortRange, TestDb, TestLxd};
 
-/// The `cohort-agent` binary next to the test binary; built if missing.
+/// The `cohort-agent` binary, built once per test process.
 pub fn agent_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("cohort-agent");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "cohort-agent", "--bin", "cohort-agent"])
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building cohort-agent failed");
-    }
-    bin
+    crate::controller::built_binary("cohort-agent")
 }
 
 /// One enrolled node: its agent process, LXD project and SSH port range.

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod cluster;
 pub mod controller;
 pub mod db;
+pub mod fleet;
 pub mod lxd;
 pub mod ports;
 pub mod ssh;

@@ -20,6 +20,9 @@ use actix_web::web::{self, delete, get, patch, post, put};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
+/// Largest request body read into memory: 64 MiB.
+const MAX_BODY: usize = 64 << 20;
+
 /// Registers every route with the controller as shared state.
 pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg| {
@@ -27,7 +30,8 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             Err::<actix_web::HttpResponse, _>(ActionError::NotFound("route".into()))
         };
         cfg.app_data(ctl)
-            .app_data(web::PayloadConfig::new(usize::MAX))
+            // Raw bodies (file pushes, JSON) are read whole: bound them. Image uploads stream.
+            .app_data(web::PayloadConfig::new(MAX_BODY))
             .route("/healthz", get().to(meta::healthz))
             .route("/metrics", get().to(meta::metrics))
             .service(

@@ -10,10 +10,12 @@ use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 pub type DbPool = Pool<ConnectionManager<PgConnection>>;
 pub type DbConn = PooledConnection<ConnectionManager<PgConnection>>;
 
-/// Opens a pool of at most `size` connections to `url`.
+/// Opens a pool of at most `size` connections to `url`, opened as needed (PostgreSQL's
+/// connection limit is shared by every controller process and test).
 pub fn pool(url: &str, size: u32) -> Result<DbPool, diesel::r2d2::PoolError> {
     Pool::builder()
         .max_size(size)
+        .min_idle(Some(1))
         .connection_timeout(std::time::Duration::from_secs(10))
         .build(ConnectionManager::new(url))
 }
