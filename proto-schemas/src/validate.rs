@@ -54,7 +54,8 @@ pub fn username(name: &str) -> Result<(), Invalid> {
     let first_ok = bytes
         .next()
         .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
-    let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    let rest_ok =
+        bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
     if !first_ok || !rest_ok || name.len() > 32 {
         return invalid(format!(
             "username {name:?} must be 1-32 characters of a-z, 0-9, '_' and '-', starting with a letter or '_'"
@@ -79,9 +80,8 @@ pub fn ssh_public_key(line: &str) -> Result<String, Invalid> {
         return Err(Invalid("SSH key is empty".into()));
     }
     let first = line.split_whitespace().next().unwrap_or_default();
-    let looks_like_type = first.starts_with("ssh-")
-        || first.starts_with("ecdsa-")
-        || first.starts_with("sk-");
+    let looks_like_type =
+        first.starts_with("ssh-") || first.starts_with("ecdsa-") || first.starts_with("sk-");
     if !looks_like_type {
         return Err(Invalid(format!(
             "SSH key must start with its type (ssh-ed25519, ecdsa-sha2-*, ssh-rsa); options such as command= or from= are not allowed (found {first:?})"
