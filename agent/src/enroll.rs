@@ -131,6 +131,11 @@ pub async fn join(token: &str, opts: &JoinOptions) -> Result<AgentConfig, Enroll
         .await
         .map_err(http_error("fetching the CA", &ca_url))?;
     check_ca(&ca_pem, &token.ca_fingerprint)?;
+    if !base.starts_with("https://") {
+        return Err(EnrollError::Token(format!(
+            "controller_url {base} is not https: the secret and CSR must go over TLS pinned to the CA"
+        )));
+    }
 
     let (key, csr_pem) = key_and_csr(&token.node_name)?;
     let enroll_url = format!("{base}/api/v1/enroll");
@@ -224,4 +229,81 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), EnrollError> {
         .open(path)
         .map_err(err)?;
     f.write_all(text.as_bytes()).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token_b64(expires_in: chrono::Duration) -> String {
+        let t = JoinToken {
+            controller_url: "https://127.0.0.1:1".into(),
+            ca_fingerprint: "00".repeat(32),
+            node_name: "gpu-01".into(),
+            secret: "s".into(),
+            expires_at: Utc::now() + expires_in,
+        };
+        base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&t).unwrap())
+    }
+
+    #[test]
+    fn csr_carries_the_node_name_and_a_fresh_key() {
+        let (key, pem) = key_and_csr("gpu-01").unwrap();
+        let der = rustls_pemfile::csr(&mut pem.as_bytes()).unwrap().unwrap();
+        use x509_parser::prelude::FromDer;
+        let (_, csr) =
+            x509_parser::certification_request::X509CertificationRequest::from_der(der.as_ref())
+                .unwrap();
+        let cn: Vec<_> = csr
+            .certification_request_info
+            .subject
+            .iter_common_name()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(cn, vec!["gpu-01"]);
+        assert_eq!(
+            csr.certification_request_info
+                .subject_pki
+                .subject_public_key
+                .data
+                .as_ref(),
+            key.public_key_raw()
+        );
+        csr.verify_signature().expect("self-signed by the key");
+    }
+
+    #[test]
+    fn fingerprint_is_sha256_of_der_and_a_mismatch_is_refused() {
+        let key = KeyPair::generate().unwrap();
+        let ca = CertificateParams::new(Vec::<String>::new())
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let want = hex::encode(Sha256::digest(ca.der()));
+        assert_eq!(ca_fingerprint(&ca.pem()).unwrap(), want);
+        check_ca(&ca.pem(), &want.to_uppercase()).expect("case does not matter");
+        let err = check_ca(&ca.pem(), &"ab".repeat(32)).unwrap_err();
+        assert!(
+            matches!(err, EnrollError::FingerprintMismatch { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tokens_are_decoded_and_expired_or_garbled_ones_refused() {
+        assert_eq!(
+            decode_token(&token_b64(chrono::Duration::hours(1)))
+                .unwrap()
+                .node_name,
+            "gpu-01"
+        );
+        let expired = decode_token(&token_b64(chrono::Duration::hours(-1))).unwrap_err();
+        assert!(matches!(expired, EnrollError::Expired(_)));
+        assert!(matches!(decode_token("%%%"), Err(EnrollError::Token(_))));
+        let not_json = base64::engine::general_purpose::STANDARD.encode("{}");
+        assert!(matches!(
+            decode_token(&not_json),
+            Err(EnrollError::Token(_))
+        ));
+    }
 }

@@ -10,8 +10,14 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
         ("error", schema_for!(crate::ErrorBody)),
         ("join_token", schema_for!(crate::enroll::JoinToken)),
         ("enroll_request", schema_for!(crate::enroll::EnrollRequest)),
-        ("enroll_response", schema_for!(crate::enroll::EnrollResponse)),
-        ("agent_create_instance", schema_for!(crate::agent::CreateInstance)),
+        (
+            "enroll_response",
+            schema_for!(crate::enroll::EnrollResponse),
+        ),
+        (
+            "agent_create_instance",
+            schema_for!(crate::agent::CreateInstance),
+        ),
         ("agent_instance", schema_for!(crate::agent::Instance)),
         ("agent_inventory", schema_for!(crate::agent::Inventory)),
         ("agent_exec_request", schema_for!(crate::agent::ExecRequest)),

@@ -9,6 +9,7 @@ pub async fn run(config: &AgentConfig) -> anyhow::Result<i32> {
     let mut table = Table::new();
     table
         .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_header(["CHECK", "STATUS", "DETAIL", "FIX"]);
     for c in &checks {
         let color = match c.level {

@@ -51,7 +51,12 @@ pub fn encode(value: &str) -> String {
 
 impl Lxd {
     pub fn new(socket: &Path, project: &str) -> Self {
-        let http = Client::builder(TokioExecutor::new()).build(UnixConnector);
+        // No idle connections kept: LXD ties some work to a request's context, which ends only
+        // when the connection closes; a pooled connection after `recursion=2` left later stops
+        // hanging until the agent exited.
+        let http = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(UnixConnector);
         Lxd {
             http,
             socket: socket.to_path_buf(),

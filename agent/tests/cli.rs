@@ -1,0 +1,134 @@
+//! The command line on this machine: `doctor` against the real LXD (and failing without it),
+//! and `join` refusing a controller whose CA does not match the token's fingerprint, writing
+//! nothing.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::Command;
+
+use base64::Engine;
+
+fn agent(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cohort-agent"));
+    cmd.args(args).env_remove("COHORT_AGENT_NVML_LIBRARY");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run cohort-agent")
+}
+
+fn row<'a>(table: &'a str, check: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.contains(check))
+        .unwrap_or_else(|| panic!("no {check:?} row in:\n{table}"))
+}
+
+#[test]
+fn doctor_reports_this_machine() {
+    let out = agent(&["doctor"], &[]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "doctor failed here:\n{table}");
+    assert!(row(&table, "LXD reachable").contains("OK"));
+    assert!(row(&table, "LXD version and extensions").contains("LXD 5."));
+    assert!(row(&table, "storage pool").contains("btrfs"));
+    assert!(row(&table, "fs.inotify.max_user_instances").contains("OK"));
+    let nvml = row(&table, "NVML");
+    assert!(
+        nvml.contains("WARN") && nvml.contains("NVML could not be loaded"),
+        "{nvml}"
+    );
+    assert!(row(&table, "NVIDIA container tools").contains("WARN"));
+}
+
+#[test]
+fn doctor_fails_without_lxd() {
+    let out = agent(
+        &["doctor"],
+        &[("COHORT_AGENT_LXD_SOCKET", "/nonexistent/unix.socket")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lxd = row(&table, "LXD reachable");
+    assert!(
+        lxd.contains("FAIL") && lxd.contains("/nonexistent/unix.socket"),
+        "{lxd}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Error: 1 check(s) failed"));
+}
+
+/// Serves `body` for every request on a loopback port (plain HTTP), for `count` requests.
+fn serve_ca(body: String, count: usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(count) {
+            let mut s = stream.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(resp.as_bytes());
+        }
+    });
+    port
+}
+
+fn token(url: &str, fingerprint: &str) -> String {
+    let t = serde_json::json!({
+        "controller_url": url,
+        "ca_fingerprint": fingerprint,
+        "node_name": "gpu-07",
+        "secret": "one-time",
+        "expires_at": (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339(),
+    });
+    base64::engine::general_purpose::STANDARD.encode(t.to_string())
+}
+
+#[test]
+fn join_refuses_a_ca_that_does_not_match_the_token_and_writes_nothing() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let ca = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let port = serve_ca(ca.pem(), 2);
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("agent");
+    let url = format!("http://127.0.0.1:{port}");
+
+    let out = agent(
+        &[
+            "join",
+            &token(&url, &"ab".repeat(32)),
+            "--state-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Error: the controller's CA fingerprint is"),
+        "{err}"
+    );
+    assert!(err.contains("refusing to enroll"), "{err}");
+    assert!(!dir.exists(), "join wrote state despite the mismatch");
+
+    // The right CA over plain HTTP still does not get the secret.
+    let right = cohort_agent::enroll::ca_fingerprint(&ca.pem()).unwrap();
+    let out = agent(
+        &[
+            "join",
+            &token(&url, &right),
+            "--state-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not https"));
+    assert!(!dir.exists());
+}

@@ -1,0 +1,436 @@
+//! The agent against the real LXD daemon, one LXD project per test: create/start/stop/delete,
+//! limits read back with `lxc`, template clones, idempotent create and delete, clear errors for
+//! an unknown image and bad input (with nothing created), exec, files and snapshots.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use cohort_e2e::agent::TestAgent;
+use cohort_e2e::TestLxd;
+use cohort_proto::agent::{CreateInstance, ExecResult, Instance, InstanceSource, Limits, Snapshot};
+use cohort_proto::ErrorBody;
+use serde_json::json;
+
+fn spec(name: &str, key: &str) -> CreateInstance {
+    CreateInstance {
+        idempotency_key: key.into(),
+        name: name.into(),
+        source: InstanceSource::Image {
+            alias: "cohort/base".into(),
+        },
+        limits: Limits {
+            cpu: 1,
+            memory_mib: 256,
+            disk_gib: 2,
+        },
+        gpus: Vec::new(),
+        ssh: None,
+        home_volume: None,
+        config: BTreeMap::new(),
+        start: false,
+    }
+}
+
+async fn create(agent: &TestAgent, body: &impl serde::Serialize) -> reqwest::Response {
+    agent
+        .controller()
+        .post(agent.url("/v1/instances"))
+        .json(body)
+        .send()
+        .await
+        .expect("POST /v1/instances")
+}
+
+async fn created(agent: &TestAgent, body: &CreateInstance) -> Instance {
+    let resp = create(agent, body).await;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    assert_eq!(status, 201, "create {} failed: {text}", body.name);
+    serde_json::from_str(&text).expect("Instance JSON")
+}
+
+async fn error_of(resp: reqwest::Response, status: u16) -> ErrorBody {
+    assert_eq!(resp.status(), status, "unexpected status");
+    resp.json().await.expect("error JSON")
+}
+
+async fn state(agent: &TestAgent, name: &str, action: &str) -> Instance {
+    let resp = agent
+        .controller()
+        .put(agent.url(&format!("/v1/instances/{name}/state")))
+        .json(&json!({"action": action, "timeout_s": 10}))
+        .send()
+        .await
+        .expect("PUT state");
+    assert_eq!(
+        resp.status(),
+        200,
+        "{action}: {}",
+        resp.text().await.unwrap_or_default()
+    );
+    resp.json().await.expect("Instance JSON")
+}
+
+async fn exec(agent: &TestAgent, name: &str, req: serde_json::Value) -> ExecResult {
+    let resp = agent
+        .controller()
+        .post(agent.url(&format!("/v1/instances/{name}/exec")))
+        .json(&req)
+        .send()
+        .await
+        .expect("POST exec");
+    assert_eq!(
+        resp.status(),
+        200,
+        "exec: {}",
+        resp.text().await.unwrap_or_default()
+    );
+    resp.json().await.expect("ExecResult JSON")
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .expect("base64")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_start_stop_delete_with_limits_read_back_from_lxd() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let mut req = spec("life-1", "op-1");
+    req.limits = Limits {
+        cpu: 2,
+        memory_mib: 384,
+        disk_gib: 3,
+    };
+    req.config.insert("user.course".into(), "cs101".into());
+    req.start = true;
+    let inst = created(&agent, &req).await;
+    assert_eq!(inst.status, "Running");
+    assert_eq!(inst.limits, Some(req.limits.clone()));
+    assert_eq!(inst.idempotency_key.as_deref(), Some("op-1"));
+
+    let get = |k: &str| lxd.lxc(&["config", "get", "life-1", k]).trim().to_string();
+    assert_eq!(get("limits.cpu"), "2");
+    assert_eq!(get("limits.memory"), "384MiB");
+    assert_eq!(get("boot.autostart"), "true");
+    assert_eq!(get("security.idmap.isolated"), "true");
+    assert_eq!(get("user.course"), "cs101");
+    let size = lxd.lxc(&["config", "device", "get", "life-1", "root", "size"]);
+    assert_eq!(size.trim(), "3GiB");
+    let cpus = exec(&agent, "life-1", json!({"command": ["nproc"]})).await;
+    assert_eq!(
+        b64(&cpus.stdout_base64).trim(),
+        "2",
+        "limits.cpu seen inside"
+    );
+
+    let stopped = state(&agent, "life-1", "stop").await;
+    assert_eq!(stopped.status, "Stopped");
+    assert_eq!(
+        state(&agent, "life-1", "stop").await.status,
+        "Stopped",
+        "stop twice"
+    );
+    assert_eq!(state(&agent, "life-1", "start").await.status, "Running");
+    assert_eq!(state(&agent, "life-1", "restart").await.status, "Running");
+
+    let list: Vec<Instance> = agent
+        .controller()
+        .get(agent.url("/v1/instances"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    assert!(list[0]
+        .state
+        .as_ref()
+        .is_some_and(|s| s.processes > 0 && s.memory_bytes > 0));
+
+    let del = agent
+        .controller()
+        .delete(agent.url("/v1/instances/life-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
+    assert!(lxd.instance_names().is_empty(), "instance still in LXD");
+    let again = agent
+        .controller()
+        .delete(agent.url("/v1/instances/life-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 204, "deleting a missing instance succeeds");
+    let gone = agent
+        .controller()
+        .get(agent.url("/v1/instances/life-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(gone, 404).await.error.code, "not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_is_idempotent_on_key_and_spec() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let req = spec("idem-1", "op-42");
+    let first = created(&agent, &req).await;
+    let second = created(&agent, &req).await;
+    assert_eq!(
+        first.created_at, second.created_at,
+        "a repeat returns the same instance"
+    );
+    assert_eq!(lxd.instance_names(), vec!["idem-1".to_string()]);
+
+    let mut other_spec = req.clone();
+    other_spec.limits.memory_mib = 512;
+    let e = error_of(create(&agent, &other_spec).await, 409).await;
+    assert_eq!(e.error.code, "conflict");
+    assert!(
+        e.error.message.contains("different spec"),
+        "{}",
+        e.error.message
+    );
+
+    let mut other_key = req.clone();
+    other_key.idempotency_key = "op-43".into();
+    let e = error_of(create(&agent, &other_key).await, 409).await;
+    assert!(
+        e.error.message.contains("another idempotency key"),
+        "{}",
+        e.error.message
+    );
+    let mem = lxd.lxc(&["config", "get", "idem-1", "limits.memory"]);
+    assert_eq!(mem.trim(), "256MiB", "a conflicting create changed nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clone_from_a_stopped_template_container() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    lxd.lxc(&["init", "cohort/base", "tpl-1"]);
+    lxd.lxc(&["config", "set", "tpl-1", "user.template-mark", "yes"]);
+    let mut req = spec("from-tpl", "op-t");
+    req.source = InstanceSource::Copy {
+        template: "tpl-1".into(),
+    };
+    req.start = true;
+    let inst = created(&agent, &req).await;
+    assert_eq!(inst.status, "Running");
+    assert_eq!(
+        inst.config.get("user.template-mark").map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(
+        inst.config.get("limits.memory").map(String::as_str),
+        Some("256MiB")
+    );
+    let os = exec(
+        &agent,
+        "from-tpl",
+        json!({"command": ["cat", "/etc/debian_version"]}),
+    )
+    .await;
+    assert_eq!(os.exit_code, 0);
+
+    let mut missing = spec("from-nothing", "op-m");
+    missing.source = InstanceSource::Copy {
+        template: "no-such-tpl".into(),
+    };
+    let e = error_of(create(&agent, &missing).await, 404).await;
+    assert_eq!(e.error.field.as_deref(), Some("source.template"));
+    assert!(e.error.message.contains("no-such-tpl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_image_and_bad_input_create_nothing() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let mut req = spec("bad-1", "op-b");
+    req.source = InstanceSource::Image {
+        alias: "no/such-image".into(),
+    };
+    let e = error_of(create(&agent, &req).await, 404).await;
+    assert_eq!(e.error.code, "not_found");
+    assert_eq!(e.error.field.as_deref(), Some("source.alias"));
+    assert!(
+        e.error
+            .message
+            .contains("image \"no/such-image\" not found"),
+        "{}",
+        e.error.message
+    );
+
+    for (key, value) in [
+        ("security.privileged", "true"),
+        ("security.nesting", "true"),
+        ("raw.lxc", "lxc.apparmor.profile=unconfined"),
+        ("nvidia.runtime", "true"),
+        ("limits.kernel.nofile", "10"),
+    ] {
+        let mut req = spec("bad-2", "op-c");
+        req.config.insert(key.into(), value.into());
+        let e = error_of(create(&agent, &req).await, 400).await;
+        assert_eq!(e.error.field, Some(format!("config.{key}")), "{key}");
+    }
+
+    let mut req = spec("bad-3", "op-d");
+    req.ssh = Some(cohort_proto::agent::SshAccess {
+        username: "alice".into(),
+        authorized_keys: vec!["command=\"/bin/sh\" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN4j9xJ2DuFqdAabTQjWmehKMbbXNP/68/vrLUocne8v x".into()],
+        password_hash: None,
+        sudo: false,
+        listen_address: "127.0.0.1".into(),
+        port: 40022,
+    });
+    let e = error_of(create(&agent, &req).await, 400).await;
+    assert_eq!(e.error.field.as_deref(), Some("ssh.authorized_keys[0]"));
+    assert!(e.error.message.contains("options"), "{}", e.error.message);
+
+    let bad_name = error_of(create(&agent, &spec("Bad_Name", "op-e")).await, 400).await;
+    assert_eq!(bad_name.error.field.as_deref(), Some("name"));
+    let unknown_field = create(&agent, &json!({"name": "x", "bogus": 1})).await;
+    assert_eq!(
+        error_of(unknown_field, 400).await.error.code,
+        "invalid_body"
+    );
+
+    assert!(
+        lxd.instance_names().is_empty(),
+        "bad input created {:?}",
+        lxd.instance_names()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_files_and_snapshots() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let mut req = spec("work-1", "op-w");
+    req.start = true;
+    created(&agent, &req).await;
+
+    let out = exec(
+        &agent,
+        "work-1",
+        json!({"command": ["sh", "-c", "echo out; echo err >&2; cat; exit 3"],
+               "stdin_base64": base64::engine::general_purpose::STANDARD.encode("from stdin\n")}),
+    )
+    .await;
+    assert_eq!(out.exit_code, 3);
+    assert_eq!(b64(&out.stdout_base64), "out\nfrom stdin\n");
+    assert_eq!(b64(&out.stderr_base64), "err\n");
+    let env = exec(
+        &agent,
+        "work-1",
+        json!({"command": ["sh", "-c", "echo $GREETING; pwd; id -u"], "environment": {"GREETING": "hi"},
+               "cwd": "/tmp", "user": 1234}),
+    )
+    .await;
+    assert_eq!(b64(&env.stdout_base64), "hi\n/tmp\n1234\n");
+
+    let client = agent.controller();
+    let url = agent.url("/v1/instances/work-1/files?path=/root/notes%20file.txt");
+    let put = client
+        .put(&url)
+        .header("X-Cohort-Mode", "0640")
+        .header("X-Cohort-Uid", "0")
+        .body(b"line one\n\x00binary\xff".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        put.status(),
+        204,
+        "{}",
+        put.text().await.unwrap_or_default()
+    );
+    let got = client.get(&url).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.headers()["X-Cohort-Mode"], "0640");
+    assert_eq!(
+        got.bytes().await.unwrap().as_ref(),
+        b"line one\n\x00binary\xff"
+    );
+    let inside = exec(
+        &agent,
+        "work-1",
+        json!({"command": ["stat", "-c", "%a", "/root/notes file.txt"]}),
+    )
+    .await;
+    assert_eq!(b64(&inside.stdout_base64).trim(), "640");
+    let missing = client
+        .get(agent.url("/v1/instances/work-1/files?path=/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_of(missing, 404).await.error.field.as_deref(),
+        Some("path")
+    );
+
+    let snaps = agent.url("/v1/instances/work-1/snapshots");
+    let snap: Snapshot = client
+        .post(&snaps)
+        .json(&json!({"name": "before"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(snap.name, "before");
+    exec(
+        &agent,
+        "work-1",
+        json!({"command": ["rm", "/root/notes file.txt"]}),
+    )
+    .await;
+    let restore = client
+        .post(agent.url("/v1/instances/work-1/snapshots/before/restore"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        restore.status(),
+        204,
+        "{}",
+        restore.text().await.unwrap_or_default()
+    );
+    let back = client.get(&url).send().await.unwrap();
+    assert_eq!(back.status(), 200, "the file is back after restore");
+    let list: Vec<Snapshot> = client
+        .get(&snaps)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        list.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        vec!["before"]
+    );
+    let del = client
+        .delete(agent.url("/v1/instances/work-1/snapshots/before"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
+    let list: Vec<Snapshot> = client
+        .get(&snaps)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(list.is_empty());
+}

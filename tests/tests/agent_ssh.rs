@@ -1,0 +1,111 @@
+//! A student's way in, made by the agent on the real LXD: the user with their key, sudo and a
+//! home volume, sshd reached through the proxy port with the real `ssh` client; a key never
+//! given is refused; the home volume outlives the instance.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use cohort_e2e::agent::TestAgent;
+use cohort_e2e::ssh::SshKey;
+use cohort_e2e::{PortRange, TestLxd};
+use cohort_proto::agent::{CreateInstance, Instance, InstanceSource, Limits, SshAccess};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let ports = PortRange::claim();
+    let port = ports.port(0);
+    let key = SshKey::generate();
+    let stranger = SshKey::generate();
+
+    let req = CreateInstance {
+        idempotency_key: "op-ssh".into(),
+        name: "cs101-alice".into(),
+        source: InstanceSource::Image {
+            alias: "cohort/base".into(),
+        },
+        limits: Limits {
+            cpu: 1,
+            memory_mib: 512,
+            disk_gib: 2,
+        },
+        gpus: Vec::new(),
+        ssh: Some(SshAccess {
+            username: "alice".into(),
+            authorized_keys: vec![key.public_key()],
+            password_hash: None,
+            sudo: true,
+            listen_address: "127.0.0.1".into(),
+            port,
+        }),
+        home_volume: Some("home-alice".into()),
+        config: BTreeMap::new(),
+        start: true,
+    };
+    let started = Instant::now();
+    let resp = agent
+        .controller()
+        .post(agent.url("/v1/instances"))
+        .json(&req)
+        .send()
+        .await
+        .expect("POST /v1/instances");
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    assert_eq!(status, 201, "create failed: {text}");
+    eprintln!("create with SSH, ready: {:?}", started.elapsed());
+    let inst: Instance = serde_json::from_str(&text).expect("Instance JSON");
+    assert!(inst.ssh_ready, "reported before sshd answered");
+    assert_eq!(inst.ssh_port, Some(port));
+    assert_eq!(inst.ssh_listen.as_deref(), Some("127.0.0.1"));
+
+    // Ready means ready: the first login attempt must not need retries.
+    let out = key.run(
+        "127.0.0.1",
+        port,
+        "alice",
+        "whoami; id -u; pwd; sudo -n true && echo sudo-ok; findmnt -n -o TARGET /home/alice",
+    );
+    assert!(
+        out.status.success(),
+        "ssh login failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "alice\n1000\n/home/alice\nsudo-ok\n/home/alice\n"
+    );
+
+    let refused = stranger.run("127.0.0.1", port, "alice", "whoami");
+    assert_eq!(refused.status.code(), Some(255), "a key never given got in");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("Permission denied"));
+    assert!(refused.stdout.is_empty());
+
+    // The home volume is kept when the instance goes.
+    let del = agent
+        .controller()
+        .delete(agent.url("/v1/instances/cs101-alice"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        del.status(),
+        204,
+        "{}",
+        del.text().await.unwrap_or_default()
+    );
+    assert!(lxd.instance_names().is_empty());
+    let vols = lxd.lxc(&[
+        "storage", "volume", "list", "cohort", "-f", "csv", "-c", "n",
+    ]);
+    assert!(
+        vols.lines().any(|l| l.trim() == "home-alice"),
+        "home volume gone: {vols}"
+    );
+    // Nothing answers on the port once the instance is gone.
+    assert!(
+        !cohort_agent::instances::ssh::sshd_answers("127.0.0.1", port, Duration::from_millis(500))
+            .await
+    );
+}
