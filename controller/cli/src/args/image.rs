@@ -1,0 +1,94 @@
+//! `cohort image list|import|delete|alias`: the fleet's template images (lxc's `image`).
+
+use clap::{Args, Subcommand};
+
+use super::TableFormat;
+
+#[derive(Debug, Args)]
+pub struct Image {
+    #[command(subcommand)]
+    pub command: ImageCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// List images
+    #[command(visible_alias = "ls")]
+    List(ImageList),
+    /// Import images into the image store
+    Import(ImageImport),
+    /// Delete images
+    #[command(visible_alias = "rm")]
+    Delete(ImageDelete),
+    /// Manage image aliases
+    Alias(Alias),
+}
+
+#[derive(Debug, Args)]
+pub struct ImageList {
+    /// [<remote>:] and filters (alias or fingerprint prefix)
+    pub filters: Vec<String>,
+    /// Format (csv|json|table|yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ImageImport {
+    /// <tarball> (a unified LXD image tarball) [<remote>:]
+    #[arg(required = true, num_args = 1..=2)]
+    pub args: Vec<String>,
+    /// New aliases to add to the image
+    #[arg(long, required = true)]
+    pub alias: String,
+    #[command(flatten)]
+    pub wait: super::WaitFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct ImageDelete {
+    /// [<remote>:]<image>...
+    #[arg(required = true)]
+    pub images: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct Alias {
+    #[command(subcommand)]
+    pub command: AliasCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AliasCommand {
+    /// Create aliases for existing images
+    Create(AliasCreate),
+    /// Delete image aliases
+    #[command(visible_alias = "rm")]
+    Delete(AliasName),
+    /// List image aliases
+    #[command(visible_alias = "ls")]
+    List(AliasList),
+}
+
+#[derive(Debug, Args)]
+pub struct AliasCreate {
+    /// [<remote>:]<alias>
+    pub alias: String,
+    /// Image fingerprint
+    pub fingerprint: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AliasName {
+    /// [<remote>:]<alias>
+    pub alias: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AliasList {
+    /// [<remote>:] and filters
+    pub filters: Vec<String>,
+    /// Format (csv|json|table|yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
+}
