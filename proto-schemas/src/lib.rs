@@ -4,6 +4,7 @@
 //! them (see `schema`).
 
 pub mod agent;
+pub mod api;
 pub mod enroll;
 pub mod error;
 pub mod schema;

@@ -10,11 +10,61 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
         ("error", schema_for!(crate::ErrorBody)),
         ("join_token", schema_for!(crate::enroll::JoinToken)),
         ("enroll_request", schema_for!(crate::enroll::EnrollRequest)),
-        ("enroll_response", schema_for!(crate::enroll::EnrollResponse)),
-        ("agent_create_instance", schema_for!(crate::agent::CreateInstance)),
+        (
+            "enroll_response",
+            schema_for!(crate::enroll::EnrollResponse),
+        ),
+        (
+            "agent_create_instance",
+            schema_for!(crate::agent::CreateInstance),
+        ),
         ("agent_instance", schema_for!(crate::agent::Instance)),
         ("agent_inventory", schema_for!(crate::agent::Inventory)),
         ("agent_exec_request", schema_for!(crate::agent::ExecRequest)),
         ("agent_exec_result", schema_for!(crate::agent::ExecResult)),
+        ("api_node", schema_for!(crate::api::nodes::Node)),
+        (
+            "api_create_join_token",
+            schema_for!(crate::api::nodes::CreateJoinToken),
+        ),
+        (
+            "api_join_token_issued",
+            schema_for!(crate::api::nodes::JoinTokenIssued),
+        ),
+        (
+            "api_evacuate_node",
+            schema_for!(crate::api::nodes::EvacuateNode),
+        ),
+        ("api_gpu", schema_for!(crate::api::gpus::Gpu)),
+        ("api_update_gpu", schema_for!(crate::api::gpus::UpdateGpu)),
+        ("api_image", schema_for!(crate::api::images::Image)),
+        (
+            "api_publish_image",
+            schema_for!(crate::api::images::PublishImage),
+        ),
+        (
+            "api_create_instance",
+            schema_for!(crate::api::instances::CreateInstance),
+        ),
+        ("api_instance", schema_for!(crate::api::instances::Instance)),
+        (
+            "api_instance_state_change",
+            schema_for!(crate::api::instances::InstanceStateChange),
+        ),
+        (
+            "api_operation",
+            schema_for!(crate::api::operations::Operation),
+        ),
+        ("api_user", schema_for!(crate::api::users::User)),
+        (
+            "api_create_user",
+            schema_for!(crate::api::users::CreateUser),
+        ),
+        (
+            "api_api_token_issued",
+            schema_for!(crate::api::users::ApiTokenIssued),
+        ),
+        ("api_me", schema_for!(crate::api::users::Me)),
+        ("api_add_ssh_key", schema_for!(crate::api::users::AddSshKey)),
     ]
 }

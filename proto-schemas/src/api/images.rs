@@ -1,0 +1,44 @@
+//! Images, the template catalog kept by the controller: `GET /api/v1/images`,
+//! `POST /api/v1/images?alias=A[&description=D][&gpu_ready=true]` with the unified tarball as the
+//! body (admin), `POST /api/v1/images/publish` (admin, instructor), `GET|DELETE
+//! /api/v1/images/{fingerprint}`, and `GET /api/v1/images/{fingerprint}/tarball` (node
+//! certificate or admin token), which agents import from.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    /// SHA-256 of the tarball, lowercase hex (LXD's fingerprint of a unified tarball).
+    pub fingerprint: String,
+    pub alias: String,
+    pub description: String,
+    pub gpu_ready: bool,
+    pub size_bytes: u64,
+    pub created_at: DateTime<Utc>,
+    /// Nodes whose LXD holds it.
+    pub nodes: Vec<String>,
+}
+
+/// Query of the import upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportImageQuery {
+    pub alias: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub gpu_ready: Option<bool>,
+}
+
+/// `POST /api/v1/images/publish` (like `lxc publish`): the instance must be stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishImage {
+    pub instance: String,
+    pub alias: String,
+    #[serde(default)]
+    pub description: Option<String>,
+}

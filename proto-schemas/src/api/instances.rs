@@ -1,0 +1,169 @@
+//! Instances: `GET|POST /api/v1/instances`, `GET|DELETE /api/v1/instances/{name}`,
+//! `PUT /api/v1/instances/{name}/state`, `POST /api/v1/instances/{name}/exec`,
+//! `GET|PUT /api/v1/instances/{name}/files?path=P` (raw bytes; `X-Cohort-Mode/Uid/Gid`),
+//! `GET|POST /api/v1/instances/{name}/snapshots`,
+//! `POST /api/v1/instances/{name}/snapshots/{snapshot}/restore`,
+//! `DELETE /api/v1/instances/{name}/snapshots/{snapshot}`.
+//! Create, delete and state changes answer 202 with an operation; the rest are proxied to the
+//! node's agent and answer with its types.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use crate::agent::{CreateSnapshot, ExecRequest, ExecResult, Limits, Snapshot, StateAction};
+
+/// How a GPU is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuShare {
+    /// A GPU whose `share_limit` is 1, or a MIG instance.
+    Exclusive,
+    /// One slot of a GPU with `share_limit` > 1 (default).
+    #[default]
+    Shared,
+}
+
+/// How placement scores the nodes that fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementStrategy {
+    /// The node with the most free capacity (default).
+    #[default]
+    Spread,
+    /// The node with the least free capacity that still fits.
+    Pack,
+}
+
+/// `POST /api/v1/instances` -> 202 with the create operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInstance {
+    /// LXD's rules: 1-63 of a-z, 0-9 and '-', no '-' at either end, not all digits.
+    pub name: String,
+    /// Image alias or fingerprint from the catalog.
+    pub image: String,
+    /// Default: 1 core, 1024 MiB, 10 GiB.
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    /// Number of GPUs (default 0).
+    #[serde(default)]
+    pub gpus: u32,
+    /// GPU model name as NVML reports it, e.g. `NVIDIA A100-SXM4-40GB`; any when absent.
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+    #[serde(default)]
+    pub gpu_share: GpuShare,
+    /// Extra LXD config; only `user.*` and a short allow-list (`boot.autostart`,
+    /// `snapshots.schedule`, `snapshots.expiry`, `snapshots.pattern`) pass.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// Owner's username; admins and instructors may create for someone else. Default: caller.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Pin to this node instead of placing.
+    #[serde(default)]
+    pub node: Option<String>,
+    #[serde(default)]
+    pub strategy: PlacementStrategy,
+    /// Queue priority when nothing fits; higher places first (default 0; students cannot raise it).
+    #[serde(default)]
+    pub priority: i32,
+    /// Queue the request when nothing fits instead of refusing it (default true).
+    #[serde(default = "default_true")]
+    pub queue: bool,
+    /// Start it once created (default true).
+    #[serde(default = "default_true")]
+    pub start: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// What the controller wants an instance to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DesiredState {
+    Running,
+    Stopped,
+    Deleted,
+}
+
+/// What the controller last saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservedState {
+    /// Waiting for capacity; not placed on any node.
+    Queued,
+    /// Placed; being created on the node.
+    Pending,
+    Running,
+    Stopped,
+    /// Its node is offline or the agent no longer reports it.
+    Unknown,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Instance {
+    pub name: String,
+    pub owner: String,
+    pub course: Option<String>,
+    /// Absent while queued.
+    pub node: Option<String>,
+    pub image: String,
+    pub desired_state: DesiredState,
+    pub observed_state: ObservedState,
+    pub limits: Limits,
+    pub gpus: Vec<InstanceGpu>,
+    pub ssh_host: Option<String>,
+    pub ssh_port: Option<u16>,
+    /// Queue priority (meaningful while queued).
+    pub priority: i32,
+    pub config: BTreeMap<String, String>,
+    /// The last error the controller met making it what is desired.
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceGpu {
+    pub uuid: String,
+    pub model: String,
+    pub slot: u32,
+}
+
+/// `PUT /api/v1/instances/{name}/state` -> 202 with an operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceStateChange {
+    pub action: StateAction,
+    #[serde(default)]
+    pub force: bool,
+    /// Seconds to wait for a clean shutdown (default 30).
+    #[serde(default)]
+    pub timeout_s: Option<u32>,
+}
+
+/// Query of `DELETE /api/v1/instances/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteInstanceQuery {
+    /// Stop it first if running (like `lxc delete -f`).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// Query of the files routes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileQuery {
+    /// Absolute path inside the container.
+    pub path: String,
+}

@@ -1,0 +1,10 @@
+//! The public REST API under `/api/v1`: one file per resource, requests and responses only.
+//! Every asynchronous action answers `202 Accepted` with an [`operations::Operation`]; lists are
+//! plain JSON arrays; errors are [`crate::ErrorBody`].
+
+pub mod gpus;
+pub mod images;
+pub mod instances;
+pub mod nodes;
+pub mod operations;
+pub mod users;

@@ -1,0 +1,87 @@
+//! Operations: `GET /api/v1/operations` (own, or all for admins), `GET /api/v1/operations/{id}`,
+//! `GET /api/v1/operations/{id}/wait?timeout=SECONDS` (answers when it ends or at the timeout,
+//! default 30, at most 300).
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationKind {
+    CreateInstance,
+    DeleteInstance,
+    ChangeInstanceState,
+    EvacuateNode,
+    RestoreNode,
+    PublishImage,
+    ProvisionCourse,
+    TeardownCourse,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationStatus {
+    Pending,
+    Running,
+    Success,
+    Failure,
+    Cancelled,
+}
+
+impl OperationStatus {
+    /// True once the operation will change no more.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Success | Self::Failure | Self::Cancelled)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Operation {
+    pub id: Uuid,
+    pub kind: OperationKind,
+    pub status: OperationStatus,
+    /// Username of whoever started it.
+    pub created_by: String,
+    /// What it acts on: an instance, node, image or course name.
+    pub target: String,
+    pub progress: Progress,
+    pub items: Vec<OperationItem>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Progress {
+    pub total: u32,
+    pub done: u32,
+    pub failed: u32,
+}
+
+/// One step of an operation, e.g. one student's container in a course provision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperationItem {
+    /// Also the agent's idempotency key for this step.
+    pub id: Uuid,
+    /// The instance (or other object) this item acts on.
+    pub target: String,
+    pub node: Option<String>,
+    pub ssh_port: Option<u16>,
+    pub status: OperationStatus,
+    pub attempts: u32,
+    pub error: Option<String>,
+}
+
+/// Query of `/wait`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    /// Seconds; default 30, at most 300.
+    #[serde(default)]
+    pub timeout: Option<u32>,
+}
