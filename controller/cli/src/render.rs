@@ -160,3 +160,12 @@ pub fn yes_no(value: bool) -> &'static str {
         "NO"
     }
 }
+
+/// A unit enum value as its JSON spells it (`running`, `create_instance`).
+pub fn wire_name<T: Serialize>(value: T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}

@@ -1,4 +1,5 @@
-//! `cohort config`: instance configuration and devices (lxc's `config` and `config device`).
+//! `cohort config show|get`: an instance's configuration (lxc's `config`). `set`, `unset` and
+//! `device` are absent: the controller's API has no route that changes a live instance's config.
 
 use clap::{Args, Subcommand};
 
@@ -14,19 +15,13 @@ pub enum ConfigCommand {
     Show(ConfigShow),
     /// Get values for instance configuration keys
     Get(ConfigGet),
-    /// Set instance configuration keys
-    Set(ConfigSet),
-    /// Unset instance configuration keys
-    Unset(ConfigGet),
-    /// Manage devices
-    Device(Device),
 }
 
 #[derive(Debug, Args)]
 pub struct ConfigShow {
     /// [<remote>:]<instance>
     pub instance: String,
-    /// Show the expanded configuration
+    /// Show the expanded configuration (the same here: Cohort uses no profiles)
     #[arg(short, long)]
     pub expanded: bool,
 }
@@ -37,59 +32,7 @@ pub struct ConfigGet {
     pub instance: String,
     /// Configuration key
     pub key: String,
-}
-
-#[derive(Debug, Args)]
-pub struct ConfigSet {
-    /// [<remote>:]<instance>
-    pub instance: String,
-    /// <key>=<value>... (or <key> <value>)
-    #[arg(required = true)]
-    pub pairs: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct Device {
-    #[command(subcommand)]
-    pub command: DeviceCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum DeviceCommand {
-    /// Add instance devices
-    Add(DeviceAdd),
-    /// Remove instance devices
-    #[command(visible_alias = "rm")]
-    Remove(DeviceRemove),
-    /// List instance devices
-    #[command(visible_alias = "ls")]
-    List(DeviceList),
-}
-
-#[derive(Debug, Args)]
-pub struct DeviceAdd {
-    /// [<remote>:]<instance>
-    pub instance: String,
-    /// Device name
-    pub device: String,
-    /// Device type (disk, gpu, proxy, ...)
-    #[arg(value_name = "TYPE")]
-    pub kind: String,
-    /// key=value...
-    pub options: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct DeviceRemove {
-    /// [<remote>:]<instance>
-    pub instance: String,
-    /// Device names
-    #[arg(required = true)]
-    pub devices: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct DeviceList {
-    /// [<remote>:]<instance>
-    pub instance: String,
+    /// Access the expanded configuration (the same here)
+    #[arg(short, long)]
+    pub expanded: bool,
 }

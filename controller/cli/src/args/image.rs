@@ -1,4 +1,5 @@
-//! `cohort image list|import|delete|alias`: the fleet's template images (lxc's `image`).
+//! `cohort image list|import|delete|alias list`: the fleet's template images (lxc's `image`).
+//! Aliases are fixed at import: the API has no alias routes, so no `alias create|delete`.
 
 use clap::{Args, Subcommand};
 
@@ -41,8 +42,12 @@ pub struct ImageImport {
     /// New aliases to add to the image
     #[arg(long, required = true)]
     pub alias: String,
-    #[command(flatten)]
-    pub wait: super::WaitFlags,
+    /// Description of the image
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Mark the image as ready for GPU containers (NVIDIA userspace inside) (Cohort)
+    #[arg(long)]
+    pub gpu_ready: bool,
 }
 
 #[derive(Debug, Args)]
@@ -60,28 +65,9 @@ pub struct Alias {
 
 #[derive(Debug, Subcommand)]
 pub enum AliasCommand {
-    /// Create aliases for existing images
-    Create(AliasCreate),
-    /// Delete image aliases
-    #[command(visible_alias = "rm")]
-    Delete(AliasName),
-    /// List image aliases
+    /// List image aliases (each Cohort image has exactly one alias, set at import)
     #[command(visible_alias = "ls")]
     List(AliasList),
-}
-
-#[derive(Debug, Args)]
-pub struct AliasCreate {
-    /// [<remote>:]<alias>
-    pub alias: String,
-    /// Image fingerprint
-    pub fingerprint: String,
-}
-
-#[derive(Debug, Args)]
-pub struct AliasName {
-    /// [<remote>:]<alias>
-    pub alias: String,
 }
 
 #[derive(Debug, Args)]

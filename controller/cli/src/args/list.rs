@@ -11,49 +11,42 @@ attributes to output when displaying in table or csv format. Commas between
 consecutive shorthand chars are optional.
 
 Pre-defined column shorthand chars (as in lxc):
-  4 - IPv4 address
-  6 - IPv6 address
-  a - Architecture
   c - Creation date
-  d - Description
-  D - disk usage
-  l - Last used date
-  m - Memory usage
-  n - Name
-  N - Number of Processes
-  s - State
-  S - Number of snapshots
-  t - Type (persistent or ephemeral)
-  u - CPU usage (in seconds)
+  F - Base Image (as the instance was created from: alias or fingerprint)
+  f - Base Image (first 12 characters)
+  l - Last used date (here: when the controller last saw the instance)
   L - Location of the instance (its node)
-  f - Base Image Fingerprint (short)
-  F - Base Image Fingerprint (long)
+  n - Name
+  s - State (QUEUED, PENDING, RUNNING, STOPPED, UNKNOWN, ERROR)
+  t - Type (always CONTAINER)
 
 Cohort's own:
-  o - Owner (username)
   C - Course code
   g - GPUs (count and model)
   H - SSH endpoint (host:port)
+  o - Owner (username)
 
-Default column layout: ns46tSL
-Fast column layout: nsacPt is lxc's; here --fast gives nsacLt";
+lxc's 4 6 a b d D e m M N p P S u and custom config columns are refused:
+the controller's API does not carry that data.
+
+Default column layout: nsLtoCgH
+Fast column layout: nsctL
+
+Filters: a name prefix, or key=value on status, location, owner, course or a
+config key.";
 
 #[derive(Debug, Args)]
 #[command(after_long_help = COLUMNS_HELP)]
 pub struct List {
-    /// [<remote>:] and filters: a name prefix, or key=value on
-    /// status, location, owner, course
+    /// [<remote>:] and filters (see --help)
     pub filters: Vec<String>,
-    /// Columns (default "ns46tSL")
-    #[arg(short, long, default_value = "ns46tSL")]
+    /// Columns (default "nsLtoCgH")
+    #[arg(short, long, default_value = crate::columns::DEFAULT)]
     pub columns: String,
-    /// Fast mode (same as --columns=nsacLt)
-    #[arg(long, conflicts_with = "columns")]
+    /// Fast mode (same as --columns=nsctL)
+    #[arg(long)]
     pub fast: bool,
     /// Format (csv|json|table|yaml|compact)
     #[arg(short, long, value_enum, default_value = "table")]
     pub format: TableFormat,
-    /// Display instances of every owner (admins and instructors see more than their own)
-    #[arg(long)]
-    pub all_projects: bool,
 }

@@ -57,4 +57,7 @@ pub struct UserList {
 pub struct UserToken {
     /// [<remote>:]<username>
     pub username: String,
+    /// A label to tell the user's tokens apart, e.g. laptop
+    #[arg(long = "name")]
+    pub label: Option<String>,
 }
