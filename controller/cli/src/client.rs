@@ -33,16 +33,30 @@ fn http_client(tls: rustls::ClientConfig) -> anyhow::Result<reqwest::Client> {
         .context("building the HTTPS client")
 }
 
-/// Checks a remote URL the way `remote add` needs it: https, no path beyond `/`.
+/// The controller's port when a remote's URL names none (its default listen address's).
+pub const DEFAULT_PORT: u16 = 8443;
+
+/// A remote's address as lxc takes it: `host`, `host:port` or `https://host[:port]`; the scheme
+/// defaults to https and the port to 8443. Anything but https is refused.
 pub fn normalize_url(url: &str) -> anyhow::Result<String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| anyhow!("Invalid URL {url:?}: {e}"))?;
+    let full = if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("https://{url}")
+    };
+    let mut parsed = reqwest::Url::parse(&full).map_err(|e| anyhow!("Invalid URL {url:?}: {e}"))?;
     if parsed.scheme() != "https" {
         bail!("Invalid URL {url:?}: the controller is reached over https://");
     }
     if parsed.host_str().is_none() {
         bail!("Invalid URL {url:?}: no host");
     }
-    Ok(url.trim_end_matches('/').to_string())
+    if parsed.port().is_none() {
+        parsed
+            .set_port(Some(DEFAULT_PORT))
+            .map_err(|()| anyhow!("Invalid URL {url:?}"))?;
+    }
+    Ok(parsed.as_str().trim_end_matches('/').to_string())
 }
 
 /// Connects to `url` accepting any certificate and returns the one the server presented (DER),
@@ -166,4 +180,19 @@ pub fn seg(name: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_url;
+
+    #[test]
+    fn urls_like_lxc() {
+        let n = |u| normalize_url(u).unwrap();
+        assert_eq!(n("lab.example.edu"), "https://lab.example.edu:8443");
+        assert_eq!(n("10.0.0.5:9443"), "https://10.0.0.5:9443");
+        assert_eq!(n("https://lab/"), "https://lab:8443");
+        assert_eq!(n("https://127.0.0.1:4443"), "https://127.0.0.1:4443");
+        assert!(normalize_url("http://lab").is_err());
+    }
 }

@@ -40,21 +40,7 @@ async fn create(session: &Session, args: Init, start: bool, wait: bool) -> anyho
     if args.image.contains(':') && image_remote != name_remote {
         bail!("The image must come from the instance's own remote ({name_remote})");
     }
-    let request = CreateInstance {
-        name: name.clone(),
-        image,
-        limits: Some(limits(&args.config, &args.device)?),
-        gpus: args.gpus,
-        gpu_model: args.gpu_model,
-        gpu_share: GpuShare::default(),
-        config: extra_config(&args.config)?,
-        owner: args.owner,
-        node: args.target,
-        strategy: PlacementStrategy::default(),
-        priority: 0,
-        queue: true,
-        start,
-    };
+    let request = create_request(args, name.clone(), image, start)?;
     if !session.quiet {
         println!("Creating {name}");
     }
@@ -68,6 +54,30 @@ async fn create(session: &Session, args: Init, start: bool, wait: bool) -> anyho
     }
     progress::wait(&client, &operation, session.quiet).await?;
     Ok(())
+}
+
+/// The `POST /instances` body for `init`/`launch` flags.
+pub fn create_request(
+    args: Init,
+    name: String,
+    image: String,
+    start: bool,
+) -> anyhow::Result<CreateInstance> {
+    Ok(CreateInstance {
+        name,
+        image,
+        limits: Some(limits(&args.config, &args.device)?),
+        gpus: args.gpus,
+        gpu_model: args.gpu_model,
+        gpu_share: GpuShare::default(),
+        config: extra_config(&args.config)?,
+        owner: args.owner,
+        node: args.target,
+        strategy: PlacementStrategy::default(),
+        priority: 0,
+        queue: true,
+        start,
+    })
 }
 
 fn verb(start: bool) -> &'static str {
