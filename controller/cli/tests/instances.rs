@@ -115,6 +115,25 @@ fn filters() {
 }
 
 #[test]
+fn list_arguments_name_a_remote_like_lxc() {
+    let split = |args: &[&str]| {
+        let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let (remote, filters) = list::split_remote(&owned);
+        (remote.map(str::to_string), filters.join(" "))
+    };
+    assert_eq!(split(&["lab:"]), (Some("lab".into()), "".into()));
+    assert_eq!(
+        split(&["lab:web", "owner=bob"]),
+        (Some("lab".into()), "web owner=bob".into())
+    );
+    assert_eq!(split(&["web"]), (None, "web".into()));
+    assert_eq!(
+        split(&["user.mac=00:16:3e"]),
+        (None, "user.mac=00:16:3e".into())
+    );
+}
+
+#[test]
 fn json_carries_lxcs_field_names() {
     let value = list::lxc_shaped(&instance("c1", ObservedState::Stopped));
     assert_eq!(value["name"], "c1");

@@ -17,7 +17,7 @@ use crate::units;
 pub async fn run(session: &Session, args: ImageArgs) -> anyhow::Result<()> {
     match args.command {
         ImageCommand::List(list) => {
-            let (remote, filters) = remote_and_filters(&list.filters);
+            let (remote, filters) = super::list::split_remote(&list.filters);
             let images = fetch(&session.remote_only(remote)?, &filters).await?;
             let mut rows = Rows::new([
                 "ALIAS",
@@ -55,7 +55,7 @@ pub async fn run(session: &Session, args: ImageArgs) -> anyhow::Result<()> {
         }
         ImageCommand::Alias(alias) => match alias.command {
             AliasCommand::List(list) => {
-                let (remote, filters) = remote_and_filters(&list.filters);
+                let (remote, filters) = super::list::split_remote(&list.filters);
                 let images = fetch(&session.remote_only(remote)?, &filters).await?;
                 let mut rows = Rows::new(["ALIAS", "FINGERPRINT", "TYPE", "DESCRIPTION"]);
                 for image in &images {
@@ -76,16 +76,6 @@ pub async fn run(session: &Session, args: ImageArgs) -> anyhow::Result<()> {
                 render::print(list.format, &rows, &aliases)
             }
         },
-    }
-}
-
-fn remote_and_filters(filters: &[String]) -> (Option<&str>, Vec<&str>) {
-    match filters.first() {
-        Some(first) if first.ends_with(':') => (
-            Some(first.as_str()),
-            filters[1..].iter().map(String::as_str).collect(),
-        ),
-        _ => (None, filters.iter().map(String::as_str).collect()),
     }
 }
 

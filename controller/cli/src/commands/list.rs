@@ -29,14 +29,23 @@ pub async fn run(session: &Session, args: List) -> anyhow::Result<()> {
     render::print(args.format, &rows, &objects)
 }
 
-/// A leading `remote:` among the filters names the remote, as in `lxc list lab:`.
-fn split_remote(filters: &[String]) -> (Option<&str>, Vec<&str>) {
-    match filters.first() {
-        Some(first) if first.ends_with(':') => (
-            Some(first.as_str()),
-            filters[1..].iter().map(String::as_str).collect(),
-        ),
-        _ => (None, filters.iter().map(String::as_str).collect()),
+/// A leading `remote:` (or `remote:filter`) among the filters names the remote, as in
+/// `lxc list lab:` or `lxc list lab:web`; a `key=value` filter whose value holds ':' is no remote.
+pub fn split_remote(filters: &[String]) -> (Option<&str>, Vec<&str>) {
+    let mut rest: Vec<&str> = filters.iter().map(String::as_str).collect();
+    let Some(first) = rest.first().copied() else {
+        return (None, rest);
+    };
+    match first.split_once(':') {
+        Some((remote, filter)) if !remote.contains('=') => {
+            if filter.is_empty() {
+                rest.remove(0);
+            } else {
+                rest[0] = filter;
+            }
+            (Some(remote), rest)
+        }
+        _ => (None, rest),
     }
 }
 

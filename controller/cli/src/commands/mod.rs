@@ -56,10 +56,7 @@ impl Session {
     pub fn remote_only(&self, raw: Option<&str>) -> anyhow::Result<Client> {
         match raw {
             None => self.client(self.config.default_name()?),
-            Some(raw) => {
-                let remote = raw.strip_suffix(':').unwrap_or(raw);
-                self.client(remote)
-            }
+            Some(raw) => self.client(raw.strip_suffix(':').unwrap_or(raw)),
         }
     }
 }
