@@ -1,7 +1,22 @@
 //! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema.
 
+pub mod schema;
+
 use diesel::pg::PgConnection;
+use diesel::r2d2::{ConnectionManager, Pool, PooledConnection};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+
+/// The shared connection pool; diesel is synchronous, so callers run queries on blocking threads.
+pub type DbPool = Pool<ConnectionManager<PgConnection>>;
+pub type DbConn = PooledConnection<ConnectionManager<PgConnection>>;
+
+/// Opens a pool of at most `size` connections to `url`.
+pub fn pool(url: &str, size: u32) -> Result<DbPool, diesel::r2d2::PoolError> {
+    Pool::builder()
+        .max_size(size)
+        .connection_timeout(std::time::Duration::from_secs(10))
+        .build(ConnectionManager::new(url))
+}
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 

@@ -1,0 +1,3 @@
+DROP TABLE ssh_keys;
+DROP TABLE api_tokens;
+DROP TABLE users;

@@ -1,0 +1,2 @@
+DROP TABLE node_images;
+DROP TABLE images;

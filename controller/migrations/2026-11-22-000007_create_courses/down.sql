@@ -1,0 +1,2 @@
+DROP TABLE enrollments;
+DROP TABLE courses;

@@ -1,0 +1,2 @@
+DROP TABLE operation_items;
+DROP TABLE operations;

@@ -1,0 +1,392 @@
+//! The controller's side of the agent API (`cohort_proto::agent`): mutual TLS with the
+//! controller's client certificate, the agent's server certificate checked against its pinned
+//! fingerprint and chained to the Cohort CA. [`NodeAgent`] is the seam unit tests fake.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use cohort_proto::agent::{
+    CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
+    Inventory, Snapshot, StateChange,
+};
+use cohort_proto::ErrorBody;
+use reqwest::{Method, StatusCode};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use serde::de::DeserializeOwned;
+
+use crate::pki::{fingerprint, Pki};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// the agent could not be reached or the TLS handshake failed
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// the agent answered with an error
+    #[error("agent answered {status}: {message}")]
+    Status {
+        status: u16,
+        code: String,
+        message: String,
+        field: Option<String>,
+    },
+    /// the agent's answer did not decode
+    #[error("unexpected answer: {0}")]
+    Decode(String),
+    /// the TLS client could not be built
+    #[error("tls setup: {0}")]
+    Tls(String),
+}
+
+impl AgentError {
+    /// True when retrying cannot help (the agent refused the request itself).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, AgentError::Status { status, .. } if (400..500).contains(status) && *status != 408 && *status != 429)
+    }
+}
+
+pub type AgentFuture<T> = Pin<Box<dyn Future<Output = Result<T, AgentError>> + Send>>;
+
+/// A file read from or written to a container, with its ownership and mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileMeta {
+    pub mode: Option<String>,
+    pub uid: Option<String>,
+    pub gid: Option<String>,
+}
+
+/// One node's agent, as the controller uses it.
+pub trait NodeAgent: Send + Sync {
+    fn inventory(&self) -> AgentFuture<Inventory>;
+    fn list_instances(&self) -> AgentFuture<Vec<Instance>>;
+    fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance>;
+    fn get_instance(&self, name: String) -> AgentFuture<Instance>;
+    fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance>;
+    /// Succeeds also when the instance is already gone.
+    fn delete_instance(&self, name: String) -> AgentFuture<()>;
+    fn exec(&self, name: String, request: ExecRequest) -> AgentFuture<ExecResult>;
+    fn get_file(&self, name: String, path: String) -> AgentFuture<(Vec<u8>, FileMeta)>;
+    fn put_file(
+        &self,
+        name: String,
+        path: String,
+        body: Vec<u8>,
+        meta: FileMeta,
+    ) -> AgentFuture<()>;
+    fn snapshots(&self, name: String) -> AgentFuture<Vec<Snapshot>>;
+    fn create_snapshot(&self, name: String, request: CreateSnapshot) -> AgentFuture<Snapshot>;
+    fn restore_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
+    fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
+    fn import_image(&self, request: ImportImage) -> AgentFuture<Image>;
+}
+
+/// Where a node's agent is and which certificate it must present.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AgentTarget {
+    pub node_name: String,
+    pub url: String,
+    pub fingerprint: String,
+}
+
+/// Gives a [`NodeAgent`] for a target.
+pub trait AgentConnector: Send + Sync {
+    fn connect(&self, target: &AgentTarget) -> Result<Arc<dyn NodeAgent>, AgentError>;
+}
+
+/// The real connector: one reqwest client per (node, pin), kept for reuse.
+pub struct MtlsConnector {
+    identity_pem: Vec<u8>,
+    ca_pem: String,
+    clients: Mutex<HashMap<AgentTarget, reqwest::Client>>,
+}
+
+impl MtlsConnector {
+    pub fn new(pki: &Pki) -> Self {
+        let mut identity_pem = pki.client_cert_pem.clone().into_bytes();
+        identity_pem.extend_from_slice(pki.ca_pem().as_bytes());
+        identity_pem.extend_from_slice(pki.client_key_pem.as_bytes());
+        MtlsConnector {
+            identity_pem,
+            ca_pem: pki.ca_pem().to_string(),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn build(&self, pin: &str) -> Result<reqwest::Client, AgentError> {
+        let tls = |e: &dyn std::fmt::Display| AgentError::Tls(e.to_string());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pemfile::certs(&mut self.ca_pem.as_bytes()) {
+            roots.add(cert.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
+        }
+        let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| tls(&e))?;
+        let certs: Vec<CertificateDer<'static>> =
+            rustls_pemfile::certs(&mut self.identity_pem.as_slice())
+                .collect::<Result<_, _>>()
+                .map_err(|e| tls(&e))?;
+        let key = rustls_pemfile::private_key(&mut self.identity_pem.as_slice())
+            .map_err(|e| tls(&e))?
+            .ok_or_else(|| AgentError::Tls("no client key".into()))?;
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls(&e))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
+                pin: pin.to_string(),
+                chain,
+            }))
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| tls(&e))?;
+        reqwest::Client::builder()
+            .use_preconfigured_tls(config)
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .timeout(std::time::Duration::from_secs(600))
+            .build()
+            .map_err(|e| tls(&e))
+    }
+}
+
+impl AgentConnector for MtlsConnector {
+    fn connect(&self, target: &AgentTarget) -> Result<Arc<dyn NodeAgent>, AgentError> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let client = match clients.get(target) {
+            Some(c) => c.clone(),
+            None => {
+                let c = self.build(&target.fingerprint)?;
+                clients.insert(target.clone(), c.clone());
+                c
+            }
+        };
+        Ok(Arc::new(HttpAgent {
+            client,
+            base: format!("{}/v1", target.url.trim_end_matches('/')),
+        }))
+    }
+}
+
+/// Accepts only the pinned certificate, and only if it also chains to the Cohort CA.
+#[derive(Debug)]
+struct PinnedVerifier {
+    pin: String,
+    chain: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for PinnedVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if fingerprint(end_entity) != self.pin {
+            return Err(rustls::Error::General(
+                "agent certificate does not match the pinned fingerprint".into(),
+            ));
+        }
+        self.chain
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+/// One agent over HTTPS.
+struct HttpAgent {
+    client: reqwest::Client,
+    base: String,
+}
+
+fn escape(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, AgentError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?;
+    if response.status().is_success() {
+        return Ok(response);
+    }
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    Err(match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(body) => AgentError::Status {
+            status: status.as_u16(),
+            code: body.error.code,
+            message: body.error.message,
+            field: body.error.field,
+        },
+        Err(_) => AgentError::Status {
+            status: status.as_u16(),
+            code: "agent_error".into(),
+            message: text,
+            field: None,
+        },
+    })
+}
+
+async fn json<T: DeserializeOwned>(request: reqwest::RequestBuilder) -> Result<T, AgentError> {
+    send(request)
+        .await?
+        .json()
+        .await
+        .map_err(|e| AgentError::Decode(e.to_string()))
+}
+
+async fn empty(request: reqwest::RequestBuilder) -> Result<(), AgentError> {
+    send(request).await.map(|_| ())
+}
+
+fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+}
+
+impl HttpAgent {
+    fn req(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.base))
+    }
+
+    fn instance(&self, method: Method, name: &str, rest: &str) -> reqwest::RequestBuilder {
+        self.req(method, &format!("/instances/{}{rest}", escape(name)))
+    }
+}
+
+impl NodeAgent for HttpAgent {
+    fn inventory(&self) -> AgentFuture<Inventory> {
+        Box::pin(json(self.req(Method::GET, "/inventory")))
+    }
+    fn list_instances(&self) -> AgentFuture<Vec<Instance>> {
+        Box::pin(json(self.req(Method::GET, "/instances")))
+    }
+    fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance> {
+        Box::pin(json(self.req(Method::POST, "/instances").json(&request)))
+    }
+    fn get_instance(&self, name: String) -> AgentFuture<Instance> {
+        Box::pin(json(self.instance(Method::GET, &name, "")))
+    }
+    fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/state").json(&change),
+        ))
+    }
+    fn delete_instance(&self, name: String) -> AgentFuture<()> {
+        let request = self.instance(Method::DELETE, &name, "");
+        Box::pin(async move {
+            match empty(request).await {
+                Err(AgentError::Status { status, .. })
+                    if status == StatusCode::NOT_FOUND.as_u16() =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+    }
+    fn exec(&self, name: String, request: ExecRequest) -> AgentFuture<ExecResult> {
+        Box::pin(json(
+            self.instance(Method::POST, &name, "/exec").json(&request),
+        ))
+    }
+    fn get_file(&self, name: String, path: String) -> AgentFuture<(Vec<u8>, FileMeta)> {
+        let request = self
+            .instance(Method::GET, &name, "/files")
+            .query(&[("path", path)]);
+        Box::pin(async move {
+            let response = send(request).await?;
+            let meta = FileMeta {
+                mode: header(&response, "X-Cohort-Mode"),
+                uid: header(&response, "X-Cohort-Uid"),
+                gid: header(&response, "X-Cohort-Gid"),
+            };
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| AgentError::Decode(e.to_string()))?;
+            Ok((body.to_vec(), meta))
+        })
+    }
+    fn put_file(
+        &self,
+        name: String,
+        path: String,
+        body: Vec<u8>,
+        meta: FileMeta,
+    ) -> AgentFuture<()> {
+        let mut request = self
+            .instance(Method::PUT, &name, "/files")
+            .query(&[("path", path)])
+            .body(body);
+        for (header, value) in [
+            ("X-Cohort-Mode", meta.mode),
+            ("X-Cohort-Uid", meta.uid),
+            ("X-Cohort-Gid", meta.gid),
+        ] {
+            if let Some(value) = value {
+                request = request.header(header, value);
+            }
+        }
+        Box::pin(empty(request))
+    }
+    fn snapshots(&self, name: String) -> AgentFuture<Vec<Snapshot>> {
+        Box::pin(json(self.instance(Method::GET, &name, "/snapshots")))
+    }
+    fn create_snapshot(&self, name: String, request: CreateSnapshot) -> AgentFuture<Snapshot> {
+        Box::pin(json(
+            self.instance(Method::POST, &name, "/snapshots")
+                .json(&request),
+        ))
+    }
+    fn restore_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()> {
+        let rest = format!("/snapshots/{}/restore", escape(&snapshot));
+        Box::pin(empty(self.instance(Method::POST, &name, &rest)))
+    }
+    fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()> {
+        let rest = format!("/snapshots/{}", escape(&snapshot));
+        Box::pin(empty(self.instance(Method::DELETE, &name, &rest)))
+    }
+    fn import_image(&self, request: ImportImage) -> AgentFuture<Image> {
+        Box::pin(json(self.req(Method::POST, "/images").json(&request)))
+    }
+}

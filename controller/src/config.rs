@@ -1,0 +1,241 @@
+//! Configuration: a TOML file, then environment overrides. Every default is in the doc comment of
+//! its field.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// the configuration file could not be read
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// the configuration file is not valid TOML for this schema
+    #[error("invalid configuration in {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    /// an environment override does not parse
+    #[error("invalid value {value:?} for {var}")]
+    Env { var: &'static str, value: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub server: ServerConfig,
+    pub poller: PollerConfig,
+    pub worker: WorkerConfig,
+    pub placement: PlacementConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `DATABASE_URL`; default `postgres://cohort:cohort@127.0.0.1:5432/cohort`.
+    pub url: String,
+    /// `COHORT_DB_POOL_SIZE`; default 16 connections.
+    pub pool_size: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// `COHORT_LISTEN`; default `127.0.0.1:8443` (HTTPS).
+    pub listen: SocketAddr,
+    /// `COHORT_PUBLIC_URL`: the URL agents and people reach the controller at, written into join
+    /// tokens; default `https://<listen>`.
+    pub public_url: Option<String>,
+    /// `COHORT_STATE_DIR`: CA, certificates and image tarballs; default `/var/lib/cohort`.
+    pub state_dir: PathBuf,
+    /// `COHORT_SERVER_NAMES`: extra DNS names or IPs (comma-separated) for the server certificate
+    /// made by `init`; `localhost` and `127.0.0.1` are always included; default none.
+    pub server_names: Vec<String>,
+    /// Largest image upload accepted, in MiB; default 4096.
+    pub max_image_mib: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PollerConfig {
+    /// `COHORT_POLL_INTERVAL_S`: seconds between two inventory polls of a node; default 10.
+    pub interval_s: u64,
+    /// `COHORT_OFFLINE_AFTER_S`: a node not heard from for this long is `offline`; default 60.
+    pub offline_after_s: u64,
+    /// Seconds after start during which nothing is marked offline, so a controller restart
+    /// cannot take nodes offline; default 60 (at least `offline_after_s` is sensible).
+    pub startup_grace_s: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkerConfig {
+    /// `COHORT_WORKER_ID`: name of this process's claims; default `<hostname>-<pid>`.
+    pub id: Option<String>,
+    /// `COHORT_LEASE_S`: seconds a claim holds without renewal; default 30.
+    pub lease_s: u64,
+    /// Operations this process runs at once; default 4.
+    pub concurrency: usize,
+    /// Attempts of a step before its item fails; default 5.
+    pub max_attempts: u32,
+    /// First retry delay in seconds, doubled each attempt up to 60; default 2.
+    pub backoff_s: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Instance cores placed per node core; default 4.0.
+    pub cpu_overcommit: f64,
+    /// Instance memory placed per byte of node memory; default 1.0.
+    pub memory_overcommit: f64,
+    /// Seconds between two passes over the queue; default 5.
+    pub queue_interval_s: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database: DatabaseConfig::default(),
+            server: ServerConfig::default(),
+            poller: PollerConfig::default(),
+            worker: WorkerConfig::default(),
+            placement: PlacementConfig::default(),
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: "postgres://cohort:cohort@127.0.0.1:5432/cohort".into(),
+            pool_size: 16,
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8443)),
+            public_url: None,
+            state_dir: PathBuf::from("/var/lib/cohort"),
+            server_names: Vec::new(),
+            max_image_mib: 4096,
+        }
+    }
+}
+
+impl Default for PollerConfig {
+    fn default() -> Self {
+        PollerConfig {
+            interval_s: 10,
+            offline_after_s: 60,
+            startup_grace_s: 60,
+        }
+    }
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            id: None,
+            lease_s: 30,
+            concurrency: 4,
+            max_attempts: 5,
+            backoff_s: 2,
+        }
+    }
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            cpu_overcommit: 4.0,
+            memory_overcommit: 1.0,
+            queue_interval_s: 5,
+        }
+    }
+}
+
+fn env_parse<T: std::str::FromStr>(var: &'static str, into: &mut T) -> Result<(), ConfigError> {
+    if let Ok(value) = std::env::var(var) {
+        *into = value.parse().map_err(|_| ConfigError::Env { var, value })?;
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Reads `path` when given (a missing file is an error), then applies the environment.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut config = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+            }
+            None => Config::default(),
+        };
+        config.apply_env()?;
+        Ok(config)
+    }
+
+    fn apply_env(&mut self) -> Result<(), ConfigError> {
+        env_parse("DATABASE_URL", &mut self.database.url)?;
+        env_parse("COHORT_DB_POOL_SIZE", &mut self.database.pool_size)?;
+        env_parse("COHORT_LISTEN", &mut self.server.listen)?;
+        env_parse("COHORT_STATE_DIR", &mut self.server.state_dir)?;
+        if let Ok(url) = std::env::var("COHORT_PUBLIC_URL") {
+            self.server.public_url = Some(url);
+        }
+        if let Ok(names) = std::env::var("COHORT_SERVER_NAMES") {
+            self.server.server_names = names
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        env_parse("COHORT_POLL_INTERVAL_S", &mut self.poller.interval_s)?;
+        env_parse("COHORT_OFFLINE_AFTER_S", &mut self.poller.offline_after_s)?;
+        env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
+        env_parse("COHORT_LEASE_S", &mut self.worker.lease_s)?;
+        if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
+            self.worker.id = Some(id);
+        }
+        Ok(())
+    }
+
+    /// The URL written into join tokens.
+    pub fn public_url(&self) -> String {
+        self.server
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("https://{}", self.server.listen))
+    }
+
+    /// This process's worker name.
+    pub fn worker_id(&self) -> String {
+        self.worker.id.clone().unwrap_or_else(|| {
+            let host = nix_hostname().unwrap_or_else(|| "controller".into());
+            format!("{host}-{}", std::process::id())
+        })
+    }
+}
+
+fn nix_hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+}

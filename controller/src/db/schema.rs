@@ -1,0 +1,268 @@
+// @generated automatically by Diesel CLI.
+
+diesel::table! {
+    api_tokens (id) {
+        id -> Int8,
+        user_id -> Int8,
+        name -> Nullable<Text>,
+        token_hash -> Bytea,
+        created_at -> Timestamptz,
+        last_used_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    audit_log (id) {
+        id -> Int8,
+        actor -> Text,
+        action -> Text,
+        object_kind -> Text,
+        object -> Text,
+        detail -> Jsonb,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    courses (id) {
+        id -> Int8,
+        code -> Text,
+        title -> Text,
+        instructor_id -> Int8,
+        image_id -> Nullable<Int8>,
+        cpu -> Int4,
+        memory_mib -> Int8,
+        disk_gib -> Int8,
+        gpus -> Int4,
+        gpu_model -> Nullable<Text>,
+        gpu_share -> Text,
+        starts_at -> Nullable<Timestamptz>,
+        ends_at -> Nullable<Timestamptz>,
+        state -> Text,
+        quota_students -> Nullable<Int4>,
+        quota_gpus -> Nullable<Int4>,
+        quota_memory_mib -> Nullable<Int8>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    enrollments (course_id, user_id) {
+        course_id -> Int8,
+        user_id -> Int8,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    gpu_allocations (gpu_id, slot) {
+        gpu_id -> Int8,
+        share_limit -> Int4,
+        slot -> Int4,
+        instance_id -> Int8,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    gpus (id) {
+        id -> Int8,
+        node_id -> Int8,
+        uuid -> Text,
+        idx -> Int4,
+        model -> Text,
+        memory_bytes -> Int8,
+        pci_address -> Text,
+        mig_parent -> Nullable<Text>,
+        share_limit -> Int4,
+        present -> Bool,
+    }
+}
+
+diesel::table! {
+    images (id) {
+        id -> Int8,
+        fingerprint -> Text,
+        alias -> Text,
+        description -> Text,
+        gpu_ready -> Bool,
+        size_bytes -> Int8,
+        created_by -> Nullable<Int8>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    instances (id) {
+        id -> Int8,
+        name -> Text,
+        owner_id -> Int8,
+        course_id -> Nullable<Int8>,
+        image_id -> Int8,
+        node_id -> Nullable<Int8>,
+        ssh_port -> Nullable<Int4>,
+        desired_state -> Text,
+        observed_state -> Text,
+        cpu -> Int4,
+        memory_mib -> Int8,
+        disk_gib -> Int8,
+        gpu_count -> Int4,
+        gpu_model -> Nullable<Text>,
+        gpu_share -> Text,
+        strategy -> Text,
+        priority -> Int4,
+        config -> Jsonb,
+        error -> Nullable<Text>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        last_seen_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    join_tokens (id) {
+        id -> Int8,
+        node_name -> Text,
+        secret_hash -> Bytea,
+        created_by -> Nullable<Int8>,
+        expires_at -> Timestamptz,
+        used_at -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    node_certificates (id) {
+        id -> Int8,
+        node_name -> Text,
+        fingerprint -> Text,
+        certificate_pem -> Text,
+        not_after -> Timestamptz,
+        issued_at -> Timestamptz,
+        revoked_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    node_images (node_id, image_id) {
+        node_id -> Int8,
+        image_id -> Int8,
+    }
+}
+
+diesel::table! {
+    nodes (id) {
+        id -> Int8,
+        name -> Text,
+        agent_url -> Text,
+        ssh_host -> Text,
+        ssh_port_first -> Int4,
+        ssh_port_last -> Int4,
+        state -> Text,
+        cores -> Int4,
+        memory_bytes -> Int8,
+        disk_total_bytes -> Int8,
+        disk_free_bytes -> Int8,
+        lxd_version -> Nullable<Text>,
+        storage_driver -> Nullable<Text>,
+        nvidia_runtime -> Bool,
+        last_heartbeat_at -> Nullable<Timestamptz>,
+        enrolled_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    operation_items (id) {
+        id -> Uuid,
+        operation_id -> Uuid,
+        position -> Int4,
+        action -> Text,
+        target -> Text,
+        instance_id -> Nullable<Int8>,
+        node_name -> Nullable<Text>,
+        ssh_port -> Nullable<Int4>,
+        status -> Text,
+        attempts -> Int4,
+        error -> Nullable<Text>,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    operations (id) {
+        id -> Uuid,
+        kind -> Text,
+        status -> Text,
+        created_by -> Nullable<Int8>,
+        target -> Text,
+        payload -> Jsonb,
+        error -> Nullable<Text>,
+        claimed_by -> Nullable<Text>,
+        lease_until -> Nullable<Timestamptz>,
+        run_after -> Timestamptz,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    ssh_keys (id) {
+        id -> Int8,
+        user_id -> Int8,
+        public_key -> Text,
+        fingerprint -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    users (id) {
+        id -> Int8,
+        username -> Text,
+        role -> Text,
+        full_name -> Nullable<Text>,
+        email -> Nullable<Text>,
+        password_hash -> Nullable<Text>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(api_tokens -> users (user_id));
+diesel::joinable!(courses -> images (image_id));
+diesel::joinable!(courses -> users (instructor_id));
+diesel::joinable!(enrollments -> courses (course_id));
+diesel::joinable!(enrollments -> users (user_id));
+diesel::joinable!(gpu_allocations -> instances (instance_id));
+diesel::joinable!(gpus -> nodes (node_id));
+diesel::joinable!(images -> users (created_by));
+diesel::joinable!(instances -> courses (course_id));
+diesel::joinable!(instances -> images (image_id));
+diesel::joinable!(instances -> nodes (node_id));
+diesel::joinable!(instances -> users (owner_id));
+diesel::joinable!(join_tokens -> users (created_by));
+diesel::joinable!(node_images -> images (image_id));
+diesel::joinable!(node_images -> nodes (node_id));
+diesel::joinable!(operation_items -> instances (instance_id));
+diesel::joinable!(operation_items -> operations (operation_id));
+diesel::joinable!(operations -> users (created_by));
+diesel::joinable!(ssh_keys -> users (user_id));
+
+diesel::allow_tables_to_appear_in_same_query!(
+    api_tokens,
+    audit_log,
+    courses,
+    enrollments,
+    gpu_allocations,
+    gpus,
+    images,
+    instances,
+    join_tokens,
+    node_certificates,
+    node_images,
+    nodes,
+    operation_items,
+    operations,
+    ssh_keys,
+    users,
+);

@@ -1,0 +1,73 @@
+//! The error every action of the library returns; `crate::api::error` maps each variant to one
+//! HTTP status and the one JSON error shape.
+
+use crate::agent_client::AgentError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// the request is malformed; `field` names the part at fault
+    #[error("{message}")]
+    Invalid { field: String, message: String },
+    /// no valid bearer token or credential
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// the caller's role or ownership does not allow this
+    #[error("{0}")]
+    Forbidden(String),
+    /// the named object does not exist (or is not visible to the caller)
+    #[error("{0} not found")]
+    NotFound(String),
+    /// the request conflicts with the current state
+    #[error("{message}")]
+    Conflict {
+        field: Option<String>,
+        message: String,
+    },
+    /// nothing can hold the instance now and queueing was not asked for
+    #[error("{0}")]
+    NoCapacity(String),
+    /// the node's agent failed or could not be reached
+    #[error("node {node}: {source}")]
+    Agent { node: String, source: AgentError },
+    /// the database failed
+    #[error("database error: {0}")]
+    Database(#[from] diesel::result::Error),
+    /// no database connection could be had
+    #[error("database unavailable: {0}")]
+    Pool(#[from] diesel::r2d2::PoolError),
+    /// certificate work failed
+    #[error(transparent)]
+    Pki(#[from] crate::pki::PkiError),
+    /// the image store on disk failed
+    #[error("image store: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ActionError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        ActionError::Invalid {
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+
+    pub fn conflict(field: Option<&str>, message: impl Into<String>) -> Self {
+        ActionError::Conflict {
+            field: field.map(String::from),
+            message: message.into(),
+        }
+    }
+
+    /// Maps a unique-key violation on a known constraint to a conflict naming the field.
+    pub fn from_unique(err: diesel::result::Error, field: &str, message: &str) -> Self {
+        use diesel::result::{DatabaseErrorKind, Error};
+        match err {
+            Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _) => {
+                ActionError::conflict(Some(field), message)
+            }
+            other => ActionError::Database(other),
+        }
+    }
+}
+
+pub type ActionResult<T> = Result<T, ActionError>;

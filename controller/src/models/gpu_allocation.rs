@@ -1,0 +1,61 @@
+//! `gpu_allocations`: numbered slots of a GPU held by instances (see the migration for why the
+//! database alone keeps them under `share_limit`).
+
+use diesel::prelude::*;
+
+use crate::db::schema::{gpu_allocations, gpus};
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = gpu_allocations, check_for_backend(diesel::pg::Pg))]
+pub struct GpuAllocation {
+    pub gpu_id: i64,
+    pub share_limit: i32,
+    pub slot: i32,
+    pub instance_id: i64,
+}
+
+impl GpuAllocation {
+    pub fn insert(
+        conn: &mut PgConnection,
+        gpu_id: i64,
+        share_limit: i32,
+        slot: i32,
+        instance_id: i64,
+    ) -> QueryResult<()> {
+        diesel::insert_into(gpu_allocations::table)
+            .values((
+                gpu_allocations::gpu_id.eq(gpu_id),
+                gpu_allocations::share_limit.eq(share_limit),
+                gpu_allocations::slot.eq(slot),
+                gpu_allocations::instance_id.eq(instance_id),
+            ))
+            .execute(conn)
+            .map(|_| ())
+    }
+
+    /// The slots taken on a GPU.
+    pub fn slots(conn: &mut PgConnection, gpu_id: i64) -> QueryResult<Vec<i32>> {
+        gpu_allocations::table
+            .filter(gpu_allocations::gpu_id.eq(gpu_id))
+            .select(gpu_allocations::slot)
+            .load(conn)
+    }
+
+    /// The GPUs (with slot) an instance holds.
+    pub fn for_instance(
+        conn: &mut PgConnection,
+        instance_id: i64,
+    ) -> QueryResult<Vec<(super::gpu::Gpu, i32)>> {
+        gpu_allocations::table
+            .inner_join(gpus::table.on(gpus::id.eq(gpu_allocations::gpu_id)))
+            .filter(gpu_allocations::instance_id.eq(instance_id))
+            .order(gpus::idx)
+            .select((super::gpu::Gpu::as_select(), gpu_allocations::slot))
+            .load(conn)
+    }
+
+    pub fn release(conn: &mut PgConnection, instance_id: i64) -> QueryResult<usize> {
+        diesel::delete(gpu_allocations::table.filter(gpu_allocations::instance_id.eq(instance_id)))
+            .execute(conn)
+    }
+}

@@ -1,0 +1,214 @@
+//! `instances`: each student container, what is desired of it and what was last seen.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+
+use crate::db::schema::instances;
+
+#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
+#[diesel(table_name = instances, check_for_backend(diesel::pg::Pg))]
+pub struct Instance {
+    pub id: i64,
+    pub name: String,
+    pub owner_id: i64,
+    pub course_id: Option<i64>,
+    pub image_id: i64,
+    pub node_id: Option<i64>,
+    pub ssh_port: Option<i32>,
+    pub desired_state: String,
+    pub observed_state: String,
+    pub cpu: i32,
+    pub memory_mib: i64,
+    pub disk_gib: i64,
+    pub gpu_count: i32,
+    pub gpu_model: Option<String>,
+    pub gpu_share: String,
+    pub strategy: String,
+    pub priority: i32,
+    pub config: serde_json::Value,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Insertable)]
+#[diesel(table_name = instances)]
+pub struct NewInstance<'a> {
+    pub name: &'a str,
+    pub owner_id: i64,
+    pub course_id: Option<i64>,
+    pub image_id: i64,
+    pub desired_state: &'a str,
+    pub observed_state: &'a str,
+    pub cpu: i32,
+    pub memory_mib: i64,
+    pub disk_gib: i64,
+    pub gpu_count: i32,
+    pub gpu_model: Option<&'a str>,
+    pub gpu_share: &'a str,
+    pub strategy: &'a str,
+    pub priority: i32,
+    pub config: serde_json::Value,
+}
+
+/// What one node's instances use, for the placement filter.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeUsage {
+    pub cpu: i64,
+    pub memory_mib: i64,
+    pub disk_gib: i64,
+    pub count: i64,
+}
+
+impl Instance {
+    pub fn insert(conn: &mut PgConnection, new: &NewInstance<'_>) -> QueryResult<Instance> {
+        diesel::insert_into(instances::table)
+            .values(new)
+            .returning(Instance::as_returning())
+            .get_result(conn)
+    }
+
+    pub fn find(conn: &mut PgConnection, id: i64) -> QueryResult<Instance> {
+        instances::table
+            .find(id)
+            .select(Instance::as_select())
+            .first(conn)
+    }
+
+    pub fn by_name(conn: &mut PgConnection, name: &str) -> QueryResult<Option<Instance>> {
+        instances::table
+            .filter(instances::name.eq(name))
+            .select(Instance::as_select())
+            .first(conn)
+            .optional()
+    }
+
+    pub fn list(conn: &mut PgConnection, owner: Option<i64>) -> QueryResult<Vec<Instance>> {
+        let mut q = instances::table.select(Instance::as_select()).into_boxed();
+        if let Some(owner) = owner {
+            q = q.filter(instances::owner_id.eq(owner));
+        }
+        q.order(instances::name).load(conn)
+    }
+
+    pub fn on_node(conn: &mut PgConnection, node_id: i64) -> QueryResult<Vec<Instance>> {
+        instances::table
+            .filter(instances::node_id.eq(node_id))
+            .order(instances::name)
+            .select(Instance::as_select())
+            .load(conn)
+    }
+
+    /// The queue: unplaced instances still wanted, highest priority first, then oldest.
+    pub fn queued(conn: &mut PgConnection, limit: i64) -> QueryResult<Vec<Instance>> {
+        instances::table
+            .filter(instances::node_id.is_null())
+            .filter(instances::desired_state.ne("deleted"))
+            .order((
+                instances::priority.desc(),
+                instances::created_at,
+                instances::id,
+            ))
+            .limit(limit)
+            .select(Instance::as_select())
+            .load(conn)
+    }
+
+    /// Locks one row, skipping it if another transaction holds it.
+    pub fn lock_skip(conn: &mut PgConnection, id: i64) -> QueryResult<Option<Instance>> {
+        instances::table
+            .find(id)
+            .for_update()
+            .skip_locked()
+            .select(Instance::as_select())
+            .first(conn)
+            .optional()
+    }
+
+    /// Ports taken on a node.
+    pub fn ports_on(conn: &mut PgConnection, node_id: i64) -> QueryResult<Vec<i32>> {
+        instances::table
+            .filter(instances::node_id.eq(node_id))
+            .select(instances::ssh_port.assume_not_null())
+            .load(conn)
+    }
+
+    pub fn usage_on(conn: &mut PgConnection, node_id: i64) -> QueryResult<NodeUsage> {
+        let rows: Vec<(i32, i64, i64)> = instances::table
+            .filter(instances::node_id.eq(node_id))
+            .select((instances::cpu, instances::memory_mib, instances::disk_gib))
+            .load(conn)?;
+        Ok(rows
+            .iter()
+            .fold(NodeUsage::default(), |u, (c, m, d)| NodeUsage {
+                cpu: u.cpu + i64::from(*c),
+                memory_mib: u.memory_mib + m,
+                disk_gib: u.disk_gib + d,
+                count: u.count + 1,
+            }))
+    }
+
+    pub fn place(
+        conn: &mut PgConnection,
+        id: i64,
+        node_id: i64,
+        port: i32,
+    ) -> QueryResult<Instance> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::node_id.eq(node_id),
+                instances::ssh_port.eq(port),
+                instances::observed_state.eq("pending"),
+            ))
+            .returning(Instance::as_returning())
+            .get_result(conn)
+    }
+
+    /// Frees the node and port (evacuation by move, or deletion of a queued instance).
+    pub fn unplace(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::node_id.eq(None::<i64>),
+                instances::ssh_port.eq(None::<i32>),
+                instances::observed_state.eq("queued"),
+            ))
+            .execute(conn)
+    }
+
+    pub fn set_desired(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set(instances::desired_state.eq(state))
+            .execute(conn)
+    }
+
+    pub fn set_observed(
+        conn: &mut PgConnection,
+        id: i64,
+        state: &str,
+        error: Option<&str>,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::observed_state.eq(state),
+                instances::error.eq(error),
+                instances::last_seen_at.eq(Utc::now()),
+            ))
+            .execute(conn)
+    }
+
+    /// Every placed instance of a node shows `unknown` (its node went offline).
+    pub fn mark_unknown_on(conn: &mut PgConnection, node_id: i64) -> QueryResult<usize> {
+        diesel::update(
+            instances::table
+                .filter(instances::node_id.eq(node_id))
+                .filter(instances::observed_state.ne("pending")),
+        )
+        .set(instances::observed_state.eq("unknown"))
+        .execute(conn)
+    }
+
+    pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::delete(instances::table.find(id)).execute(conn)
+    }
+}

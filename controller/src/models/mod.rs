@@ -1,0 +1,16 @@
+//! One model per table: the row types and the queries on them, each returning `QueryResult`.
+//! Wire types are built from these in `crate::views`, never serialized directly.
+
+pub mod api_token;
+pub mod audit;
+pub mod gpu;
+pub mod gpu_allocation;
+pub mod image;
+pub mod instance;
+pub mod join_token;
+pub mod node;
+pub mod node_certificate;
+pub mod operation;
+pub mod operation_item;
+pub mod ssh_key;
+pub mod user;

@@ -1,0 +1,138 @@
+//! `nodes`: GPU hosts running an agent, their capacity and state.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+
+use crate::db::schema::nodes;
+
+#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
+#[diesel(table_name = nodes, check_for_backend(diesel::pg::Pg))]
+pub struct Node {
+    pub id: i64,
+    pub name: String,
+    pub agent_url: String,
+    pub ssh_host: String,
+    pub ssh_port_first: i32,
+    pub ssh_port_last: i32,
+    pub state: String,
+    pub cores: i32,
+    pub memory_bytes: i64,
+    pub disk_total_bytes: i64,
+    pub disk_free_bytes: i64,
+    pub lxd_version: Option<String>,
+    pub storage_driver: Option<String>,
+    pub nvidia_runtime: bool,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    pub enrolled_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Insertable)]
+#[diesel(table_name = nodes)]
+pub struct NewNode<'a> {
+    pub name: &'a str,
+    pub agent_url: &'a str,
+    pub ssh_host: &'a str,
+    pub ssh_port_first: i32,
+    pub ssh_port_last: i32,
+}
+
+/// What one successful poll learned about a node's capacity.
+#[derive(Debug, AsChangeset)]
+#[diesel(table_name = nodes)]
+pub struct NodeFacts<'a> {
+    pub cores: i32,
+    pub memory_bytes: i64,
+    pub disk_total_bytes: i64,
+    pub disk_free_bytes: i64,
+    pub lxd_version: Option<&'a str>,
+    pub storage_driver: Option<&'a str>,
+    pub nvidia_runtime: bool,
+    pub last_heartbeat_at: DateTime<Utc>,
+}
+
+impl Node {
+    /// Creates the node, or re-points an existing one of that name (re-enrollment).
+    pub fn upsert(conn: &mut PgConnection, new: &NewNode<'_>) -> QueryResult<Node> {
+        diesel::insert_into(nodes::table)
+            .values(new)
+            .on_conflict(nodes::name)
+            .do_update()
+            .set((
+                nodes::agent_url.eq(new.agent_url),
+                nodes::ssh_host.eq(new.ssh_host),
+                nodes::ssh_port_first.eq(new.ssh_port_first),
+                nodes::ssh_port_last.eq(new.ssh_port_last),
+            ))
+            .returning(Node::as_returning())
+            .get_result(conn)
+    }
+
+    pub fn by_name(conn: &mut PgConnection, name: &str) -> QueryResult<Option<Node>> {
+        nodes::table
+            .filter(nodes::name.eq(name))
+            .select(Node::as_select())
+            .first(conn)
+            .optional()
+    }
+
+    pub fn find(conn: &mut PgConnection, id: i64) -> QueryResult<Node> {
+        nodes::table.find(id).select(Node::as_select()).first(conn)
+    }
+
+    pub fn list(conn: &mut PgConnection) -> QueryResult<Vec<Node>> {
+        nodes::table
+            .order(nodes::name)
+            .select(Node::as_select())
+            .load(conn)
+    }
+
+    /// Locks the node row: every allocation on a node takes this lock first, so placements on
+    /// one node are serialized while different nodes proceed in parallel.
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Node> {
+        nodes::table
+            .find(id)
+            .for_update()
+            .select(Node::as_select())
+            .first(conn)
+    }
+
+    pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
+        diesel::update(nodes::table.find(id))
+            .set(nodes::state.eq(state))
+            .execute(conn)
+    }
+
+    /// Records a successful poll; an `offline` node comes back `online`.
+    pub fn record_poll(conn: &mut PgConnection, id: i64, facts: &NodeFacts<'_>) -> QueryResult<()> {
+        diesel::update(nodes::table.find(id))
+            .set(facts)
+            .execute(conn)?;
+        diesel::update(nodes::table.find(id).filter(nodes::state.eq("offline")))
+            .set(nodes::state.eq("online"))
+            .execute(conn)
+            .map(|_| ())
+    }
+
+    /// Marks `offline` every node not heard from since `cutoff`; returns their ids.
+    pub fn mark_silent_offline(
+        conn: &mut PgConnection,
+        cutoff: DateTime<Utc>,
+    ) -> QueryResult<Vec<i64>> {
+        diesel::update(
+            nodes::table.filter(nodes::state.ne("offline")).filter(
+                nodes::last_heartbeat_at
+                    .lt(cutoff)
+                    .or(nodes::last_heartbeat_at
+                        .is_null()
+                        .and(nodes::enrolled_at.lt(cutoff))),
+            ),
+        )
+        .set(nodes::state.eq("offline"))
+        .returning(nodes::id)
+        .get_results(conn)
+    }
+
+    pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::delete(nodes::table.find(id)).execute(conn)
+    }
+}

@@ -1,0 +1,103 @@
+//! `operation_items`: the steps of an operation; each id is that step's idempotency key.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use uuid::Uuid;
+
+use crate::db::schema::operation_items;
+
+#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
+#[diesel(table_name = operation_items, check_for_backend(diesel::pg::Pg))]
+pub struct OperationItem {
+    pub id: Uuid,
+    pub operation_id: Uuid,
+    pub position: i32,
+    pub action: String,
+    pub target: String,
+    pub instance_id: Option<i64>,
+    pub node_name: Option<String>,
+    pub ssh_port: Option<i32>,
+    pub status: String,
+    pub attempts: i32,
+    pub error: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl OperationItem {
+    pub fn insert(
+        conn: &mut PgConnection,
+        operation_id: Uuid,
+        position: i32,
+        action: &str,
+        target: &str,
+        instance_id: Option<i64>,
+    ) -> QueryResult<OperationItem> {
+        diesel::insert_into(operation_items::table)
+            .values((
+                operation_items::id.eq(Uuid::new_v4()),
+                operation_items::operation_id.eq(operation_id),
+                operation_items::position.eq(position),
+                operation_items::action.eq(action),
+                operation_items::target.eq(target),
+                operation_items::instance_id.eq(instance_id),
+            ))
+            .returning(OperationItem::as_returning())
+            .get_result(conn)
+    }
+
+    pub fn for_operation(
+        conn: &mut PgConnection,
+        operation_id: Uuid,
+    ) -> QueryResult<Vec<OperationItem>> {
+        operation_items::table
+            .filter(operation_items::operation_id.eq(operation_id))
+            .order(operation_items::position)
+            .select(OperationItem::as_select())
+            .load(conn)
+    }
+
+    /// Counts an attempt before the step runs, so a crash mid-step still shows.
+    pub fn start_attempt(conn: &mut PgConnection, id: Uuid) -> QueryResult<usize> {
+        diesel::update(operation_items::table.find(id))
+            .set((
+                operation_items::status.eq("running"),
+                operation_items::attempts.eq(operation_items::attempts + 1),
+            ))
+            .execute(conn)
+    }
+
+    pub fn set_placement(
+        conn: &mut PgConnection,
+        id: Uuid,
+        node_name: &str,
+        ssh_port: i32,
+    ) -> QueryResult<usize> {
+        diesel::update(operation_items::table.find(id))
+            .set((
+                operation_items::node_name.eq(node_name),
+                operation_items::ssh_port.eq(ssh_port),
+            ))
+            .execute(conn)
+    }
+
+    pub fn finish(
+        conn: &mut PgConnection,
+        id: Uuid,
+        status: &str,
+        error: Option<&str>,
+    ) -> QueryResult<usize> {
+        diesel::update(operation_items::table.find(id))
+            .set((
+                operation_items::status.eq(status),
+                operation_items::error.eq(error),
+            ))
+            .execute(conn)
+    }
+
+    /// Records a failed attempt that will be retried.
+    pub fn note_error(conn: &mut PgConnection, id: Uuid, error: &str) -> QueryResult<usize> {
+        diesel::update(operation_items::table.find(id))
+            .set(operation_items::error.eq(error))
+            .execute(conn)
+    }
+}

@@ -1,0 +1,81 @@
+//! `users`: people and their role.
+
+use chrono::{DateTime, Utc};
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+
+use crate::db::schema::users;
+
+#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
+#[diesel(table_name = users, check_for_backend(diesel::pg::Pg))]
+pub struct User {
+    pub id: i64,
+    pub username: String,
+    pub role: String,
+    pub full_name: Option<String>,
+    pub email: Option<String>,
+    pub password_hash: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Insertable)]
+#[diesel(table_name = users)]
+pub struct NewUser<'a> {
+    pub username: &'a str,
+    pub role: &'a str,
+    pub full_name: Option<&'a str>,
+    pub email: Option<&'a str>,
+}
+
+/// The database spelling of a role.
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Admin => "admin",
+        Role::Instructor => "instructor",
+        Role::Student => "student",
+    }
+}
+
+impl User {
+    /// The role; the CHECK constraint allows only the three names.
+    pub fn role(&self) -> Role {
+        match self.role.as_str() {
+            "admin" => Role::Admin,
+            "instructor" => Role::Instructor,
+            _ => Role::Student,
+        }
+    }
+
+    pub fn insert(conn: &mut PgConnection, new: &NewUser<'_>) -> QueryResult<User> {
+        diesel::insert_into(users::table)
+            .values(new)
+            .returning(User::as_returning())
+            .get_result(conn)
+    }
+
+    pub fn find(conn: &mut PgConnection, id: i64) -> QueryResult<User> {
+        users::table.find(id).select(User::as_select()).first(conn)
+    }
+
+    pub fn by_username(conn: &mut PgConnection, username: &str) -> QueryResult<Option<User>> {
+        users::table
+            .filter(users::username.eq(username))
+            .select(User::as_select())
+            .first(conn)
+            .optional()
+    }
+
+    pub fn list(conn: &mut PgConnection) -> QueryResult<Vec<User>> {
+        users::table
+            .order(users::username)
+            .select(User::as_select())
+            .load(conn)
+    }
+
+    pub fn count_admins(conn: &mut PgConnection) -> QueryResult<i64> {
+        users::table
+            .filter(users::role.eq("admin"))
+            .count()
+            .get_result(conn)
+    }
+}

@@ -1,0 +1,167 @@
+//! Input rules shared by every action: LXD instance names, Linux usernames, the config keys a
+//! caller may set, and text fields free of control characters.
+
+use std::collections::BTreeMap;
+
+use crate::error::{ActionError, ActionResult};
+
+/// LXD's rules: 1-63 of a-z, 0-9 and '-', no '-' at either end, not all digits.
+pub fn instance_name(field: &str, name: &str) -> ActionResult<()> {
+    let bad = |why: &str| {
+        Err(ActionError::invalid(
+            field,
+            format!("invalid name {name:?}: {why}"),
+        ))
+    };
+    if name.is_empty() || name.len() > 63 {
+        return bad("must be 1 to 63 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return bad("only a-z, 0-9 and '-' are allowed");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return bad("must not start or end with '-'");
+    }
+    if name.bytes().all(|b| b.is_ascii_digit()) {
+        return bad("must not be all digits");
+    }
+    Ok(())
+}
+
+/// Linux username rules (as `useradd` takes them by default): 1-32 of a-z, 0-9, '_' and '-',
+/// starting with a letter or '_'.
+pub fn username(field: &str, name: &str) -> ActionResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ActionError::invalid(
+            field,
+            format!("invalid username {name:?}: 1-32 of a-z, 0-9, '_', '-', starting with a letter or '_'"),
+        ))
+    }
+}
+
+/// Config keys a caller may set besides `user.*`. Everything else, `security.*`, `raw.*`,
+/// `limits.*` (set from the request's limits) and unknown keys included, is refused.
+const ALLOWED_CONFIG_KEYS: &[&str] = &[
+    "boot.autostart",
+    "snapshots.schedule",
+    "snapshots.expiry",
+    "snapshots.pattern",
+];
+
+pub fn config(field: &str, config: &BTreeMap<String, String>) -> ActionResult<()> {
+    for (key, value) in config {
+        let path = format!("{field}.{key}");
+        let user_key = key.strip_prefix("user.").is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        });
+        if !user_key && !ALLOWED_CONFIG_KEYS.contains(&key.as_str()) {
+            return Err(ActionError::invalid(
+                &path,
+                format!(
+                    "config key {key:?} is not allowed (only user.* and {})",
+                    ALLOWED_CONFIG_KEYS.join(", ")
+                ),
+            ));
+        }
+        text(&path, value)?;
+    }
+    Ok(())
+}
+
+/// Refuses control characters (newline, NUL, ...) in a text field.
+pub fn text(field: &str, value: &str) -> ActionResult<()> {
+    if value.chars().any(char::is_control) {
+        return Err(ActionError::invalid(
+            field,
+            "control characters are not allowed",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_names_follow_lxd_rules() {
+        for good in ["a", "cs101-alice", "a1", "x-9", &"a".repeat(63)] {
+            assert!(instance_name("name", good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "123",
+            &"a".repeat(64),
+            "a_b",
+            "ä",
+            "../x",
+            "A",
+            "a b",
+            "a\n",
+        ] {
+            let err = instance_name("name", bad).unwrap_err();
+            assert!(
+                matches!(err, ActionError::Invalid { ref field, .. } if field == "name"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn usernames_follow_linux_rules() {
+        assert!(username("u", "alice_2").is_ok());
+        assert!(username("u", "_svc").is_ok());
+        for bad in ["", "-a", "1abc", "Alice", "ä", &"a".repeat(33), "a b"] {
+            assert!(username("u", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dangerous_and_unknown_config_keys_are_refused_by_name() {
+        for key in [
+            "raw.lxc",
+            "security.privileged",
+            "security.nesting",
+            "raw.idmap",
+            "limits.cpu",
+            "foo",
+            "user.",
+        ] {
+            let config = BTreeMap::from([(key.to_string(), "x".to_string())]);
+            match config_err(&config) {
+                ActionError::Invalid { field, .. } => assert_eq!(field, format!("config.{key}")),
+                other => panic!("{key}: {other:?}"),
+            }
+        }
+        let fine = BTreeMap::from([
+            ("user.course".to_string(), "cs101".to_string()),
+            ("boot.autostart".to_string(), "true".to_string()),
+        ]);
+        assert!(super::config("config", &fine).is_ok());
+        let nul = BTreeMap::from([("user.x".to_string(), "a\0b".to_string())]);
+        assert!(super::config("config", &nul).is_err());
+    }
+
+    fn config_err(config: &BTreeMap<String, String>) -> ActionError {
+        super::config("config", config).unwrap_err()
+    }
+}
