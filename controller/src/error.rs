@@ -38,6 +38,9 @@ pub enum ActionError {
     /// certificate work failed
     #[error(transparent)]
     Pki(#[from] crate::pki::PkiError),
+    /// a background task failed unexpectedly
+    #[error("internal error: {0}")]
+    Internal(String),
     /// the image store on disk failed
     #[error("image store: {0}")]
     Io(#[from] std::io::Error),

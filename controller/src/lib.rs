@@ -1,11 +1,18 @@
 //! Cohort's controller: the REST API, the PostgreSQL inventory, the CA and node enrollment,
 //! placement and the job worker that carries out durable operations.
 
+pub mod actions;
 pub mod agent_client;
+pub mod api;
 pub mod auth;
 pub mod config;
+pub mod controller;
 pub mod db;
 pub mod error;
+pub mod metrics;
 pub mod models;
+pub mod openapi;
 pub mod pki;
+pub mod placement;
 pub mod validate;
+pub mod views;

@@ -1,0 +1,207 @@
+//! Images: the template catalog on the controller's disk, uploaded by admins and fetched by
+//! agents over mutual TLS.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use cohort_proto::api::images::{Image as WireImage, ImportImageQuery};
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::{ActionError, ActionResult};
+use crate::models::audit;
+use crate::models::image::{Image, NewImage};
+use crate::models::node_certificate::NodeCertificate;
+use crate::{validate, views};
+
+pub fn tarball_path(ctl: &Controller, fingerprint: &str) -> PathBuf {
+    ctl.images_dir().join(format!("{fingerprint}.tar"))
+}
+
+pub async fn list(ctl: &Controller, _caller: Caller) -> ActionResult<Vec<WireImage>> {
+    ctl.db(|conn| {
+        Image::list(conn)?
+            .iter()
+            .map(|i| Ok(views::image(conn, i)?))
+            .collect()
+    })
+    .await
+}
+
+fn find(conn: &mut PgConnection, alias_or_fp: &str) -> ActionResult<Image> {
+    Image::lookup(conn, alias_or_fp)?
+        .ok_or_else(|| ActionError::NotFound(format!("image {alias_or_fp}")))
+}
+
+pub async fn get(ctl: &Controller, _caller: Caller, name: String) -> ActionResult<WireImage> {
+    ctl.db(move |conn| {
+        let image = find(conn, &name)?;
+        Ok(views::image(conn, &image)?)
+    })
+    .await
+}
+
+/// An upload in progress: bytes go to a temporary file while their SHA-256 is computed.
+pub struct ImageUpload {
+    file: tempfile::NamedTempFile,
+    hasher: Sha256,
+    size: u64,
+    limit: u64,
+}
+
+impl ImageUpload {
+    /// Checks the caller and query before any byte is stored.
+    pub fn begin(
+        ctl: &Controller,
+        caller: &Caller,
+        query: &ImportImageQuery,
+    ) -> ActionResult<ImageUpload> {
+        caller.require(Role::Admin)?;
+        validate::instance_name("alias", &query.alias.replace('/', "-"))?;
+        if let Some(d) = &query.description {
+            validate::text("description", d)?;
+        }
+        let dir = ctl.images_dir();
+        std::fs::create_dir_all(&dir)?;
+        Ok(ImageUpload {
+            file: tempfile::NamedTempFile::new_in(dir)?,
+            hasher: Sha256::new(),
+            size: 0,
+            limit: ctl.config.server.max_image_mib * 1024 * 1024,
+        })
+    }
+
+    pub fn write(&mut self, chunk: &[u8]) -> ActionResult<()> {
+        self.size += chunk.len() as u64;
+        if self.size > self.limit {
+            return Err(ActionError::invalid(
+                "body",
+                format!("image larger than {} bytes", self.limit),
+            ));
+        }
+        self.hasher.update(chunk);
+        self.file.write_all(chunk)?;
+        Ok(())
+    }
+
+    /// Stores the tarball under its fingerprint and records it in the catalog.
+    pub async fn finish(
+        self,
+        ctl: &Controller,
+        caller: Caller,
+        query: ImportImageQuery,
+    ) -> ActionResult<WireImage> {
+        if self.size == 0 {
+            return Err(ActionError::invalid("body", "the image tarball is empty"));
+        }
+        let fingerprint = hex::encode(self.hasher.finalize());
+        let path = tarball_path(ctl, &fingerprint);
+        self.file
+            .persist(&path)
+            .map_err(|e| ActionError::Io(e.error))?;
+        let size = self.size as i64;
+        ctl.db(move |conn| {
+            conn.transaction(|conn| {
+                let image = Image::insert(
+                    conn,
+                    &NewImage {
+                        fingerprint: &fingerprint,
+                        alias: &query.alias,
+                        description: query.description.as_deref().unwrap_or(""),
+                        gpu_ready: query.gpu_ready.unwrap_or(false),
+                        size_bytes: size,
+                        created_by: Some(caller.user.id),
+                    },
+                )
+                .map_err(|e| {
+                    ActionError::from_unique(
+                        e,
+                        "alias",
+                        "an image with this alias or fingerprint exists",
+                    )
+                })?;
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "import",
+                    "image",
+                    &query.alias,
+                    json!({"fingerprint": fingerprint}),
+                )?;
+                Ok(views::image(conn, &image)?)
+            })
+        })
+        .await
+    }
+}
+
+/// Removes an image no instance uses.
+pub async fn delete(ctl: &Controller, caller: Caller, name: String) -> ActionResult<()> {
+    caller.require(Role::Admin)?;
+    let fingerprint = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                let image = find(conn, &name)?;
+                Image::delete(conn, image.id).map_err(|e| match e {
+                    diesel::result::Error::DatabaseError(
+                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
+                        _,
+                    ) => ActionError::conflict(
+                        None,
+                        format!("image {name} is used by instances or courses"),
+                    ),
+                    other => other.into(),
+                })?;
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "delete",
+                    "image",
+                    &image.alias,
+                    json!({"fingerprint": image.fingerprint}),
+                )?;
+                Ok(image.fingerprint)
+            })
+        })
+        .await?;
+    match std::fs::remove_file(tarball_path(ctl, &fingerprint)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Who may download a tarball: an admin token, or a live node certificate (by fingerprint).
+pub enum TarballReader {
+    Person(Caller),
+    NodeCertificate(String),
+}
+
+/// The tarball's path once the reader is allowed.
+pub async fn tarball(
+    ctl: &Controller,
+    reader: TarballReader,
+    fingerprint: String,
+) -> ActionResult<PathBuf> {
+    let path = tarball_path(ctl, &fingerprint);
+    ctl.db(move |conn| {
+        match reader {
+            TarballReader::Person(caller) => caller.require(Role::Admin)?,
+            TarballReader::NodeCertificate(fp) => {
+                if NodeCertificate::live_by_fingerprint(conn, &fp)?.is_none() {
+                    return Err(ActionError::Forbidden(
+                        "this node certificate is revoked or unknown".into(),
+                    ));
+                }
+            }
+        }
+        Image::lookup(conn, &fingerprint)?
+            .filter(|i| i.fingerprint == fingerprint)
+            .ok_or_else(|| ActionError::NotFound(format!("image {fingerprint}")))?;
+        Ok(path)
+    })
+    .await
+}

@@ -1,0 +1,398 @@
+//! Instances: creation (validated, placed or queued in the same transaction as the row), list,
+//! get, state changes and deletion as operations, and the calls proxied to the node's agent.
+
+use std::sync::Arc;
+
+use cohort_proto::api::instances::{
+    CreateInstance, GpuShare, Instance as WireInstance, InstanceStateChange, Limits, StateAction,
+};
+use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+use serde_json::json;
+
+use super::operations::{start, Step};
+use crate::agent_client::NodeAgent;
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::db::schema::courses;
+use crate::error::{ActionError, ActionResult};
+use crate::models::audit;
+use crate::models::image::Image;
+use crate::models::instance::{Instance, NewInstance};
+use crate::models::node::Node;
+use crate::models::operation_item::OperationItem;
+use crate::models::user::User;
+use crate::{placement, validate, views};
+
+/// Defaults when a request gives no limits: 1 core, 1024 MiB, 10 GiB.
+const DEFAULT_LIMITS: Limits = Limits {
+    cpu: 1,
+    memory_mib: 1024,
+    disk_gib: 10,
+};
+
+/// What a caller may ask for one instance: (cpu, memory MiB, disk GiB, GPUs). Students get a
+/// small allowance; instructors a larger one; admins are bounded by the nodes only.
+fn allowance(role: Role) -> Option<(u32, u64, u64, u32)> {
+    match role {
+        Role::Student => Some((4, 8192, 50, 1)),
+        Role::Instructor => Some((16, 65536, 500, 4)),
+        Role::Admin => None,
+    }
+}
+
+/// Most instances a student may own.
+const STUDENT_MAX_INSTANCES: usize = 2;
+
+fn check_limits(role: Role, limits: &Limits, gpus: u32) -> ActionResult<()> {
+    if limits.cpu == 0 || limits.memory_mib == 0 || limits.disk_gib == 0 {
+        return Err(ActionError::invalid(
+            "limits",
+            "cpu, memory_mib and disk_gib must be > 0",
+        ));
+    }
+    if limits.cpu > 1024 || limits.memory_mib > 1 << 30 || limits.disk_gib > 1 << 20 || gpus > 64 {
+        return Err(ActionError::invalid("limits", "limits are out of range"));
+    }
+    if let Some((cpu, mem, disk, gpu)) = allowance(role) {
+        for (field, asked, most) in [
+            ("limits.cpu", u64::from(limits.cpu), u64::from(cpu)),
+            ("limits.memory_mib", limits.memory_mib, mem),
+            ("limits.disk_gib", limits.disk_gib, disk),
+            ("gpus", u64::from(gpus), u64::from(gpu)),
+        ] {
+            if asked > most {
+                return Err(ActionError::invalid(
+                    field,
+                    format!("{asked} is over your allowance of {most}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_request(caller: &Caller, req: &CreateInstance) -> ActionResult<Limits> {
+    validate::instance_name("name", &req.name)?;
+    validate::text("image", &req.image)?;
+    if let Some(model) = &req.gpu_model {
+        validate::text("gpu_model", model)?;
+    }
+    validate::config("config", &req.config)?;
+    let limits = req.limits.clone().unwrap_or(DEFAULT_LIMITS);
+    check_limits(caller.role, &limits, req.gpus)?;
+    if req.owner.as_ref().is_some_and(|o| o != caller.name()) {
+        caller.require(Role::Instructor)?;
+    }
+    if req.node.is_some() {
+        caller.require(Role::Admin)?;
+    }
+    if req.priority != 0 {
+        caller.require(Role::Instructor)?;
+    }
+    Ok(limits)
+}
+
+/// Whether the caller may act on this instance: its owner, the instructor of its course, or an
+/// admin. Anyone else gets 403 (the instance exists; they may not touch it).
+fn authorize(conn: &mut PgConnection, caller: &Caller, instance: &Instance) -> ActionResult<()> {
+    if caller.is_admin() || instance.owner_id == caller.user.id {
+        return Ok(());
+    }
+    if caller.role == Role::Instructor {
+        if let Some(course) = instance.course_id {
+            let instructor: i64 = courses::table
+                .find(course)
+                .select(courses::instructor_id)
+                .first(conn)?;
+            if instructor == caller.user.id {
+                return Ok(());
+            }
+        }
+    }
+    Err(ActionError::Forbidden(format!(
+        "instance {} is not yours",
+        instance.name
+    )))
+}
+
+fn find(conn: &mut PgConnection, caller: &Caller, name: &str) -> ActionResult<Instance> {
+    let instance = Instance::by_name(conn, name)?
+        .ok_or_else(|| ActionError::NotFound(format!("instance {name}")))?;
+    authorize(conn, caller, &instance)?;
+    Ok(instance)
+}
+
+/// One attempt of the create transaction.
+fn create_tx(
+    conn: &mut PgConnection,
+    ctl_placement: &crate::config::PlacementConfig,
+    caller: &Caller,
+    req: &CreateInstance,
+    limits: &Limits,
+) -> ActionResult<WireOperation> {
+    conn.transaction(|conn| {
+        let owner = match &req.owner {
+            Some(name) => User::by_username(conn, name)?.ok_or_else(|| ActionError::invalid("owner", format!("no user {name}")))?,
+            None => caller.user.clone(),
+        };
+        if caller.role == Role::Student && Instance::list(conn, Some(owner.id))?.len() >= STUDENT_MAX_INSTANCES {
+            return Err(ActionError::conflict(None, format!("students may own at most {STUDENT_MAX_INSTANCES} instances")));
+        }
+        let image = Image::lookup(conn, &req.image)?.ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
+        let pinned = match &req.node {
+            Some(name) => Some(Node::by_name(conn, name)?.ok_or_else(|| ActionError::invalid("node", format!("no node {name}")))?.id),
+            None => None,
+        };
+        let instance = Instance::insert(
+            conn,
+            &NewInstance {
+                name: &req.name,
+                owner_id: owner.id,
+                course_id: None,
+                image_id: image.id,
+                desired_state: if req.start { "running" } else { "stopped" },
+                observed_state: "queued",
+                cpu: limits.cpu as i32,
+                memory_mib: limits.memory_mib as i64,
+                disk_gib: limits.disk_gib as i64,
+                gpu_count: req.gpus as i32,
+                gpu_model: req.gpu_model.as_deref(),
+                gpu_share: match req.gpu_share {
+                    GpuShare::Exclusive => "exclusive",
+                    GpuShare::Shared => "shared",
+                },
+                strategy: match req.strategy {
+                    cohort_proto::api::instances::PlacementStrategy::Spread => "spread",
+                    cohort_proto::api::instances::PlacementStrategy::Pack => "pack",
+                },
+                priority: req.priority,
+                config: serde_json::to_value(&req.config).unwrap_or_default(),
+            },
+        )
+        .map_err(|e| ActionError::from_unique(e, "name", "an instance with this name exists"))?;
+        let placed = placement::place(conn, &instance, pinned, ctl_placement)?;
+        if placed.is_none() && !req.queue {
+            return Err(ActionError::NoCapacity(format!(
+                "no node can hold {} now (cpu {}, memory {} MiB, disk {} GiB, {} GPUs{})",
+                req.name,
+                limits.cpu,
+                limits.memory_mib,
+                limits.disk_gib,
+                req.gpus,
+                req.gpu_model.as_ref().map(|m| format!(" of model {m}")).unwrap_or_default()
+            )));
+        }
+        let op = start(
+            conn,
+            OperationKind::CreateInstance,
+            Some(caller.user.id),
+            &req.name,
+            json!({}),
+            &[Step {
+                action: "create",
+                target: &req.name,
+                instance_id: Some(instance.id),
+            }],
+        )?;
+        if let Some(p) = &placed {
+            let item = OperationItem::for_operation(conn, op.id)?.remove(0);
+            OperationItem::set_placement(conn, item.id, &p.node_name, p.ssh_port)?;
+        }
+        audit::record(conn, caller.name(), "create", "instance", &req.name, json!({"node": placed.as_ref().map(|p| &p.node_name), "queued": placed.is_none(), "operation": op.id}))?;
+        Ok(views::operation(conn, &op)?)
+    })
+}
+
+fn is_retryable(e: &ActionError) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error};
+    match e {
+        ActionError::Database(Error::DatabaseError(DatabaseErrorKind::SerializationFailure, _)) => {
+            true
+        }
+        ActionError::Database(Error::DatabaseError(_, info)) => info.message().contains("deadlock"),
+        _ => false,
+    }
+}
+
+/// `POST /api/v1/instances`.
+pub async fn create(
+    ctl: &Controller,
+    caller: Caller,
+    req: CreateInstance,
+) -> ActionResult<WireOperation> {
+    let limits = check_request(&caller, &req)?;
+    let placement_config = ctl.config.placement.clone();
+    ctl.db(move |conn| {
+        let mut attempt = 0;
+        loop {
+            match create_tx(conn, &placement_config, &caller, &req, &limits) {
+                Err(e) if is_retryable(&e) && attempt < 5 => attempt += 1,
+                other => return other,
+            }
+        }
+    })
+    .await
+}
+
+pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireInstance>> {
+    ctl.db(move |conn| {
+        let rows = match caller.role {
+            Role::Admin => Instance::list(conn, None)?,
+            Role::Student => Instance::list(conn, Some(caller.user.id))?,
+            Role::Instructor => {
+                let taught: Vec<i64> = courses::table
+                    .filter(courses::instructor_id.eq(caller.user.id))
+                    .select(courses::id)
+                    .load(conn)?;
+                Instance::list(conn, None)?
+                    .into_iter()
+                    .filter(|i| {
+                        i.owner_id == caller.user.id
+                            || i.course_id.is_some_and(|c| taught.contains(&c))
+                    })
+                    .collect()
+            }
+        };
+        Ok(views::instances(conn, &rows)?)
+    })
+    .await
+}
+
+pub async fn get(ctl: &Controller, caller: Caller, name: String) -> ActionResult<WireInstance> {
+    ctl.db(move |conn| {
+        let instance = find(conn, &caller, &name)?;
+        Ok(views::instances(conn, &[instance])?.remove(0))
+    })
+    .await
+}
+
+/// `PUT /api/v1/instances/{name}/state`: records the desired state and starts an operation.
+pub async fn change_state(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    req: InstanceStateChange,
+) -> ActionResult<WireOperation> {
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let instance = find(conn, &caller, &name)?;
+            if instance.desired_state == "deleted" {
+                return Err(ActionError::conflict(
+                    None,
+                    format!("instance {name} is being deleted"),
+                ));
+            }
+            let (desired, action) = match req.action {
+                StateAction::Start => ("running", "start"),
+                StateAction::Stop => ("stopped", "stop"),
+                StateAction::Restart => ("running", "restart"),
+            };
+            Instance::set_desired(conn, instance.id, desired)?;
+            let op = start(
+                conn,
+                OperationKind::ChangeInstanceState,
+                Some(caller.user.id),
+                &name,
+                json!({"force": req.force, "timeout_s": req.timeout_s}),
+                &[Step {
+                    action,
+                    target: &name,
+                    instance_id: Some(instance.id),
+                }],
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                action,
+                "instance",
+                &name,
+                json!({"operation": op.id}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}
+
+/// `DELETE /api/v1/instances/{name}`: a running instance needs `force` (like `lxc delete -f`).
+pub async fn delete(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    force: bool,
+) -> ActionResult<WireOperation> {
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let instance = find(conn, &caller, &name)?;
+            if instance.observed_state == "running" && !force {
+                return Err(ActionError::conflict(
+                    Some("force"),
+                    format!("instance {name} is running: stop it first or delete with force"),
+                ));
+            }
+            Instance::set_desired(conn, instance.id, "deleted")?;
+            let op = start(
+                conn,
+                OperationKind::DeleteInstance,
+                Some(caller.user.id),
+                &name,
+                json!({}),
+                &[Step {
+                    action: "delete",
+                    target: &name,
+                    instance_id: Some(instance.id),
+                }],
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                "delete",
+                "instance",
+                &name,
+                json!({"operation": op.id}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}
+
+/// The agent holding an instance the caller may touch.
+pub async fn agent_of(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+) -> ActionResult<(String, Arc<dyn NodeAgent>)> {
+    let node_id = ctl
+        .db(move |conn| {
+            let instance = find(conn, &caller, &name)?;
+            instance.node_id.ok_or_else(|| {
+                ActionError::conflict(
+                    None,
+                    format!("instance {name} is queued, not on a node yet"),
+                )
+            })
+        })
+        .await?;
+    let (node, agent) = ctl.agent_by_node_id(node_id).await?;
+    Ok((node.name, agent))
+}
+
+/// Records a change made through a proxied call.
+pub async fn audit_proxied(
+    ctl: &Controller,
+    caller: &Caller,
+    action: &'static str,
+    name: &str,
+    detail: serde_json::Value,
+) -> ActionResult<()> {
+    let (actor, name) = (caller.name().to_string(), name.to_string());
+    ctl.db(move |conn| {
+        Ok(audit::record(
+            conn, &actor, action, "instance", &name, detail,
+        )?)
+    })
+    .await
+}

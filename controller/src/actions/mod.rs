@@ -1,0 +1,13 @@
+//! What the controller does, one function per request, apart from HTTP: each takes the
+//! [`crate::controller::Controller`], the [`crate::auth::Caller`] and a `cohort_proto` request,
+//! checks the caller's rights, changes the database in one transaction with its audit row, and
+//! answers a `cohort_proto` type. Handlers only parse and call these.
+
+pub mod enroll;
+pub mod gpus;
+pub mod images;
+pub mod instances;
+pub mod nodes;
+pub mod operations;
+pub mod proxy;
+pub mod users;

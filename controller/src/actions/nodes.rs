@@ -1,0 +1,166 @@
+//! Nodes: listing, cordon, evacuate, restore and removal (which revokes the certificate).
+
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node as WireNode};
+use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+use serde_json::json;
+
+use super::operations::{start, Step};
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::{ActionError, ActionResult};
+use crate::models::audit;
+use crate::models::instance::Instance;
+use crate::models::node::Node;
+use crate::models::node_certificate::NodeCertificate;
+use crate::views;
+
+fn find(conn: &mut PgConnection, name: &str) -> ActionResult<Node> {
+    Node::by_name(conn, name)?.ok_or_else(|| ActionError::NotFound(format!("node {name}")))
+}
+
+pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireNode>> {
+    caller.require(Role::Instructor)?;
+    ctl.db(|conn| {
+        let rows = Node::list(conn)?;
+        Ok(views::nodes(conn, &rows)?)
+    })
+    .await
+}
+
+pub async fn get(ctl: &Controller, caller: Caller, name: String) -> ActionResult<WireNode> {
+    caller.require(Role::Instructor)?;
+    ctl.db(move |conn| {
+        let node = find(conn, &name)?;
+        Ok(views::nodes(conn, &[node])?.remove(0))
+    })
+    .await
+}
+
+/// Takes the node out of placement; its instances keep running.
+pub async fn cordon(ctl: &Controller, caller: Caller, name: String) -> ActionResult<WireNode> {
+    caller.require(Role::Admin)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let node = find(conn, &name)?;
+            Node::set_state(conn, node.id, "cordoned")?;
+            audit::record(conn, caller.name(), "cordon", "node", &name, json!({}))?;
+            let node = Node::find(conn, node.id)?;
+            Ok(views::nodes(conn, &[node])?.remove(0))
+        })
+    })
+    .await
+}
+
+/// Stops its instances (or moves them to other nodes) and keeps it out of placement.
+pub async fn evacuate(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    req: EvacuateNode,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Admin)?;
+    let action = match req.policy {
+        EvacuatePolicy::Stop => "evacuate_stop",
+        EvacuatePolicy::Move => "evacuate_move",
+    };
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let node = find(conn, &name)?;
+            Node::set_state(conn, node.id, "evacuating")?;
+            let instances = Instance::on_node(conn, node.id)?;
+            let steps: Vec<Step<'_>> = instances
+                .iter()
+                .map(|i| Step {
+                    action,
+                    target: &i.name,
+                    instance_id: Some(i.id),
+                })
+                .collect();
+            let op = start(
+                conn,
+                OperationKind::EvacuateNode,
+                Some(caller.user.id),
+                &name,
+                json!({"policy": action}),
+                &steps,
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                "evacuate",
+                "node",
+                &name,
+                json!({"policy": action, "operation": op.id}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}
+
+/// Puts the node back into placement and starts what evacuation stopped.
+pub async fn restore(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Admin)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let node = find(conn, &name)?;
+            Node::set_state(conn, node.id, "online")?;
+            let instances = Instance::on_node(conn, node.id)?;
+            let steps: Vec<Step<'_>> = instances
+                .iter()
+                .filter(|i| i.desired_state == "running")
+                .map(|i| Step {
+                    action: "start",
+                    target: &i.name,
+                    instance_id: Some(i.id),
+                })
+                .collect();
+            let op = start(
+                conn,
+                OperationKind::RestoreNode,
+                Some(caller.user.id),
+                &name,
+                json!({}),
+                &steps,
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                "restore",
+                "node",
+                &name,
+                json!({"operation": op.id}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}
+
+/// Revokes the node's certificate and forgets it; refused while instances are placed on it.
+pub async fn remove(ctl: &Controller, caller: Caller, name: String) -> ActionResult<()> {
+    caller.require(Role::Admin)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let node = find(conn, &name)?;
+            let held = Instance::on_node(conn, node.id)?.len();
+            if held > 0 {
+                return Err(ActionError::conflict(
+                    None,
+                    format!("node {name} still holds {held} instances: evacuate it with policy move, or delete them"),
+                ));
+            }
+            let revoked = NodeCertificate::revoke_all(conn, &name)?;
+            Node::delete(conn, node.id)?;
+            audit::record(conn, caller.name(), "remove", "node", &name, json!({"revoked_certificates": revoked}))?;
+            Ok(())
+        })
+    })
+    .await
+}

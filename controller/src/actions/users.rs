@@ -1,0 +1,223 @@
+//! People: authentication, `me`, users, API tokens and SSH keys.
+
+use cohort_proto::api::users::{
+    AddSshKey, ApiTokenIssued, CreateApiToken, CreateUser, Me, Role, SshKey as WireSshKey,
+    User as WireUser,
+};
+use diesel::prelude::*;
+use serde_json::json;
+
+use crate::auth::{new_api_token, sha256, Caller};
+use crate::controller::Controller;
+use crate::error::{ActionError, ActionResult};
+use crate::models::api_token::ApiToken;
+use crate::models::audit;
+use crate::models::instance::Instance;
+use crate::models::ssh_key::SshKey;
+use crate::models::user::{role_name, NewUser, User};
+use crate::{validate, views};
+
+/// The user behind a bearer token.
+pub async fn authenticate(ctl: &Controller, token: String) -> ActionResult<Caller> {
+    ctl.db(move |conn| {
+        ApiToken::user_for_hash(conn, &sha256(&token))?
+            .map(Caller::new)
+            .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into()))
+    })
+    .await
+}
+
+/// Creates the first admin and returns its token; refuses when an admin exists (used by `init`).
+pub fn bootstrap_admin(conn: &mut PgConnection, username: &str) -> ActionResult<String> {
+    validate::username("username", username)?;
+    conn.transaction(|conn| {
+        if User::count_admins(conn)? > 0 {
+            return Err(ActionError::conflict(None, "an admin already exists"));
+        }
+        let user = User::insert(
+            conn,
+            &NewUser {
+                username,
+                role: role_name(Role::Admin),
+                full_name: None,
+                email: None,
+            },
+        )
+        .map_err(|e| ActionError::from_unique(e, "username", "that username is taken"))?;
+        let token = new_api_token();
+        ApiToken::insert(conn, user.id, Some("init"), &sha256(&token))?;
+        audit::record(
+            conn,
+            "init",
+            "create",
+            "user",
+            username,
+            json!({"role": "admin"}),
+        )?;
+        Ok(token)
+    })
+}
+
+pub async fn me(ctl: &Controller, caller: Caller) -> ActionResult<Me> {
+    ctl.db(move |conn| {
+        let rows = Instance::list(conn, Some(caller.user.id))?;
+        Ok(Me {
+            user: views::user(&caller.user),
+            instances: views::instances(conn, &rows)?,
+            ssh_keys: SshKey::for_user(conn, caller.user.id)?
+                .iter()
+                .map(views::ssh_key)
+                .collect(),
+        })
+    })
+    .await
+}
+
+pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireUser>> {
+    caller.require(Role::Instructor)?;
+    ctl.db(|conn| Ok(User::list(conn)?.iter().map(views::user).collect()))
+        .await
+}
+
+pub async fn create(ctl: &Controller, caller: Caller, req: CreateUser) -> ActionResult<WireUser> {
+    caller.require(Role::Admin)?;
+    validate::username("username", &req.username)?;
+    for (field, value) in [("full_name", &req.full_name), ("email", &req.email)] {
+        if let Some(value) = value {
+            validate::text(field, value)?;
+        }
+    }
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let user = User::insert(
+                conn,
+                &NewUser {
+                    username: &req.username,
+                    role: role_name(req.role),
+                    full_name: req.full_name.as_deref(),
+                    email: req.email.as_deref(),
+                },
+            )
+            .map_err(|e| ActionError::from_unique(e, "username", "that username is taken"))?;
+            audit::record(
+                conn,
+                caller.name(),
+                "create",
+                "user",
+                &user.username,
+                json!({"role": user.role}),
+            )?;
+            Ok(views::user(&user))
+        })
+    })
+    .await
+}
+
+/// A new token for `username`: admins for anyone, others for themselves only.
+pub async fn issue_token(
+    ctl: &Controller,
+    caller: Caller,
+    username: String,
+    req: CreateApiToken,
+) -> ActionResult<ApiTokenIssued> {
+    if !caller.is_admin() && caller.name() != username {
+        return Err(ActionError::Forbidden(
+            "only admins issue tokens for others".into(),
+        ));
+    }
+    if let Some(name) = &req.name {
+        validate::text("name", name)?;
+    }
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let user = User::by_username(conn, &username)?
+                .ok_or_else(|| ActionError::NotFound(format!("user {username}")))?;
+            let token = new_api_token();
+            ApiToken::insert(conn, user.id, req.name.as_deref(), &sha256(&token))?;
+            audit::record(
+                conn,
+                caller.name(),
+                "issue_token",
+                "user",
+                &username,
+                json!({"name": req.name}),
+            )?;
+            Ok(ApiTokenIssued {
+                username,
+                name: req.name,
+                token,
+            })
+        })
+    })
+    .await
+}
+
+/// Parses one OpenSSH public key line: ed25519, ecdsa or rsa of at least 2048 bits, no options.
+pub fn parse_public_key(field: &str, line: &str) -> ActionResult<(String, String)> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    validate::text(field, line)?;
+    let key = ssh_key::PublicKey::from_openssh(line)
+        .map_err(|e| ActionError::invalid(field, format!("not an OpenSSH public key: {e}")))?;
+    match key.key_data() {
+        ssh_key::public::KeyData::Ed25519(_) | ssh_key::public::KeyData::Ecdsa(_) => {}
+        ssh_key::public::KeyData::Rsa(rsa)
+            if rsa.n.as_positive_bytes().map_or(0, |b| b.len() * 8) >= 2048 => {}
+        _ => {
+            return Err(ActionError::invalid(
+                field,
+                "only ed25519, ecdsa and rsa >= 2048 bits are accepted",
+            ));
+        }
+    }
+    let fingerprint = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
+    let canonical = key
+        .to_openssh()
+        .map_err(|e| ActionError::invalid(field, e.to_string()))?;
+    Ok((canonical, fingerprint))
+}
+
+pub async fn add_ssh_key(
+    ctl: &Controller,
+    caller: Caller,
+    req: AddSshKey,
+) -> ActionResult<WireSshKey> {
+    let (public_key, fingerprint) = parse_public_key("public_key", &req.public_key)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let key =
+                SshKey::insert(conn, caller.user.id, &public_key, &fingerprint).map_err(|e| {
+                    ActionError::from_unique(e, "public_key", "this key is already there")
+                })?;
+            audit::record(
+                conn,
+                caller.name(),
+                "add_ssh_key",
+                "user",
+                caller.name(),
+                json!({"fingerprint": fingerprint}),
+            )?;
+            Ok(views::ssh_key(&key))
+        })
+    })
+    .await
+}
+
+pub async fn delete_ssh_key(ctl: &Controller, caller: Caller, id: i64) -> ActionResult<()> {
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            if SshKey::delete(conn, caller.user.id, id)? == 0 {
+                return Err(ActionError::NotFound(format!("ssh key {id}")));
+            }
+            audit::record(
+                conn,
+                caller.name(),
+                "delete_ssh_key",
+                "user",
+                caller.name(),
+                json!({"id": id}),
+            )?;
+            Ok(())
+        })
+    })
+    .await
+}

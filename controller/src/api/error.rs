@@ -1,0 +1,70 @@
+//! The one mapping from [`ActionError`] to an HTTP status and the one JSON error shape.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use cohort_proto::{ErrorBody, ErrorDetail};
+
+use crate::agent_client::AgentError;
+use crate::error::ActionError;
+
+/// The answer for an error: status, stable code and the field at fault.
+pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
+    match err {
+        ActionError::Invalid { field, .. } => {
+            (StatusCode::BAD_REQUEST, "invalid_field", Some(field))
+        }
+        ActionError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated", None),
+        ActionError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", None),
+        ActionError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
+        ActionError::Conflict { field, .. } => (StatusCode::CONFLICT, "conflict", field.as_deref()),
+        ActionError::NoCapacity(_) => (StatusCode::CONFLICT, "no_capacity", None),
+        ActionError::Agent {
+            source:
+                AgentError::Status {
+                    status,
+                    code,
+                    field,
+                    ..
+                },
+            ..
+        } if (400..500).contains(status) => (
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+            code,
+            field.as_deref(),
+        ),
+        ActionError::Agent { .. } => (StatusCode::BAD_GATEWAY, "agent_error", None),
+        ActionError::Pool(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            None,
+        ),
+        ActionError::Database(_)
+        | ActionError::Pki(_)
+        | ActionError::Internal(_)
+        | ActionError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error", None),
+    }
+}
+
+pub fn body(code: &str, message: String, field: Option<&str>) -> ErrorBody {
+    ErrorBody {
+        error: ErrorDetail {
+            code: code.to_string(),
+            message,
+            field: field.map(String::from),
+        },
+    }
+}
+
+impl ResponseError for ActionError {
+    fn status_code(&self) -> StatusCode {
+        classify(self).0
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let (status, code, field) = classify(self);
+        if status.is_server_error() {
+            tracing::error!(error = %self, "request failed");
+        }
+        HttpResponse::build(status).json(body(code, self.to_string(), field))
+    }
+}

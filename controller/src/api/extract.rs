@@ -1,0 +1,117 @@
+//! Request extractors: the bearer-token [`Caller`], JSON and query bodies whose errors name the
+//! field at fault, and the node certificate a TLS client presented.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpRequest};
+use serde::de::DeserializeOwned;
+
+use crate::actions::users::authenticate;
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::ActionError;
+
+/// Largest JSON body accepted.
+const JSON_LIMIT: usize = 1 << 20;
+
+/// The field a serde error names (`unknown field `x``, `missing field `x``), if any.
+fn field_of(message: &str) -> String {
+    message
+        .split('`')
+        .nth(1)
+        .filter(|_| message.contains("field"))
+        .unwrap_or("body")
+        .to_string()
+}
+
+fn bearer(req: &HttpRequest) -> Result<String, ActionError> {
+    let header = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .ok_or_else(|| {
+            ActionError::Unauthenticated("missing Authorization: Bearer token".into())
+        })?;
+    header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ActionError::Unauthenticated("malformed Authorization header".into()))
+}
+
+fn controller(req: &HttpRequest) -> Result<web::Data<Controller>, ActionError> {
+    req.app_data::<web::Data<Controller>>()
+        .cloned()
+        .ok_or_else(|| ActionError::Internal("controller state missing".into()))
+}
+
+impl FromRequest for Caller {
+    type Error = ActionError;
+    type Future = Pin<Box<dyn Future<Output = Result<Caller, ActionError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let token = bearer(req);
+        let ctl = controller(req);
+        Box::pin(async move {
+            let ctl = ctl?;
+            authenticate(&ctl, token?).await
+        })
+    }
+}
+
+/// A JSON body; a body that does not decode is a 400 naming the field.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
+    type Error = ActionError;
+    type Future = Pin<Box<dyn Future<Output = Result<ApiJson<T>, ActionError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let body = web::Bytes::from_request(req, payload);
+        Box::pin(async move {
+            let bytes = body
+                .await
+                .map_err(|e| ActionError::invalid("body", e.to_string()))?;
+            if bytes.len() > JSON_LIMIT {
+                return Err(ActionError::invalid("body", "body too large"));
+            }
+            let bytes = if bytes.is_empty() {
+                web::Bytes::from_static(b"{}")
+            } else {
+                bytes
+            };
+            serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
+                ActionError::invalid(
+                    &field_of(&e.to_string()),
+                    format!("invalid request body: {e}"),
+                )
+            })
+        })
+    }
+}
+
+/// A query string; one that does not decode is a 400 naming the field.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for ApiQuery<T> {
+    type Error = ActionError;
+    type Future = std::future::Ready<Result<ApiQuery<T>, ActionError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(
+            serde_urlencoded::from_str(req.query_string())
+                .map(ApiQuery)
+                .map_err(|e: serde_urlencoded::de::Error| {
+                    ActionError::invalid(&field_of(&e.to_string()), format!("invalid query: {e}"))
+                }),
+        )
+    }
+}
+
+/// SHA-256 fingerprint of the certificate the TLS client presented (already verified to chain to
+/// the Cohort CA by the TLS layer), stored per connection.
+#[derive(Debug, Clone)]
+pub struct PeerCertificate(pub String);

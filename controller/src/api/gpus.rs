@@ -1,0 +1,25 @@
+//! `/api/v1/gpus`.
+
+use actix_web::{web, HttpResponse};
+use cohort_proto::api::gpus::UpdateGpu;
+
+use super::extract::ApiJson;
+use crate::actions::gpus;
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::ActionError;
+
+type Ctl = web::Data<Controller>;
+
+pub async fn list(ctl: Ctl, caller: Caller) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(gpus::list(&ctl, caller).await?))
+}
+
+pub async fn update(
+    ctl: Ctl,
+    caller: Caller,
+    uuid: web::Path<String>,
+    req: ApiJson<UpdateGpu>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(gpus::update(&ctl, caller, uuid.into_inner(), req.0).await?))
+}

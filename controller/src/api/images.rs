@@ -1,0 +1,57 @@
+//! `/api/v1/images`: catalog, upload and the tarball agents import from.
+
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use cohort_proto::api::images::ImportImageQuery;
+use futures_util::StreamExt;
+
+use super::extract::{ApiQuery, PeerCertificate};
+use crate::actions::images::{self, ImageUpload, TarballReader};
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::ActionError;
+
+type Ctl = web::Data<Controller>;
+type Reply = Result<HttpResponse, ActionError>;
+
+pub async fn list(ctl: Ctl, caller: Caller) -> Reply {
+    Ok(HttpResponse::Ok().json(images::list(&ctl, caller).await?))
+}
+
+pub async fn get(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(images::get(&ctl, caller, name.into_inner()).await?))
+}
+
+/// Streams the body to disk; nothing is recorded unless the whole upload arrives.
+pub async fn import(
+    ctl: Ctl,
+    caller: Caller,
+    query: ApiQuery<ImportImageQuery>,
+    mut body: web::Payload,
+) -> Reply {
+    let mut upload = ImageUpload::begin(&ctl, &caller, &query.0)?;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ActionError::invalid("body", e.to_string()))?;
+        upload.write(&chunk)?;
+    }
+    Ok(HttpResponse::Created().json(upload.finish(&ctl, caller, query.0).await?))
+}
+
+pub async fn delete(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    images::delete(&ctl, caller, name.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// For agents (node certificate on the TLS connection) or admins (bearer token).
+pub async fn tarball(ctl: Ctl, req: HttpRequest, fingerprint: web::Path<String>) -> Reply {
+    let reader = match req.conn_data::<PeerCertificate>() {
+        Some(peer) => TarballReader::NodeCertificate(peer.0.clone()),
+        None => TarballReader::Person(Caller::extract(&req).await?),
+    };
+    let path = images::tarball(&ctl, reader, fingerprint.into_inner()).await?;
+    let file = actix_web::rt::task::spawn_blocking(move || std::fs::read(path))
+        .await
+        .map_err(|e| ActionError::Internal(e.to_string()))??;
+    Ok(HttpResponse::Ok()
+        .content_type("application/octet-stream")
+        .body(file))
+}

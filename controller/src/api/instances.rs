@@ -1,0 +1,138 @@
+//! `/api/v1/instances` and the routes under an instance.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use cohort_proto::api::instances::{
+    CreateInstance, CreateSnapshot, DeleteInstanceQuery, ExecRequest, FileQuery,
+    InstanceStateChange,
+};
+
+use super::extract::{ApiJson, ApiQuery};
+use crate::actions::{instances, proxy};
+use crate::agent_client::FileMeta;
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::ActionError;
+
+type Ctl = web::Data<Controller>;
+type Reply = Result<HttpResponse, ActionError>;
+
+pub async fn create(ctl: Ctl, caller: Caller, req: ApiJson<CreateInstance>) -> Reply {
+    Ok(HttpResponse::Accepted().json(instances::create(&ctl, caller, req.0).await?))
+}
+
+pub async fn list(ctl: Ctl, caller: Caller) -> Reply {
+    Ok(HttpResponse::Ok().json(instances::list(&ctl, caller).await?))
+}
+
+pub async fn get(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(instances::get(&ctl, caller, name.into_inner()).await?))
+}
+
+pub async fn change_state(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<InstanceStateChange>,
+) -> Reply {
+    Ok(HttpResponse::Accepted()
+        .json(instances::change_state(&ctl, caller, name.into_inner(), req.0).await?))
+}
+
+pub async fn delete(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    query: ApiQuery<DeleteInstanceQuery>,
+) -> Reply {
+    Ok(HttpResponse::Accepted()
+        .json(instances::delete(&ctl, caller, name.into_inner(), query.0.force).await?))
+}
+
+pub async fn exec(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<ExecRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(proxy::exec(&ctl, caller, name.into_inner(), req.0).await?))
+}
+
+const FILE_HEADERS: [&str; 3] = ["X-Cohort-Mode", "X-Cohort-Uid", "X-Cohort-Gid"];
+
+pub async fn get_file(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    query: ApiQuery<FileQuery>,
+) -> Reply {
+    let (body, meta) = proxy::get_file(&ctl, caller, name.into_inner(), query.0.path).await?;
+    let mut reply = HttpResponse::Ok();
+    reply.content_type("application/octet-stream");
+    for (header, value) in FILE_HEADERS.iter().zip([meta.mode, meta.uid, meta.gid]) {
+        if let Some(value) = value {
+            reply.insert_header((*header, value));
+        }
+    }
+    Ok(reply.body(body))
+}
+
+pub async fn put_file(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    query: ApiQuery<FileQuery>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Reply {
+    let header = |h: &str| {
+        req.headers()
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    };
+    let meta = FileMeta {
+        mode: header(FILE_HEADERS[0]),
+        uid: header(FILE_HEADERS[1]),
+        gid: header(FILE_HEADERS[2]),
+    };
+    proxy::put_file(
+        &ctl,
+        caller,
+        name.into_inner(),
+        query.0.path,
+        body.to_vec(),
+        meta,
+    )
+    .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+pub async fn snapshots(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(proxy::snapshots(&ctl, caller, name.into_inner()).await?))
+}
+
+pub async fn create_snapshot(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<CreateSnapshot>,
+) -> Reply {
+    Ok(HttpResponse::Created()
+        .json(proxy::create_snapshot(&ctl, caller, name.into_inner(), req.0).await?))
+}
+
+pub async fn restore_snapshot(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Reply {
+    let (name, snapshot) = path.into_inner();
+    proxy::restore_snapshot(&ctl, caller, name, snapshot).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+pub async fn delete_snapshot(ctl: Ctl, caller: Caller, path: web::Path<(String, String)>) -> Reply {
+    let (name, snapshot) = path.into_inner();
+    proxy::delete_snapshot(&ctl, caller, name, snapshot).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,27 @@
+//! `/healthz`, `/metrics` and `/api/v1/openapi.json`.
+
+use actix_web::{web, HttpResponse};
+
+use crate::controller::Controller;
+use crate::error::ActionError;
+
+/// Healthy when the database answers.
+pub async fn healthz(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionError> {
+    ctl.db(|conn| {
+        use diesel::prelude::*;
+        diesel::sql_query("SELECT 1").execute(conn)?;
+        Ok(())
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ok"})))
+}
+
+pub async fn metrics(ctl: web::Data<Controller>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        .body(ctl.metrics.render())
+}
+
+pub async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::document())
+}

@@ -1,0 +1,115 @@
+//! The HTTP layer: routes to handlers that only parse, call an action and answer. Roles and
+//! ownership are enforced by the actions, so no route can forget them.
+
+mod error;
+mod extract;
+mod gpus;
+mod images;
+mod instances;
+mod meta;
+mod nodes;
+mod operations;
+mod users;
+
+pub use extract::PeerCertificate;
+
+use actix_web::dev::{Service, ServiceResponse};
+use actix_web::web::{self, delete, get, patch, post, put};
+
+use crate::controller::Controller;
+use crate::error::ActionError;
+
+/// Registers every route with the controller as shared state.
+pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceConfig) {
+    move |cfg| {
+        let unknown = |_: actix_web::HttpRequest| async {
+            Err::<actix_web::HttpResponse, _>(ActionError::NotFound("route".into()))
+        };
+        cfg.app_data(ctl)
+            .app_data(web::PayloadConfig::new(usize::MAX))
+            .route("/healthz", get().to(meta::healthz))
+            .route("/metrics", get().to(meta::metrics))
+            .service(
+                web::scope("/api/v1")
+                    .route("/openapi.json", get().to(meta::openapi))
+                    .route("/ca", get().to(nodes::ca))
+                    .route("/enroll", post().to(nodes::enroll))
+                    .route("/me", get().to(users::me))
+                    .route("/me/ssh-keys", post().to(users::add_ssh_key))
+                    .route("/me/ssh-keys/{id}", delete().to(users::delete_ssh_key))
+                    .route("/users", get().to(users::list))
+                    .route("/users", post().to(users::create))
+                    .route("/users/{username}/tokens", post().to(users::issue_token))
+                    .route("/nodes", get().to(nodes::list))
+                    .route("/nodes/tokens", post().to(nodes::create_token))
+                    .route("/nodes/{name}", get().to(nodes::get))
+                    .route("/nodes/{name}", delete().to(nodes::remove))
+                    .route("/nodes/{name}/cordon", post().to(nodes::cordon))
+                    .route("/nodes/{name}/evacuate", post().to(nodes::evacuate))
+                    .route("/nodes/{name}/restore", post().to(nodes::restore))
+                    .route("/gpus", get().to(gpus::list))
+                    .route("/gpus/{uuid}", patch().to(gpus::update))
+                    .route("/images", get().to(images::list))
+                    .route("/images", post().to(images::import))
+                    .route("/images/{name}", get().to(images::get))
+                    .route("/images/{name}", delete().to(images::delete))
+                    .route("/images/{name}/tarball", get().to(images::tarball))
+                    .route("/instances", get().to(instances::list))
+                    .route("/instances", post().to(instances::create))
+                    .route("/instances/{name}", get().to(instances::get))
+                    .route("/instances/{name}", delete().to(instances::delete))
+                    .route("/instances/{name}/state", put().to(instances::change_state))
+                    .route("/instances/{name}/exec", post().to(instances::exec))
+                    .route("/instances/{name}/files", get().to(instances::get_file))
+                    .route("/instances/{name}/files", put().to(instances::put_file))
+                    .route(
+                        "/instances/{name}/snapshots",
+                        get().to(instances::snapshots),
+                    )
+                    .route(
+                        "/instances/{name}/snapshots",
+                        post().to(instances::create_snapshot),
+                    )
+                    .route(
+                        "/instances/{name}/snapshots/{snapshot}/restore",
+                        post().to(instances::restore_snapshot),
+                    )
+                    .route(
+                        "/instances/{name}/snapshots/{snapshot}",
+                        delete().to(instances::delete_snapshot),
+                    )
+                    .route("/operations", get().to(operations::list))
+                    .route("/operations/{id}", get().to(operations::get))
+                    .route("/operations/{id}/wait", get().to(operations::wait)),
+            )
+            .default_service(web::to(unknown));
+    }
+}
+
+/// Counts every answer by status for `/metrics`.
+pub fn count_status<S, B>(
+    req: actix_web::dev::ServiceRequest,
+    srv: &S,
+) -> impl std::future::Future<Output = Result<ServiceResponse<B>, actix_web::Error>>
+where
+    S: Service<
+        actix_web::dev::ServiceRequest,
+        Response = ServiceResponse<B>,
+        Error = actix_web::Error,
+    >,
+{
+    let ctl = req.app_data::<web::Data<Controller>>().cloned();
+    let fut = srv.call(req);
+    async move {
+        let res = fut.await?;
+        if let Some(ctl) = ctl {
+            ctl.metrics
+                .http_requests
+                .get_or_create(&crate::metrics::RequestLabels {
+                    status: res.status().as_u16(),
+                })
+                .inc();
+        }
+        Ok(res)
+    }
+}

@@ -1,0 +1,78 @@
+//! `/api/v1/nodes`, `/api/v1/nodes/tokens`, `/api/v1/enroll` and `/api/v1/ca`.
+
+use actix_web::{web, HttpResponse};
+use cohort_proto::api::nodes::{CreateJoinToken, EvacuateNode};
+use cohort_proto::enroll::EnrollRequest;
+
+use super::extract::ApiJson;
+use crate::actions::{enroll, nodes};
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::ActionError;
+
+type Ctl = web::Data<Controller>;
+
+pub async fn ca(ctl: Ctl) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body(ctl.pki.ca_pem().to_string())
+}
+
+pub async fn enroll(ctl: Ctl, req: ApiJson<EnrollRequest>) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(enroll::enroll(&ctl, req.0).await?))
+}
+
+pub async fn create_token(
+    ctl: Ctl,
+    caller: Caller,
+    req: ApiJson<CreateJoinToken>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Created().json(enroll::create_join_token(&ctl, caller, req.0).await?))
+}
+
+pub async fn list(ctl: Ctl, caller: Caller) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(nodes::list(&ctl, caller).await?))
+}
+
+pub async fn get(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(nodes::get(&ctl, caller, name.into_inner()).await?))
+}
+
+pub async fn cordon(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(nodes::cordon(&ctl, caller, name.into_inner()).await?))
+}
+
+pub async fn evacuate(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<EvacuateNode>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Accepted()
+        .json(nodes::evacuate(&ctl, caller, name.into_inner(), req.0).await?))
+}
+
+pub async fn restore(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Accepted().json(nodes::restore(&ctl, caller, name.into_inner()).await?))
+}
+
+pub async fn remove(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ActionError> {
+    nodes::remove(&ctl, caller, name.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

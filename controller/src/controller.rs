@@ -1,0 +1,101 @@
+//! The controller as the library sees it: the database pool, configuration, CA and the way to
+//! reach agents. Every action takes it; handlers, the worker and the poller share one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use diesel::pg::PgConnection;
+
+use crate::agent_client::{AgentConnector, AgentTarget, NodeAgent};
+use crate::config::Config;
+use crate::db::DbPool;
+use crate::error::{ActionError, ActionResult};
+use crate::metrics::Metrics;
+use crate::models::node::Node;
+use crate::models::node_certificate::NodeCertificate;
+use crate::pki::Pki;
+
+pub struct Controller {
+    pub pool: DbPool,
+    pub config: Config,
+    pub pki: Arc<Pki>,
+    pub agents: Arc<dyn AgentConnector>,
+    pub metrics: Metrics,
+    pub started: Instant,
+    /// Signalled when capacity may have freed, so the queue is tried at once.
+    pub capacity_freed: tokio::sync::Notify,
+}
+
+impl Controller {
+    pub fn new(
+        pool: DbPool,
+        config: Config,
+        pki: Arc<Pki>,
+        agents: Arc<dyn AgentConnector>,
+    ) -> Self {
+        Controller {
+            pool,
+            config,
+            pki,
+            agents,
+            metrics: Metrics::default(),
+            started: Instant::now(),
+            capacity_freed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Where image tarballs live: `<state_dir>/images/<fingerprint>.tar.gz`.
+    pub fn images_dir(&self) -> PathBuf {
+        self.config.server.state_dir.join("images")
+    }
+
+    /// Runs diesel work on a blocking thread with a pooled connection.
+    pub async fn db<T, F>(&self, work: F) -> ActionResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut PgConnection) -> ActionResult<T> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = pool.get()?;
+            work(&mut conn)
+        })
+        .await
+        .map_err(|e| ActionError::Internal(e.to_string()))?
+    }
+
+    /// The agent of a node (by id), pinned to its live certificate.
+    pub async fn agent_by_node_id(&self, node_id: i64) -> ActionResult<(Node, Arc<dyn NodeAgent>)> {
+        let agents = self.agents.clone();
+        self.db(move |conn| {
+            let node = Node::find(conn, node_id)?;
+            let agent = connect_node(agents.as_ref(), conn, &node)?;
+            Ok((node, agent))
+        })
+        .await
+    }
+}
+
+/// The agent of a node, pinned to its live certificate; a node whose certificate was revoked
+/// cannot be reached.
+pub fn connect_node(
+    agents: &dyn AgentConnector,
+    conn: &mut PgConnection,
+    node: &Node,
+) -> ActionResult<Arc<dyn NodeAgent>> {
+    let cert = NodeCertificate::current(conn, &node.name)?.ok_or_else(|| {
+        ActionError::conflict(None, format!("node {} has no live certificate", node.name))
+    })?;
+    let target = AgentTarget {
+        node_name: node.name.clone(),
+        url: node.agent_url.clone(),
+        fingerprint: cert.fingerprint,
+    };
+    agents
+        .connect(&target)
+        .map_err(|source| ActionError::Agent {
+            node: node.name.clone(),
+            source,
+        })
+}

@@ -1,0 +1,391 @@
+//! The OpenAPI 3 document served at `/api/v1/openapi.json`, built from the same schemars types
+//! the handlers take and answer, so it cannot drift from them.
+
+use cohort_proto::api::{gpus, images, instances, nodes, operations, users};
+use cohort_proto::enroll::{EnrollRequest, EnrollResponse};
+use cohort_proto::ErrorBody;
+use schemars::gen::{SchemaGenerator, SchemaSettings};
+use schemars::JsonSchema;
+use serde_json::{json, Map, Value};
+
+/// One documented route.
+struct Route {
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    request: Option<Value>,
+    /// (status, schema); `None` schema = no JSON body.
+    response: (u16, Option<Value>),
+    authenticated: bool,
+}
+
+fn schema<T: JsonSchema>(gen: &mut SchemaGenerator) -> Option<Value> {
+    serde_json::to_value(gen.subschema_for::<T>()).ok()
+}
+
+fn list<T: JsonSchema>(gen: &mut SchemaGenerator) -> Option<Value> {
+    schema::<Vec<T>>(gen)
+}
+
+fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
+    use instances as i;
+    let r = |method, path, summary, request, response, authenticated| Route {
+        method,
+        path,
+        summary,
+        request,
+        response,
+        authenticated,
+    };
+    let op = schema::<operations::Operation>(g);
+    vec![
+        r(
+            "get",
+            "/api/v1/ca",
+            "The Cohort CA certificate (PEM)",
+            None,
+            (200, None),
+            false,
+        ),
+        r(
+            "post",
+            "/api/v1/enroll",
+            "Enroll a node with a join token",
+            schema::<EnrollRequest>(g),
+            (200, schema::<EnrollResponse>(g)),
+            false,
+        ),
+        r(
+            "get",
+            "/api/v1/me",
+            "The caller, their instances and SSH keys",
+            None,
+            (200, schema::<users::Me>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/me/ssh-keys",
+            "Add an SSH key",
+            schema::<users::AddSshKey>(g),
+            (201, schema::<users::SshKey>(g)),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/me/ssh-keys/{id}",
+            "Remove an SSH key",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/users",
+            "List users (instructor, admin)",
+            None,
+            (200, list::<users::User>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/users",
+            "Create a user (admin)",
+            schema::<users::CreateUser>(g),
+            (201, schema::<users::User>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/users/{username}/tokens",
+            "Issue an API token",
+            schema::<users::CreateApiToken>(g),
+            (201, schema::<users::ApiTokenIssued>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/nodes",
+            "List nodes (instructor, admin)",
+            None,
+            (200, list::<nodes::Node>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/nodes/tokens",
+            "Issue a join token (admin)",
+            schema::<nodes::CreateJoinToken>(g),
+            (201, schema::<nodes::JoinTokenIssued>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/nodes/{name}",
+            "One node",
+            None,
+            (200, schema::<nodes::Node>(g)),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/nodes/{name}",
+            "Remove a node and revoke its certificate (admin)",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/nodes/{name}/cordon",
+            "Take a node out of placement (admin)",
+            None,
+            (200, schema::<nodes::Node>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/nodes/{name}/evacuate",
+            "Stop or move a node's instances (admin)",
+            schema::<nodes::EvacuateNode>(g),
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/nodes/{name}/restore",
+            "Put a node back into placement (admin)",
+            None,
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/gpus",
+            "List GPUs (instructor, admin)",
+            None,
+            (200, list::<gpus::Gpu>(g)),
+            true,
+        ),
+        r(
+            "patch",
+            "/api/v1/gpus/{uuid}",
+            "Set a GPU's share limit (admin)",
+            schema::<gpus::UpdateGpu>(g),
+            (200, schema::<gpus::Gpu>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/images",
+            "List images",
+            None,
+            (200, list::<images::Image>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/images",
+            "Import an image tarball (admin; query alias, description, gpu_ready)",
+            None,
+            (201, schema::<images::Image>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/images/{name}",
+            "One image by alias or fingerprint",
+            None,
+            (200, schema::<images::Image>(g)),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/images/{name}",
+            "Delete an unused image (admin)",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/images/{name}/tarball",
+            "The tarball (node certificate or admin)",
+            None,
+            (200, None),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/instances",
+            "List the instances the caller may see",
+            None,
+            (200, list::<i::Instance>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/instances",
+            "Create an instance (placed or queued)",
+            schema::<i::CreateInstance>(g),
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/instances/{name}",
+            "One instance",
+            None,
+            (200, schema::<i::Instance>(g)),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/instances/{name}",
+            "Delete an instance (query force)",
+            None,
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "put",
+            "/api/v1/instances/{name}/state",
+            "Start, stop or restart",
+            schema::<i::InstanceStateChange>(g),
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/instances/{name}/exec",
+            "Run a command to completion",
+            schema::<i::ExecRequest>(g),
+            (200, schema::<i::ExecResult>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/instances/{name}/files",
+            "Read a file (query path)",
+            None,
+            (200, None),
+            true,
+        ),
+        r(
+            "put",
+            "/api/v1/instances/{name}/files",
+            "Write a file (query path; raw body)",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/instances/{name}/snapshots",
+            "List snapshots",
+            None,
+            (200, list::<i::Snapshot>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/instances/{name}/snapshots",
+            "Take a snapshot",
+            schema::<i::CreateSnapshot>(g),
+            (201, schema::<i::Snapshot>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/instances/{name}/snapshots/{snapshot}/restore",
+            "Restore a snapshot",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/instances/{name}/snapshots/{snapshot}",
+            "Delete a snapshot",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/operations",
+            "The caller's operations (all for admins)",
+            None,
+            (200, list::<operations::Operation>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/operations/{id}",
+            "One operation",
+            None,
+            (200, op.clone()),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/operations/{id}/wait",
+            "Wait for an operation to end (query timeout)",
+            None,
+            (200, op),
+            true,
+        ),
+    ]
+}
+
+fn parameters(path: &str) -> Vec<Value> {
+    path.split('/')
+        .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect()
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut gen = SchemaSettings::openapi3().into_generator();
+    let error = schema::<ErrorBody>(&mut gen);
+    let mut paths = Map::new();
+    for route in routes(&mut gen) {
+        let mut responses = Map::new();
+        let ok = match route.response.1 {
+            Some(s) => {
+                json!({"description": "success", "content": {"application/json": {"schema": s}}})
+            }
+            None => json!({"description": "success"}),
+        };
+        responses.insert(route.response.0.to_string(), ok);
+        responses.insert(
+            "4XX".into(),
+            json!({"description": "the caller's error", "content": {"application/json": {"schema": error}}}),
+        );
+        let mut operation = json!({
+            "summary": route.summary,
+            "parameters": parameters(route.path),
+            "responses": responses,
+        });
+        if let Some(body) = route.request {
+            operation["requestBody"] =
+                json!({"required": true, "content": {"application/json": {"schema": body}}});
+        }
+        if !route.authenticated {
+            operation["security"] = json!([]);
+        }
+        let entry = paths.entry(route.path).or_insert_with(|| json!({}));
+        entry[route.method] = operation;
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Cohort controller API", "version": env!("CARGO_PKG_VERSION")},
+        "paths": paths,
+        "components": {
+            "schemas": gen.take_definitions(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    })
+}

@@ -1,0 +1,284 @@
+//! Wire types built from rows: the `/api/v1` answers in `cohort_proto::api`, never the models.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cohort_proto::api::gpus as wire_gpus;
+use cohort_proto::api::images as wire_images;
+use cohort_proto::api::instances::{
+    self as wire, DesiredState, InstanceGpu, Limits, ObservedState,
+};
+use cohort_proto::api::nodes::{self as wire_nodes, NodeState};
+use cohort_proto::api::operations::{self as wire_ops, OperationKind, OperationStatus, Progress};
+use cohort_proto::api::users as wire_users;
+use diesel::prelude::*;
+
+use crate::db::schema::{gpus, instances, users};
+use crate::models::gpu::Gpu;
+use crate::models::gpu_allocation::GpuAllocation;
+use crate::models::image::Image;
+use crate::models::instance::Instance;
+use crate::models::node::Node;
+use crate::models::operation::Operation;
+use crate::models::operation_item::OperationItem;
+use crate::models::ssh_key::SshKey;
+use crate::models::user::User;
+
+fn to_u16(port: Option<i32>) -> Option<u16> {
+    port.and_then(|p| u16::try_from(p).ok())
+}
+
+pub fn user(u: &User) -> wire_users::User {
+    wire_users::User {
+        username: u.username.clone(),
+        role: u.role(),
+        full_name: u.full_name.clone(),
+        email: u.email.clone(),
+        created_at: u.created_at,
+    }
+}
+
+pub fn ssh_key(k: &SshKey) -> wire_users::SshKey {
+    wire_users::SshKey {
+        id: k.id,
+        fingerprint: k.fingerprint.clone(),
+        public_key: k.public_key.clone(),
+        created_at: k.created_at,
+    }
+}
+
+pub fn node_state(state: &str) -> NodeState {
+    match state {
+        "offline" => NodeState::Offline,
+        "cordoned" => NodeState::Cordoned,
+        "evacuating" => NodeState::Evacuating,
+        _ => NodeState::Online,
+    }
+}
+
+pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nodes::Node>> {
+    let gpu_counts: Vec<(i64, i64)> = gpus::table
+        .group_by(gpus::node_id)
+        .select((gpus::node_id, diesel::dsl::count_star()))
+        .load(conn)?;
+    let instance_counts: Vec<(Option<i64>, i64)> = instances::table
+        .group_by(instances::node_id)
+        .select((instances::node_id, diesel::dsl::count_star()))
+        .load(conn)?;
+    Ok(rows
+        .iter()
+        .map(|n| {
+            let count = |id: Option<i64>, list: &[(Option<i64>, i64)]| {
+                list.iter().find(|(i, _)| *i == id).map_or(0, |(_, c)| *c) as u32
+            };
+            let gpus = gpu_counts
+                .iter()
+                .find(|(i, _)| *i == n.id)
+                .map_or(0, |(_, c)| *c) as u32;
+            wire_nodes::Node {
+                name: n.name.clone(),
+                agent_url: n.agent_url.clone(),
+                ssh_host: n.ssh_host.clone(),
+                ssh_port_first: n.ssh_port_first as u16,
+                ssh_port_last: n.ssh_port_last as u16,
+                state: node_state(&n.state),
+                cores: n.cores as u32,
+                memory_bytes: n.memory_bytes as u64,
+                disk_total_bytes: n.disk_total_bytes as u64,
+                disk_free_bytes: n.disk_free_bytes as u64,
+                lxd_version: n.lxd_version.clone(),
+                storage_driver: n.storage_driver.clone(),
+                nvidia_runtime: n.nvidia_runtime,
+                gpus,
+                instances: count(Some(n.id), &instance_counts),
+                last_heartbeat_at: n.last_heartbeat_at,
+                enrolled_at: n.enrolled_at,
+            }
+        })
+        .collect())
+}
+
+pub fn gpu(g: &Gpu, node: &str, allocated: i64) -> wire_gpus::Gpu {
+    wire_gpus::Gpu {
+        uuid: g.uuid.clone(),
+        node: node.to_string(),
+        index: g.idx as u32,
+        model: g.model.clone(),
+        memory_bytes: g.memory_bytes as u64,
+        pci_address: g.pci_address.clone(),
+        mig_parent: g.mig_parent.clone(),
+        share_limit: g.share_limit as u32,
+        allocated: allocated as u32,
+        present: g.present,
+    }
+}
+
+pub fn image(conn: &mut PgConnection, i: &Image) -> QueryResult<wire_images::Image> {
+    Ok(wire_images::Image {
+        fingerprint: i.fingerprint.clone(),
+        alias: i.alias.clone(),
+        description: i.description.clone(),
+        gpu_ready: i.gpu_ready,
+        size_bytes: i.size_bytes as u64,
+        created_at: i.created_at,
+        nodes: Image::node_names(conn, i.id)?,
+    })
+}
+
+pub fn desired_state(s: &str) -> DesiredState {
+    match s {
+        "stopped" => DesiredState::Stopped,
+        "deleted" => DesiredState::Deleted,
+        _ => DesiredState::Running,
+    }
+}
+
+pub fn observed_state(s: &str) -> ObservedState {
+    match s {
+        "queued" => ObservedState::Queued,
+        "running" => ObservedState::Running,
+        "stopped" => ObservedState::Stopped,
+        "unknown" => ObservedState::Unknown,
+        "error" => ObservedState::Error,
+        _ => ObservedState::Pending,
+    }
+}
+
+/// Instances with their owner, node, image and GPUs, loaded in a few batched queries.
+pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<wire::Instance>> {
+    let owner_ids: Vec<i64> = rows.iter().map(|i| i.owner_id).collect();
+    let owners: HashMap<i64, String> = users::table
+        .filter(users::id.eq_any(&owner_ids))
+        .select((users::id, users::username))
+        .load(conn)?
+        .into_iter()
+        .collect();
+    let nodes: HashMap<i64, Node> = Node::list(conn)?.into_iter().map(|n| (n.id, n)).collect();
+    let images: HashMap<i64, String> = Image::list(conn)?
+        .into_iter()
+        .map(|i| (i.id, i.alias))
+        .collect();
+    let course_codes: HashMap<i64, String> = {
+        use crate::db::schema::courses;
+        let ids: Vec<i64> = rows.iter().filter_map(|i| i.course_id).collect();
+        courses::table
+            .filter(courses::id.eq_any(&ids))
+            .select((courses::id, courses::code))
+            .load(conn)?
+            .into_iter()
+            .collect()
+    };
+    let mut out = Vec::with_capacity(rows.len());
+    for i in rows {
+        let node = i.node_id.and_then(|id| nodes.get(&id));
+        let gpus = if i.gpu_count > 0 {
+            GpuAllocation::for_instance(conn, i.id)?
+                .into_iter()
+                .map(|(g, slot)| InstanceGpu {
+                    uuid: g.uuid,
+                    model: g.model,
+                    slot: slot as u32,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let config: BTreeMap<String, String> =
+            serde_json::from_value(i.config.clone()).unwrap_or_default();
+        out.push(wire::Instance {
+            name: i.name.clone(),
+            owner: owners.get(&i.owner_id).cloned().unwrap_or_default(),
+            course: i.course_id.and_then(|c| course_codes.get(&c).cloned()),
+            node: node.map(|n| n.name.clone()),
+            image: images.get(&i.image_id).cloned().unwrap_or_default(),
+            desired_state: desired_state(&i.desired_state),
+            observed_state: observed_state(&i.observed_state),
+            limits: Limits {
+                cpu: i.cpu as u32,
+                memory_mib: i.memory_mib as u64,
+                disk_gib: i.disk_gib as u64,
+            },
+            gpus,
+            ssh_host: node.map(|n| n.ssh_host.clone()),
+            ssh_port: to_u16(i.ssh_port),
+            priority: i.priority,
+            config,
+            error: i.error.clone(),
+            created_at: i.created_at,
+            last_seen_at: i.last_seen_at,
+        });
+    }
+    Ok(out)
+}
+
+pub fn operation_kind(kind: &str) -> OperationKind {
+    match kind {
+        "delete_instance" => OperationKind::DeleteInstance,
+        "change_instance_state" => OperationKind::ChangeInstanceState,
+        "evacuate_node" => OperationKind::EvacuateNode,
+        "restore_node" => OperationKind::RestoreNode,
+        "publish_image" => OperationKind::PublishImage,
+        "provision_course" => OperationKind::ProvisionCourse,
+        "teardown_course" => OperationKind::TeardownCourse,
+        _ => OperationKind::CreateInstance,
+    }
+}
+
+pub fn kind_name(kind: OperationKind) -> &'static str {
+    match kind {
+        OperationKind::CreateInstance => "create_instance",
+        OperationKind::DeleteInstance => "delete_instance",
+        OperationKind::ChangeInstanceState => "change_instance_state",
+        OperationKind::EvacuateNode => "evacuate_node",
+        OperationKind::RestoreNode => "restore_node",
+        OperationKind::PublishImage => "publish_image",
+        OperationKind::ProvisionCourse => "provision_course",
+        OperationKind::TeardownCourse => "teardown_course",
+    }
+}
+
+pub fn operation_status(s: &str) -> OperationStatus {
+    match s {
+        "running" => OperationStatus::Running,
+        "success" => OperationStatus::Success,
+        "failure" => OperationStatus::Failure,
+        "cancelled" => OperationStatus::Cancelled,
+        _ => OperationStatus::Pending,
+    }
+}
+
+pub fn operation(conn: &mut PgConnection, op: &Operation) -> QueryResult<wire_ops::Operation> {
+    let items = OperationItem::for_operation(conn, op.id)?;
+    let created_by = match op.created_by {
+        Some(id) => User::find(conn, id)?.username,
+        None => String::new(),
+    };
+    let done = items.iter().filter(|i| i.status == "success").count() as u32;
+    let failed = items.iter().filter(|i| i.status == "failure").count() as u32;
+    Ok(wire_ops::Operation {
+        id: op.id,
+        kind: operation_kind(&op.kind),
+        status: operation_status(&op.status),
+        created_by,
+        target: op.target.clone(),
+        progress: Progress {
+            total: items.len() as u32,
+            done,
+            failed,
+        },
+        items: items
+            .iter()
+            .map(|i| wire_ops::OperationItem {
+                id: i.id,
+                target: i.target.clone(),
+                node: i.node_name.clone(),
+                ssh_port: to_u16(i.ssh_port),
+                status: operation_status(&i.status),
+                attempts: i.attempts as u32,
+                error: i.error.clone(),
+            })
+            .collect(),
+        error: op.error.clone(),
+        created_at: op.created_at,
+        updated_at: op.updated_at,
+    })
+}
