@@ -16,7 +16,6 @@ pub mod launch;
 pub mod list;
 pub mod node;
 pub mod operation;
-pub mod publish;
 pub mod remote;
 pub mod restore;
 pub mod snapshot;
@@ -78,8 +77,6 @@ pub enum Verb {
     File(file::File),
     /// Manage images
     Image(image::Image),
-    /// Publish instances as images
-    Publish(publish::Publish),
     /// Manage cluster members (Cohort's nodes)
     Cluster(cluster::Cluster),
     /// List, show and wait for background operations

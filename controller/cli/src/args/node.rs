@@ -35,9 +35,6 @@ pub struct NodeAdd {
 pub struct NodeRemove {
     /// [<remote>:]<node>
     pub name: String,
-    /// Remove even when instances still live there
-    #[arg(short, long)]
-    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -32,7 +32,7 @@ pub async fn run(session: &Session, args: NodeArgs) -> anyhow::Result<()> {
         }
         NodeCommand::Remove(remove) => {
             let (client, name) = session.target(&remove.name)?;
-            let path = format!("/nodes/{}?force={}", seg(&name), remove.force);
+            let path = format!("/nodes/{}", seg(&name));
             client.call(client.request(Method::DELETE, &path)).await
         }
         NodeCommand::List(list) => {
