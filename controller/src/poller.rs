@@ -1,0 +1,205 @@
+//! The node poller: asks every agent for its inventory over mutual TLS on an interval, records
+//! capacity, GPUs, images and instance states, marks silent nodes `offline` (their instances
+//! `unknown`) after the threshold, and reconciles a node when it answers again. Nothing is marked
+//! offline during the start-up grace period, so restarting a controller takes no node down.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use cohort_proto::agent::{Instance as AgentInstance, Inventory};
+use diesel::prelude::*;
+
+use crate::controller::{connect_node, Controller};
+use crate::error::{ActionError, ActionResult};
+use crate::metrics::Metrics;
+use crate::models::gpu::{Gpu, ReportedGpu};
+use crate::models::image::Image;
+use crate::models::instance::Instance;
+use crate::models::node::{Node, NodeFacts};
+
+/// Longest a single poll may take.
+const POLL_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn run(ctl: Arc<Controller>) {
+    let every = Duration::from_secs(ctl.config.poller.interval_s.max(1));
+    loop {
+        poll_all(&ctl).await;
+        if let Err(e) = mark_offline(&ctl).await {
+            tracing::warn!(error = %e, "offline check failed");
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Polls every node once, side by side.
+pub async fn poll_all(ctl: &Arc<Controller>) {
+    let nodes = match ctl.db(|conn| Ok(Node::list(conn)?)).await {
+        Ok(nodes) => nodes,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing nodes failed");
+            return;
+        }
+    };
+    let polls = nodes.into_iter().map(|node| {
+        let ctl = ctl.clone();
+        tokio::spawn(async move {
+            let name = node.name.clone();
+            let outcome = poll(&ctl, node).await;
+            Metrics::count(
+                &ctl.metrics.polls,
+                if outcome.is_ok() { "ok" } else { "error" },
+            );
+            if let Err(e) = outcome {
+                tracing::debug!(node = %name, error = %e, "poll failed");
+            }
+        })
+    });
+    for poll in polls.collect::<Vec<_>>() {
+        let _ = poll.await;
+    }
+}
+
+async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
+    let agents = ctl.agents.clone();
+    let n = node.clone();
+    let agent = ctl
+        .db(move |conn| connect_node(agents.as_ref(), conn, &n))
+        .await?;
+    let fetched = tokio::time::timeout(POLL_TIMEOUT, async {
+        Ok::<_, crate::agent_client::AgentError>((
+            agent.inventory().await?,
+            agent.list_instances().await?,
+        ))
+    })
+    .await;
+    let (inventory, instances) = match fetched {
+        Ok(Ok(both)) => both,
+        Ok(Err(source)) => {
+            return Err(ActionError::Agent {
+                node: node.name,
+                source,
+            })
+        }
+        Err(_) => {
+            return Err(ActionError::Internal(format!(
+                "node {}: poll timed out",
+                node.name
+            )))
+        }
+    };
+    ctl.db(move |conn| conn.transaction(|conn| record(conn, &node, &inventory, &instances)))
+        .await
+}
+
+/// Records one inventory and reconciles the node's instances with what its LXD holds.
+fn record(
+    conn: &mut PgConnection,
+    node: &Node,
+    inv: &Inventory,
+    seen: &[AgentInstance],
+) -> ActionResult<()> {
+    Node::record_poll(
+        conn,
+        node.id,
+        &NodeFacts {
+            cores: inv.host.cores as i32,
+            memory_bytes: inv.host.memory_bytes as i64,
+            disk_total_bytes: inv.host.disk_total_bytes as i64,
+            disk_free_bytes: inv.host.disk_free_bytes as i64,
+            lxd_version: Some(&inv.lxd.version),
+            storage_driver: Some(&inv.lxd.storage_driver),
+            nvidia_runtime: inv.nvidia_runtime,
+            last_heartbeat_at: Utc::now(),
+        },
+    )?;
+    let mut uuids = Vec::new();
+    for gpu in &inv.gpus.gpus {
+        let mut report =
+            |uuid: &str, idx: u32, model: &str, memory: u64, mig_parent: Option<&str>| {
+                uuids.push(uuid.to_string());
+                Gpu::upsert(
+                    conn,
+                    &ReportedGpu {
+                        node_id: node.id,
+                        uuid,
+                        idx: idx as i32,
+                        model,
+                        memory_bytes: memory as i64,
+                        pci_address: &gpu.pci_address,
+                        mig_parent,
+                        present: true,
+                    },
+                )
+                .map(|_| ())
+            };
+        if gpu.mig_enabled && !gpu.mig_devices.is_empty() {
+            // With MIG on, only the MIG instances are allocatable.
+            for mig in &gpu.mig_devices {
+                report(
+                    &mig.uuid,
+                    mig.index,
+                    &mig.name,
+                    mig.memory_total_bytes,
+                    Some(&gpu.uuid),
+                )?;
+            }
+        } else {
+            report(
+                &gpu.uuid,
+                gpu.index,
+                &gpu.name,
+                gpu.memory_total_bytes,
+                None,
+            )?;
+        }
+    }
+    Gpu::mark_missing(conn, node.id, &uuids)?;
+    let fingerprints: Vec<String> = inv.images.iter().map(|i| i.fingerprint.clone()).collect();
+    Image::set_held(conn, node.id, &fingerprints)?;
+    let lxd: HashMap<&str, &AgentInstance> = seen.iter().map(|i| (i.name.as_str(), i)).collect();
+    for instance in Instance::on_node(conn, node.id)? {
+        if instance.observed_state == "pending" {
+            continue;
+        }
+        match lxd.get(instance.name.as_str()) {
+            Some(found) => {
+                let state = match found.status.as_str() {
+                    "Running" => "running",
+                    "Stopped" => "stopped",
+                    _ => "error",
+                };
+                Instance::set_observed(conn, instance.id, state, None)?;
+            }
+            None => {
+                Instance::set_observed(
+                    conn,
+                    instance.id,
+                    "error",
+                    Some("drift: the container is missing on its node"),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After the grace period, nodes silent past the threshold go `offline` and their instances
+/// show `unknown`.
+async fn mark_offline(ctl: &Controller) -> ActionResult<()> {
+    if ctl.started.elapsed() < Duration::from_secs(ctl.config.poller.startup_grace_s) {
+        return Ok(());
+    }
+    let cutoff = Utc::now() - chrono::Duration::seconds(ctl.config.poller.offline_after_s as i64);
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            for id in Node::mark_silent_offline(conn, cutoff)? {
+                Instance::mark_unknown_on(conn, id)?;
+                tracing::warn!(node = id, "node went offline");
+            }
+            Ok(())
+        })
+    })
+    .await
+}

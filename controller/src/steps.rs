@@ -1,0 +1,321 @@
+//! The steps operations are made of. Each is idempotent: it looks at the database and the
+//! agent and does only what is missing, and the agent dedupes creates by the item id.
+
+use std::time::Duration;
+
+use cohort_proto::agent::{
+    CreateInstance, GpuAttachment, ImportImage, InstanceSource, Limits, SshAccess, StateAction,
+    StateChange,
+};
+use cohort_proto::api::operations::OperationKind;
+use diesel::prelude::*;
+
+use crate::actions::operations::{start, Step};
+use crate::agent_client::{AgentError, NodeAgent};
+use crate::controller::Controller;
+use crate::error::ActionError;
+use crate::models::gpu_allocation::GpuAllocation;
+use crate::models::image::Image;
+use crate::models::instance::Instance;
+use crate::models::node::Node;
+use crate::models::operation::Operation;
+use crate::models::operation_item::OperationItem;
+use crate::models::ssh_key::SshKey;
+use crate::models::user::User;
+
+/// What became of one step.
+#[derive(Debug)]
+pub enum StepOutcome {
+    Done,
+    /// Nothing to do any more (the instance went away).
+    Cancelled(String),
+    /// Permanent failure: retrying cannot help.
+    Failed(String),
+    /// A transient failure: retry later with backoff.
+    Retry(String),
+    /// Not runnable yet (the instance waits in the queue); look again after the delay.
+    Wait(Duration),
+}
+
+impl StepOutcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            StepOutcome::Done => "done",
+            StepOutcome::Cancelled(_) => "cancelled",
+            StepOutcome::Failed(_) => "failed",
+            StepOutcome::Retry(_) => "retry",
+            StepOutcome::Wait(_) => "wait",
+        }
+    }
+}
+
+impl From<ActionError> for StepOutcome {
+    fn from(e: ActionError) -> Self {
+        match &e {
+            ActionError::Agent { source, .. } if source.is_permanent() => {
+                StepOutcome::Failed(e.to_string())
+            }
+            _ => StepOutcome::Retry(e.to_string()),
+        }
+    }
+}
+
+fn agent_err(node: &str) -> impl FnOnce(AgentError) -> ActionError + '_ {
+    move |source| ActionError::Agent {
+        node: node.to_string(),
+        source,
+    }
+}
+
+/// Runs one item of `op`.
+pub async fn run_step(ctl: &Controller, op: &Operation, item: &OperationItem) -> StepOutcome {
+    match step(ctl, op, item).await {
+        Ok(outcome) => outcome,
+        Err(e) => e.into(),
+    }
+}
+
+async fn step(
+    ctl: &Controller,
+    op: &Operation,
+    item: &OperationItem,
+) -> Result<StepOutcome, ActionError> {
+    let Some(instance_id) = item.instance_id else {
+        return Ok(StepOutcome::Cancelled("its instance is gone".into()));
+    };
+    let instance = ctl
+        .db(move |conn| Ok(Instance::find(conn, instance_id).optional()?))
+        .await?;
+    let Some(instance) = instance else {
+        return Ok(StepOutcome::Cancelled("its instance is gone".into()));
+    };
+    if item.action == "delete" {
+        return delete(ctl, item, instance).await;
+    }
+    if instance.desired_state == "deleted" {
+        return Ok(StepOutcome::Cancelled(
+            "the instance is being deleted".into(),
+        ));
+    }
+    let Some(node_id) = instance.node_id else {
+        return Ok(StepOutcome::Wait(Duration::from_secs(
+            ctl.config.placement.queue_interval_s.max(1),
+        )));
+    };
+    let item_id = item.id;
+    ctl.db(move |conn| Ok(OperationItem::start_attempt(conn, item_id)?))
+        .await?;
+    let (node, agent) = ctl.agent_by_node_id(node_id).await?;
+    match item.action.as_str() {
+        "create" => create(ctl, item, &instance, &node, agent.as_ref()).await,
+        "start" | "stop" | "restart" | "evacuate_stop" => {
+            change_state(ctl, op, item, &instance, &node, agent.as_ref()).await
+        }
+        "evacuate_move" => evacuate_move(ctl, op, &instance, &node, agent.as_ref()).await,
+        other => Ok(StepOutcome::Failed(format!("unknown step {other:?}"))),
+    }
+}
+
+fn observed(status: &str) -> &'static str {
+    match status {
+        "Running" => "running",
+        "Stopped" => "stopped",
+        _ => "error",
+    }
+}
+
+/// Fetches the image onto the node from the controller's store if the node lacks it.
+async fn ensure_image(
+    ctl: &Controller,
+    node: &Node,
+    agent: &dyn NodeAgent,
+    image: &Image,
+) -> Result<(), ActionError> {
+    let (image_id, node_id) = (image.id, node.id);
+    if ctl
+        .db(move |conn| Ok(Image::held_by(conn, image_id, node_id)?))
+        .await?
+    {
+        return Ok(());
+    }
+    let url = format!(
+        "{}/api/v1/images/{}/tarball",
+        ctl.config.public_url(),
+        image.fingerprint
+    );
+    agent
+        .import_image(ImportImage {
+            url,
+            alias: image.alias.clone(),
+            fingerprint: image.fingerprint.clone(),
+        })
+        .await
+        .map_err(agent_err(&node.name))?;
+    ctl.db(move |conn| Ok(Image::mark_held(conn, image_id, node_id)?))
+        .await
+}
+
+/// The address the SSH proxy device listens on: the node's SSH host when it is an address.
+fn listen_address(ssh_host: &str) -> String {
+    match ssh_host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => "0.0.0.0".to_string(),
+    }
+}
+
+async fn create(
+    ctl: &Controller,
+    item: &OperationItem,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    let (owner_id, image_id, id) = (instance.owner_id, instance.image_id, instance.id);
+    let (owner, keys, image, gpus) = ctl
+        .db(move |conn| {
+            Ok((
+                User::find(conn, owner_id)?,
+                SshKey::for_user(conn, owner_id)?,
+                Image::find(conn, image_id)?,
+                GpuAllocation::for_instance(conn, id)?,
+            ))
+        })
+        .await?;
+    ensure_image(ctl, node, agent, &image).await?;
+    let request = CreateInstance {
+        idempotency_key: item.id.to_string(),
+        name: instance.name.clone(),
+        source: InstanceSource::Image {
+            alias: image.alias.clone(),
+        },
+        limits: Limits {
+            cpu: instance.cpu as u32,
+            memory_mib: instance.memory_mib as u64,
+            disk_gib: instance.disk_gib as u64,
+        },
+        gpus: gpus
+            .iter()
+            .map(|(g, _)| GpuAttachment {
+                uuid: g.uuid.clone(),
+                pci_address: g.mig_parent.is_none().then(|| g.pci_address.clone()),
+                mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
+            })
+            .collect(),
+        ssh: instance.ssh_port.map(|port| SshAccess {
+            username: owner.username.clone(),
+            authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
+            password_hash: owner.password_hash.clone(),
+            sudo: true,
+            listen_address: listen_address(&node.ssh_host),
+            port: port as u16,
+        }),
+        home_volume: None,
+        config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
+        start: instance.desired_state == "running",
+    };
+    let made = agent
+        .create_instance(request)
+        .await
+        .map_err(agent_err(&node.name))?;
+    let state = observed(&made.status);
+    ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
+        .await?;
+    Ok(StepOutcome::Done)
+}
+
+async fn change_state(
+    ctl: &Controller,
+    op: &Operation,
+    item: &OperationItem,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    let action = match item.action.as_str() {
+        "start" => StateAction::Start,
+        "restart" => StateAction::Restart,
+        _ => StateAction::Stop,
+    };
+    let change = StateChange {
+        action,
+        timeout_s: op
+            .payload
+            .get("timeout_s")
+            .and_then(|v| v.as_u64())
+            .map(|v| v as u32),
+        force: item.action == "evacuate_stop"
+            || op
+                .payload
+                .get("force")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+    };
+    let now = agent
+        .change_state(instance.name.clone(), change)
+        .await
+        .map_err(agent_err(&node.name))?;
+    let (id, state) = (instance.id, observed(&now.status));
+    ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
+        .await?;
+    Ok(StepOutcome::Done)
+}
+
+/// Removes the container from the evacuated node and queues it for placement elsewhere; a new
+/// create operation re-makes it once placed.
+async fn evacuate_move(
+    ctl: &Controller,
+    op: &Operation,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    agent
+        .delete_instance(instance.name.clone())
+        .await
+        .map_err(agent_err(&node.name))?;
+    let (id, name, by) = (instance.id, instance.name.clone(), op.created_by);
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            GpuAllocation::release(conn, id)?;
+            Instance::unplace(conn, id)?;
+            start(
+                conn,
+                OperationKind::CreateInstance,
+                by,
+                &name,
+                serde_json::json!({"moved": true}),
+                &[Step {
+                    action: "create",
+                    target: &name,
+                    instance_id: Some(id),
+                }],
+            )?;
+            Ok(())
+        })
+    })
+    .await?;
+    ctl.capacity_freed.notify_waiters();
+    Ok(StepOutcome::Done)
+}
+
+/// Deletes the container (absent is fine), then the row, which frees its port and GPU slots.
+async fn delete(
+    ctl: &Controller,
+    item: &OperationItem,
+    instance: Instance,
+) -> Result<StepOutcome, ActionError> {
+    if let Some(node_id) = instance.node_id {
+        let item_id = item.id;
+        ctl.db(move |conn| Ok(OperationItem::start_attempt(conn, item_id)?))
+            .await?;
+        let (node, agent) = ctl.agent_by_node_id(node_id).await?;
+        agent
+            .delete_instance(instance.name.clone())
+            .await
+            .map_err(agent_err(&node.name))?;
+    }
+    let id = instance.id;
+    ctl.db(move |conn| Ok(Instance::delete(conn, id)?)).await?;
+    ctl.capacity_freed.notify_waiters();
+    Ok(StepOutcome::Done)
+}
