@@ -56,5 +56,8 @@ fn empty_list_matches_real_lxc() {
         render::table(&rows),
         lxd.lxc(&["list", "--format", "table", "-c", "ns"])
     );
-    assert_eq!(lxd.lxc(&["list", "--format", "csv", "-c", "ns"]), render::csv(&rows));
+    assert_eq!(
+        lxd.lxc(&["list", "--format", "csv", "-c", "ns"]),
+        render::csv(&rows)
+    );
 }

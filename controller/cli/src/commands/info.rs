@@ -19,9 +19,15 @@ pub async fn run(session: &Session, args: Info) -> anyhow::Result<()> {
     };
     let (client, name) = session.target(raw)?;
     let instance: Instance = client.get(&format!("/instances/{}", seg(&name))).await?;
-    let snapshots: Vec<Snapshot> = client
-        .get(&format!("/instances/{}/snapshots", seg(&name)))
-        .await?;
+    // Snapshots live on the node; a queued instance has none and no node to ask.
+    let snapshots: Vec<Snapshot> = match instance.node {
+        Some(_) => {
+            client
+                .get(&format!("/instances/{}/snapshots", seg(&name)))
+                .await?
+        }
+        None => Vec::new(),
+    };
     print!("{}", describe(&instance, &snapshots));
     Ok(())
 }
