@@ -8,6 +8,7 @@ pub mod api;
 pub mod enroll;
 pub mod error;
 pub mod schema;
+pub mod validate;
 
 pub use error::{ErrorBody, ErrorDetail};
 

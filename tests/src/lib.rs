@@ -3,6 +3,7 @@
 //! `ssh` logins with generated keys ([`ssh`]). Each starts from the real daemon set up by
 //! `scripts/setup`; a missing daemon is a failure, never a skip.
 
+pub mod agent;
 pub mod db;
 pub mod lxd;
 pub mod ports;

@@ -1,0 +1,108 @@
+//! The one mapping from every library error to an HTTP status and the one JSON error shape.
+
+use cohort_proto::{ErrorBody, ErrorDetail};
+use hyper::StatusCode;
+
+use crate::images::ImageError;
+use crate::instances::InstanceError;
+use crate::lxd::LxdError;
+use crate::node::NodeError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            field: Some(field.to_string()),
+            ..Self::new(StatusCode::BAD_REQUEST, "invalid_field", message)
+        }
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message.clone(),
+                field: self.field.clone(),
+            },
+        }
+    }
+}
+
+impl From<LxdError> for ApiError {
+    fn from(e: LxdError) -> Self {
+        let status = match &e {
+            LxdError::Api { status: 404, .. } => StatusCode::NOT_FOUND,
+            LxdError::Unreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            LxdError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            LxdError::Api { .. } | LxdError::Operation { .. } | LxdError::Decode { .. } => {
+                StatusCode::BAD_GATEWAY
+            }
+        };
+        let code = if status == StatusCode::NOT_FOUND {
+            "not_found"
+        } else {
+            "lxd_error"
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+impl From<InstanceError> for ApiError {
+    fn from(e: InstanceError) -> Self {
+        match e {
+            InstanceError::Invalid { field, message } => ApiError::invalid(&field, message),
+            InstanceError::NotFound { field, message } => ApiError {
+                field,
+                ..ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+            },
+            InstanceError::Conflict(message) => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", message)
+            }
+            e @ (InstanceError::SshNotReady { .. } | InstanceError::ExecTimeout { .. }) => {
+                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", e.to_string())
+            }
+            InstanceError::Lxd(e) => e.into(),
+        }
+    }
+}
+
+impl From<ImageError> for ApiError {
+    fn from(e: ImageError) -> Self {
+        match e {
+            ImageError::Invalid { field, message } => ApiError::invalid(&field, message),
+            e @ ImageError::Download { .. } => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "download_failed", e.to_string())
+            }
+            ImageError::Lxd(e) => e.into(),
+        }
+    }
+}
+
+impl From<NodeError> for ApiError {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::Lxd(e) => e.into(),
+            e @ (NodeError::Server(_) | NodeError::Host(_)) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                e.to_string(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The agent API (`cohort_proto::agent`) served to the controller under `/v1` over mutual TLS:
+//! an accept loop with tokio-rustls, one hyper connection per client, routing in `routes`.
+
+mod error;
+mod metrics;
+mod routes;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+pub use error::ApiError;
+
+use crate::node::Node;
+
+/// Longest a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves the API on `listener` until the task is dropped.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    node: Arc<Node>,
+) -> std::io::Result<()> {
+    let acceptor = TlsAcceptor::from(tls);
+    loop {
+        let (tcp, peer) = listener.accept().await?;
+        let acceptor = acceptor.clone();
+        let node = node.clone();
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::info!(%peer, "TLS handshake refused: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::info!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let service = service_fn(move |req| {
+                let node = node.clone();
+                async move { Ok::<_, Infallible>(routes::handle(&node, req).await) }
+            });
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%peer, "connection ended: {e}");
+            }
+        });
+    }
+}

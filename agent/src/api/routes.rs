@@ -1,0 +1,205 @@
+//! Routing: each request is parsed (path, query, body) and handed to one `Node` method; the
+//! answer is JSON, raw bytes or 204, and every error is an `ApiError`.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use cohort_proto::agent::{
+    CreateInstance, CreateSnapshot, ExecRequest, ImportImage, SshAccess, StateChange,
+};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::error::ApiError;
+use crate::node::Node;
+
+/// Largest JSON body, file and image accepted.
+const MAX_JSON: usize = 4 * 1024 * 1024;
+const MAX_FILE: usize = 256 * 1024 * 1024;
+const MAX_IMAGE: usize = 4 * 1024 * 1024 * 1024;
+
+type Answer = Result<Response<Full<Bytes>>, ApiError>;
+
+pub async fn handle(node: &Node, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let answer = route(node, req).await;
+    match answer {
+        Ok(resp) => resp,
+        Err(e) => {
+            tracing::info!(%method, %path, status = e.status.as_u16(), "{}", e.message);
+            json(e.status, &e.body())
+        }
+    }
+}
+
+async fn route(node: &Node, req: Request<Incoming>) -> Answer {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query: HashMap<String, String> = url::form_urlencoded::parse(
+        req.uri().query().unwrap_or_default().as_bytes(),
+    )
+    .into_owned()
+    .collect();
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    use Method as M;
+    match (&method, segs.as_slice()) {
+        (&M::GET, ["v1", "health"]) => ok(&node.health()),
+        (&M::GET, ["v1", "inventory"]) => ok(&node.inventory().await?),
+        (&M::GET, ["v1", "metrics"]) => super::metrics::render(node).await,
+        (&M::GET, ["v1", "instances"]) => ok(&node.instances().await?),
+        (&M::POST, ["v1", "instances"]) => {
+            let body: CreateInstance = read_json(req).await?;
+            created(&node.create_instance(&body).await?)
+        }
+        (&M::GET, ["v1", "instances", name]) => ok(&node.instance(name).await?),
+        (&M::DELETE, ["v1", "instances", name]) => {
+            node.delete_instance(name).await?;
+            no_content()
+        }
+        (&M::PUT, ["v1", "instances", name, "state"]) => {
+            let body: StateChange = read_json(req).await?;
+            ok(&node.change_state(name, &body).await?)
+        }
+        (&M::POST, ["v1", "instances", name, "exec"]) => {
+            let body: ExecRequest = read_json(req).await?;
+            ok(&node.exec(name, &body).await?)
+        }
+        (&M::PUT, ["v1", "instances", name, "ssh"]) => {
+            let body: SshAccess = read_json(req).await?;
+            ok(&node.set_ssh(name, &body).await?)
+        }
+        (&M::GET, ["v1", "instances", name, "files"]) => {
+            let file = node.pull_file(name, file_path(&query)?).await?;
+            let mut resp = Response::new(Full::new(file.bytes));
+            let h = resp.headers_mut();
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            h.insert("X-Cohort-Mode", header_value(format!("{:04o}", file.mode)));
+            h.insert("X-Cohort-Uid", header_value(file.uid.to_string()));
+            h.insert("X-Cohort-Gid", header_value(file.gid.to_string()));
+            Ok(resp)
+        }
+        (&M::PUT, ["v1", "instances", name, "files"]) => {
+            let target = file_path(&query)?.to_string();
+            let mode = header_num(&req, "X-Cohort-Mode", 8)?.unwrap_or(0o644);
+            let uid = header_num(&req, "X-Cohort-Uid", 10)?.unwrap_or(0);
+            let gid = header_num(&req, "X-Cohort-Gid", 10)?.unwrap_or(0);
+            let bytes = read_bytes(req, MAX_FILE).await?;
+            node.push_file(name, &target, bytes, mode, uid, gid).await?;
+            no_content()
+        }
+        (&M::GET, ["v1", "instances", name, "snapshots"]) => ok(&node.snapshots(name).await?),
+        (&M::POST, ["v1", "instances", name, "snapshots"]) => {
+            let body: CreateSnapshot = read_json(req).await?;
+            created(&node.create_snapshot(name, &body.name).await?)
+        }
+        (&M::POST, ["v1", "instances", name, "snapshots", snap, "restore"]) => {
+            node.restore_snapshot(name, snap).await?;
+            no_content()
+        }
+        (&M::DELETE, ["v1", "instances", name, "snapshots", snap]) => {
+            node.delete_snapshot(name, snap).await?;
+            no_content()
+        }
+        (&M::GET, ["v1", "images"]) => ok(&node.images().await?),
+        (&M::POST, ["v1", "images"]) => {
+            let is_json = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+            if is_json {
+                let body: ImportImage = read_json(req).await?;
+                created(&node.import_image(&body).await?)
+            } else {
+                let alias = req
+                    .headers()
+                    .get("X-Cohort-Alias")
+                    .and_then(|v| v.to_str().ok())
+                    .ok_or_else(|| ApiError::invalid("X-Cohort-Alias", "header is required"))?
+                    .to_string();
+                let bytes = read_bytes(req, MAX_IMAGE).await?;
+                created(&node.upload_image(&alias, bytes).await?)
+            }
+        }
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no route for {method} {path}"),
+        )),
+    }
+}
+
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
+    let body = serde_json::to_vec(value).expect("API types serialise");
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn ok<T: Serialize>(value: &T) -> Answer {
+    Ok(json(StatusCode::OK, value))
+}
+
+fn created<T: Serialize>(value: &T) -> Answer {
+    Ok(json(StatusCode::CREATED, value))
+}
+
+fn no_content() -> Answer {
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    Ok(resp)
+}
+
+fn header_value(s: String) -> HeaderValue {
+    HeaderValue::from_str(&s).expect("digits are a valid header value")
+}
+
+fn file_path(query: &HashMap<String, String>) -> Result<&str, ApiError> {
+    query
+        .get("path")
+        .map(String::as_str)
+        .ok_or_else(|| ApiError::invalid("path", "query parameter path is required"))
+}
+
+fn header_num(req: &Request<Incoming>, name: &str, radix: u32) -> Result<Option<u32>, ApiError> {
+    match req.headers().get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| u32::from_str_radix(s, radix).ok())
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid(name, "must be a number")),
+    }
+}
+
+async fn read_bytes(req: Request<Incoming>, limit: usize) -> Result<Bytes, ApiError> {
+    Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_body",
+                format!("request body unreadable or larger than {limit} bytes: {e}"),
+            )
+        })
+}
+
+async fn read_json<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
+    let bytes = read_bytes(req, MAX_JSON).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!("request body: {e}"),
+        )
+    })
+}

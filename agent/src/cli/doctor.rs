@@ -1,0 +1,34 @@
+//! `cohort-agent doctor`: the checks as a table; exit code 1 when any FAILs.
+
+use cohort_agent::doctor::{self, Level};
+use cohort_agent::AgentConfig;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Color, Table};
+
+pub async fn run(config: &AgentConfig) -> anyhow::Result<i32> {
+    let checks = doctor::run(config).await;
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_header(["CHECK", "STATUS", "DETAIL", "FIX"]);
+    for c in &checks {
+        let color = match c.level {
+            Level::Ok => Color::Green,
+            Level::Warn => Color::Yellow,
+            Level::Fail => Color::Red,
+        };
+        table.add_row(vec![
+            Cell::new(&c.name),
+            Cell::new(c.level.to_string()).fg(color),
+            Cell::new(&c.detail),
+            Cell::new(&c.fix),
+        ]);
+    }
+    println!("{table}");
+    let failed = checks.iter().filter(|c| c.level == Level::Fail).count();
+    if failed > 0 {
+        eprintln!("Error: {failed} check(s) failed");
+        Ok(1)
+    } else {
+        Ok(0)
+    }
+}

@@ -1,0 +1,255 @@
+//! The agent's configuration: one TOML file (written by `join`, read by `serve --config FILE`)
+//! with `COHORT_AGENT_*` environment overrides. Every default is documented on its field.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Default state directory: key, certificate, CA and config live here.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/cohort-agent";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// This node's name, as enrolled (the CN of its certificate). Required.
+    pub node_name: String,
+    /// Address the mutual-TLS API listens on. Default `0.0.0.0:9443`.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Directory holding `agent.key` (0600), `agent.crt`, `ca.crt` and `agent.toml`.
+    /// Default `/var/lib/cohort-agent`.
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    /// LXD's unix socket. Default: `$LXD_DIR/unix.socket`, else `/var/lib/lxd/unix.socket`, else
+    /// `/var/snap/lxd/common/lxd/unix.socket` (the first that exists).
+    #[serde(default)]
+    pub lxd_socket: Option<PathBuf>,
+    /// LXD project every call is made in. Default `default`.
+    #[serde(default = "default_project")]
+    pub lxd_project: String,
+    /// LXD storage pool for root disks and home volumes. Default `cohort`.
+    #[serde(default = "default_pool")]
+    pub storage_pool: String,
+    /// Host address SSH proxy devices listen on when a request names none (`0.0.0.0` means every
+    /// address; readiness is then probed on 127.0.0.1). Default `0.0.0.0`.
+    #[serde(default = "default_ssh_listen")]
+    pub ssh_listen: String,
+    /// Most instance creates running at once. Default: twice the number of cores.
+    #[serde(default)]
+    pub max_concurrent_creates: Option<usize>,
+    /// Seconds to wait for sshd to answer on a new instance's port. Default 120.
+    #[serde(default = "default_ssh_ready_timeout")]
+    pub ssh_ready_timeout_s: u64,
+    /// Path of `libnvidia-ml.so`. Default: the system's `libnvidia-ml.so` via the loader.
+    #[serde(default)]
+    pub nvml_library: Option<PathBuf>,
+}
+
+fn default_listen() -> SocketAddr {
+    "0.0.0.0:9443".parse().expect("valid default address")
+}
+fn default_state_dir() -> PathBuf {
+    PathBuf::from(DEFAULT_STATE_DIR)
+}
+fn default_project() -> String {
+    "default".into()
+}
+fn default_pool() -> String {
+    "cohort".into()
+}
+fn default_ssh_listen() -> String {
+    "0.0.0.0".into()
+}
+fn default_ssh_ready_timeout() -> u64 {
+    120
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// the config file cannot be read
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// the config file is not valid TOML for the agent
+    #[error("invalid config {path}: {message}")]
+    Parse { path: String, message: String },
+    /// an environment override has a bad value
+    #[error("environment variable {var}={value:?} is invalid: {message}")]
+    Env {
+        var: String,
+        value: String,
+        message: String,
+    },
+}
+
+impl AgentConfig {
+    /// A config with every default and the given node name.
+    pub fn new(node_name: &str) -> Self {
+        toml::from_str(&format!("node_name = {:?}", node_name)).expect("defaults parse")
+    }
+
+    /// Reads `path`, then applies `COHORT_AGENT_<FIELD>` environment overrides.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut config: AgentConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        config.apply_env(|k| std::env::var(k).ok())?;
+        Ok(config)
+    }
+
+    /// Overrides from `COHORT_AGENT_NODE_NAME`, `_LISTEN`, `_STATE_DIR`, `_LXD_SOCKET`,
+    /// `_LXD_PROJECT`, `_STORAGE_POOL`, `_SSH_LISTEN`, `_MAX_CONCURRENT_CREATES`,
+    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        fn parsed<T: std::str::FromStr>(var: &str, value: String) -> Result<T, ConfigError>
+        where
+            T::Err: std::fmt::Display,
+        {
+            value.parse().map_err(|e: T::Err| ConfigError::Env {
+                var: var.into(),
+                value: value.clone(),
+                message: e.to_string(),
+            })
+        }
+        let var = |field: &str| format!("COHORT_AGENT_{field}");
+        if let Some(v) = get(&var("NODE_NAME")) {
+            self.node_name = v;
+        }
+        if let Some(v) = get(&var("LISTEN")) {
+            self.listen = parsed(&var("LISTEN"), v)?;
+        }
+        if let Some(v) = get(&var("STATE_DIR")) {
+            self.state_dir = v.into();
+        }
+        if let Some(v) = get(&var("LXD_SOCKET")) {
+            self.lxd_socket = Some(v.into());
+        }
+        if let Some(v) = get(&var("LXD_PROJECT")) {
+            self.lxd_project = v;
+        }
+        if let Some(v) = get(&var("STORAGE_POOL")) {
+            self.storage_pool = v;
+        }
+        if let Some(v) = get(&var("SSH_LISTEN")) {
+            self.ssh_listen = v;
+        }
+        if let Some(v) = get(&var("MAX_CONCURRENT_CREATES")) {
+            self.max_concurrent_creates = Some(parsed(&var("MAX_CONCURRENT_CREATES"), v)?);
+        }
+        if let Some(v) = get(&var("SSH_READY_TIMEOUT_S")) {
+            self.ssh_ready_timeout_s = parsed(&var("SSH_READY_TIMEOUT_S"), v)?;
+        }
+        if let Some(v) = get(&var("NVML_LIBRARY")) {
+            self.nvml_library = Some(v.into());
+        }
+        Ok(())
+    }
+
+    /// The LXD socket to use: the configured one, else the first default that exists.
+    pub fn lxd_socket(&self) -> PathBuf {
+        if let Some(p) = &self.lxd_socket {
+            return p.clone();
+        }
+        default_lxd_socket(std::env::var_os("LXD_DIR").map(PathBuf::from))
+    }
+
+    pub fn max_concurrent_creates(&self) -> usize {
+        self.max_concurrent_creates
+            .unwrap_or_else(|| 2 * crate::host::cores() as usize)
+            .max(1)
+    }
+
+    pub fn key_path(&self) -> PathBuf {
+        self.state_dir.join("agent.key")
+    }
+    pub fn cert_path(&self) -> PathBuf {
+        self.state_dir.join("agent.crt")
+    }
+    pub fn ca_path(&self) -> PathBuf {
+        self.state_dir.join("ca.crt")
+    }
+    pub fn config_path(&self) -> PathBuf {
+        self.state_dir.join("agent.toml")
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serialises")
+    }
+}
+
+/// `$LXD_DIR/unix.socket`, else Debian's, else the snap's; the first candidate that exists, or
+/// the first candidate when none does (so the error names it).
+pub fn default_lxd_socket(lxd_dir: Option<PathBuf>) -> PathBuf {
+    let candidates: Vec<PathBuf> = lxd_dir
+        .map(|d| d.join("unix.socket"))
+        .into_iter()
+        .chain([
+            PathBuf::from("/var/lib/lxd/unix.socket"),
+            PathBuf::from("/var/snap/lxd/common/lxd/unix.socket"),
+        ])
+        .collect();
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .unwrap_or(&candidates[0])
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let c = AgentConfig::new("gpu-01");
+        assert_eq!(c.listen.to_string(), "0.0.0.0:9443");
+        assert_eq!(c.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
+        assert_eq!(c.lxd_project, "default");
+        assert_eq!(c.storage_pool, "cohort");
+        assert_eq!(c.ssh_listen, "0.0.0.0");
+        assert_eq!(c.ssh_ready_timeout_s, 120);
+        assert_eq!(c.max_concurrent_creates(), 2 * crate::host::cores() as usize);
+        assert!(c.nvml_library.is_none());
+    }
+
+    #[test]
+    fn toml_round_trips_and_env_overrides() {
+        let mut c = AgentConfig::new("gpu-01");
+        c.lxd_project = "p1".into();
+        let mut back: AgentConfig = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+        back.apply_env(|k| match k {
+            "COHORT_AGENT_LXD_PROJECT" => Some("p2".into()),
+            "COHORT_AGENT_MAX_CONCURRENT_CREATES" => Some("3".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(back.lxd_project, "p2");
+        assert_eq!(back.max_concurrent_creates(), 3);
+        let bad = back.apply_env(|k| (k == "COHORT_AGENT_LISTEN").then(|| "nope".into()));
+        assert!(bad.unwrap_err().to_string().contains("COHORT_AGENT_LISTEN"));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        assert!(toml::from_str::<AgentConfig>("node_name = \"a\"\nbogus = 1").is_err());
+    }
+
+    #[test]
+    fn socket_default_prefers_lxd_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("unix.socket"), "").unwrap();
+        assert_eq!(
+            default_lxd_socket(Some(dir.path().to_path_buf())),
+            dir.path().join("unix.socket")
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! Creating an instance, idempotently: the request is checked, the name looked up (same key and
+//! spec: carry on from wherever the last attempt stopped; otherwise a conflict), the source and
+//! home volume made sure of, the instance created and started, the user provisioned, and the
+//! instance reported once sshd answers. Creates beyond `max_concurrent_creates` wait their turn.
+
+use cohort_proto::agent::{CreateInstance, Instance, InstanceSource};
+use hyper::Method;
+use serde_json::json;
+
+use super::spec::{plan, Plan};
+use super::view::LxdInstance;
+use super::{InstanceError, KEY_IDEMPOTENCY, KEY_SPEC};
+use crate::lxd::encode;
+use crate::node::Node;
+
+impl Node {
+    /// `POST /v1/instances`.
+    pub async fn create_instance(&self, req: &CreateInstance) -> Result<Instance, InstanceError> {
+        let plan = plan(req, &self.config.storage_pool)?;
+        let permit = self
+            .creates
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("create semaphore is never closed");
+        let lx = match self.lxd_instance(&req.name).await? {
+            Some(existing) => Some(existing),
+            None => self.create_new(req, &plan).await?,
+        };
+        if let Some(existing) = &lx {
+            same_request(existing, req, &plan)?;
+        }
+        if req.start {
+            self.start_instance(&req.name).await?;
+            if let Some(ssh) = &plan.ssh {
+                self.provision_user(&req.name, ssh).await?;
+                drop(permit);
+                self.await_sshd(&req.name, ssh).await?;
+            }
+        }
+        self.instance(&req.name).await
+    }
+
+    /// Creates the instance; `Some(existing)` when another request made it meanwhile.
+    async fn create_new(
+        &self,
+        req: &CreateInstance,
+        plan: &Plan,
+    ) -> Result<Option<LxdInstance>, InstanceError> {
+        self.check_source(&req.source).await?;
+        if let Some(vol) = &req.home_volume {
+            self.ensure_volume(vol).await?;
+        }
+        match self
+            .lxd
+            .call(Method::POST, "/1.0/instances", Some(&plan.body))
+            .await
+        {
+            Ok(_) => Ok(None),
+            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already exists")) => {
+                Ok(self.lxd_instance(&req.name).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The image alias (or fingerprint) exists; the template exists and is stopped.
+    async fn check_source(&self, source: &InstanceSource) -> Result<(), InstanceError> {
+        match source {
+            InstanceSource::Image { alias } => {
+                let by_alias = self
+                    .lxd
+                    .get(&format!("/1.0/images/aliases/{}", encode(alias)))
+                    .await;
+                match by_alias {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.is_not_found() => {
+                        match self.lxd.get(&format!("/1.0/images/{}", encode(alias))).await {
+                            Ok(_) => Ok(()),
+                            Err(e2) if e2.is_not_found() => Err(InstanceError::NotFound {
+                                field: Some("source.alias".into()),
+                                message: format!(
+                                    "image {alias:?} not found on node {} (LXD: {})",
+                                    self.config.node_name,
+                                    e.lxd_message().unwrap_or_default()
+                                ),
+                            }),
+                            Err(e2) => Err(e2.into()),
+                        }
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            InstanceSource::Copy { template } => match self.lxd_instance(template).await? {
+                None => Err(InstanceError::NotFound {
+                    field: Some("source.template".into()),
+                    message: format!(
+                        "template container {template:?} not found in LXD project {}",
+                        self.lxd.project()
+                    ),
+                }),
+                Some(t) if t.status != "Stopped" => Err(InstanceError::invalid(
+                    "source.template",
+                    format!("template container {template} is {}; stop it first", t.status),
+                )),
+                Some(_) => Ok(()),
+            },
+        }
+    }
+
+    /// Creates the custom volume for a home directory unless it exists (it is never deleted with
+    /// the instance).
+    async fn ensure_volume(&self, volume: &str) -> Result<(), InstanceError> {
+        let pool = encode(&self.config.storage_pool);
+        let path = format!("/1.0/storage-pools/{pool}/volumes/custom/{}", encode(volume));
+        match self.lxd.get(&path).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        let body = json!({"name": volume, "type": "custom", "content_type": "filesystem", "config": {}});
+        match self
+            .lxd
+            .call(
+                Method::POST,
+                &format!("/1.0/storage-pools/{pool}/volumes"),
+                Some(&body),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already exists")) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// An existing instance answers a create only when it was made from the same key and spec.
+fn same_request(lx: &LxdInstance, req: &CreateInstance, plan: &Plan) -> Result<(), InstanceError> {
+    let key = lx.config.get(KEY_IDEMPOTENCY).map(String::as_str);
+    let spec = lx.config.get(KEY_SPEC).map(String::as_str);
+    if key != Some(req.idempotency_key.as_str()) {
+        return Err(InstanceError::Conflict(format!(
+            "instance {} already exists with another idempotency key",
+            req.name
+        )));
+    }
+    if spec != Some(plan.spec_hash.as_str()) {
+        return Err(InstanceError::Conflict(format!(
+            "instance {} already exists with the same idempotency key but a different spec",
+            req.name
+        )));
+    }
+    Ok(())
+}
+

@@ -1,0 +1,117 @@
+//! Start, stop (clean shutdown within a timeout, then forced), restart and delete. Each is
+//! idempotent: starting a running instance, stopping a stopped one or deleting a missing one
+//! succeeds.
+
+use std::time::Duration;
+
+use cohort_proto::agent::{Instance, StateAction, StateChange};
+use hyper::Method;
+use serde_json::json;
+
+use super::InstanceError;
+use crate::lxd::LxdError;
+use crate::node::Node;
+
+/// Seconds given to a clean shutdown when the request names none.
+const DEFAULT_STOP_TIMEOUT_S: u32 = 30;
+
+impl Node {
+    async fn put_state(
+        &self,
+        name: &str,
+        body: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<(), LxdError> {
+        let path = format!("{}/state", super::path(name));
+        self.lxd
+            .call_within(Method::PUT, &path, Some(&body), timeout)
+            .await
+            .map(|_| ())
+    }
+
+    pub(crate) async fn start_instance(&self, name: &str) -> Result<(), InstanceError> {
+        match self
+            .put_state(name, json!({"action": "start"}), Duration::from_secs(120))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Err(InstanceError::instance_missing(name, &e)),
+            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already running")) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Asks for a clean shutdown; when it does not finish within `timeout_s`, forces it.
+    pub(crate) async fn stop_instance(
+        &self,
+        name: &str,
+        timeout_s: u32,
+        force: bool,
+    ) -> Result<(), InstanceError> {
+        let graceful = if force {
+            Err(None)
+        } else {
+            let body = json!({"action": "stop", "timeout": timeout_s, "force": false});
+            let wait = Duration::from_secs(u64::from(timeout_s) + 10);
+            self.put_state(name, body, wait).await.map_err(Some)
+        };
+        match graceful {
+            Ok(()) => return Ok(()),
+            Err(Some(e)) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
+            Err(Some(e)) if e.lxd_message().is_some_and(|m| m.contains("already stopped")) => {
+                return Ok(())
+            }
+            Err(Some(e)) => tracing::info!(instance = name, "clean stop failed ({e}); forcing"),
+            Err(None) => {}
+        }
+        let forced = self
+            .put_state(
+                name,
+                json!({"action": "stop", "force": true}),
+                Duration::from_secs(60),
+            )
+            .await;
+        match forced {
+            Ok(()) => Ok(()),
+            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already stopped")) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `PUT /v1/instances/{name}/state`.
+    pub async fn change_state(
+        &self,
+        name: &str,
+        change: &StateChange,
+    ) -> Result<Instance, InstanceError> {
+        super::check_name(name)?;
+        let timeout = change.timeout_s.unwrap_or(DEFAULT_STOP_TIMEOUT_S);
+        match change.action {
+            StateAction::Start => self.start_instance(name).await?,
+            StateAction::Stop => self.stop_instance(name, timeout, change.force).await?,
+            StateAction::Restart => {
+                self.stop_instance(name, timeout, change.force).await?;
+                self.start_instance(name).await?;
+            }
+        }
+        self.instance(name).await
+    }
+
+    /// Deletes an instance (stopping it first). Missing is success. Home volumes stay.
+    pub async fn delete_instance(&self, name: &str) -> Result<(), InstanceError> {
+        let Some(lx) = self.lxd_instance(name).await? else {
+            return Ok(());
+        };
+        if lx.status != "Stopped" {
+            match self.stop_instance(name, 0, true).await {
+                Ok(()) | Err(InstanceError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match self.lxd.call(Method::DELETE, &super::path(name), None).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The containers the agent makes and drives: create (from an image or a template copy, with
+//! limits, GPUs, SSH and a home volume), lifecycle, exec, files and snapshots.
+
+mod create;
+mod error;
+mod exec;
+mod files;
+mod lifecycle;
+mod snapshots;
+pub mod spec;
+pub mod ssh;
+mod view;
+
+pub use error::InstanceError;
+pub use files::FileContent;
+
+/// Instance config keys where the agent records what it was asked, so the controller keeps no
+/// LXD state: the idempotency key, a hash of the spec, the SSH user and the GPU attachments.
+pub const KEY_IDEMPOTENCY: &str = "user.cohort.idempotency_key";
+pub const KEY_SPEC: &str = "user.cohort.spec";
+pub const KEY_SSH_USER: &str = "user.cohort.ssh_user";
+pub const KEY_GPUS: &str = "user.cohort.gpus";
+
+/// Device names the agent owns.
+pub const DEVICE_SSH: &str = "cohort-ssh";
+pub const DEVICE_HOME: &str = "cohort-home";
+pub const DEVICE_GPU_PREFIX: &str = "cohort-gpu";
+
+/// `/1.0/instances/{name}` for a validated name.
+pub(crate) fn path(name: &str) -> String {
+    format!("/1.0/instances/{}", crate::lxd::encode(name))
+}
+
+/// Refuses a name LXD would refuse, before any call.
+pub(crate) fn check_name(name: &str) -> Result<(), InstanceError> {
+    cohort_proto::validate::instance_name(name).map_err(|e| InstanceError::invalid("name", e.0))
+}

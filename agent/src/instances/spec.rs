@@ -1,0 +1,314 @@
+//! A create request checked and turned into LXD's instance body. Everything a student or
+//! instructor could send is validated here, before anything reaches LXD.
+
+use std::net::IpAddr;
+
+use cohort_proto::agent::{CreateInstance, GpuAttachment, InstanceSource, SshAccess};
+use cohort_proto::validate;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::{InstanceError, DEVICE_GPU_PREFIX, DEVICE_HOME, DEVICE_SSH};
+use super::{KEY_GPUS, KEY_IDEMPOTENCY, KEY_SPEC, KEY_SSH_USER};
+
+/// Config keys a request may set besides `user.*` and `environment.*`.
+const ALLOWED_CONFIG: &[&str] = &[
+    "boot.autostart.delay",
+    "boot.autostart.priority",
+    "boot.stop.priority",
+    "limits.cpu.allowance",
+    "limits.cpu.priority",
+    "limits.memory.swap",
+    "limits.processes",
+    "snapshots.schedule",
+    "snapshots.schedule.stopped",
+    "snapshots.expiry",
+    "snapshots.pattern",
+];
+
+/// Prefixes refused outright, whatever follows.
+const FORBIDDEN_PREFIXES: &[&str] = &["security.", "raw.", "nvidia.", "volatile.", "user.cohort."];
+
+/// A checked request, ready for LXD.
+pub struct Plan {
+    /// The body of `POST /1.0/instances`.
+    pub body: Value,
+    /// SHA-256 (hex) of the normalised request without its idempotency key.
+    pub spec_hash: String,
+    /// SSH access with keys in canonical form.
+    pub ssh: Option<SshAccess>,
+}
+
+/// Checks `req` and builds LXD's body. `pool` is the storage pool for root and home.
+pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
+    super::check_name(&req.name)?;
+    let mut req = req.clone();
+    if req.idempotency_key.trim().is_empty() || req.idempotency_key.len() > 200 {
+        return Err(InstanceError::invalid(
+            "idempotency_key",
+            "must be 1-200 characters",
+        ));
+    }
+    check_source(&req.source)?;
+    check_limits(&req)?;
+    for (key, value) in &req.config {
+        check_config_key(key, value)?;
+    }
+    if let Some(ssh) = req.ssh.as_mut() {
+        check_ssh(ssh)?;
+    }
+    if let Some(vol) = &req.home_volume {
+        validate::instance_name(vol)
+            .map_err(|e| InstanceError::invalid("home_volume", e.0.replace("instance", "volume")))?;
+        if req.ssh.is_none() {
+            return Err(InstanceError::invalid(
+                "home_volume",
+                "a home volume needs ssh (it is mounted at /home/<ssh.username>)",
+            ));
+        }
+    }
+    for (i, gpu) in req.gpus.iter().enumerate() {
+        check_gpu(i, gpu)?;
+    }
+
+    let spec_hash = spec_hash(&req);
+    let mut config: Map<String, Value> = req
+        .config
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let mut set = |k: &str, v: String| config.insert(k.to_string(), Value::String(v));
+    set("limits.cpu", req.limits.cpu.to_string());
+    set("limits.memory", format!("{}MiB", req.limits.memory_mib));
+    set("boot.autostart", "true".into());
+    set("security.idmap.isolated", "true".into());
+    set(KEY_IDEMPOTENCY, req.idempotency_key.clone());
+    set(KEY_SPEC, spec_hash.clone());
+    if let Some(ssh) = &req.ssh {
+        set(KEY_SSH_USER, ssh.username.clone());
+    }
+    if !req.gpus.is_empty() {
+        set("nvidia.runtime", "true".into());
+        set("nvidia.driver.capabilities", "compute,utility".into());
+        set(
+            KEY_GPUS,
+            serde_json::to_string(&req.gpus).expect("GPU list serialises"),
+        );
+    }
+
+    let mut devices = Map::new();
+    devices.insert(
+        "root".into(),
+        json!({"type": "disk", "path": "/", "pool": pool, "size": format!("{}GiB", req.limits.disk_gib)}),
+    );
+    if let Some(ssh) = &req.ssh {
+        devices.insert(
+            DEVICE_SSH.into(),
+            json!({
+                "type": "proxy",
+                "bind": "host",
+                "listen": format!("tcp:{}:{}", ssh.listen_address, ssh.port),
+                "connect": "tcp:127.0.0.1:22",
+            }),
+        );
+        if let Some(vol) = &req.home_volume {
+            devices.insert(
+                DEVICE_HOME.into(),
+                json!({"type": "disk", "pool": pool, "source": vol, "path": format!("/home/{}", ssh.username)}),
+            );
+        }
+    }
+    for (i, gpu) in req.gpus.iter().enumerate() {
+        let mut dev = Map::new();
+        dev.insert("type".into(), "gpu".into());
+        if let Some(mig) = &gpu.mig_uuid {
+            dev.insert("gputype".into(), "mig".into());
+            dev.insert("mig.uuid".into(), mig.clone().into());
+        } else {
+            dev.insert("gputype".into(), "physical".into());
+        }
+        if let Some(pci) = &gpu.pci_address {
+            dev.insert("pci".into(), pci.clone().into());
+        }
+        devices.insert(format!("{DEVICE_GPU_PREFIX}{i}"), Value::Object(dev));
+    }
+
+    let source = match &req.source {
+        InstanceSource::Image { alias } => json!({"type": "image", "alias": alias}),
+        InstanceSource::Copy { template } => {
+            json!({"type": "copy", "source": template, "instance_only": true})
+        }
+    };
+    let body = json!({
+        "name": req.name,
+        "type": "container",
+        "source": source,
+        // No profiles: the agent states every device, so nothing from a profile (a NIC, another
+        // pool) slips in.
+        "profiles": [],
+        "config": config,
+        "devices": devices,
+    });
+    Ok(Plan {
+        body,
+        spec_hash,
+        ssh: req.ssh,
+    })
+}
+
+/// The hash stored in `user.cohort.spec`: the normalised request minus its idempotency key.
+pub fn spec_hash(req: &CreateInstance) -> String {
+    let mut req = req.clone();
+    req.idempotency_key.clear();
+    let bytes = serde_json::to_vec(&req).expect("request serialises");
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn check_source(source: &InstanceSource) -> Result<(), InstanceError> {
+    let (field, value) = match source {
+        InstanceSource::Image { alias } => ("source.alias", alias),
+        InstanceSource::Copy { template } => ("source.template", template),
+    };
+    let ok = !value.is_empty()
+        && value.len() <= 255
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b));
+    if !ok {
+        return Err(InstanceError::invalid(
+            field,
+            format!("{value:?} is not a valid LXD name"),
+        ));
+    }
+    if let InstanceSource::Copy { template } = source {
+        validate::instance_name(template).map_err(|e| InstanceError::invalid(field, e.0))?;
+    }
+    Ok(())
+}
+
+fn check_limits(req: &CreateInstance) -> Result<(), InstanceError> {
+    let l = &req.limits;
+    if l.cpu == 0 || l.cpu > 1024 {
+        return Err(InstanceError::invalid("limits.cpu", "must be 1-1024 cores"));
+    }
+    if l.memory_mib < 64 {
+        return Err(InstanceError::invalid(
+            "limits.memory_mib",
+            "must be at least 64 MiB",
+        ));
+    }
+    if l.disk_gib == 0 {
+        return Err(InstanceError::invalid(
+            "limits.disk_gib",
+            "must be at least 1 GiB",
+        ));
+    }
+    Ok(())
+}
+
+fn check_config_key(key: &str, value: &str) -> Result<(), InstanceError> {
+    let field = format!("config.{key}");
+    if let Some(prefix) = FORBIDDEN_PREFIXES.iter().find(|p| key.starts_with(**p)) {
+        return Err(InstanceError::invalid(
+            field,
+            format!("keys under {prefix}* may not be set by a request"),
+        ));
+    }
+    let allowed = key.starts_with("user.")
+        || key.starts_with("environment.")
+        || ALLOWED_CONFIG.contains(&key);
+    if !allowed {
+        return Err(InstanceError::invalid(
+            field,
+            "unknown or disallowed config key (allowed: user.*, environment.*, boot.autostart.*, \
+             limits.cpu.allowance/priority, limits.memory.swap, limits.processes, snapshots.*)",
+        ));
+    }
+    if value.contains('\n') || value.len() > 4096 {
+        return Err(InstanceError::invalid(
+            field,
+            "value must be one line of at most 4096 bytes",
+        ));
+    }
+    Ok(())
+}
+
+fn check_ssh(ssh: &mut SshAccess) -> Result<(), InstanceError> {
+    validate::username(&ssh.username).map_err(|e| InstanceError::invalid("ssh.username", e.0))?;
+    for (i, key) in ssh.authorized_keys.iter_mut().enumerate() {
+        *key = validate::ssh_public_key(key)
+            .map_err(|e| InstanceError::invalid(format!("ssh.authorized_keys[{i}]"), e.0))?;
+    }
+    match &ssh.password_hash {
+        Some(hash) => validate::password_hash(hash)
+            .map_err(|e| InstanceError::invalid("ssh.password_hash", e.0))?,
+        None if ssh.authorized_keys.is_empty() => {
+            return Err(InstanceError::invalid(
+                "ssh.authorized_keys",
+                "give at least one key or a password_hash",
+            ))
+        }
+        None => {}
+    }
+    ssh.listen_address.parse::<IpAddr>().map_err(|_| {
+        InstanceError::invalid("ssh.listen_address", "must be an IP address")
+    })?;
+    if ssh.port == 0 {
+        return Err(InstanceError::invalid("ssh.port", "must be 1-65535"));
+    }
+    Ok(())
+}
+
+fn check_gpu(i: usize, gpu: &GpuAttachment) -> Result<(), InstanceError> {
+    let field = format!("gpus[{i}]");
+    if gpu.pci_address.is_none() && gpu.mig_uuid.is_none() {
+        return Err(InstanceError::invalid(
+            field,
+            "needs pci_address or mig_uuid",
+        ));
+    }
+    if let Some(pci) = &gpu.pci_address {
+        let ok = pci.len() == 12
+            && pci
+                .bytes()
+                .enumerate()
+                .all(|(n, b)| match n {
+                    4 | 7 => b == b':',
+                    10 => b == b'.',
+                    _ => b.is_ascii_hexdigit() && !b.is_ascii_uppercase(),
+                });
+        if !ok {
+            return Err(InstanceError::invalid(
+                format!("{field}.pci_address"),
+                format!("{pci:?} is not a PCI address like 0000:3b:00.0"),
+            ));
+        }
+    }
+    if let Some(mig) = &gpu.mig_uuid {
+        let ok = mig.starts_with("MIG-")
+            && mig[4..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'/');
+        if !ok {
+            return Err(InstanceError::invalid(
+                format!("{field}.mig_uuid"),
+                format!("{mig:?} is not a MIG uuid (MIG-...)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses `NMiB`/`NGiB`-style sizes LXD stores back (for reading limits).
+pub fn parse_size_mib(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().ok()?;
+    let mib = match unit {
+        "MiB" | "MB" => n,
+        "GiB" | "GB" => n * 1024,
+        "TiB" | "TB" => n * 1024 * 1024,
+        "KiB" | "kB" => n / 1024,
+        "" | "B" => n / (1024 * 1024),
+        _ => return None,
+    };
+    Some(mib)
+}

@@ -1,0 +1,150 @@
+//! LXD's instance object read back into the agent API's `Instance`: limits, GPUs and the SSH
+//! endpoint come from the config and devices the agent wrote; `get` is one call
+//! (`recursion=1`, state included) and `list` is one call (`recursion=2`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cohort_proto::agent::{GpuAttachment, Instance, InstanceState, Limits};
+use futures_util::future::join_all;
+use serde::Deserialize;
+
+use super::spec::parse_size_mib;
+use super::{InstanceError, DEVICE_SSH, KEY_GPUS, KEY_IDEMPOTENCY};
+use crate::node::Node;
+
+/// How long a read waits for an sshd banner before calling the instance not ready.
+const READY_PROBE: Duration = Duration::from_millis(400);
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LxdInstance {
+    pub name: String,
+    pub status: String,
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    #[serde(default)]
+    pub devices: BTreeMap<String, BTreeMap<String, String>>,
+    #[serde(default)]
+    pub created_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub state: Option<LxdState>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LxdState {
+    #[serde(default)]
+    processes: i64,
+    #[serde(default)]
+    cpu: Option<Usage>,
+    #[serde(default)]
+    memory: Option<Usage>,
+    #[serde(default)]
+    disk: Option<BTreeMap<String, Usage>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    usage: u64,
+}
+
+impl LxdInstance {
+    /// `(listen address, port)` of the agent's SSH proxy device.
+    pub fn ssh_endpoint(&self) -> Option<(String, u16)> {
+        let listen = self.devices.get(DEVICE_SSH)?.get("listen")?;
+        let rest = listen.strip_prefix("tcp:")?;
+        let (addr, port) = rest.rsplit_once(':')?;
+        Some((addr.trim_matches(['[', ']']).to_string(), port.parse().ok()?))
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.status == "Running"
+    }
+
+    fn limits(&self) -> Option<Limits> {
+        Some(Limits {
+            cpu: self.config.get("limits.cpu")?.parse().ok()?,
+            memory_mib: parse_size_mib(self.config.get("limits.memory")?)?,
+            disk_gib: parse_size_mib(self.devices.get("root")?.get("size")?)? / 1024,
+        })
+    }
+
+    pub fn into_instance(self, ssh_ready: bool) -> Instance {
+        let limits = self.limits();
+        let ssh = self.ssh_endpoint();
+        let gpus: Vec<GpuAttachment> = self
+            .config
+            .get(KEY_GPUS)
+            .and_then(|g| serde_json::from_str(g).ok())
+            .unwrap_or_default();
+        let state = self.state.map(|s| InstanceState {
+            processes: s.processes,
+            cpu_usage_ns: s.cpu.map_or(0, |c| c.usage),
+            memory_bytes: s.memory.map_or(0, |m| m.usage),
+            disk_bytes: s
+                .disk
+                .and_then(|d| d.get("root").map(|r| r.usage))
+                .unwrap_or(0),
+        });
+        Instance {
+            name: self.name,
+            status: self.status,
+            idempotency_key: self.config.get(KEY_IDEMPOTENCY).cloned(),
+            limits,
+            gpus,
+            ssh_port: ssh.as_ref().map(|s| s.1),
+            ssh_listen: ssh.map(|s| s.0),
+            created_at: self.created_at,
+            ssh_ready,
+            state,
+            config: self.config,
+            devices: self.devices,
+        }
+    }
+}
+
+impl Node {
+    /// The raw LXD instance with its state, or `None` when it does not exist.
+    pub(crate) async fn lxd_instance(&self, name: &str) -> Result<Option<LxdInstance>, InstanceError> {
+        super::check_name(name)?;
+        match self
+            .lxd
+            .get_as::<LxdInstance>(&format!("{}?recursion=1", super::path(name)))
+            .await
+        {
+            Ok(i) => Ok(Some(i)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn ready_now(&self, lx: &LxdInstance) -> bool {
+        match lx.ssh_endpoint() {
+            Some((addr, port)) if lx.is_running() => {
+                super::ssh::sshd_answers(&addr, port, READY_PROBE).await
+            }
+            _ => false,
+        }
+    }
+
+    pub async fn instance(&self, name: &str) -> Result<Instance, InstanceError> {
+        let lx = self.lxd_instance(name).await?.ok_or_else(|| InstanceError::NotFound {
+            field: None,
+            message: format!("instance {name} not found in LXD project {}", self.lxd.project()),
+        })?;
+        let ready = self.ready_now(&lx).await;
+        Ok(lx.into_instance(ready))
+    }
+
+    /// Every instance of the project, with state, in one LXD call.
+    pub async fn instances(&self) -> Result<Vec<Instance>, InstanceError> {
+        let all: Vec<LxdInstance> = self.lxd.get_as("/1.0/instances?recursion=2").await?;
+        let ready = join_all(all.iter().map(|lx| self.ready_now(lx))).await;
+        Ok(all
+            .into_iter()
+            .zip(ready)
+            .map(|(lx, r)| lx.into_instance(r))
+            .collect())
+    }
+}

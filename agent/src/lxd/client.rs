@@ -1,0 +1,257 @@
+//! The HTTP side of the LXD client: one request function, `?project=` on every call, async
+//! operations waited with `/1.0/operations/{id}/wait?timeout=N` under a client-side deadline.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderMap, CONTENT_TYPE};
+use hyper::{Method, Request};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use hyperlocal::UnixConnector;
+use serde_json::Value;
+
+use super::envelope::{Answer, Envelope, LxdError, Operation};
+
+/// Largest body read back from LXD (file pulls, exec output, listings).
+const MAX_BODY: usize = 256 * 1024 * 1024;
+/// Longest single `/wait` request; the overall deadline is the caller's.
+const WAIT_SLICE_S: u64 = 30;
+
+/// A connection to one LXD daemon, scoped to one project.
+#[derive(Clone)]
+pub struct Lxd {
+    http: Client<UnixConnector, Full<Bytes>>,
+    socket: PathBuf,
+    project: String,
+    /// Deadline for operations whose caller gives none.
+    pub default_timeout: Duration,
+}
+
+/// A file (or exec log) read from LXD with the headers that describe it.
+pub struct RawFile {
+    pub headers: HeaderMap,
+    pub bytes: Bytes,
+}
+
+/// Percent-encodes a query value or path segment (everything but RFC 3986 unreserved bytes).
+pub fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Lxd {
+    pub fn new(socket: &Path, project: &str) -> Self {
+        let http = Client::builder(TokioExecutor::new()).build(UnixConnector);
+        Lxd {
+            http,
+            socket: socket.to_path_buf(),
+            project: project.to_string(),
+            default_timeout: Duration::from_secs(300),
+        }
+    }
+
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// `path` with `project=` added to its query.
+    fn url(&self, path: &str) -> String {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        format!("{path}{sep}project={}", encode(&self.project))
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<(u16, HeaderMap, Bytes), LxdError> {
+        let uri: hyper::Uri = hyperlocal::Uri::new(&self.socket, &self.url(path)).into();
+        let mut req = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        let req = req.body(Full::new(body)).map_err(|e| LxdError::Decode {
+            what: path.to_string(),
+            detail: e.to_string(),
+        })?;
+        let unreachable = |message: String| LxdError::Unreachable {
+            socket: self.socket.display().to_string(),
+            message,
+        };
+        let resp = self
+            .http
+            .request(req)
+            .await
+            .map_err(|e| unreachable(format!("{e:#}")))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?
+            .to_bytes();
+        Ok((status, headers, bytes))
+    }
+
+    async fn answer(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<Answer, LxdError> {
+        let what = format!("{method} {path}");
+        let (status, _, bytes) = self.send(method, path, headers, body).await?;
+        let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|e| LxdError::Decode {
+            what: what.clone(),
+            detail: format!("{e}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(200)])),
+        })?;
+        envelope.into_answer(&what, status)
+    }
+
+    /// One call with a JSON body; an async answer is waited for (up to `timeout`) and its
+    /// operation metadata returned.
+    pub async fn call_within(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Value, LxdError> {
+        let bytes = match body {
+            Some(v) => Bytes::from(serde_json::to_vec(v).expect("JSON value serialises")),
+            None => Bytes::new(),
+        };
+        let headers = [(CONTENT_TYPE.as_str(), "application/json".to_string())];
+        let what = format!("{method} {path}");
+        match self.answer(method, path, &headers, bytes).await? {
+            Answer::Sync(v) => Ok(v),
+            Answer::Async { operation } => self.wait(&operation, &what, timeout).await,
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, LxdError> {
+        self.call_within(method, path, body, self.default_timeout)
+            .await
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value, LxdError> {
+        self.call(Method::GET, path, None).await
+    }
+
+    /// Decodes a sync answer's metadata into `T`.
+    pub async fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, LxdError> {
+        let v = self.get(path).await?;
+        serde_json::from_value(v).map_err(|e| LxdError::Decode {
+            what: format!("GET {path}"),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Waits for an operation (`/1.0/operations/{id}`) until it finishes or `timeout` passes.
+    pub async fn wait(
+        &self,
+        operation: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<Value, LxdError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(LxdError::Timeout {
+                    what: what.to_string(),
+                    seconds: timeout.as_secs(),
+                });
+            }
+            let slice = left.as_secs().clamp(1, WAIT_SLICE_S);
+            let path = format!("{operation}/wait?timeout={slice}");
+            let fut = self.answer(Method::GET, &path, &[], Bytes::new());
+            let answer = tokio::time::timeout(left + Duration::from_secs(2), fut)
+                .await
+                .map_err(|_| LxdError::Timeout {
+                    what: what.to_string(),
+                    seconds: timeout.as_secs(),
+                })??;
+            let Answer::Sync(meta) = answer else {
+                return Err(LxdError::Decode {
+                    what: what.to_string(),
+                    detail: "operation wait answered async".into(),
+                });
+            };
+            let op: Operation = serde_json::from_value(meta).map_err(|e| LxdError::Decode {
+                what: what.to_string(),
+                detail: e.to_string(),
+            })?;
+            if op.status_code >= 400 {
+                return Err(LxdError::Operation {
+                    what: what.to_string(),
+                    message: if op.err.is_empty() {
+                        format!("operation {} ended with status {}", op.id, op.status_code)
+                    } else {
+                        op.err
+                    },
+                });
+            }
+            if op.status_code >= 200 {
+                return Ok(op.metadata);
+            }
+        }
+    }
+
+    /// GET of a raw body (file contents, exec logs); LXD's error envelope when it fails.
+    pub async fn get_raw(&self, path: &str) -> Result<RawFile, LxdError> {
+        let (status, headers, bytes) = self.send(Method::GET, path, &[], Bytes::new()).await?;
+        if status >= 300 {
+            return Err(Self::raw_error(path, status, &bytes));
+        }
+        Ok(RawFile { headers, bytes })
+    }
+
+    /// POST of a raw body with extra headers (file push, image upload); waits when async.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Value, LxdError> {
+        let what = format!("POST {path}");
+        match self.answer(Method::POST, path, headers, body).await? {
+            Answer::Sync(v) => Ok(v),
+            Answer::Async { operation } => self.wait(&operation, &what, timeout).await,
+        }
+    }
+
+    fn raw_error(path: &str, status: u16, bytes: &[u8]) -> LxdError {
+        let message = serde_json::from_slice::<Envelope>(bytes)
+            .map(|e| e.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(bytes).into_owned());
+        LxdError::Api {
+            what: format!("GET {path}"),
+            status,
+            message,
+        }
+    }
+}

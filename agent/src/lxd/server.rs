@@ -1,0 +1,96 @@
+//! `GET /1.0`: LXD's version and API extensions, and the check that refuses to run without the
+//! extensions the agent relies on.
+
+use serde::Deserialize;
+
+use super::{Lxd, LxdError};
+
+/// API extensions the agent's calls depend on (all in LXD 5.0).
+pub const REQUIRED_EXTENSIONS: &[&str] = &[
+    "instances",
+    "container_full",
+    "projects",
+    "container_exec_recording",
+    "container_exec_user_group_cwd",
+    "proxy",
+    "gpu_devices",
+    "gpu_mig",
+    "nvidia_runtime",
+    "nvidia_runtime_config",
+    "storage_api_local_volume_handling",
+    "custom_block_volumes",
+];
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerInfo {
+    pub api_extensions: Vec<String>,
+    pub environment: ServerEnvironment,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerEnvironment {
+    pub server_version: String,
+    #[serde(default)]
+    pub kernel_version: String,
+}
+
+impl ServerInfo {
+    /// Required extensions this server lacks.
+    pub fn missing_extensions(&self) -> Vec<&'static str> {
+        REQUIRED_EXTENSIONS
+            .iter()
+            .copied()
+            .filter(|e| !self.api_extensions.iter().any(|have| have == e))
+            .collect()
+    }
+}
+
+/// Why the agent will not run against this LXD.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// LXD could not be asked
+    #[error(transparent)]
+    Lxd(#[from] LxdError),
+    /// required API extensions are missing
+    #[error("LXD {version} lacks API extensions the agent needs: {missing}; upgrade LXD to 5.0 or later")]
+    MissingExtensions { version: String, missing: String },
+    /// the storage pool is missing
+    #[error("LXD storage pool {pool:?} does not exist ({source}); create it or set storage_pool")]
+    MissingPool { pool: String, source: LxdError },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Pool {
+    driver: String,
+}
+
+impl Lxd {
+    pub async fn server_info(&self) -> Result<ServerInfo, LxdError> {
+        self.get_as("/1.0").await
+    }
+
+    /// Reads `/1.0` and refuses a server without the required extensions.
+    pub async fn check_server(&self) -> Result<ServerInfo, ServerError> {
+        let info = self.server_info().await?;
+        let missing = info.missing_extensions();
+        if !missing.is_empty() {
+            return Err(ServerError::MissingExtensions {
+                version: info.environment.server_version.clone(),
+                missing: missing.join(", "),
+            });
+        }
+        Ok(info)
+    }
+
+    /// The driver of a storage pool (`btrfs`, `zfs`, `dir`, ...).
+    pub async fn pool_driver(&self, pool: &str) -> Result<String, ServerError> {
+        let path = format!("/1.0/storage-pools/{}", super::client::encode(pool));
+        match self.get_as::<Pool>(&path).await {
+            Ok(p) => Ok(p.driver),
+            Err(source) => Err(ServerError::MissingPool {
+                pool: pool.to_string(),
+                source,
+            }),
+        }
+    }
+}

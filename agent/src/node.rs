@@ -1,0 +1,93 @@
+//! The node this agent runs: its configuration, its LXD connection (checked at start), the bound
+//! on concurrent creates, and what it reports (health, inventory).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cohort_proto::agent::{Health, Inventory, LxdFacts};
+use tokio::sync::Semaphore;
+
+use crate::config::AgentConfig;
+use crate::lxd::server::ServerError;
+use crate::lxd::{Lxd, LxdError};
+
+pub struct Node {
+    pub config: AgentConfig,
+    pub lxd: Lxd,
+    /// Permits for concurrent creates (`max_concurrent_creates`).
+    pub(crate) creates: Arc<Semaphore>,
+    lxd_version: String,
+    storage_driver: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// LXD is unusable for this agent
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// LXD failed
+    #[error(transparent)]
+    Lxd(#[from] LxdError),
+    /// host facts could not be read
+    #[error(transparent)]
+    Host(#[from] crate::host::HostError),
+}
+
+impl Node {
+    /// Connects to LXD, refuses to go on without the required API extensions or the pool.
+    pub async fn connect(config: AgentConfig) -> Result<Self, NodeError> {
+        let lxd = Lxd::new(&config.lxd_socket(), &config.lxd_project);
+        let info = lxd.check_server().await?;
+        let storage_driver = lxd.pool_driver(&config.storage_pool).await?;
+        let creates = Arc::new(Semaphore::new(config.max_concurrent_creates()));
+        Ok(Node {
+            config,
+            lxd,
+            creates,
+            lxd_version: info.environment.server_version,
+            storage_driver,
+        })
+    }
+
+    pub fn health(&self) -> Health {
+        Health {
+            node_name: self.config.node_name.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            lxd_version: self.lxd_version.clone(),
+            lxd_project: self.config.lxd_project.clone(),
+        }
+    }
+
+    /// Where LXD mounts the storage pool (next to its socket, under `storage-pools/`).
+    pub fn pool_path(&self) -> PathBuf {
+        let socket = self.config.lxd_socket();
+        let dir = socket.parent().map(PathBuf::from).unwrap_or_default();
+        dir.join("storage-pools").join(&self.config.storage_pool)
+    }
+
+    pub async fn inventory(&self) -> Result<Inventory, NodeError> {
+        let pool_path = self.pool_path();
+        let nvml = self.config.nvml_library.clone();
+        let (host, gpus) = tokio::task::spawn_blocking(move || {
+            (
+                crate::host::facts(&pool_path),
+                crate::gpu::inventory(nvml.as_deref()),
+            )
+        })
+        .await
+        .expect("inventory task does not panic");
+        Ok(Inventory {
+            node_name: self.config.node_name.clone(),
+            host: host?,
+            lxd: LxdFacts {
+                version: self.lxd_version.clone(),
+                project: self.config.lxd_project.clone(),
+                storage_pool: self.config.storage_pool.clone(),
+                storage_driver: self.storage_driver.clone(),
+            },
+            gpus,
+            nvidia_runtime: crate::gpu::nvidia_runtime_available(),
+            images: self.images().await?,
+        })
+    }
+}

@@ -1,0 +1,118 @@
+/* A stand-in for libnvidia-ml.so with two fake GPUs, for tests on machines without a GPU.
+ * GPU 0 is an A100 in MIG mode with two MIG devices (slots 0 and 2; slot 1 is empty);
+ * GPU 1 is an L40S without MIG support. It answers only the NVML calls the agent makes.
+ * Build: cc -shared -fPIC -o libfake_nvml.so fake_nvml.c */
+#include <string.h>
+
+typedef int nvmlReturn_t;
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_NOT_FOUND 6
+
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+struct fake_device {
+    const char *uuid, *name, *bus_id;
+    unsigned int index, bus, util;
+    unsigned long long total, used;
+    int mig_supported, mig_mode;
+    struct fake_device *mig[3];
+};
+typedef struct fake_device *nvmlDevice_t;
+
+#define GIB (1024ULL * 1024 * 1024)
+static struct fake_device mig0 = {"MIG-4a3b1c2d-0000-4000-8000-000000000001", "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+                                  "", 0, 0, 0, 20 * GIB, 0, 0, 0, {0}};
+static struct fake_device mig2 = {"MIG-4a3b1c2d-0000-4000-8000-000000000002", "NVIDIA A100-SXM4-40GB MIG 2g.10gb",
+                                  "", 2, 0, 0, 10 * GIB, 0, 0, 0, {0}};
+static struct fake_device gpus[2] = {
+    {"GPU-0f1e2d3c-0000-4000-8000-00000000a100", "NVIDIA A100-SXM4-40GB", "00000000:3B:00.0", 0, 0x3b, 37,
+     40 * GIB, 1 * GIB, 1, 1, {&mig0, 0, &mig2}},
+    {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1, 0xaf, 5,
+     48 * GIB, 2 * GIB, 0, 0, {0}},
+};
+static int initialised;
+
+static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
+    if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(dst, src);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlInit_v2(void) { initialised = 1; return NVML_SUCCESS; }
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return nvmlInit_v2(); }
+nvmlReturn_t nvmlShutdown(void) { initialised = 0; return NVML_SUCCESS; }
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len) {
+    return copy_string(version, len, "550.54.15-fake");
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    *count = 2;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    if (index >= 2 || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &gpus[index];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *index) { *index = d->index; return NVML_SUCCESS; }
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int len) { return copy_string(uuid, len, d->uuid); }
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len) { return copy_string(name, len, d->name); }
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    m->total = d->total;
+    m->used = d->used;
+    m->free = d->total - d->used;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
+    memset(p, 0, sizeof *p);
+    strncpy(p->busIdLegacy, d->bus_id + 4, sizeof p->busIdLegacy - 1);
+    strncpy(p->busId, d->bus_id, sizeof p->busId - 1);
+    p->bus = d->bus;
+    p->pciDeviceId = 0x20b010de;
+    p->pciSubSystemId = 0x134f10de;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    u->gpu = d->util;
+    u->memory = d->util / 2;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending) {
+    if (!d->mig_supported) return NVML_ERROR_NOT_SUPPORTED;
+    *current = *pending = (unsigned int)d->mig_mode;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *count) {
+    if (!d->mig_supported) return NVML_ERROR_NOT_SUPPORTED;
+    *count = 3;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index, nvmlDevice_t *mig) {
+    if (!d->mig_supported) return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= 3) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->mig[index]) return NVML_ERROR_NOT_FOUND;
+    *mig = d->mig[index];
+    return NVML_SUCCESS;
+}

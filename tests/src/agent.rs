@@ -1,0 +1,167 @@
+//! Running a real agent in a test: a throw-away PKI made with rcgen (the Cohort CA, a foreign
+//! CA, controller-role, node-role and expired leaves) and [`TestAgent`], the agent's API served
+//! in-process over mutual TLS on a loopback port, working in a [`TestLxd`] project.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use cohort_agent::{AgentConfig, Node};
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+use crate::TestLxd;
+
+/// A certificate authority made for one test.
+pub struct TestCa {
+    cert: Certificate,
+    key: KeyPair,
+}
+
+/// A leaf certificate with its key, both PEM.
+pub struct Leaf {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Leaf {
+    /// Certificate and key in one PEM buffer, as `reqwest::Identity::from_pem` takes them.
+    pub fn identity_pem(&self) -> String {
+        format!("{}{}", self.cert_pem, self.key_pem)
+    }
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> Self {
+        let key = KeyPair::generate().expect("CA key");
+        let mut p = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = p.self_signed(&key).expect("self-sign CA");
+        TestCa { cert, key }
+    }
+
+    pub fn pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    /// A client+server leaf with Subject CN `cn` and OU `role`, valid for 127.0.0.1/localhost;
+    /// `expired` makes one that ran out in 2021.
+    pub fn leaf(&self, cn: &str, role: &str, expired: bool) -> Leaf {
+        let key = KeyPair::generate().expect("leaf key");
+        let mut p = CertificateParams::new(vec![
+            "127.0.0.1".to_string(),
+            "localhost".to_string(),
+            cn.to_string(),
+        ])
+        .expect("leaf params");
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.distinguished_name
+            .push(DnType::OrganizationalUnitName, role);
+        p.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        if expired {
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let cert = p.signed_by(&key, &self.cert, &self.key).expect("sign leaf");
+        Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    /// A leaf with the controller role.
+    pub fn controller(&self) -> Leaf {
+        self.leaf("cohort-controller", cohort_proto::ROLE_CONTROLLER, false)
+    }
+}
+
+/// An agent serving its API on 127.0.0.1 over mutual TLS for one test's LXD project.
+pub struct TestAgent {
+    pub ca: TestCa,
+    pub addr: SocketAddr,
+    pub node: Arc<Node>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl TestAgent {
+    /// Starts an agent in `lxd`'s project; call from inside a multi-threaded tokio runtime.
+    pub async fn start(lxd: &TestLxd) -> Self {
+        Self::start_with(lxd, |_| {}).await
+    }
+
+    /// Like `start`, with a chance to change the config first.
+    pub async fn start_with(lxd: &TestLxd, adjust: impl FnOnce(&mut AgentConfig)) -> Self {
+        let ca = TestCa::new("Cohort test CA");
+        let agent_leaf = ca.leaf("node-test", cohort_proto::ROLE_NODE, false);
+        let mut config = AgentConfig::new("node-test");
+        config.lxd_socket = Some(crate::lxd::socket_path().into());
+        config.lxd_project = lxd.project().to_string();
+        config.listen = "127.0.0.1:0".parse().expect("address");
+        config.ssh_listen = "127.0.0.1".into();
+        adjust(&mut config);
+        let tls = cohort_agent::tls::server_config(
+            agent_leaf.cert_pem.as_bytes(),
+            agent_leaf.key_pem.as_bytes(),
+            ca.pem().as_bytes(),
+        )
+        .expect("agent TLS config");
+        let node = Arc::new(Node::connect(config).await.expect("agent connects to LXD"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind agent port");
+        let addr = listener.local_addr().expect("local addr");
+        let server = tokio::spawn(cohort_agent::api::serve(
+            listener,
+            Arc::new(tls),
+            node.clone(),
+        ));
+        TestAgent {
+            ca,
+            addr,
+            node,
+            server,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.addr.port())
+    }
+
+    /// An HTTPS client that trusts the test CA and presents `identity` (PEM cert + key), if any.
+    pub fn client_with(&self, identity: Option<&Leaf>) -> reqwest::Client {
+        let mut b = reqwest::Client::builder()
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(self.ca.pem().as_bytes()).expect("CA PEM"),
+            )
+            .timeout(std::time::Duration::from_secs(600));
+        if let Some(leaf) = identity {
+            b = b.identity(
+                reqwest::Identity::from_pem(leaf.identity_pem().as_bytes()).expect("identity"),
+            );
+        }
+        b.build().expect("HTTP client")
+    }
+
+    /// The controller's client: the only one the agent accepts.
+    pub fn controller(&self) -> reqwest::Client {
+        self.client_with(Some(&self.ca.controller()))
+    }
+}
+
+impl Drop for TestAgent {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
