@@ -1,0 +1,181 @@
+//! Shared by the `cli_*` tests: a real controller (`cohort-controller init` + `serve` on a test
+//! database and a free port) and the `cohort` binary with a configuration of its own.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use cohort_e2e::{lxd, PortRange, TestDb};
+
+/// A binary of this workspace, next to the test executable's `deps` directory.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p cohort-cli -p cohort-controller` first",
+        path.display()
+    );
+    path
+}
+
+/// A controller serving HTTPS on 127.0.0.1 with its own CA, database and state directory.
+pub struct Controller {
+    pub url: String,
+    pub admin_token: String,
+    pub state: tempfile::TempDir,
+    pub ports: PortRange,
+    child: Child,
+    _db: TestDb,
+}
+
+impl Controller {
+    pub fn start() -> Self {
+        let db = TestDb::new();
+        let ports = PortRange::claim();
+        let state = tempfile::tempdir().expect("state dir");
+        let listen = format!("127.0.0.1:{}", ports.port(0));
+        let env = |cmd: &mut Command| {
+            cmd.env("DATABASE_URL", db.url())
+                .env("COHORT_STATE_DIR", state.path())
+                .env("COHORT_LISTEN", &listen)
+                .env("COHORT_SERVER_NAMES", "127.0.0.1")
+                .env("RUST_LOG", "warn");
+        };
+        let mut init = Command::new(binary("cohort-controller"));
+        init.args(["init", "--admin", "admin"]);
+        env(&mut init);
+        let out = init.output().expect("run cohort-controller init");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "init: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let admin_token = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("admin token (shown once): "))
+            .expect("init prints the admin token")
+            .to_string();
+        let log = std::fs::File::create(state.path().join("serve.log")).expect("log");
+        let mut serve = Command::new(binary("cohort-controller"));
+        serve.arg("serve").stdout(Stdio::null()).stderr(log);
+        env(&mut serve);
+        let child = serve.spawn().expect("run cohort-controller serve");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(&listen).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "controller did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Controller {
+            url: format!("https://{listen}"),
+            admin_token,
+            state,
+            child,
+            _db: db,
+            ports,
+        }
+    }
+
+    /// SHA-256 of the server certificate `init` wrote, as the CLI shows fingerprints.
+    pub fn server_fingerprint(&self) -> String {
+        let pem = std::fs::read_to_string(self.state.path().join("server.crt")).expect("cert");
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .expect("PEM body");
+        cohort_cli::tls::fingerprint(&der)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `cohort` binary with a configuration of its own.
+pub struct Cli {
+    pub conf: tempfile::TempDir,
+}
+
+impl Cli {
+    /// A client with the controller added as remote `lab` with the admin token.
+    pub fn admin_of(controller: &Controller) -> Self {
+        let cli = Cli {
+            conf: tempfile::tempdir().expect("conf dir"),
+        };
+        cli.ok(&[
+            "remote",
+            "add",
+            "lab",
+            &controller.url,
+            "--token",
+            &controller.admin_token,
+            "--accept-certificate",
+        ]);
+        cli
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(binary("cohort"))
+            .args(args)
+            .env("COHORT_CONF", self.conf.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run cohort")
+    }
+
+    /// Runs and returns stdout; panics with stderr on failure.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "cohort {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs expecting lxc's failure: exit 1 and `Error: <message>` on stderr.
+    pub fn fails(&self, args: &[&str], message: &str) {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "cohort {}: {stderr}",
+            args.join(" ")
+        );
+        assert!(
+            stderr.starts_with("Error: ") && stderr.contains(message),
+            "cohort {}: expected {message:?} in {stderr:?}",
+            args.join(" ")
+        );
+    }
+}
+
+/// The unified tarball of `cohort/base` as the local LXD holds it.
+pub fn base_image_tarball() -> PathBuf {
+    let alias = lxd::lxc(&["query", "/1.0/images/aliases/cohort/base"]);
+    let alias: serde_json::Value = serde_json::from_str(&alias).expect("alias JSON");
+    let fingerprint = alias["target"].as_str().expect("alias target");
+    let path = PathBuf::from(lxd::lxd_dir())
+        .join("images")
+        .join(fingerprint);
+    assert!(path.exists(), "{} missing", path.display());
+    assert!(
+        !path.with_extension("rootfs").exists(),
+        "cohort/base is a split image; the controller takes unified tarballs"
+    );
+    path
+}
