@@ -5,78 +5,8 @@
 
 mod cli_support;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use cli_support::{base_image_tarball, binary, Cli, Controller};
-use cohort_e2e::ssh::SshKey;
-use cohort_e2e::TestLxd;
-use cohort_proto::api::users::AddSshKey;
+use cli_support::OneNode;
 use serde_json::Value;
-
-/// `cohort-agent join` + `serve` for node `name`, working in `lxd`'s project.
-struct Agent {
-    child: Child,
-    _state: tempfile::TempDir,
-}
-
-impl Agent {
-    fn join(controller: &Controller, cli: &Cli, lxd: &TestLxd, name: &str) -> Self {
-        let token = cli.ok(&["-q", "node", "add", name]);
-        let state = tempfile::tempdir().expect("agent state");
-        let ports = &controller.ports;
-        let listen = format!("127.0.0.1:{}", ports.port(1));
-        let ssh_ports = format!("{}-{}", ports.port(2), ports.port(63));
-        let out = Command::new(binary("cohort-agent"))
-            .args(["join", token.trim(), "--listen", &listen])
-            .args(["--agent-url", &format!("https://{listen}")])
-            .args(["--ssh-host", "127.0.0.1", "--ssh-ports", &ssh_ports])
-            .args(["--lxd-project", lxd.project()])
-            .arg("--state-dir")
-            .arg(state.path())
-            .output()
-            .expect("run cohort-agent join");
-        assert!(
-            out.status.success(),
-            "join: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let log = std::fs::File::create(state.path().join("agent.log")).expect("log");
-        let child = Command::new(binary("cohort-agent"))
-            .arg("serve")
-            .arg("--config")
-            .arg(state.path().join("agent.toml"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("run cohort-agent serve");
-        Agent {
-            child,
-            _state: state,
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `POST /me/ssh-keys` for the admin (the CLI has no verb for keys), through the CLI's own
-/// client and its pinned remote.
-fn add_ssh_key(cli: &Cli) {
-    let config = cohort_cli::config::Config::load(&cli.conf.path().join("config.yml")).unwrap();
-    let client = cohort_cli::client::Client::new(config.remote("lab").unwrap()).unwrap();
-    let key = AddSshKey {
-        public_key: SshKey::generate().public_key(),
-    };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let _: serde_json::Value = runtime
-        .block_on(client.post("/me/ssh-keys", &key))
-        .expect("add an SSH key");
-}
 
 fn sorted_lines(text: &str) -> Vec<String> {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
@@ -86,32 +16,8 @@ fn sorted_lines(text: &str) -> Vec<String> {
 
 #[test]
 fn lxc_and_cohort_agree_on_a_one_node_deployment() {
-    let lxd = TestLxd::new();
-    let controller = Controller::start();
-    let cli = Cli::admin_of(&controller);
-    let _agent = Agent::join(&controller, &cli, &lxd, "node1");
-    let started = Instant::now();
-    while !cli
-        .ok(&["cluster", "list", "-f", "csv"])
-        .contains(",ONLINE,")
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "node1 never came online"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    // The controller hands the agent the owner's SSH keys, and the agent wants at least one.
-    add_ssh_key(&cli);
-    let tarball = base_image_tarball();
-    cli.ok(&[
-        "-q",
-        "image",
-        "import",
-        tarball.to_str().unwrap(),
-        "--alias",
-        "cohort/base",
-    ]);
+    let node = OneNode::start();
+    let (lxd, cli) = (&node.lxd, &node.cli);
     cli.ok(&[
         "-q",
         "launch",

@@ -8,7 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use cohort_e2e::{lxd, PortRange, TestDb};
+use cohort_e2e::ssh::SshKey;
+use cohort_e2e::{lxd, PortRange, TestDb, TestLxd};
+use cohort_proto::api::users::AddSshKey;
 
 /// A binary of this workspace, next to the test executable's `deps` directory.
 pub fn binary(name: &str) -> PathBuf {
@@ -126,12 +128,22 @@ impl Cli {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(binary("cohort"))
+        self.run_with_stdin(args, b"")
+    }
+
+    /// Runs with `input` piped to stdin.
+    pub fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(binary("cohort"))
             .args(args)
             .env("COHORT_CONF", self.conf.path())
-            .stdin(Stdio::null())
-            .output()
-            .expect("run cohort")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run cohort");
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().expect("cohort output")
     }
 
     /// Runs and returns stdout; panics with stderr on failure.
@@ -178,4 +190,114 @@ pub fn base_image_tarball() -> PathBuf {
         "cohort/base is a split image; the controller takes unified tarballs"
     );
     path
+}
+
+/// `cohort-agent join` + `serve` for node `name`, working in `lxd`'s project.
+pub struct Agent {
+    child: Child,
+    _state: tempfile::TempDir,
+}
+
+impl Agent {
+    pub fn join(controller: &Controller, cli: &Cli, lxd: &TestLxd, name: &str) -> Self {
+        let token = cli.ok(&["-q", "node", "add", name]);
+        let state = tempfile::tempdir().expect("agent state");
+        let ports = &controller.ports;
+        let listen = format!("127.0.0.1:{}", ports.port(1));
+        let ssh_ports = format!("{}-{}", ports.port(2), ports.port(63));
+        let out = Command::new(binary("cohort-agent"))
+            .args(["join", token.trim(), "--listen", &listen])
+            .args(["--agent-url", &format!("https://{listen}")])
+            .args(["--ssh-host", "127.0.0.1", "--ssh-ports", &ssh_ports])
+            .args(["--lxd-project", lxd.project()])
+            .arg("--state-dir")
+            .arg(state.path())
+            .output()
+            .expect("run cohort-agent join");
+        assert!(
+            out.status.success(),
+            "join: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = std::fs::File::create(state.path().join("agent.log")).expect("log");
+        let child = Command::new(binary("cohort-agent"))
+            .arg("serve")
+            .arg("--config")
+            .arg(state.path().join("agent.toml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("run cohort-agent serve");
+        Agent {
+            child,
+            _state: state,
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `POST /me/ssh-keys` for the admin (the CLI has no verb for keys), through the CLI's own
+/// client and its pinned remote.
+pub fn add_ssh_key(cli: &Cli) {
+    let config = cohort_cli::config::Config::load(&cli.conf.path().join("config.yml")).unwrap();
+    let client = cohort_cli::client::Client::new(config.remote("lab").unwrap()).unwrap();
+    let key = AddSshKey {
+        public_key: SshKey::generate().public_key(),
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _: serde_json::Value = runtime
+        .block_on(client.post("/me/ssh-keys", &key))
+        .expect("add an SSH key");
+}
+
+/// A one-node deployment: a test LXD project, a controller, an agent enrolled as `node1` and
+/// online, the admin with an SSH key (the agent wants one for every container) and `cohort/base`
+/// imported. Field order is drop order: the agent stops before the project goes.
+pub struct OneNode {
+    pub cli: Cli,
+    pub agent: Agent,
+    pub controller: Controller,
+    pub lxd: TestLxd,
+}
+
+impl OneNode {
+    pub fn start() -> Self {
+        let lxd = TestLxd::new();
+        let controller = Controller::start();
+        let cli = Cli::admin_of(&controller);
+        let agent = Agent::join(&controller, &cli, &lxd, "node1");
+        let started = Instant::now();
+        while !cli
+            .ok(&["cluster", "list", "-f", "csv"])
+            .contains(",ONLINE,")
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "node1 never came online"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        add_ssh_key(&cli);
+        let tarball = base_image_tarball();
+        cli.ok(&[
+            "-q",
+            "image",
+            "import",
+            tarball.to_str().unwrap(),
+            "--alias",
+            "cohort/base",
+        ]);
+        OneNode {
+            cli,
+            agent,
+            controller,
+            lxd,
+        }
+    }
 }
