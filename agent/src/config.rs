@@ -216,7 +216,10 @@ mod tests {
         assert_eq!(c.storage_pool, "cohort");
         assert_eq!(c.ssh_listen, "0.0.0.0");
         assert_eq!(c.ssh_ready_timeout_s, 120);
-        assert_eq!(c.max_concurrent_creates(), 2 * crate::host::cores() as usize);
+        assert_eq!(
+            c.max_concurrent_creates(),
+            2 * crate::host::cores() as usize
+        );
         assert!(c.nvml_library.is_none());
     }
 

@@ -64,7 +64,12 @@ pub async fn run(config: &AgentConfig) -> Vec<Check> {
     }
     checks.push(idmap_check(Path::new("/etc/subuid")));
     checks.push(match crate::gpu::find_on_path("nvidia-container-cli") {
-        Some(p) => check("NVIDIA container tools", Level::Ok, p.display().to_string(), ""),
+        Some(p) => check(
+            "NVIDIA container tools",
+            Level::Ok,
+            p.display().to_string(),
+            "",
+        ),
         None => check(
             "NVIDIA container tools",
             Level::Warn,
@@ -118,7 +123,10 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
         check(
             "LXD version and extensions",
             Level::Ok,
-            format!("LXD {}, all required extensions", info.environment.server_version),
+            format!(
+                "LXD {}, all required extensions",
+                info.environment.server_version
+            ),
             "",
         )
     } else {
@@ -160,7 +168,10 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
             "LXD project",
             Level::Fail,
             e.to_string(),
-            format!("lxc project create {} or set lxd_project", config.lxd_project),
+            format!(
+                "lxc project create {} or set lxd_project",
+                config.lxd_project
+            ),
         ),
     });
     out
@@ -169,7 +180,8 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
 /// Compares `/proc/sys/<key>` with the wanted minimum.
 pub fn sysctl_check(proc_sys: &Path, key: &str, want: u64) -> Check {
     let path = proc_sys.join(key.replace('.', "/"));
-    let fix = format!("sysctl -w {key}={want} and add it to /etc/sysctl.d (scripts/setup does both)");
+    let fix =
+        format!("sysctl -w {key}={want} and add it to /etc/sysctl.d (scripts/setup does both)");
     match std::fs::read_to_string(&path)
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
@@ -223,8 +235,14 @@ mod tests {
         std::fs::write(dir.path().join("fs/inotify/max_user_instances"), "128\n").unwrap();
         let c = sysctl_check(dir.path(), "fs.inotify.max_user_instances", 1_048_576);
         assert_eq!(c.level, Level::Warn);
-        assert!(c.fix.contains("sysctl -w fs.inotify.max_user_instances=1048576"));
-        std::fs::write(dir.path().join("fs/inotify/max_user_instances"), "2000000\n").unwrap();
+        assert!(c
+            .fix
+            .contains("sysctl -w fs.inotify.max_user_instances=1048576"));
+        std::fs::write(
+            dir.path().join("fs/inotify/max_user_instances"),
+            "2000000\n",
+        )
+        .unwrap();
         let c = sysctl_check(dir.path(), "fs.inotify.max_user_instances", 1_048_576);
         assert_eq!(c.level, Level::Ok);
         assert!(c.fix.is_empty());

@@ -180,7 +180,12 @@ pub async fn join(token: &str, opts: &JoinOptions) -> Result<AgentConfig, Enroll
     if let Some(p) = &opts.storage_pool {
         config.storage_pool = p.clone();
     }
-    write_state(&config, &key.serialize_pem(), &answer.certificate_pem, &ca_pem)?;
+    write_state(
+        &config,
+        &key.serialize_pem(),
+        &answer.certificate_pem,
+        &ca_pem,
+    )?;
     Ok(config)
 }
 

@@ -54,7 +54,10 @@ impl From<LxdImage> for Image {
             aliases: i.aliases.into_iter().map(|a| a.name).collect(),
             description: i.properties.get("description").cloned().unwrap_or_default(),
             size_bytes: i.size,
-            gpu_ready: i.properties.get("cohort.gpu_ready").is_some_and(|v| v == "true"),
+            gpu_ready: i
+                .properties
+                .get("cohort.gpu_ready")
+                .is_some_and(|v| v == "true"),
         }
     }
 }
@@ -141,7 +144,10 @@ impl Node {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already exists")) => {
+            Err(e)
+                if e.lxd_message()
+                    .is_some_and(|m| m.contains("already exists")) =>
+            {
                 let path = format!("/1.0/images/aliases/{}", encode(alias));
                 self.lxd
                     .call(Method::PATCH, &path, Some(&json!({"target": fingerprint})))

@@ -118,7 +118,10 @@ impl ClientCertVerifier for ControllerOnly {
     ) -> Result<ClientCertVerified, rustls::Error> {
         self.inner
             .verify_client_cert(end_entity, intermediates, now)?;
-        if subject_roles(end_entity).iter().any(|r| r == ROLE_CONTROLLER) {
+        if subject_roles(end_entity)
+            .iter()
+            .any(|r| r == ROLE_CONTROLLER)
+        {
             Ok(ClientCertVerified::assertion())
         } else {
             tracing::warn!("refused a client certificate without the controller role");

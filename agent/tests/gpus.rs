@@ -16,7 +16,11 @@ fn fake_nvml() -> (tempfile::TempDir, PathBuf) {
         .arg(&src)
         .output()
         .expect("run cc (install gcc; scripts/setup does)");
-    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     (dir, lib)
 }
 
@@ -102,7 +106,13 @@ fn gpus_command_on_a_machine_without_nvml_gives_the_reason() {
         text.starts_with("No GPUs: NVML could not be loaded from /nonexistent/libnvidia-ml.so.1"),
         "{text}"
     );
-    let json = agent(&["gpus", "--format", "json", "--nvml-library", "/nonexistent/x.so"]);
+    let json = agent(&[
+        "gpus",
+        "--format",
+        "json",
+        "--nvml-library",
+        "/nonexistent/x.so",
+    ]);
     let inv: cohort_proto::agent::GpuInventory = serde_json::from_slice(&json.stdout).unwrap();
     assert!(inv.gpus.is_empty());
     assert!(inv.unavailable.unwrap().contains("/nonexistent/x.so"));

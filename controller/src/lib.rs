@@ -7,6 +7,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod controller;
+pub mod course;
 pub mod db;
 pub mod error;
 pub mod metrics;

@@ -1,7 +1,7 @@
 //! The OpenAPI 3 document served at `/api/v1/openapi.json`, built from the same schemars types
 //! the handlers take and answer, so it cannot drift from them.
 
-use cohort_proto::api::{gpus, images, instances, nodes, operations, users};
+use cohort_proto::api::{courses, gpus, images, instances, nodes, operations, users};
 use cohort_proto::enroll::{EnrollRequest, EnrollResponse};
 use cohort_proto::ErrorBody;
 use schemars::gen::{SchemaGenerator, SchemaSettings};
@@ -309,6 +309,94 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             "Delete a snapshot",
             None,
             (204, None),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/courses",
+            "Courses the caller teaches, takes or (admin) all",
+            None,
+            (200, list::<courses::Course>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/courses",
+            "Create a course (instructor, admin)",
+            schema::<courses::CreateCourse>(g),
+            (201, schema::<courses::Course>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/courses/{code}",
+            "One course",
+            None,
+            (200, schema::<courses::Course>(g)),
+            true,
+        ),
+        r(
+            "put",
+            "/api/v1/courses/{code}/quota",
+            "Set a course's quota (admin)",
+            schema::<courses::CourseQuota>(g),
+            (200, schema::<courses::Course>(g)),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/courses/{code}/roster",
+            "Import a roster (raw CSV or JSON body)",
+            None,
+            (200, schema::<courses::RosterReport>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/courses/{code}/students",
+            "The course's students and their containers",
+            None,
+            (200, list::<courses::Student>(g)),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/courses/{code}/students/{username}",
+            "Remove a student and delete their container",
+            None,
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/courses/{code}/students/{username}/{action}",
+            "reset, start, stop or restart a student's container",
+            None,
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/courses/{code}/provision",
+            "Make every student's container (idempotent)",
+            None,
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/courses/{code}/endpoints",
+            "SSH endpoints export (query format=csv|json|ssh-config)",
+            None,
+            (200, None),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/courses/{code}/teardown",
+            "Stop or delete every container of the course",
+            schema::<courses::Teardown>(g),
+            (202, op.clone()),
             true,
         ),
         r(

@@ -2,13 +2,13 @@
 //! controller's own server and client certificates and every node's leaf from its CSR.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, CertificateSigningRequestParams, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType, SubjectPublicKeyInfo,
 };
 use sha2::{Digest, Sha256};
 
@@ -36,7 +36,7 @@ pub enum PkiError {
     Exists(PathBuf),
     /// the CSR is not a valid, self-signed PKCS#10 request
     #[error("invalid CSR: {0}")]
-    InvalidCsr(rcgen::Error),
+    InvalidCsr(String),
     /// certificate generation failed
     #[error("certificate generation failed: {0}")]
     Rcgen(#[from] rcgen::Error),
@@ -93,6 +93,25 @@ fn write_private(dir: &Path, name: &str, text: &str) -> Result<(), PkiError> {
         .map_err(|source| PkiError::Io { path, source })
 }
 
+/// The public key of a PEM CSR whose signature checks out. Nothing else of the CSR is read:
+/// its names and extensions (a CA flag among them) never reach the certificate.
+fn csr_public_key(csr_pem: &str) -> Result<SubjectPublicKeyInfo, PkiError> {
+    use x509_parser::certification_request::X509CertificationRequest;
+    use x509_parser::prelude::FromDer;
+    let bad = |e: &dyn std::fmt::Display| PkiError::InvalidCsr(e.to_string());
+    let (_, pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes()).map_err(|e| bad(&e))?;
+    if pem.label != "CERTIFICATE REQUEST" {
+        return Err(PkiError::InvalidCsr(format!(
+            "expected a CERTIFICATE REQUEST, got {}",
+            pem.label
+        )));
+    }
+    let (_, csr) = X509CertificationRequest::from_der(&pem.contents).map_err(|e| bad(&e))?;
+    csr.verify_signature().map_err(|e| bad(&e))?;
+    SubjectPublicKeyInfo::from_der(csr.certification_request_info.subject_pki.raw)
+        .map_err(|e| bad(&e))
+}
+
 fn validity(params: &mut CertificateParams, days: i64) {
     let now = time::OffsetDateTime::now_utc();
     params.not_before = now - time::Duration::minutes(5);
@@ -139,10 +158,14 @@ impl Pki {
     /// Creates the CA, the server certificate (for `localhost`, `127.0.0.1` and `names`) and the
     /// controller's client certificate in `dir`; refuses if a CA is there already.
     pub fn create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
-        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| PkiError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         if dir.join(CA_KEY).exists() {
             return Err(PkiError::Exists(dir.to_path_buf()));
         }
@@ -224,8 +247,7 @@ impl Pki {
         node_name: &str,
         agent_host: &str,
     ) -> Result<IssuedCertificate, PkiError> {
-        let csr =
-            CertificateSigningRequestParams::from_pem(csr_pem).map_err(PkiError::InvalidCsr)?;
+        let public_key = csr_public_key(csr_pem)?;
         let mut names = vec![node_name.to_string()];
         if agent_host != node_name {
             names.push(agent_host.to_string());
@@ -233,7 +255,7 @@ impl Pki {
         let params = leaf_params(node_name, cohort_proto::ROLE_NODE, &names, LEAF_DAYS)?;
         let not_after = DateTime::<Utc>::from_timestamp(params.not_after.unix_timestamp(), 0)
             .unwrap_or_else(Utc::now);
-        let cert = params.signed_by(&csr.public_key, &self.ca_issuer, &self.ca_key)?;
+        let cert = params.signed_by(&public_key, &self.ca_issuer, &self.ca_key)?;
         Ok(IssuedCertificate {
             pem: cert.pem(),
             fingerprint: fingerprint(cert.der()),

@@ -112,6 +112,7 @@ async fn step(
             change_state(ctl, op, item, &instance, &node, agent.as_ref()).await
         }
         "evacuate_move" => evacuate_move(ctl, op, &instance, &node, agent.as_ref()).await,
+        "reset" => reset(ctl, &instance, &node, agent.as_ref()).await,
         other => Ok(StepOutcome::Failed(format!("unknown step {other:?}"))),
     }
 }
@@ -209,7 +210,7 @@ async fn create(
             listen_address: listen_address(&node.ssh_host),
             port: port as u16,
         }),
-        home_volume: None,
+        home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
         start: instance.desired_state == "running",
     };
@@ -219,6 +220,29 @@ async fn create(
         .map_err(agent_err(&node.name))?;
     let state = observed(&made.status);
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
+        .await?;
+    Ok(StepOutcome::Done)
+}
+
+/// The custom volume holding a course student's home: it outlives resets and re-provisions.
+pub fn home_volume(instance: &str) -> String {
+    let name: String = format!("home-{instance}").chars().take(63).collect();
+    name.trim_end_matches('-').to_string()
+}
+
+/// Deletes the container (its home volume stays) so the next `create` step makes it afresh.
+async fn reset(
+    ctl: &Controller,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    agent
+        .delete_instance(instance.name.clone())
+        .await
+        .map_err(agent_err(&node.name))?;
+    let id = instance.id;
+    ctl.db(move |conn| Ok(Instance::set_observed(conn, id, "pending", None)?))
         .await?;
     Ok(StepOutcome::Done)
 }

@@ -5,52 +5,16 @@ use std::collections::BTreeMap;
 
 use crate::error::{ActionError, ActionResult};
 
-/// LXD's rules: 1-63 of a-z, 0-9 and '-', no '-' at either end, not all digits.
+/// LXD's rules (shared with the agent): 1-63 of a-z, 0-9 and '-', no '-' at either end, not
+/// all digits.
 pub fn instance_name(field: &str, name: &str) -> ActionResult<()> {
-    let bad = |why: &str| {
-        Err(ActionError::invalid(
-            field,
-            format!("invalid name {name:?}: {why}"),
-        ))
-    };
-    if name.is_empty() || name.len() > 63 {
-        return bad("must be 1 to 63 characters");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        return bad("only a-z, 0-9 and '-' are allowed");
-    }
-    if name.starts_with('-') || name.ends_with('-') {
-        return bad("must not start or end with '-'");
-    }
-    if name.bytes().all(|b| b.is_ascii_digit()) {
-        return bad("must not be all digits");
-    }
-    Ok(())
+    cohort_proto::validate::instance_name(name).map_err(|e| ActionError::invalid(field, e.0))
 }
 
-/// Linux username rules (as `useradd` takes them by default): 1-32 of a-z, 0-9, '_' and '-',
-/// starting with a letter or '_'.
+/// Linux username rules (shared with the agent): 1-32 of a-z, 0-9, '_' and '-', starting with a
+/// letter or '_'; never `root`.
 pub fn username(field: &str, name: &str) -> ActionResult<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 32
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ActionError::invalid(
-            field,
-            format!("invalid username {name:?}: 1-32 of a-z, 0-9, '_', '-', starting with a letter or '_'"),
-        ))
-    }
+    cohort_proto::validate::username(name).map_err(|e| ActionError::invalid(field, e.0))
 }
 
 /// Config keys a caller may set besides `user.*`. Everything else, `security.*`, `raw.*`,
@@ -130,7 +94,16 @@ mod tests {
     fn usernames_follow_linux_rules() {
         assert!(username("u", "alice_2").is_ok());
         assert!(username("u", "_svc").is_ok());
-        for bad in ["", "-a", "1abc", "Alice", "ä", &"a".repeat(33), "a b"] {
+        for bad in [
+            "",
+            "-a",
+            "1abc",
+            "Alice",
+            "ä",
+            &"a".repeat(33),
+            "a b",
+            "root",
+        ] {
             assert!(username("u", bad).is_err(), "{bad}");
         }
     }

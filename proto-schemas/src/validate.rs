@@ -54,17 +54,52 @@ pub fn username(name: &str) -> Result<(), Invalid> {
     let first_ok = bytes
         .next()
         .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
-    let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    let rest_ok =
+        bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
     if !first_ok || !rest_ok || name.len() > 32 {
         return invalid(format!(
             "username {name:?} must be 1-32 characters of a-z, 0-9, '_' and '-', starting with a letter or '_'"
         ));
     }
-    if name == "root" {
-        return invalid("username \"root\" is reserved");
+    if RESERVED_USERNAMES.contains(&name) || name.starts_with("systemd-") {
+        return invalid(format!("username {name:?} is reserved for the system"));
     }
     Ok(())
 }
+
+/// Accounts every template image has, or that a student must never get.
+const RESERVED_USERNAMES: &[&str] = &[
+    "root",
+    "daemon",
+    "bin",
+    "sys",
+    "sync",
+    "games",
+    "man",
+    "lp",
+    "mail",
+    "news",
+    "uucp",
+    "proxy",
+    "www-data",
+    "backup",
+    "list",
+    "irc",
+    "gnats",
+    "nobody",
+    "sshd",
+    "messagebus",
+    "_apt",
+    "admin",
+    "ubuntu",
+    "debian",
+    "cohort",
+    "lxd",
+    "sudo",
+    "adm",
+    "staff",
+    "users",
+];
 
 /// One OpenSSH public key line as it goes into `authorized_keys`: a single line, type ed25519,
 /// ecdsa (nistp256/384/521) or rsa of at least 2048 bits, and no options (`command=`, `from=`, ...)
@@ -79,9 +114,8 @@ pub fn ssh_public_key(line: &str) -> Result<String, Invalid> {
         return Err(Invalid("SSH key is empty".into()));
     }
     let first = line.split_whitespace().next().unwrap_or_default();
-    let looks_like_type = first.starts_with("ssh-")
-        || first.starts_with("ecdsa-")
-        || first.starts_with("sk-");
+    let looks_like_type =
+        first.starts_with("ssh-") || first.starts_with("ecdsa-") || first.starts_with("sk-");
     if !looks_like_type {
         return Err(Invalid(format!(
             "SSH key must start with its type (ssh-ed25519, ecdsa-sha2-*, ssh-rsa); options such as command= or from= are not allowed (found {first:?})"
@@ -131,6 +165,21 @@ pub fn password_hash(hash: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Free text (a display name, a title) that is safe wherever it is shown: no control characters,
+/// at most `max` characters, and nothing a spreadsheet would run as a formula.
+pub fn display_text(text: &str, max: usize) -> Result<(), Invalid> {
+    if text.chars().count() > max {
+        return invalid(format!("must be at most {max} characters"));
+    }
+    if text.chars().any(char::is_control) {
+        return invalid("must not contain control characters (newline, tab, NUL, ...)");
+    }
+    if text.starts_with(['=', '+', '-', '@']) {
+        return invalid("must not start with '=', '+', '-' or '@' (a spreadsheet formula)");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,7 +198,16 @@ mod tests {
     fn usernames_follow_useradd() {
         assert!(username("alice").is_ok());
         assert!(username("_svc-1").is_ok());
-        for bad in ["", "1abc", "Alice", "a b", "root", "a:b", &"a".repeat(33)] {
+        for bad in [
+            "",
+            "1abc",
+            "Alice",
+            "a b",
+            "root",
+            "sshd",
+            "a:b",
+            &"a".repeat(33),
+        ] {
             assert!(username(bad).is_err(), "{bad:?} accepted");
         }
     }
@@ -183,5 +241,21 @@ mod tests {
         assert!(password_hash("$6$salt$abcdefghijklmnop").is_ok());
         assert!(password_hash("plain").is_err());
         assert!(password_hash("$6$a:b$cdefghij").is_err());
+    }
+
+    #[test]
+    fn display_text_refuses_formulas_and_control_characters() {
+        assert!(display_text("Ada Lovelace", 100).is_ok());
+        for bad in [
+            "=HYPERLINK(\"x\")",
+            "+1",
+            "-2",
+            "@SUM(A1)",
+            "a\nb",
+            "a\0b",
+            "\tx",
+        ] {
+            assert!(display_text(bad, 100).is_err(), "{bad:?} accepted");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! `scripts/setup`; a missing daemon is a failure, never a skip.
 
 pub mod agent;
+pub mod controller;
 pub mod db;
 pub mod lxd;
 pub mod ports;
@@ -22,5 +23,9 @@ pub(crate) fn pid_is_dead(pid: u32) -> bool {
 pub(crate) fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }

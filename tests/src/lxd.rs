@@ -87,7 +87,13 @@ fn purge_project(project: &str) {
         "/1.0/storage-pools/cohort/volumes/custom?project={project}"
     )) {
         let _ = lxc_output(&[
-            "storage", "volume", "delete", "cohort", &name, "--project", project,
+            "storage",
+            "volume",
+            "delete",
+            "cohort",
+            &name,
+            "--project",
+            project,
         ]);
     }
     let _ = lxc_output(&["project", "delete", project]);

@@ -37,7 +37,8 @@ impl PortRange {
                 continue;
             };
             let first = FIRST + block * BLOCK;
-            let all_free = (first..first + BLOCK).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+            let all_free =
+                (first..first + BLOCK).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
             if all_free {
                 return PortRange {
                     first,
@@ -46,7 +47,10 @@ impl PortRange {
                 };
             }
         }
-        panic!("no free block of {BLOCK} ports between {FIRST} and {}", FIRST + BLOCK * BLOCKS);
+        panic!(
+            "no free block of {BLOCK} ports between {FIRST} and {}",
+            FIRST + BLOCK * BLOCKS
+        );
     }
 
     pub fn first(&self) -> u16 {

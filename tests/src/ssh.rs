@@ -41,7 +41,14 @@ impl SshKey {
 
     /// Runs `cmd` as `user` on `host:port` with this key only; returns the ssh process output.
     pub fn run(&self, host: &str, port: u16, user: &str, cmd: &str) -> Output {
-        ssh_command(host, port, user, &self.private_key(), &self.known_hosts(), cmd)
+        ssh_command(
+            host,
+            port,
+            user,
+            &self.private_key(),
+            &self.known_hosts(),
+            cmd,
+        )
     }
 
     /// Like `run`, retrying while sshd is not yet answering (connection refused or reset), up to

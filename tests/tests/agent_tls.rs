@@ -6,7 +6,10 @@ use cohort_e2e::agent::{TestAgent, TestCa};
 use cohort_e2e::TestLxd;
 use cohort_proto::agent::Health;
 
-async fn health(agent: &TestAgent, client: &reqwest::Client) -> Result<reqwest::Response, reqwest::Error> {
+async fn health(
+    agent: &TestAgent,
+    client: &reqwest::Client,
+) -> Result<reqwest::Response, reqwest::Error> {
     client.get(agent.url("/v1/health")).send().await
 }
 
@@ -16,7 +19,8 @@ async fn refused(agent: &TestAgent, client: &reqwest::Client, case: &str, want: 
         Err(e) => {
             let chain = format!("{e:?}");
             assert!(
-                want.iter().any(|w| chain.contains(&format!("AlertReceived({w})"))),
+                want.iter()
+                    .any(|w| chain.contains(&format!("AlertReceived({w})"))),
                 "{case}: refused, but not with {want:?}: {chain}"
             );
         }
@@ -29,28 +33,56 @@ async fn only_controller_certificates_from_the_cohort_ca_are_accepted() {
     let lxd = TestLxd::new();
     let agent = TestAgent::start(&lxd).await;
 
-    let resp = health(&agent, &agent.controller()).await.expect("controller is accepted");
+    let resp = health(&agent, &agent.controller())
+        .await
+        .expect("controller is accepted");
     assert_eq!(resp.status(), 200);
     let h: Health = resp.json().await.expect("health JSON");
     assert_eq!(h.node_name, "node-test");
     assert_eq!(h.lxd_project, lxd.project());
     assert!(h.lxd_version.starts_with('5'), "{}", h.lxd_version);
 
-    refused(&agent, &agent.client_with(None), "no certificate", &["CertificateRequired"]).await;
+    refused(
+        &agent,
+        &agent.client_with(None),
+        "no certificate",
+        &["CertificateRequired"],
+    )
+    .await;
 
     let foreign = TestCa::new("Some other CA");
     let stranger = foreign.controller();
-    refused(&agent, &agent.client_with(Some(&stranger)), "foreign CA", &["CertificateRequired", "UnknownCA", "BadCertificate"]).await;
+    refused(
+        &agent,
+        &agent.client_with(Some(&stranger)),
+        "foreign CA",
+        &["CertificateRequired", "UnknownCA", "BadCertificate"],
+    )
+    .await;
 
     let expired = agent
         .ca
         .leaf("cohort-controller", cohort_proto::ROLE_CONTROLLER, true);
-    refused(&agent, &agent.client_with(Some(&expired)), "expired", &["CertificateExpired"]).await;
+    refused(
+        &agent,
+        &agent.client_with(Some(&expired)),
+        "expired",
+        &["CertificateExpired"],
+    )
+    .await;
 
     let node = agent.ca.leaf("node-other", cohort_proto::ROLE_NODE, false);
-    refused(&agent, &agent.client_with(Some(&node)), "node role", &["AccessDenied"]).await;
+    refused(
+        &agent,
+        &agent.client_with(Some(&node)),
+        "node role",
+        &["AccessDenied"],
+    )
+    .await;
 
     // The controller still gets in after the refusals.
-    let again = health(&agent, &agent.controller()).await.expect("controller again");
+    let again = health(&agent, &agent.controller())
+        .await
+        .expect("controller again");
     assert_eq!(again.status(), 200);
 }

@@ -23,7 +23,18 @@ fn ssh_login_through_proxy_device_with_generated_key() {
         "-c",
         "limits.memory=256MiB",
     ]);
-    lxd.lxc(&["exec", "harness-c1", "--", "useradd", "-m", "-s", "/bin/bash", "-u", "1000", "alice"]);
+    lxd.lxc(&[
+        "exec",
+        "harness-c1",
+        "--",
+        "useradd",
+        "-m",
+        "-s",
+        "/bin/bash",
+        "-u",
+        "1000",
+        "alice",
+    ]);
     let keyfile = tempfile::NamedTempFile::new().expect("temp key file");
     std::fs::write(keyfile.path(), key.public_key() + "\n").expect("write key");
     lxd.lxc(&[
@@ -39,7 +50,14 @@ fn ssh_login_through_proxy_device_with_generated_key() {
         keyfile.path().to_str().expect("utf-8 path"),
         "harness-c1/home/alice/.ssh/authorized_keys",
     ]);
-    lxd.lxc(&["exec", "harness-c1", "--", "chown", "alice:alice", "/home/alice/.ssh"]);
+    lxd.lxc(&[
+        "exec",
+        "harness-c1",
+        "--",
+        "chown",
+        "alice:alice",
+        "/home/alice/.ssh",
+    ]);
     lxd.lxc(&[
         "config",
         "device",
@@ -66,7 +84,11 @@ fn ssh_login_through_proxy_device_with_generated_key() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "alice\nharness-c1\n");
 
     let refused = stranger.run("127.0.0.1", port, "alice", "whoami");
-    assert_eq!(refused.status.code(), Some(255), "a key never installed got in");
+    assert_eq!(
+        refused.status.code(),
+        Some(255),
+        "a key never installed got in"
+    );
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("Permission denied"),
         "unexpected ssh error: {}",
@@ -96,7 +118,10 @@ fn test_db_is_migrated_private_and_dropped() {
         .execute(&mut conn)
         .expect("create table in a");
     let in_b = diesel::sql_query("SELECT * FROM only_in_a").execute(&mut b.connect());
-    assert!(in_b.is_err(), "a table made in one test database is visible in another");
+    assert!(
+        in_b.is_err(),
+        "a table made in one test database is visible in another"
+    );
     let migrated = diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
         .execute(&mut conn)
         .expect("migrations table exists");
@@ -112,7 +137,10 @@ fn port_ranges_never_overlap() {
     let ranges: Vec<PortRange> = (0..4).map(|_| PortRange::claim()).collect();
     for (i, a) in ranges.iter().enumerate() {
         for b in &ranges[i + 1..] {
-            assert!(a.last() < b.first() || b.last() < a.first(), "ranges overlap");
+            assert!(
+                a.last() < b.first() || b.last() < a.first(),
+                "ranges overlap"
+            );
         }
     }
 }

@@ -98,11 +98,9 @@ impl From<NodeError> for ApiError {
     fn from(e: NodeError) -> Self {
         match e {
             NodeError::Lxd(e) => e.into(),
-            e @ (NodeError::Server(_) | NodeError::Host(_)) => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                e.to_string(),
-            ),
+            e @ (NodeError::Server(_) | NodeError::Host(_)) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            }
         }
     }
 }

@@ -34,8 +34,7 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let node = node.clone();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-            {
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     tracing::info!(%peer, "TLS handshake refused: {e}");

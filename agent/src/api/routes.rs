@@ -40,11 +40,10 @@ pub async fn handle(node: &Node, req: Request<Incoming>) -> Response<Full<Bytes>
 async fn route(node: &Node, req: Request<Incoming>) -> Answer {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let query: HashMap<String, String> = url::form_urlencoded::parse(
-        req.uri().query().unwrap_or_default().as_bytes(),
-    )
-    .into_owned()
-    .collect();
+    let query: HashMap<String, String> =
+        url::form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     use Method as M;
     match (&method, segs.as_slice()) {
@@ -77,7 +76,10 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
             let file = node.pull_file(name, file_path(&query)?).await?;
             let mut resp = Response::new(Full::new(file.bytes));
             let h = resp.headers_mut();
-            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            h.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
             h.insert("X-Cohort-Mode", header_value(format!("{:04o}", file.mode)));
             h.insert("X-Cohort-Uid", header_value(file.uid.to_string()));
             h.insert("X-Cohort-Gid", header_value(file.gid.to_string()));

@@ -21,7 +21,13 @@ pub fn run(format: Format, library: Option<PathBuf>) -> anyhow::Result<i32> {
     if !inv.gpus.is_empty() {
         let mut table = Table::new();
         table.load_preset(UTF8_FULL_CONDENSED).set_header([
-            "INDEX", "NAME", "UUID", "PCI", "MEMORY (MiB)", "UTIL", "MIG",
+            "INDEX",
+            "NAME",
+            "UUID",
+            "PCI",
+            "MEMORY (MiB)",
+            "UTIL",
+            "MIG",
         ]);
         for g in &inv.gpus {
             table.add_row(vec![
@@ -29,7 +35,11 @@ pub fn run(format: Format, library: Option<PathBuf>) -> anyhow::Result<i32> {
                 g.name.clone(),
                 g.uuid.clone(),
                 g.pci_address.clone(),
-                format!("{} / {}", g.memory_used_bytes / MIB, g.memory_total_bytes / MIB),
+                format!(
+                    "{} / {}",
+                    g.memory_used_bytes / MIB,
+                    g.memory_total_bytes / MIB
+                ),
                 g.utilization_percent
                     .map_or("-".into(), |u| format!("{u}%")),
                 if g.mig_enabled { "enabled" } else { "-" }.into(),

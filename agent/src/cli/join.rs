@@ -40,7 +40,12 @@ pub async fn run(args: JoinArgs) -> anyhow::Result<i32> {
         .split_once('-')
         .and_then(|(a, b)| Some((a.parse::<u16>().ok()?, b.parse::<u16>().ok()?)))
         .filter(|(a, b)| a <= b && *a > 0)
-        .with_context(|| format!("--ssh-ports {:?} must be A-B with 0 < A <= B", args.ssh_ports))?;
+        .with_context(|| {
+            format!(
+                "--ssh-ports {:?} must be A-B with 0 < A <= B",
+                args.ssh_ports
+            )
+        })?;
     let hostname = nix::unistd::gethostname()
         .context("reading the hostname")?
         .to_string_lossy()

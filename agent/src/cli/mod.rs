@@ -11,7 +11,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "cohort-agent", version, about = "Cohort's node agent: LXD, GPUs and host facts, served to the controller over mutual TLS")]
+#[command(
+    name = "cohort-agent",
+    version,
+    about = "Cohort's node agent: LXD, GPUs and host facts, served to the controller over mutual TLS"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

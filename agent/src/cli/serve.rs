@@ -10,7 +10,8 @@ use cohort_agent::{AgentConfig, Node};
 pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
     let config = AgentConfig::load(config_path)?;
     let read = |p: std::path::PathBuf| {
-        std::fs::read(&p).with_context(|| format!("reading {} (run cohort-agent join first)", p.display()))
+        std::fs::read(&p)
+            .with_context(|| format!("reading {} (run cohort-agent join first)", p.display()))
     };
     let tls = cohort_agent::tls::server_config(
         &read(config.cert_path())?,

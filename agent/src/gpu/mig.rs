@@ -23,7 +23,9 @@ impl MigLibrary {
     /// A second handle to the library nvml-wrapper already loaded (dlopen counts references).
     pub fn open(path: &OsStr) -> Option<Self> {
         // SAFETY: the same library nvml-wrapper has just loaded and initialised successfully.
-        unsafe { NvmlLib::new(path) }.ok().map(|lib| MigLibrary { lib })
+        unsafe { NvmlLib::new(path) }
+            .ok()
+            .map(|lib| MigLibrary { lib })
     }
 
     /// Whether MIG is on for `device`, and its MIG devices.

@@ -57,7 +57,10 @@ impl Node {
             .await
         {
             Ok(_) => Ok(None),
-            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already exists")) => {
+            Err(e)
+                if e.lxd_message()
+                    .is_some_and(|m| m.contains("already exists")) =>
+            {
                 Ok(self.lxd_instance(&req.name).await?)
             }
             Err(e) => Err(e.into()),
@@ -75,7 +78,11 @@ impl Node {
                 match by_alias {
                     Ok(_) => Ok(()),
                     Err(e) if e.is_not_found() => {
-                        match self.lxd.get(&format!("/1.0/images/{}", encode(alias))).await {
+                        match self
+                            .lxd
+                            .get(&format!("/1.0/images/{}", encode(alias)))
+                            .await
+                        {
                             Ok(_) => Ok(()),
                             Err(e2) if e2.is_not_found() => Err(InstanceError::NotFound {
                                 field: Some("source.alias".into()),
@@ -101,7 +108,10 @@ impl Node {
                 }),
                 Some(t) if t.status != "Stopped" => Err(InstanceError::invalid(
                     "source.template",
-                    format!("template container {template} is {}; stop it first", t.status),
+                    format!(
+                        "template container {template} is {}; stop it first",
+                        t.status
+                    ),
                 )),
                 Some(_) => Ok(()),
             },
@@ -112,13 +122,17 @@ impl Node {
     /// the instance).
     async fn ensure_volume(&self, volume: &str) -> Result<(), InstanceError> {
         let pool = encode(&self.config.storage_pool);
-        let path = format!("/1.0/storage-pools/{pool}/volumes/custom/{}", encode(volume));
+        let path = format!(
+            "/1.0/storage-pools/{pool}/volumes/custom/{}",
+            encode(volume)
+        );
         match self.lxd.get(&path).await {
             Ok(_) => return Ok(()),
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
-        let body = json!({"name": volume, "type": "custom", "content_type": "filesystem", "config": {}});
+        let body =
+            json!({"name": volume, "type": "custom", "content_type": "filesystem", "config": {}});
         match self
             .lxd
             .call(
@@ -129,7 +143,12 @@ impl Node {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already exists")) => Ok(()),
+            Err(e)
+                if e.lxd_message()
+                    .is_some_and(|m| m.contains("already exists")) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -153,4 +172,3 @@ fn same_request(lx: &LxdInstance, req: &CreateInstance, plan: &Plan) -> Result<(
     }
     Ok(())
 }
-

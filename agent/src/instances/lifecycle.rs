@@ -36,7 +36,12 @@ impl Node {
         {
             Ok(()) => Ok(()),
             Err(e) if e.is_not_found() => Err(InstanceError::instance_missing(name, &e)),
-            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already running")) => Ok(()),
+            Err(e)
+                if e.lxd_message()
+                    .is_some_and(|m| m.contains("already running")) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -57,8 +62,13 @@ impl Node {
         };
         match graceful {
             Ok(()) => return Ok(()),
-            Err(Some(e)) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
-            Err(Some(e)) if e.lxd_message().is_some_and(|m| m.contains("already stopped")) => {
+            Err(Some(e)) if e.is_not_found() => {
+                return Err(InstanceError::instance_missing(name, &e))
+            }
+            Err(Some(e))
+                if e.lxd_message()
+                    .is_some_and(|m| m.contains("already stopped")) =>
+            {
                 return Ok(())
             }
             Err(Some(e)) => tracing::info!(instance = name, "clean stop failed ({e}); forcing"),
@@ -73,7 +83,12 @@ impl Node {
             .await;
         match forced {
             Ok(()) => Ok(()),
-            Err(e) if e.lxd_message().is_some_and(|m| m.contains("already stopped")) => Ok(()),
+            Err(e)
+                if e.lxd_message()
+                    .is_some_and(|m| m.contains("already stopped")) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -108,7 +123,11 @@ impl Node {
                 Err(e) => return Err(e),
             }
         }
-        match self.lxd.call(Method::DELETE, &super::path(name), None).await {
+        match self
+            .lxd
+            .call(Method::DELETE, &super::path(name), None)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e.into()),

@@ -77,7 +77,11 @@ impl Node {
         check_snapshot_name(snap)?;
         let path = format!("{}/snapshots", super::path(name));
         self.lxd
-            .call(Method::POST, &path, Some(&json!({"name": snap, "stateful": false})))
+            .call(
+                Method::POST,
+                &path,
+                Some(&json!({"name": snap, "stateful": false})),
+            )
             .await
             .map_err(|e| not_found(name, "instance", e))?;
         let path = format!("{}/snapshots/{}", super::path(name), encode(snap));
@@ -89,7 +93,11 @@ impl Node {
         super::check_name(name)?;
         check_snapshot_name(snap)?;
         self.lxd
-            .call(Method::PUT, &super::path(name), Some(&json!({"restore": snap})))
+            .call(
+                Method::PUT,
+                &super::path(name),
+                Some(&json!({"restore": snap})),
+            )
             .await
             .map_err(|e| not_found(name, "snapshot", e))?;
         Ok(())

@@ -58,8 +58,9 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
         check_ssh(ssh)?;
     }
     if let Some(vol) = &req.home_volume {
-        validate::instance_name(vol)
-            .map_err(|e| InstanceError::invalid("home_volume", e.0.replace("instance", "volume")))?;
+        validate::instance_name(vol).map_err(|e| {
+            InstanceError::invalid("home_volume", e.0.replace("instance", "volume"))
+        })?;
         if req.ssh.is_none() {
             return Err(InstanceError::invalid(
                 "home_volume",
@@ -250,9 +251,9 @@ fn check_ssh(ssh: &mut SshAccess) -> Result<(), InstanceError> {
         }
         None => {}
     }
-    ssh.listen_address.parse::<IpAddr>().map_err(|_| {
-        InstanceError::invalid("ssh.listen_address", "must be an IP address")
-    })?;
+    ssh.listen_address
+        .parse::<IpAddr>()
+        .map_err(|_| InstanceError::invalid("ssh.listen_address", "must be an IP address"))?;
     if ssh.port == 0 {
         return Err(InstanceError::invalid("ssh.port", "must be 1-65535"));
     }
@@ -269,14 +270,11 @@ fn check_gpu(i: usize, gpu: &GpuAttachment) -> Result<(), InstanceError> {
     }
     if let Some(pci) = &gpu.pci_address {
         let ok = pci.len() == 12
-            && pci
-                .bytes()
-                .enumerate()
-                .all(|(n, b)| match n {
-                    4 | 7 => b == b':',
-                    10 => b == b'.',
-                    _ => b.is_ascii_hexdigit() && !b.is_ascii_uppercase(),
-                });
+            && pci.bytes().enumerate().all(|(n, b)| match n {
+                4 | 7 => b == b':',
+                10 => b == b'.',
+                _ => b.is_ascii_hexdigit() && !b.is_ascii_uppercase(),
+            });
         if !ok {
             return Err(InstanceError::invalid(
                 format!("{field}.pci_address"),
@@ -286,7 +284,9 @@ fn check_gpu(i: usize, gpu: &GpuAttachment) -> Result<(), InstanceError> {
     }
     if let Some(mig) = &gpu.mig_uuid {
         let ok = mig.starts_with("MIG-")
-            && mig[4..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'/');
+            && mig[4..]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'/');
         if !ok {
             return Err(InstanceError::invalid(
                 format!("{field}.mig_uuid"),

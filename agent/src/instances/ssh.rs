@@ -130,7 +130,11 @@ impl Node {
     }
 
     /// Waits for sshd on the instance's forwarded port, bounded by `ssh_ready_timeout_s`.
-    pub(crate) async fn await_sshd(&self, name: &str, ssh: &SshAccess) -> Result<(), InstanceError> {
+    pub(crate) async fn await_sshd(
+        &self,
+        name: &str,
+        ssh: &SshAccess,
+    ) -> Result<(), InstanceError> {
         let timeout = Duration::from_secs(self.config.ssh_ready_timeout_s);
         if wait_for_sshd(&ssh.listen_address, ssh.port, timeout).await {
             Ok(())
@@ -146,10 +150,13 @@ impl Node {
     /// Replaces the user's keys/password/sudo and the proxy endpoint of a running instance.
     pub async fn set_ssh(&self, name: &str, ssh: &SshAccess) -> Result<Instance, InstanceError> {
         let ssh = check_access(ssh)?;
-        let lx = self.lxd_instance(name).await?.ok_or_else(|| InstanceError::NotFound {
-            field: None,
-            message: format!("instance {name} not found"),
-        })?;
+        let lx = self
+            .lxd_instance(name)
+            .await?
+            .ok_or_else(|| InstanceError::NotFound {
+                field: None,
+                message: format!("instance {name} not found"),
+            })?;
         if !lx.is_running() {
             return Err(InstanceError::Conflict(format!(
                 "instance {name} is {}; start it before changing SSH access",

@@ -55,7 +55,10 @@ impl LxdInstance {
         let listen = self.devices.get(DEVICE_SSH)?.get("listen")?;
         let rest = listen.strip_prefix("tcp:")?;
         let (addr, port) = rest.rsplit_once(':')?;
-        Some((addr.trim_matches(['[', ']']).to_string(), port.parse().ok()?))
+        Some((
+            addr.trim_matches(['[', ']']).to_string(),
+            port.parse().ok()?,
+        ))
     }
 
     pub fn is_running(&self) -> bool {
@@ -106,7 +109,10 @@ impl LxdInstance {
 
 impl Node {
     /// The raw LXD instance with its state, or `None` when it does not exist.
-    pub(crate) async fn lxd_instance(&self, name: &str) -> Result<Option<LxdInstance>, InstanceError> {
+    pub(crate) async fn lxd_instance(
+        &self,
+        name: &str,
+    ) -> Result<Option<LxdInstance>, InstanceError> {
         super::check_name(name)?;
         match self
             .lxd
@@ -129,10 +135,16 @@ impl Node {
     }
 
     pub async fn instance(&self, name: &str) -> Result<Instance, InstanceError> {
-        let lx = self.lxd_instance(name).await?.ok_or_else(|| InstanceError::NotFound {
-            field: None,
-            message: format!("instance {name} not found in LXD project {}", self.lxd.project()),
-        })?;
+        let lx = self
+            .lxd_instance(name)
+            .await?
+            .ok_or_else(|| InstanceError::NotFound {
+                field: None,
+                message: format!(
+                    "instance {name} not found in LXD project {}",
+                    self.lxd.project()
+                ),
+            })?;
         let ready = self.ready_now(&lx).await;
         Ok(lx.into_instance(ready))
     }

@@ -120,7 +120,10 @@ impl Lxd {
         let (status, _, bytes) = self.send(method, path, headers, body).await?;
         let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|e| LxdError::Decode {
             what: what.clone(),
-            detail: format!("{e}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(200)])),
+            detail: format!(
+                "{e}: {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            ),
         })?;
         envelope.into_answer(&what, status)
     }

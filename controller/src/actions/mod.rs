@@ -3,11 +3,16 @@
 //! checks the caller's rights, changes the database in one transaction with its audit row, and
 //! answers a `cohort_proto` type. Handlers only parse and call these.
 
+pub mod courses;
+pub mod endpoints;
 pub mod enroll;
 pub mod gpus;
 pub mod images;
 pub mod instances;
 pub mod nodes;
 pub mod operations;
+pub mod provision;
 pub mod proxy;
+pub mod roster;
+pub mod teardown;
 pub mod users;

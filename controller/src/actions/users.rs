@@ -152,27 +152,14 @@ pub async fn issue_token(
     .await
 }
 
-/// Parses one OpenSSH public key line: ed25519, ecdsa or rsa of at least 2048 bits, no options.
+/// Checks one OpenSSH public key line by the rules the agent applies too; returns it in
+/// canonical form with its `SHA256:` fingerprint.
 pub fn parse_public_key(field: &str, line: &str) -> ActionResult<(String, String)> {
-    let line = line.trim_end_matches(['\n', '\r']);
-    validate::text(field, line)?;
-    let key = ssh_key::PublicKey::from_openssh(line)
-        .map_err(|e| ActionError::invalid(field, format!("not an OpenSSH public key: {e}")))?;
-    match key.key_data() {
-        ssh_key::public::KeyData::Ed25519(_) | ssh_key::public::KeyData::Ecdsa(_) => {}
-        ssh_key::public::KeyData::Rsa(rsa)
-            if rsa.n.as_positive_bytes().map_or(0, |b| b.len() * 8) >= 2048 => {}
-        _ => {
-            return Err(ActionError::invalid(
-                field,
-                "only ed25519, ecdsa and rsa >= 2048 bits are accepted",
-            ));
-        }
-    }
-    let fingerprint = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
-    let canonical = key
-        .to_openssh()
+    let canonical = cohort_proto::validate::ssh_public_key(line)
+        .map_err(|e| ActionError::invalid(field, e.0))?;
+    let key = ssh_key::PublicKey::from_openssh(&canonical)
         .map_err(|e| ActionError::invalid(field, e.to_string()))?;
+    let fingerprint = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
     Ok((canonical, fingerprint))
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP layer: routes to handlers that only parse, call an action and answer. Roles and
 //! ownership are enforced by the actions, so no route can forget them.
 
+mod courses;
 mod error;
 mod extract;
 mod gpus;
@@ -78,6 +79,23 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                         "/instances/{name}/snapshots/{snapshot}",
                         delete().to(instances::delete_snapshot),
                     )
+                    .route("/courses", get().to(courses::list))
+                    .route("/courses", post().to(courses::create))
+                    .route("/courses/{code}", get().to(courses::get))
+                    .route("/courses/{code}/quota", put().to(courses::set_quota))
+                    .route("/courses/{code}/roster", post().to(courses::import_roster))
+                    .route("/courses/{code}/students", get().to(courses::students))
+                    .route(
+                        "/courses/{code}/students/{username}",
+                        delete().to(courses::remove_student),
+                    )
+                    .route(
+                        "/courses/{code}/students/{username}/{action}",
+                        post().to(courses::student_action),
+                    )
+                    .route("/courses/{code}/provision", post().to(courses::provision))
+                    .route("/courses/{code}/endpoints", get().to(courses::endpoints))
+                    .route("/courses/{code}/teardown", post().to(courses::teardown))
                     .route("/operations", get().to(operations::list))
                     .route("/operations/{id}", get().to(operations::get))
                     .route("/operations/{id}/wait", get().to(operations::wait)),

@@ -51,6 +51,7 @@ diesel::table! {
         course_id -> Int8,
         user_id -> Int8,
         created_at -> Timestamptz,
+        initial_password -> Nullable<Text>,
     }
 }
 

@@ -3,6 +3,8 @@
 
 pub mod api_token;
 pub mod audit;
+pub mod course;
+pub mod enrollment;
 pub mod gpu;
 pub mod gpu_allocation;
 pub mod image;

@@ -1,0 +1,216 @@
+//! Provisioning a course: one operation whose items make each student's container. Idempotent:
+//! it asks each node which of the course's containers it really has (one list call per node),
+//! and makes only what is missing (a row with no container, or no row yet) or starts what is
+//! stopped; what is fine is left alone. Quotas are checked before anything is created.
+
+use std::collections::{HashMap, HashSet};
+
+use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+use serde_json::json;
+
+use super::courses::{course_instances, writable};
+use super::operations::{start, Step};
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::course::naming;
+use crate::error::{ActionError, ActionResult};
+use crate::models::audit;
+use crate::models::course::Course;
+use crate::models::enrollment::{Enrolled, Enrollment};
+use crate::models::instance::{Instance, NewInstance};
+use crate::models::operation_item::OperationItem;
+use crate::{placement, views};
+
+/// Refuses a provision that would take the course past its admin-set quota.
+fn check_quota(course: &Course, students: usize) -> ActionResult<()> {
+    let n = students as i64;
+    if let Some(max) = course.quota_students {
+        if n > i64::from(max) {
+            return Err(ActionError::conflict(
+                Some("quota.max_students"),
+                format!(
+                    "course {} has {n} students; its quota allows {max}",
+                    course.code
+                ),
+            ));
+        }
+    }
+    if let Some(max) = course.quota_gpus {
+        let want = n * i64::from(course.gpus);
+        if want > i64::from(max) {
+            return Err(ActionError::conflict(
+                Some("quota.max_gpus"),
+                format!(
+                    "course {} needs {want} GPUs; its quota allows {max}",
+                    course.code
+                ),
+            ));
+        }
+    }
+    if let Some(max) = course.quota_memory_mib {
+        let want = n * course.memory_mib;
+        if want > max {
+            return Err(ActionError::conflict(
+                Some("quota.max_memory_mib"),
+                format!(
+                    "course {} needs {want} MiB of memory; its quota allows {max}",
+                    course.code
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the nodes holding the course's containers report: name -> LXD status. Containers on a
+/// node that cannot be asked are absent from the map and listed in the second set, so they are
+/// left alone rather than made twice.
+async fn observe(
+    ctl: &Controller,
+    existing: &[Instance],
+) -> (HashMap<String, String>, HashSet<i64>) {
+    let mut seen = HashMap::new();
+    let mut unreachable = HashSet::new();
+    let node_ids: HashSet<i64> = existing.iter().filter_map(|i| i.node_id).collect();
+    for node_id in node_ids {
+        let listed = match ctl.agent_by_node_id(node_id).await {
+            Ok((_, agent)) => agent.list_instances().await.ok(),
+            Err(_) => None,
+        };
+        match listed {
+            Some(list) => seen.extend(list.into_iter().map(|i| (i.name, i.status))),
+            None => {
+                unreachable.insert(node_id);
+            }
+        }
+    }
+    (seen, unreachable)
+}
+
+pub async fn provision(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Instructor)?;
+    let (course, students, existing) = {
+        let (caller, code) = (caller.clone(), code.clone());
+        ctl.db(move |conn| {
+            let course = writable(conn, &caller, &code)?;
+            if course.state != "active" {
+                return Err(ActionError::conflict(
+                    Some("state"),
+                    format!(
+                        "course {code} is {}; only an active course is provisioned",
+                        course.state
+                    ),
+                ));
+            }
+            let students = Enrollment::students(conn, course.id)?;
+            check_quota(&course, students.len())?;
+            let existing = course_instances(conn, course.id)?;
+            Ok((course, students, existing))
+        })
+        .await?
+    };
+    let (seen, unreachable) = observe(ctl, &existing).await;
+    let placement_config = ctl.config.placement.clone();
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let mut steps: Vec<(String, &'static str, i64)> = Vec::new();
+            for student in &students {
+                match existing.iter().find(|i| i.owner_id == student.user.id) {
+                    None => {
+                        let row = insert_instance(conn, &course, student)?;
+                        placement::place(conn, &row, None, &placement_config)?;
+                        steps.push((row.name, "create", row.id));
+                    }
+                    Some(i) if i.desired_state == "deleted" => {}
+                    Some(i) if i.node_id.is_some_and(|n| unreachable.contains(&n)) => {}
+                    Some(i) => match seen.get(&i.name).map(String::as_str) {
+                        None => steps.push((i.name.clone(), "create", i.id)),
+                        Some("Running") => {}
+                        Some(_) => steps.push((i.name.clone(), "start", i.id)),
+                    },
+                }
+            }
+            let step_refs: Vec<Step<'_>> = steps
+                .iter()
+                .map(|(name, action, id)| Step {
+                    action,
+                    target: name,
+                    instance_id: Some(*id),
+                })
+                .collect();
+            let op = start(
+                conn,
+                OperationKind::ProvisionCourse,
+                Some(caller.user.id),
+                &course.code,
+                json!({"course": course.code}),
+                &step_refs,
+            )?;
+            for item in OperationItem::for_operation(conn, op.id)? {
+                let Some(id) = item.instance_id else { continue };
+                let placed = Instance::find(conn, id)?;
+                if let (Some(node_id), Some(port)) = (placed.node_id, placed.ssh_port) {
+                    let node = crate::models::node::Node::find(conn, node_id)?;
+                    OperationItem::set_placement(conn, item.id, &node.name, port)?;
+                }
+            }
+            audit::record(
+                conn,
+                caller.name(),
+                "provision",
+                "course",
+                &course.code,
+                json!({"operation": op.id, "items": steps.len(), "students": students.len()}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}
+
+fn insert_instance(
+    conn: &mut PgConnection,
+    course: &Course,
+    student: &Enrolled,
+) -> ActionResult<Instance> {
+    let image_id = course.image_id.ok_or_else(|| {
+        ActionError::conflict(
+            Some("image"),
+            format!("course {} has no image", course.code),
+        )
+    })?;
+    let name = naming::instance_name(&course.code, &student.user.username);
+    Instance::insert(
+        conn,
+        &NewInstance {
+            name: &name,
+            owner_id: student.user.id,
+            course_id: Some(course.id),
+            image_id,
+            desired_state: "running",
+            observed_state: "queued",
+            cpu: course.cpu,
+            memory_mib: course.memory_mib,
+            disk_gib: course.disk_gib,
+            gpu_count: course.gpus,
+            gpu_model: course.gpu_model.as_deref(),
+            gpu_share: &course.gpu_share,
+            strategy: "spread",
+            priority: 0,
+            config: json!({}),
+        },
+    )
+    .map_err(|e| {
+        ActionError::from_unique(
+            e,
+            "username",
+            &format!("instance name {name} is taken by another instance"),
+        )
+    })
+}

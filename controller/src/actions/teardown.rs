@@ -1,0 +1,197 @@
+//! Whole-course and per-student actions an instructor takes: teardown (stop or delete every
+//! container), removing a student, and reset/start/stop/restart of one student's container.
+//! Each is one operation; the worker's steps do the work.
+
+use cohort_proto::api::courses::{StudentAction, Teardown};
+use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+use serde_json::json;
+
+use super::courses::{course_instances, writable};
+use super::operations::{start, Step};
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::error::{ActionError, ActionResult};
+use crate::models::audit;
+use crate::models::course::Course;
+use crate::models::enrollment::Enrollment;
+use crate::models::instance::Instance;
+use crate::models::user::User;
+use crate::views;
+
+/// Stop (default) or delete every container of the course; a deleted course is `torn_down`.
+pub async fn teardown(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    req: Teardown,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Instructor)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            let rows = course_instances(conn, course.id)?;
+            let action = if req.delete { "delete" } else { "stop" };
+            for row in &rows {
+                let desired = if req.delete { "deleted" } else { "stopped" };
+                Instance::set_desired(conn, row.id, desired)?;
+            }
+            let steps: Vec<Step<'_>> = rows
+                .iter()
+                .map(|r| Step {
+                    action,
+                    target: &r.name,
+                    instance_id: Some(r.id),
+                })
+                .collect();
+            let op = start(
+                conn,
+                OperationKind::TeardownCourse,
+                Some(caller.user.id),
+                &code,
+                json!({"delete": req.delete, "keep_homes": req.keep_homes, "force": true}),
+                &steps,
+            )?;
+            if req.delete {
+                Course::set_state(conn, course.id, "torn_down")?;
+            }
+            audit::record(
+                conn,
+                caller.name(),
+                "teardown",
+                "course",
+                &code,
+                json!({"operation": op.id, "delete": req.delete, "instances": rows.len()}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}
+
+/// The student (enrolled in `course`) and their container, if any.
+fn student_of(
+    conn: &mut PgConnection,
+    course: &Course,
+    username: &str,
+) -> ActionResult<(User, Option<Instance>)> {
+    let user = User::by_username(conn, username)?
+        .filter(|u| Enrollment::is_enrolled(conn, course.id, u.id).unwrap_or(false))
+        .ok_or_else(|| {
+            ActionError::NotFound(format!("student {username} in course {}", course.code))
+        })?;
+    let instance = course_instances(conn, course.id)?
+        .into_iter()
+        .find(|i| i.owner_id == user.id);
+    Ok((user, instance))
+}
+
+/// Unenrolls a student and deletes their container: the explicit removal a roster re-import
+/// never does on its own.
+pub async fn remove_student(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    username: String,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Instructor)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            let (user, instance) = student_of(conn, &course, &username)?;
+            Enrollment::delete(conn, course.id, user.id)?;
+            let steps: Vec<Step<'_>> = instance
+                .iter()
+                .map(|i| Step {
+                    action: "delete",
+                    target: &i.name,
+                    instance_id: Some(i.id),
+                })
+                .collect();
+            if let Some(i) = &instance {
+                Instance::set_desired(conn, i.id, "deleted")?;
+            }
+            let op = start(
+                conn,
+                OperationKind::DeleteInstance,
+                Some(caller.user.id),
+                &format!("{code}/{username}"),
+                json!({"force": true}),
+                &steps,
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                "remove_student",
+                "course",
+                &code,
+                json!({"student": username, "operation": op.id}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}
+
+/// Start, stop, restart or reset (delete and re-create from the template, keeping the home
+/// volume) one student's container.
+pub async fn student_action(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    username: String,
+    action: StudentAction,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Instructor)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            let (_, instance) = student_of(conn, &course, &username)?;
+            let instance = instance.ok_or_else(|| {
+                ActionError::conflict(
+                    None,
+                    format!("{username} has no container yet: provision the course"),
+                )
+            })?;
+            let (desired, actions): (&str, &[&str]) = match action {
+                StudentAction::Start => ("running", &["start"]),
+                StudentAction::Stop => ("stopped", &["stop"]),
+                StudentAction::Restart => ("running", &["restart"]),
+                StudentAction::Reset => ("running", &["reset", "create"]),
+            };
+            Instance::set_desired(conn, instance.id, desired)?;
+            let steps: Vec<Step<'_>> = actions
+                .iter()
+                .map(|a| Step {
+                    action: a,
+                    target: &instance.name,
+                    instance_id: Some(instance.id),
+                })
+                .collect();
+            let op = start(
+                conn,
+                OperationKind::ChangeInstanceState,
+                Some(caller.user.id),
+                &instance.name,
+                json!({"force": true}),
+                &steps,
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                match action {
+                    StudentAction::Start => "student_start",
+                    StudentAction::Stop => "student_stop",
+                    StudentAction::Restart => "student_restart",
+                    StudentAction::Reset => "student_reset",
+                },
+                "instance",
+                &instance.name,
+                json!({"operation": op.id}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}

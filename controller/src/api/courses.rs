@@ -1,0 +1,115 @@
+//! `/api/v1/courses` and the routes under a course.
+
+use actix_web::{web, HttpResponse};
+use cohort_proto::api::courses::{
+    CourseQuota, CreateCourse, EndpointsQuery, StudentAction, Teardown,
+};
+use futures_util::StreamExt;
+
+use super::extract::{ApiJson, ApiQuery};
+use crate::actions::{courses, endpoints, provision, roster, teardown};
+use crate::auth::Caller;
+use crate::controller::Controller;
+use crate::course::roster::MAX_BYTES;
+use crate::error::ActionError;
+
+type Ctl = web::Data<Controller>;
+type Reply = Result<HttpResponse, ActionError>;
+
+pub async fn create(ctl: Ctl, caller: Caller, req: ApiJson<CreateCourse>) -> Reply {
+    Ok(HttpResponse::Created().json(courses::create(&ctl, caller, req.0).await?))
+}
+
+pub async fn list(ctl: Ctl, caller: Caller) -> Reply {
+    Ok(HttpResponse::Ok().json(courses::list(&ctl, caller).await?))
+}
+
+pub async fn get(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(courses::get(&ctl, caller, code.into_inner()).await?))
+}
+
+pub async fn set_quota(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<CourseQuota>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(courses::set_quota(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
+/// The roster travels as the raw file (CSV or JSON); it is read up to the size limit only.
+pub async fn import_roster(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    mut body: web::Payload,
+) -> Reply {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ActionError::invalid("roster", e.to_string()))?;
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > MAX_BYTES {
+            return Err(ActionError::invalid(
+                "roster",
+                format!("roster is larger than {MAX_BYTES} bytes (1 MiB)"),
+            ));
+        }
+    }
+    Ok(HttpResponse::Ok().json(roster::import(&ctl, caller, code.into_inner(), bytes).await?))
+}
+
+pub async fn students(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(courses::students(&ctl, caller, code.into_inner()).await?))
+}
+
+pub async fn remove_student(ctl: Ctl, caller: Caller, path: web::Path<(String, String)>) -> Reply {
+    let (code, username) = path.into_inner();
+    Ok(
+        HttpResponse::Accepted()
+            .json(teardown::remove_student(&ctl, caller, code, username).await?),
+    )
+}
+
+pub async fn student_action(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Reply {
+    let (code, username, action) = path.into_inner();
+    let action: StudentAction = serde_json::from_value(serde_json::Value::String(action.clone()))
+        .map_err(|_| {
+        ActionError::invalid(
+            "action",
+            format!("{action:?} is not one of reset, start, stop, restart"),
+        )
+    })?;
+    Ok(HttpResponse::Accepted()
+        .json(teardown::student_action(&ctl, caller, code, username, action).await?))
+}
+
+pub async fn provision(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Accepted().json(provision::provision(&ctl, caller, code.into_inner()).await?))
+}
+
+pub async fn endpoints(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    query: ApiQuery<EndpointsQuery>,
+) -> Reply {
+    let format = endpoints::Format::parse(query.0.format.as_deref())?;
+    let rows = endpoints::list(&ctl, caller, code.into_inner()).await?;
+    Ok(HttpResponse::Ok()
+        .content_type(format.content_type())
+        .body(endpoints::render(&rows, format)))
+}
+
+pub async fn teardown(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<Teardown>,
+) -> Reply {
+    Ok(HttpResponse::Accepted()
+        .json(teardown::teardown(&ctl, caller, code.into_inner(), req.0).await?))
+}

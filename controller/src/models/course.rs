@@ -1,0 +1,113 @@
+//! `courses`: a class, its template and per-student resources, its quota and state.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+
+use crate::db::schema::{courses, enrollments};
+
+#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
+#[diesel(table_name = courses, check_for_backend(diesel::pg::Pg))]
+pub struct Course {
+    pub id: i64,
+    pub code: String,
+    pub title: String,
+    pub instructor_id: i64,
+    pub image_id: Option<i64>,
+    pub cpu: i32,
+    pub memory_mib: i64,
+    pub disk_gib: i64,
+    pub gpus: i32,
+    pub gpu_model: Option<String>,
+    pub gpu_share: String,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    pub state: String,
+    pub quota_students: Option<i32>,
+    pub quota_gpus: Option<i32>,
+    pub quota_memory_mib: Option<i64>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Insertable)]
+#[diesel(table_name = courses)]
+pub struct NewCourse<'a> {
+    pub code: &'a str,
+    pub title: &'a str,
+    pub instructor_id: i64,
+    pub image_id: Option<i64>,
+    pub cpu: i32,
+    pub memory_mib: i64,
+    pub disk_gib: i64,
+    pub gpus: i32,
+    pub gpu_model: Option<&'a str>,
+    pub gpu_share: &'a str,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+}
+
+impl Course {
+    pub fn insert(conn: &mut PgConnection, new: &NewCourse<'_>) -> QueryResult<Course> {
+        diesel::insert_into(courses::table)
+            .values(new)
+            .returning(Course::as_returning())
+            .get_result(conn)
+    }
+
+    pub fn by_code(conn: &mut PgConnection, code: &str) -> QueryResult<Option<Course>> {
+        courses::table
+            .filter(courses::code.eq(code))
+            .select(Course::as_select())
+            .first(conn)
+            .optional()
+    }
+
+    /// Every course, or those one instructor teaches.
+    pub fn list(conn: &mut PgConnection, instructor: Option<i64>) -> QueryResult<Vec<Course>> {
+        let mut query = courses::table.select(Course::as_select()).into_boxed();
+        if let Some(id) = instructor {
+            query = query.filter(courses::instructor_id.eq(id));
+        }
+        query.order(courses::code).load(conn)
+    }
+
+    /// Courses a student is enrolled in.
+    pub fn of_student(conn: &mut PgConnection, user_id: i64) -> QueryResult<Vec<Course>> {
+        courses::table
+            .inner_join(enrollments::table)
+            .filter(enrollments::user_id.eq(user_id))
+            .select(Course::as_select())
+            .order(courses::code)
+            .load(conn)
+    }
+
+    pub fn set_quota(
+        conn: &mut PgConnection,
+        id: i64,
+        students: Option<i32>,
+        gpus: Option<i32>,
+        memory_mib: Option<i64>,
+    ) -> QueryResult<usize> {
+        diesel::update(courses::table.find(id))
+            .set((
+                courses::quota_students.eq(students),
+                courses::quota_gpus.eq(gpus),
+                courses::quota_memory_mib.eq(memory_mib),
+            ))
+            .execute(conn)
+    }
+
+    pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
+        diesel::update(courses::table.find(id))
+            .set(courses::state.eq(state))
+            .execute(conn)
+    }
+
+    /// Active courses whose end date has passed.
+    pub fn ended_but_active(conn: &mut PgConnection) -> QueryResult<Vec<Course>> {
+        courses::table
+            .filter(courses::state.eq("active"))
+            .filter(courses::ends_at.lt(Utc::now()))
+            .select(Course::as_select())
+            .load(conn)
+    }
+}

@@ -1,0 +1,71 @@
+//! `enrollments`: which students are in which course, and the generated first-login password
+//! of a student who came without an SSH key.
+
+use diesel::prelude::*;
+
+use crate::db::schema::{enrollments, users};
+use crate::models::user::User;
+
+/// A student of a course with their enrollment.
+#[derive(Debug, Clone)]
+pub struct Enrolled {
+    pub user: User,
+    pub initial_password: Option<String>,
+}
+
+pub struct Enrollment;
+
+impl Enrollment {
+    /// Enrolls a user; false when they already were.
+    pub fn insert(
+        conn: &mut PgConnection,
+        course_id: i64,
+        user_id: i64,
+        initial_password: Option<&str>,
+    ) -> QueryResult<bool> {
+        diesel::insert_into(enrollments::table)
+            .values((
+                enrollments::course_id.eq(course_id),
+                enrollments::user_id.eq(user_id),
+                enrollments::initial_password.eq(initial_password),
+            ))
+            .on_conflict_do_nothing()
+            .execute(conn)
+            .map(|n| n == 1)
+    }
+
+    /// The course's students, by username.
+    pub fn students(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Enrolled>> {
+        let rows: Vec<(User, Option<String>)> = enrollments::table
+            .inner_join(users::table)
+            .filter(enrollments::course_id.eq(course_id))
+            .select((User::as_select(), enrollments::initial_password))
+            .order(users::username)
+            .load(conn)?;
+        Ok(rows
+            .into_iter()
+            .map(|(user, initial_password)| Enrolled {
+                user,
+                initial_password,
+            })
+            .collect())
+    }
+
+    pub fn is_enrolled(conn: &mut PgConnection, course_id: i64, user_id: i64) -> QueryResult<bool> {
+        diesel::select(diesel::dsl::exists(
+            enrollments::table
+                .filter(enrollments::course_id.eq(course_id))
+                .filter(enrollments::user_id.eq(user_id)),
+        ))
+        .get_result(conn)
+    }
+
+    pub fn delete(conn: &mut PgConnection, course_id: i64, user_id: i64) -> QueryResult<usize> {
+        diesel::delete(
+            enrollments::table
+                .filter(enrollments::course_id.eq(course_id))
+                .filter(enrollments::user_id.eq(user_id)),
+        )
+        .execute(conn)
+    }
+}

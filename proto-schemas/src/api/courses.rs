@@ -1,0 +1,140 @@
+//! `/api/v1/courses`: a course, its roster, provisioning one container per student, the SSH
+//! endpoints export and teardown.
+//!
+//! | route                                              | body / answer                    |
+//! |----------------------------------------------------|----------------------------------|
+//! | `POST /courses`                                    | [`CreateCourse`] -> [`Course`]   |
+//! | `GET /courses`, `GET /courses/{code}`              | [`Course`]                       |
+//! | `PUT /courses/{code}/quota` (admin)                | [`CourseQuota`] -> [`Course`]    |
+//! | `POST /courses/{code}/roster`                      | CSV or JSON roster -> [`RosterReport`] |
+//! | `GET /courses/{code}/students`                     | `Vec<Student>`                   |
+//! | `DELETE /courses/{code}/students/{username}`       | operation (deletes the container)|
+//! | `POST /courses/{code}/students/{username}/{action}`| [`StudentAction`] -> operation   |
+//! | `POST /courses/{code}/provision`                   | operation, one item per student  |
+//! | `GET /courses/{code}/endpoints?format=csv|json|ssh-config` | text                     |
+//! | `POST /courses/{code}/teardown`                    | [`Teardown`] -> operation        |
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCourse {
+    /// Course code, also the prefix of its instance names (LXD name rules, at most 40 chars).
+    pub code: String,
+    pub title: String,
+    /// Template image alias or fingerprint.
+    pub image: String,
+    /// Per student; default 1 core, 1024 MiB, 10 GiB, no GPU.
+    #[serde(default)]
+    pub cpu: Option<u32>,
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+    #[serde(default)]
+    pub disk_gib: Option<u64>,
+    #[serde(default)]
+    pub gpus: Option<u32>,
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+    /// 1 = each student's GPU is theirs alone; N > 1 = students share GPUs (up to each GPU's
+    /// `share_limit`). Default 1.
+    #[serde(default)]
+    pub gpu_share: Option<u32>,
+    /// `YYYY-MM-DD` or RFC 3339.
+    #[serde(default)]
+    pub starts: Option<String>,
+    #[serde(default)]
+    pub ends: Option<String>,
+    /// Admins may create a course for an instructor; default the caller.
+    #[serde(default)]
+    pub instructor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Course {
+    pub code: String,
+    pub title: String,
+    pub instructor: String,
+    pub image: Option<String>,
+    pub cpu: u32,
+    pub memory_mib: u64,
+    pub disk_gib: u64,
+    pub gpus: u32,
+    pub gpu_model: Option<String>,
+    /// `exclusive` or `shared`.
+    pub gpu_share: String,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    /// `active`, `ended` or `torn_down`.
+    pub state: String,
+    pub students: u32,
+    pub quota: CourseQuota,
+}
+
+/// Admin-set limits; `None` means no limit. Provisioning past them is refused before anything
+/// is created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseQuota {
+    #[serde(default)]
+    pub max_students: Option<u32>,
+    #[serde(default)]
+    pub max_gpus: Option<u32>,
+    #[serde(default)]
+    pub max_memory_mib: Option<u64>,
+}
+
+/// What a roster import did. Students missing from the new roster are reported, never removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RosterReport {
+    pub added: Vec<String>,
+    pub already_enrolled: Vec<String>,
+    /// Enrolled but absent from this roster: remove them explicitly if meant.
+    pub not_in_roster: Vec<String>,
+    /// Students without a key, who got a generated password (see the endpoints export).
+    pub passwords_generated: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Student {
+    pub username: String,
+    pub name: Option<String>,
+    pub email: Option<String>,
+    pub instance: Option<String>,
+    pub node: Option<String>,
+    pub ssh_port: Option<u16>,
+    pub state: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StudentAction {
+    /// Re-create the container from the template (the home volume is kept).
+    Reset,
+    Start,
+    Stop,
+    Restart,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Teardown {
+    /// Delete the containers instead of stopping them.
+    #[serde(default)]
+    pub delete: bool,
+    /// With `delete`: keep the students' home volumes.
+    #[serde(default)]
+    pub keep_homes: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointsQuery {
+    /// `csv` (default), `json` or `ssh-config`.
+    #[serde(default)]
+    pub format: Option<String>,
+}

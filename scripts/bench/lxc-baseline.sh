@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The baseline Cohort is measured against: what an admin writes today to give N students a
+# container each, with plain lxc. A parallel loop (xargs -P 8) over: lxc launch, lxc exec useradd,
+# push the student's key, lxc config device add ... proxy, then wait until ssh logs in.
+#
+#   lxc-baseline.sh PROJECT N FIRST_PORT PUBKEY_FILE PRIVKEY_FILE [--floor]
+#
+# With --floor it only runs `lxc launch` for the N containers (the floor no tool can beat).
+# Prints the elapsed seconds on the last line. Leaves the containers for the caller to delete.
+set -euo pipefail
+project=$1 n=$2 first_port=$3 pub=$4 key=$5 mode=${6:-}
+image=${COHORT_BENCH_IMAGE:-cohort/base}
+export project first_port pub key image mode
+known=$(mktemp)
+export known
+trap 'rm -f "$known"' EXIT
+
+one() {
+  i=$1
+  name=$(printf 'base-s%02d' "$i")
+  user=$(printf 's%02d' "$i")
+  port=$((first_port + i))
+  lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
+    -c limits.cpu=1 -c limits.memory=512MiB -q </dev/null >/dev/null
+  [ "$mode" = --floor ] && return 0
+  lxc exec "$name" --project "$project" -- useradd -m -s /bin/bash "$user"
+  lxc exec "$name" --project "$project" -- install -d -m 0700 -o "$user" -g "$user" \
+    "/home/$user/.ssh"
+  lxc file push "$pub" "$name/home/$user/.ssh/authorized_keys" --project "$project" \
+    --uid "$(lxc exec "$name" --project "$project" -- id -u "$user")" \
+    --gid "$(lxc exec "$name" --project "$project" -- id -g "$user")" --mode 0600 -q
+  lxc config device add "$name" ssh proxy --project "$project" \
+    "listen=tcp:127.0.0.1:$port" connect=tcp:127.0.0.1:22 >/dev/null
+  for _ in $(seq 1 600); do
+    ssh -p "$port" -i "$key" -o BatchMode=yes -o IdentitiesOnly=yes -o ConnectTimeout=2 \
+      -o StrictHostKeyChecking=no -o "UserKnownHostsFile=$known" -o LogLevel=ERROR \
+      "$user@127.0.0.1" true </dev/null && return 0
+    sleep 0.2
+  done
+  echo "ssh to $name never came up" >&2
+  return 1
+}
+export -f one
+
+start=$(date +%s.%N)
+seq 1 "$n" | xargs -P 8 -I{} bash -c 'one {}'
+end=$(date +%s.%N)
+awk -v s="$start" -v e="$end" 'BEGIN { printf "elapsed_s %.2f\n", e - s }'

@@ -1,0 +1,274 @@
+//! Running the controller in a test: [`TestController`] is the library over a [`TestDb`] with a
+//! CA in a temporary state directory (for in-process tests and actix's test service), with
+//! helpers to seed users, nodes, GPUs and images; [`ControllerProcess`] is the real
+//! `cohort-controller serve` binary, to be killed and restarted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cohort_controller::agent_client::{AgentConnector, MtlsConnector};
+use cohort_controller::auth::{new_api_token, sha256, Caller};
+use cohort_controller::config::Config;
+use cohort_controller::controller::Controller;
+use cohort_controller::db::schema::{gpus, nodes};
+use cohort_controller::models::api_token::ApiToken;
+use cohort_controller::models::image::{Image, NewImage};
+use cohort_controller::models::node::{NewNode, Node};
+use cohort_controller::models::node_certificate::NodeCertificate;
+use cohort_controller::models::user::{NewUser, User};
+use cohort_controller::pki::Pki;
+use diesel::prelude::*;
+
+use crate::TestDb;
+
+pub struct TestController {
+    pub db: TestDb,
+    pub state: tempfile::TempDir,
+    pub ctl: Arc<Controller>,
+}
+
+/// A configuration for tests: this database, this state directory, short intervals.
+pub fn test_config(db_url: &str, state_dir: &Path) -> Config {
+    let mut config = Config::default();
+    config.database.url = db_url.to_string();
+    config.database.pool_size = 24;
+    config.server.state_dir = state_dir.to_path_buf();
+    config.worker.lease_s = 3;
+    config.worker.backoff_s = 1;
+    config.poller.interval_s = 1;
+    config.poller.offline_after_s = 3;
+    config.poller.startup_grace_s = 0;
+    config.placement.queue_interval_s = 1;
+    config
+}
+
+impl TestController {
+    pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// With another way to reach agents (a fake at the trait seam, for worker logic).
+    pub fn with_agents(agents: Arc<dyn AgentConnector>) -> Self {
+        Self::build(Some(agents))
+    }
+
+    fn build(agents: Option<Arc<dyn AgentConnector>>) -> Self {
+        let db = TestDb::new();
+        let state = tempfile::tempdir().expect("state dir");
+        let pki = Arc::new(Pki::create(state.path(), &[]).expect("create CA"));
+        let mut config = test_config(db.url(), state.path());
+        config.worker.id = Some("test-worker-1".into());
+        let pool = cohort_controller::db::pool(db.url(), config.database.pool_size).expect("pool");
+        let agents = agents.unwrap_or_else(|| Arc::new(MtlsConnector::new(&pki)));
+        let ctl = Arc::new(Controller::new(pool, config, pki, agents));
+        TestController { db, state, ctl }
+    }
+
+    /// A second controller on the same database, as another process would be: its own pool and
+    /// worker name, the same CA and agents.
+    pub fn another_process(&self, worker_id: &str) -> Arc<Controller> {
+        let mut config = self.ctl.config.clone();
+        config.worker.id = Some(worker_id.to_string());
+        let pool =
+            cohort_controller::db::pool(self.db.url(), config.database.pool_size).expect("pool");
+        Arc::new(Controller::new(
+            pool,
+            config,
+            self.ctl.pki.clone(),
+            self.ctl.agents.clone(),
+        ))
+    }
+
+    pub fn conn(&self) -> PgConnection {
+        self.db.connect()
+    }
+
+    /// A user of `role` (`admin`, `instructor`, `student`) and a bearer token for them.
+    pub fn user(&self, username: &str, role: &str) -> (Caller, String) {
+        let mut conn = self.conn();
+        let user = User::insert(
+            &mut conn,
+            &NewUser {
+                username,
+                role,
+                full_name: None,
+                email: None,
+            },
+        )
+        .expect("insert user");
+        let token = new_api_token();
+        ApiToken::insert(&mut conn, user.id, None, &sha256(&token)).expect("insert token");
+        (Caller::new(user), token)
+    }
+
+    /// An online node with capacity and a (fake) live certificate, as if it had enrolled and
+    /// answered a poll.
+    pub fn node(
+        &self,
+        name: &str,
+        ports: (i32, i32),
+        cores: i32,
+        memory_gib: i64,
+        nvidia: bool,
+    ) -> Node {
+        let mut conn = self.conn();
+        let node = Node::upsert(
+            &mut conn,
+            &NewNode {
+                name,
+                agent_url: "https://127.0.0.1:1",
+                ssh_host: "127.0.0.1",
+                ssh_port_first: ports.0,
+                ssh_port_last: ports.1,
+            },
+        )
+        .expect("insert node");
+        diesel::update(nodes::table.find(node.id))
+            .set((
+                nodes::cores.eq(cores),
+                nodes::memory_bytes.eq(memory_gib << 30),
+                nodes::disk_total_bytes.eq(1i64 << 40),
+                nodes::disk_free_bytes.eq(1i64 << 40),
+                nodes::nvidia_runtime.eq(nvidia),
+                nodes::last_heartbeat_at.eq(chrono::Utc::now()),
+            ))
+            .execute(&mut conn)
+            .expect("node facts");
+        NodeCertificate::insert(
+            &mut conn,
+            name,
+            &format!("fp-{name}"),
+            "",
+            chrono::Utc::now(),
+        )
+        .expect("node certificate");
+        Node::find(&mut conn, node.id).expect("reload node")
+    }
+
+    pub fn set_node_state(&self, node: &Node, state: &str) {
+        Node::set_state(&mut self.conn(), node.id, state).expect("set node state");
+    }
+
+    /// A GPU on `node`.
+    pub fn gpu(&self, node: &Node, uuid: &str, idx: i32, model: &str, share_limit: i32) {
+        diesel::insert_into(gpus::table)
+            .values((
+                gpus::node_id.eq(node.id),
+                gpus::uuid.eq(uuid),
+                gpus::idx.eq(idx),
+                gpus::model.eq(model),
+                gpus::memory_bytes.eq(40i64 << 30),
+                gpus::pci_address.eq(format!("0000:{idx:02x}:00.0")),
+                gpus::share_limit.eq(share_limit),
+            ))
+            .execute(&mut self.conn())
+            .expect("insert gpu");
+    }
+
+    /// A catalog image row (no tarball) for placement tests.
+    pub fn image(&self, alias: &str) -> Image {
+        Image::insert(
+            &mut self.conn(),
+            &NewImage {
+                fingerprint: &format!("{:0>64}", alias.len()),
+                alias,
+                description: "",
+                gpu_ready: true,
+                size_bytes: 1,
+                created_by: None,
+            },
+        )
+        .expect("insert image")
+    }
+}
+
+impl Default for TestController {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The `cohort-controller` binary next to the test binary; built if missing.
+pub fn controller_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("cohort-controller");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "cohort-controller",
+                "--bin",
+                "cohort-controller",
+            ])
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building cohort-controller failed");
+    }
+    bin
+}
+
+/// A `cohort-controller serve` process on 127.0.0.1:`port`, logging to `<state>/controller.log`.
+pub struct ControllerProcess {
+    child: Child,
+    pub port: u16,
+}
+
+impl ControllerProcess {
+    pub fn start(db_url: &str, state_dir: &Path, port: u16, extra_env: &[(&str, &str)]) -> Self {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(state_dir.join("controller.log"))
+            .expect("controller log");
+        let mut cmd = Command::new(controller_binary());
+        cmd.arg("serve")
+            .env("DATABASE_URL", db_url)
+            .env("COHORT_STATE_DIR", state_dir)
+            .env("COHORT_LISTEN", format!("127.0.0.1:{port}"))
+            .env("COHORT_POLL_INTERVAL_S", "1")
+            .env("COHORT_LEASE_S", "3")
+            .env("RUST_LOG", "info,cohort_controller=debug")
+            .stdout(Stdio::from(log.try_clone().expect("log fd")))
+            .stderr(Stdio::from(log));
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start cohort-controller");
+        let process = ControllerProcess { child, port };
+        process.wait_healthy(state_dir);
+        process
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    fn wait_healthy(&self, state_dir: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let log = std::fs::read_to_string(state_dir.join("controller.log")).unwrap_or_default();
+        panic!("the controller did not start listening within 30 s:\n{log}");
+    }
+
+    /// `kill -9`.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,474 @@
+//! The REST API's access rules: every role against every route (an RBAC matrix), a student
+//! against a classmate's instance, bad input refused with a 400 naming the field, and an audit
+//! row for every change.
+
+use actix_web::{test, web, App};
+use cohort_controller::actions::instances;
+use cohort_controller::api;
+use cohort_controller::db::schema::{audit_log, courses, instances as inst};
+use cohort_e2e::controller::TestController;
+use cohort_proto::api::instances::{CreateInstance, GpuShare, Instance, PlacementStrategy};
+use cohort_proto::api::operations::Operation;
+use cohort_proto::ErrorBody;
+use diesel::prelude::*;
+
+fn queued(name: &str, owner: &str) -> CreateInstance {
+    CreateInstance {
+        name: name.into(),
+        image: "base".into(),
+        limits: None,
+        gpus: 0,
+        gpu_model: None,
+        gpu_share: GpuShare::Shared,
+        config: Default::default(),
+        owner: Some(owner.into()),
+        node: None,
+        strategy: PlacementStrategy::Spread,
+        priority: 0,
+        queue: true,
+        start: true,
+    }
+}
+
+/// (method, path, JSON body, expected status for [admin, instructor, student], without a token)
+type Row = (
+    &'static str,
+    String,
+    Option<serde_json::Value>,
+    [u16; 3],
+    u16,
+);
+
+#[actix_web::test]
+async fn every_role_against_every_route() {
+    let t = TestController::new();
+    let (admin, admin_token) = t.user("admin", "admin");
+    let (prof, prof_token) = t.user("prof", "instructor");
+    let (_, alice_token) = t.user("alice", "student");
+    let (_, bob_token) = t.user("bob", "student");
+    t.image("base");
+    // No node exists, so both instances stay queued: the proxied routes answer 409 to those
+    // allowed through and 403 to the rest.
+    instances::create(&t.ctl, admin.clone(), queued("alice-box", "alice"))
+        .await
+        .unwrap();
+    instances::create(&t.ctl, admin.clone(), queued("cs101-bob", "bob"))
+        .await
+        .unwrap();
+    let mut conn = t.conn();
+    let course: i64 = diesel::insert_into(courses::table)
+        .values((
+            courses::code.eq("cs101"),
+            courses::title.eq("Intro"),
+            courses::instructor_id.eq(prof.user.id),
+        ))
+        .returning(courses::id)
+        .get_result(&mut conn)
+        .unwrap();
+    diesel::update(inst::table.filter(inst::name.eq("cs101-bob")))
+        .set(inst::course_id.eq(course))
+        .execute(&mut conn)
+        .unwrap();
+    let admin_op: Operation =
+        instances::create(&t.ctl, admin.clone(), queued("admin-box", "admin"))
+            .await
+            .unwrap();
+
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let json = |v: serde_json::Value| Some(v);
+    let rows: Vec<Row> = vec![
+        ("GET", "/api/v1/me".into(), None, [200, 200, 200], 401),
+        ("GET", "/api/v1/users".into(), None, [200, 200, 403], 401),
+        (
+            "POST",
+            "/api/v1/users".into(),
+            json(serde_json::json!({"username": "carol", "role": "student"})),
+            [201, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/users/alice/tokens".into(),
+            None,
+            [201, 403, 201],
+            401,
+        ),
+        ("GET", "/api/v1/nodes".into(), None, [200, 200, 403], 401),
+        (
+            "POST",
+            "/api/v1/nodes/tokens".into(),
+            json(serde_json::json!({"node_name": "node-x"})),
+            [201, 403, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/nodes/node-x".into(),
+            None,
+            [404, 404, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/nodes/node-x/cordon".into(),
+            None,
+            [404, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/nodes/node-x/evacuate".into(),
+            None,
+            [404, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/nodes/node-x/restore".into(),
+            None,
+            [404, 403, 403],
+            401,
+        ),
+        (
+            "DELETE",
+            "/api/v1/nodes/node-x".into(),
+            None,
+            [404, 403, 403],
+            401,
+        ),
+        ("GET", "/api/v1/gpus".into(), None, [200, 200, 403], 401),
+        (
+            "PATCH",
+            "/api/v1/gpus/GPU-x".into(),
+            json(serde_json::json!({"share_limit": 2})),
+            [404, 403, 403],
+            401,
+        ),
+        ("GET", "/api/v1/images".into(), None, [200, 200, 200], 401),
+        (
+            "GET",
+            "/api/v1/images/base".into(),
+            None,
+            [200, 200, 200],
+            401,
+        ),
+        (
+            "DELETE",
+            "/api/v1/images/nope".into(),
+            None,
+            [404, 403, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/images/nope/tarball".into(),
+            None,
+            [404, 403, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/instances".into(),
+            None,
+            [200, 200, 200],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/instances/alice-box".into(),
+            None,
+            [200, 403, 200],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/instances/cs101-bob".into(),
+            None,
+            [200, 200, 403],
+            401,
+        ),
+        (
+            "PUT",
+            "/api/v1/instances/alice-box/state".into(),
+            json(serde_json::json!({"action": "stop"})),
+            [202, 403, 202],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/instances/alice-box/exec".into(),
+            json(serde_json::json!({"command": ["true"]})),
+            [409, 403, 409],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/instances/alice-box/files?path=/etc/hostname".into(),
+            None,
+            [409, 403, 409],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/instances/alice-box/snapshots".into(),
+            None,
+            [409, 403, 409],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/instances/alice-box/snapshots".into(),
+            json(serde_json::json!({"name": "s1"})),
+            [409, 403, 409],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/operations".into(),
+            None,
+            [200, 200, 200],
+            401,
+        ),
+        (
+            "GET",
+            format!("/api/v1/operations/{}", admin_op.id),
+            None,
+            [200, 404, 404],
+            401,
+        ),
+        (
+            "GET",
+            format!("/api/v1/operations/{}/wait?timeout=0", admin_op.id),
+            None,
+            [200, 404, 404],
+            401,
+        ),
+        (
+            "DELETE",
+            "/api/v1/instances/alice-box?force=true".into(),
+            None,
+            [202, 403, 202],
+            401,
+        ),
+    ];
+    let tokens = [&admin_token, &prof_token, &alice_token];
+    let mut failures = Vec::new();
+    for (method, path, body, expected, anonymous) in &rows {
+        for (who, token) in ["admin", "instructor", "student", "nobody"]
+            .iter()
+            .zip(tokens.iter().map(Some).chain([None]))
+        {
+            let mut req = test::TestRequest::default()
+                .method(method.parse().unwrap())
+                .uri(path);
+            if let Some(token) = token {
+                req = req.insert_header(("Authorization", format!("Bearer {token}")));
+            }
+            if let Some(body) = body {
+                req = req.set_json(body);
+            }
+            let resp = test::call_service(&app, req.to_request()).await;
+            let want = match *who {
+                "admin" => expected[0],
+                "instructor" => expected[1],
+                "student" => expected[2],
+                _ => *anonymous,
+            };
+            if resp.status().as_u16() != want {
+                failures.push(format!(
+                    "{who} {method} {path}: {} (want {want})",
+                    resp.status()
+                ));
+            } else if !resp.status().is_success() {
+                let body: ErrorBody = test::read_body_json(resp).await;
+                assert!(!body.error.code.is_empty());
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "RBAC matrix mismatches:\n{}",
+        failures.join("\n")
+    );
+
+    // A student reading a classmate's instance: 403, and it is not in their list.
+    let get = |token: &str, path: &str| {
+        test::TestRequest::get()
+            .uri(path)
+            .insert_header(("Authorization", format!("Bearer {token}")))
+            .to_request()
+    };
+    let resp = test::call_service(&app, get(&bob_token, "/api/v1/instances/alice-box")).await;
+    assert_eq!(resp.status(), 403);
+    let listed: Vec<Instance> =
+        test::call_and_read_body_json(&app, get(&alice_token, "/api/v1/instances")).await;
+    let names: Vec<&str> = listed.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["alice-box"],
+        "a student sees only their own instances"
+    );
+    let taught: Vec<Instance> =
+        test::call_and_read_body_json(&app, get(&prof_token, "/api/v1/instances")).await;
+    assert_eq!(
+        taught.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+        ["cs101-bob"]
+    );
+
+    // A bad token is refused like none.
+    let resp = test::call_service(&app, get("cohort_forged", "/api/v1/me")).await;
+    assert_eq!(resp.status(), 401);
+
+    // Public routes.
+    for path in ["/healthz", "/metrics", "/api/v1/openapi.json", "/api/v1/ca"] {
+        let resp = test::call_service(&app, test::TestRequest::get().uri(path).to_request()).await;
+        assert_eq!(resp.status(), 200, "{path}");
+    }
+
+    // Every change was audited.
+    let actions: Vec<(String, String, String)> = audit_log::table
+        .order(audit_log::id)
+        .select((audit_log::actor, audit_log::action, audit_log::object))
+        .load(&mut conn)
+        .unwrap();
+    for want in [
+        ("admin", "create", "carol"),
+        ("admin", "issue_token", "alice"),
+        ("alice", "issue_token", "alice"),
+        ("admin", "create_join_token", "node-x"),
+        ("alice", "stop", "alice-box"),
+        ("admin", "delete", "alice-box"),
+    ] {
+        assert!(
+            actions
+                .iter()
+                .any(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()) == want),
+            "no audit row {want:?} in {actions:?}"
+        );
+    }
+}
+
+#[actix_web::test]
+async fn bad_input_is_a_400_naming_the_field_and_creates_nothing() {
+    let t = TestController::new();
+    let (_, token) = t.user("admin", "admin");
+    let (_, student) = t.user("alice", "student");
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        (
+            "admin",
+            serde_json::json!({"name": "-a", "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "a-", "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "123", "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "a".repeat(64), "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "a_b", "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ä", "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "../x", "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "", "image": "base"}),
+            "name",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "base", "config": {"raw.lxc": "x"}}),
+            "config.raw.lxc",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "base", "config": {"security.privileged": "true"}}),
+            "config.security.privileged",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "base", "config": {"security.nesting": "true"}}),
+            "config.security.nesting",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "base", "config": {"raw.idmap": "x"}}),
+            "config.raw.idmap",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "base", "config": {"nonsense.key": "x"}}),
+            "config.nonsense.key",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "base", "config": {"user.note": "a\nb"}}),
+            "config.user.note",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "nope"}),
+            "image",
+        ),
+        (
+            "admin",
+            serde_json::json!({"name": "ok", "image": "base", "surprise": 1}),
+            "surprise",
+        ),
+        ("admin", serde_json::json!({"image": "base"}), "name"),
+        (
+            "student",
+            serde_json::json!({"name": "ok", "image": "base", "limits": {"cpu": 64, "memory_mib": 1024, "disk_gib": 10}}),
+            "limits.cpu",
+        ),
+    ];
+    for (who, body, field) in cases {
+        let bearer = if who == "admin" { &token } else { &student };
+        let req = test::TestRequest::post()
+            .uri("/api/v1/instances")
+            .insert_header(("Authorization", format!("Bearer {bearer}")))
+            .set_json(&body)
+            .to_request();
+        let resp = test::call_service(&app, req).await;
+        assert_eq!(resp.status(), 400, "{body}");
+        let err: ErrorBody = test::read_body_json(resp).await;
+        assert_eq!(err.error.field.as_deref(), Some(field), "{body}: {err:?}");
+    }
+    let rows: i64 = inst::table.count().get_result(&mut t.conn()).unwrap();
+    assert_eq!(rows, 0, "a refused request left an instance behind");
+
+    let key = test::TestRequest::post()
+        .uri("/api/v1/me/ssh-keys")
+        .insert_header(("Authorization", format!("Bearer {student}")))
+        .set_json(serde_json::json!({"public_key": "command=\"rm -rf /\" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x"}))
+        .to_request();
+    let resp = test::call_service(&app, key).await;
+    assert_eq!(resp.status(), 400);
+    let err: ErrorBody = test::read_body_json(resp).await;
+    assert_eq!(err.error.field.as_deref(), Some("public_key"));
+}

@@ -1,0 +1,259 @@
+//! Placement against the real database: 50 concurrent requests race for the last GPU slots and
+//! ports; share_limit, the GPU model, cordoned and offline nodes are respected; the queue places
+//! the highest priority first when capacity frees.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use cohort_controller::actions::instances;
+use cohort_controller::db::schema::{gpu_allocations, gpus, instances as inst, nodes};
+use cohort_controller::error::ActionError;
+use cohort_controller::models::instance::Instance;
+use cohort_controller::queue::place_queued;
+use cohort_e2e::controller::TestController;
+use cohort_proto::api::instances::{CreateInstance, GpuShare, Limits, PlacementStrategy};
+use diesel::prelude::*;
+
+fn request(name: &str, gpus: u32, model: Option<&str>, queue: bool) -> CreateInstance {
+    CreateInstance {
+        name: name.to_string(),
+        image: "base".into(),
+        limits: Some(Limits {
+            cpu: 1,
+            memory_mib: 512,
+            disk_gib: 1,
+        }),
+        gpus,
+        gpu_model: model.map(String::from),
+        gpu_share: GpuShare::Shared,
+        config: BTreeMap::new(),
+        owner: None,
+        node: None,
+        strategy: PlacementStrategy::Spread,
+        priority: 0,
+        queue,
+        start: true,
+    }
+}
+
+/// (instance name, node name, port) of every placed instance, and GPU uuid -> slots.
+fn allocations(t: &TestController) -> (Vec<(String, String, i32)>, HashMap<String, Vec<i32>>) {
+    let mut conn = t.conn();
+    let placed: Vec<(String, String, Option<i32>)> = inst::table
+        .inner_join(nodes::table)
+        .select((inst::name, nodes::name, inst::ssh_port))
+        .load(&mut conn)
+        .unwrap();
+    let mut slots: HashMap<String, Vec<i32>> = HashMap::new();
+    let rows: Vec<(String, i32)> = gpu_allocations::table
+        .inner_join(gpus::table.on(gpus::id.eq(gpu_allocations::gpu_id)))
+        .select((gpus::uuid, gpu_allocations::slot))
+        .load(&mut conn)
+        .unwrap();
+    for (uuid, slot) in rows {
+        slots.entry(uuid).or_default().push(slot);
+    }
+    (
+        placed
+            .into_iter()
+            .map(|(i, n, p)| (i, n, p.expect("placed has a port")))
+            .collect(),
+        slots,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn fifty_concurrent_requests_never_share_a_gpu_slot_or_port() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    // Capacity for 6 GPU instances: gpu-a0 shares 2, gpu-a1 shares 2, gpu-b0 shares 2; node b
+    // has only 4 ports. Node c (cordoned) and d (offline) have free GPUs that must stay unused.
+    let a = t.node("node-a", (21000, 21063), 64, 256, true);
+    let b = t.node("node-b", (21100, 21103), 64, 256, true);
+    let c = t.node("node-c", (21200, 21263), 64, 256, true);
+    let d = t.node("node-d", (21300, 21363), 64, 256, true);
+    t.gpu(&a, "GPU-a0", 0, "A100", 2);
+    t.gpu(&a, "GPU-a1", 1, "A100", 2);
+    t.gpu(&b, "GPU-b0", 0, "A100", 2);
+    t.gpu(&c, "GPU-c0", 0, "A100", 4);
+    t.gpu(&d, "GPU-d0", 0, "A100", 4);
+    t.gpu(&a, "GPU-a2", 2, "T4", 8);
+    t.set_node_state(&c, "cordoned");
+    t.set_node_state(&d, "offline");
+
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let ctl = t.ctl.clone();
+        let caller = admin.clone();
+        // Half queue when nothing fits, half want a refusal.
+        let req = request(&format!("race-{i}"), 1, Some("A100"), i % 2 == 0);
+        tasks.push(tokio::spawn(async move {
+            instances::create(&ctl, caller, req).await
+        }));
+    }
+    let mut refused = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => {}
+            Err(ActionError::NoCapacity(msg)) => {
+                assert!(msg.contains("no node can hold"), "{msg}");
+                refused += 1;
+            }
+            Err(other) => panic!("unexpected error: {other:?}"),
+        }
+    }
+
+    let (placed, slots) = allocations(&t);
+    assert_eq!(
+        placed.len(),
+        6,
+        "exactly the 6 free A100 slots are used: {placed:?}"
+    );
+    let ports: HashSet<(String, i32)> = placed.iter().map(|(_, n, p)| (n.clone(), *p)).collect();
+    assert_eq!(ports.len(), placed.len(), "a port was handed out twice");
+    for (uuid, taken) in &slots {
+        let distinct: HashSet<_> = taken.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            taken.len(),
+            "{uuid}: a slot was handed out twice"
+        );
+        assert!(
+            taken.len() <= 2,
+            "{uuid} has {} allocations over share_limit 2",
+            taken.len()
+        );
+        assert!(
+            uuid == "GPU-a0" || uuid == "GPU-a1" || uuid == "GPU-b0",
+            "{uuid} must not be used"
+        );
+    }
+    assert!(
+        placed
+            .iter()
+            .all(|(_, n, _)| n == "node-a" || n == "node-b"),
+        "cordoned/offline node used"
+    );
+    let mut conn = t.conn();
+    let queued = Instance::queued(&mut conn, 100).unwrap();
+    assert_eq!(
+        queued.len() + refused,
+        44,
+        "every loser is queued or refused"
+    );
+    assert!(
+        refused > 0 && !queued.is_empty(),
+        "both kinds of losers are seen"
+    );
+    let rows: i64 = inst::table.count().get_result(&mut conn).unwrap();
+    assert_eq!(rows as usize, 6 + queued.len(), "the refused left no row");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_exclusive_share_and_node_state_filters_hold() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    let a = t.node("node-a", (22000, 22063), 64, 256, true);
+    let cpu_only = t.node("node-cpu", (22100, 22163), 64, 256, false);
+    t.gpu(&a, "GPU-t4", 0, "T4", 4);
+    t.gpu(&a, "GPU-a100", 1, "A100", 1);
+    t.gpu(&cpu_only, "GPU-nort", 0, "A100", 1);
+
+    // An exclusive A100 goes to the one with share_limit 1, never to the node without the
+    // NVIDIA runtime; a second one has nowhere to go.
+    let mut excl = request("excl-1", 1, Some("A100"), false);
+    excl.gpu_share = GpuShare::Exclusive;
+    instances::create(&t.ctl, admin.clone(), excl.clone())
+        .await
+        .expect("first exclusive");
+    excl.name = "excl-2".into();
+    let second = instances::create(&t.ctl, admin.clone(), excl).await;
+    assert!(
+        matches!(second, Err(ActionError::NoCapacity(_))),
+        "{second:?}"
+    );
+
+    // An exclusive T4 is refused: the only T4 is shared (limit 4).
+    let mut t4x = request("t4-excl", 1, Some("T4"), false);
+    t4x.gpu_share = GpuShare::Exclusive;
+    assert!(matches!(
+        instances::create(&t.ctl, admin.clone(), t4x).await,
+        Err(ActionError::NoCapacity(_))
+    ));
+
+    // Four shared T4 slots, then none.
+    for i in 0..4 {
+        instances::create(
+            &t.ctl,
+            admin.clone(),
+            request(&format!("t4-{i}"), 1, Some("T4"), false),
+        )
+        .await
+        .expect("T4 slot");
+    }
+    assert!(matches!(
+        instances::create(&t.ctl, admin.clone(), request("t4-5", 1, Some("T4"), false)).await,
+        Err(ActionError::NoCapacity(_))
+    ));
+    let (_, slots) = allocations(&t);
+    assert_eq!(slots["GPU-t4"].len(), 4);
+    assert_eq!(slots["GPU-a100"], vec![0]);
+    assert!(!slots.contains_key("GPU-nort"));
+
+    // CPU-only instances spread over both nodes, skip a cordoned one and an offline one.
+    t.set_node_state(&a, "cordoned");
+    instances::create(&t.ctl, admin.clone(), request("cpu-1", 0, None, false))
+        .await
+        .unwrap();
+    t.set_node_state(&cpu_only, "offline");
+    let none = instances::create(&t.ctl, admin.clone(), request("cpu-2", 0, None, false)).await;
+    assert!(matches!(none, Err(ActionError::NoCapacity(_))), "{none:?}");
+    let (placed, _) = allocations(&t);
+    let cpu1 = placed.iter().find(|(i, _, _)| i == "cpu-1").unwrap();
+    assert_eq!(cpu1.1, "node-cpu", "cordoned node-a took a placement");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_places_the_highest_priority_first_when_capacity_frees() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    let a = t.node("node-a", (23000, 23063), 64, 256, true);
+    t.gpu(&a, "GPU-0", 0, "A100", 1);
+    instances::create(&t.ctl, admin.clone(), request("holder", 1, None, false))
+        .await
+        .unwrap();
+    for (name, priority) in [("low", 0), ("high", 10), ("mid", 5)] {
+        let mut req = request(name, 1, None, true);
+        req.priority = priority;
+        instances::create(&t.ctl, admin.clone(), req).await.unwrap();
+    }
+    let mut conn = t.conn();
+    let order: Vec<String> = Instance::queued(&mut conn, 10)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(order, ["high", "mid", "low"]);
+    let config = t.ctl.config.placement.clone();
+    assert_eq!(
+        place_queued(&mut conn, &config).unwrap(),
+        0,
+        "nothing frees, nothing placed"
+    );
+
+    // Free the GPU: the highest priority gets it, the others stay queued.
+    let holder = Instance::by_name(&mut conn, "holder").unwrap().unwrap();
+    Instance::delete(&mut conn, holder.id).unwrap();
+    assert_eq!(place_queued(&mut conn, &config).unwrap(), 1);
+    let high = Instance::by_name(&mut conn, "high").unwrap().unwrap();
+    assert_eq!(high.node_id, Some(a.id));
+    assert_eq!(high.observed_state, "pending");
+    let still: Vec<String> = Instance::queued(&mut conn, 10)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(still, ["mid", "low"]);
+}

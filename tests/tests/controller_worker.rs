@@ -1,0 +1,344 @@
+//! The job worker against the real database, with the agent faked at its trait seam (the one
+//! place a unit-level test may): an expired claim is resumed by another worker, finished items
+//! are never run again, two controllers run side by side doing each item once, transient agent
+//! errors are retried with backoff and permanent ones fail the item.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use cohort_controller::actions::instances;
+use cohort_controller::agent_client::{
+    AgentConnector, AgentError, AgentFuture, AgentTarget, FileMeta, NodeAgent,
+};
+use cohort_controller::models::operation::Operation;
+use cohort_controller::models::operation_item::OperationItem;
+use cohort_controller::worker;
+use cohort_e2e::controller::TestController;
+use cohort_proto::agent::{
+    CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
+    Inventory, Snapshot, StateChange,
+};
+use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
+use cohort_proto::api::operations::OperationStatus;
+
+/// What the fake agent was asked, and failures to inject by instance name.
+#[derive(Default)]
+struct Calls {
+    creates: Vec<String>,
+    state_changes: Vec<String>,
+    transient_failures: HashMap<String, u32>,
+    refused: Vec<String>,
+}
+
+#[derive(Clone, Default)]
+struct FakeAgents(Arc<Mutex<Calls>>);
+
+impl AgentConnector for FakeAgents {
+    fn connect(&self, _: &AgentTarget) -> Result<Arc<dyn NodeAgent>, AgentError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+fn instance(name: &str, status: &str) -> Instance {
+    Instance {
+        name: name.into(),
+        status: status.into(),
+        idempotency_key: None,
+        limits: None,
+        gpus: vec![],
+        ssh_port: None,
+        ssh_listen: None,
+        created_at: None,
+        ssh_ready: false,
+        state: None,
+        config: BTreeMap::new(),
+        devices: BTreeMap::new(),
+    }
+}
+
+fn unused<T: Send + 'static>() -> AgentFuture<T> {
+    Box::pin(async { Err(AgentError::Decode("not used by these tests".into())) })
+}
+
+impl NodeAgent for FakeAgents {
+    fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance> {
+        let calls = self.0.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap();
+            if c.refused.contains(&request.name) {
+                return Err(AgentError::Status {
+                    status: 400,
+                    code: "invalid_field".into(),
+                    message: "no".into(),
+                    field: None,
+                });
+            }
+            if let Some(n) = c
+                .transient_failures
+                .get_mut(&request.name)
+                .filter(|n| **n > 0)
+            {
+                *n -= 1;
+                return Err(AgentError::Unreachable("connection refused".into()));
+            }
+            c.creates.push(request.idempotency_key.clone());
+            Ok(instance(&request.name, "Running"))
+        })
+    }
+    fn change_state(&self, name: String, _: StateChange) -> AgentFuture<Instance> {
+        let calls = self.0.clone();
+        Box::pin(async move {
+            calls.lock().unwrap().state_changes.push(name.clone());
+            Ok(instance(&name, "Stopped"))
+        })
+    }
+    fn import_image(&self, request: ImportImage) -> AgentFuture<Image> {
+        Box::pin(async move {
+            Ok(Image {
+                fingerprint: request.fingerprint,
+                aliases: vec![request.alias],
+                description: String::new(),
+                size_bytes: 1,
+                gpu_ready: false,
+            })
+        })
+    }
+    fn delete_instance(&self, _: String) -> AgentFuture<()> {
+        Box::pin(async { Ok(()) })
+    }
+    fn inventory(&self) -> AgentFuture<Inventory> {
+        unused()
+    }
+    fn list_instances(&self) -> AgentFuture<Vec<Instance>> {
+        unused()
+    }
+    fn get_instance(&self, _: String) -> AgentFuture<Instance> {
+        unused()
+    }
+    fn exec(&self, _: String, _: ExecRequest) -> AgentFuture<ExecResult> {
+        unused()
+    }
+    fn get_file(&self, _: String, _: String) -> AgentFuture<(Vec<u8>, FileMeta)> {
+        unused()
+    }
+    fn put_file(&self, _: String, _: String, _: Vec<u8>, _: FileMeta) -> AgentFuture<()> {
+        unused()
+    }
+    fn snapshots(&self, _: String) -> AgentFuture<Vec<Snapshot>> {
+        unused()
+    }
+    fn create_snapshot(&self, _: String, _: CreateSnapshot) -> AgentFuture<Snapshot> {
+        unused()
+    }
+    fn restore_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
+        unused()
+    }
+    fn delete_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
+        unused()
+    }
+}
+
+fn request(name: &str) -> ApiCreate {
+    ApiCreate {
+        name: name.into(),
+        image: "base".into(),
+        limits: None,
+        gpus: 0,
+        gpu_model: None,
+        gpu_share: GpuShare::Shared,
+        config: BTreeMap::new(),
+        owner: None,
+        node: None,
+        strategy: PlacementStrategy::Spread,
+        priority: 0,
+        queue: true,
+        start: true,
+    }
+}
+
+fn setup(agents: &FakeAgents) -> TestController {
+    let t = TestController::with_agents(Arc::new(agents.clone()));
+    t.image("base");
+    t.node("node-a", (25000, 25063), 64, 256, false);
+    t
+}
+
+/// Waits until every operation is final; returns them.
+async fn all_final(t: &TestController, within: Duration) -> Vec<Operation> {
+    let deadline = Instant::now() + within;
+    loop {
+        let ops = Operation::list(&mut t.conn(), None).unwrap();
+        if ops
+            .iter()
+            .all(|o| o.status != "pending" && o.status != "running")
+        {
+            return ops;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "operations still open: {:?}",
+            ops.iter()
+                .map(|o| (&o.target, &o.status))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_expired_claim_is_resumed_and_finished_items_never_run_again() {
+    let agents = FakeAgents::default();
+    let t = setup(&agents);
+    let (admin, _) = t.user("admin", "admin");
+    for name in ["one", "two", "three"] {
+        instances::create(&t.ctl, admin.clone(), request(name))
+            .await
+            .unwrap();
+    }
+    // A worker that dies right after claiming: its lease (3 s) must run out before anyone else
+    // touches the operation.
+    let mut conn = t.conn();
+    let now = Utc::now();
+    let dead = Operation::claim(
+        &mut conn,
+        "dead-worker",
+        now,
+        now + chrono::Duration::seconds(3),
+    )
+    .unwrap()
+    .unwrap();
+    // An evacuation-like operation whose first item already succeeded before its worker died.
+    let ids: Vec<i64> = ["one", "two"]
+        .iter()
+        .map(|n| {
+            cohort_controller::models::instance::Instance::by_name(&mut conn, n)
+                .unwrap()
+                .unwrap()
+                .id
+        })
+        .collect();
+    let stop = cohort_controller::actions::operations::start(
+        &mut conn,
+        cohort_proto::api::operations::OperationKind::EvacuateNode,
+        Some(admin.user.id),
+        "node-a",
+        serde_json::json!({}),
+        &[
+            cohort_controller::actions::operations::Step {
+                action: "stop",
+                target: "one",
+                instance_id: Some(ids[0]),
+            },
+            cohort_controller::actions::operations::Step {
+                action: "stop",
+                target: "two",
+                instance_id: Some(ids[1]),
+            },
+        ],
+    )
+    .unwrap();
+    let first = OperationItem::for_operation(&mut conn, stop.id)
+        .unwrap()
+        .remove(0);
+    OperationItem::finish(&mut conn, first.id, "success", None).unwrap();
+
+    let started = Instant::now();
+    let live = tokio::spawn(worker::run(t.ctl.clone()));
+    let ops = all_final(&t, Duration::from_secs(30)).await;
+    live.abort();
+    assert!(ops.iter().all(|o| o.status == "success"), "{ops:?}");
+    let resumed = ops.iter().find(|o| o.id == dead.id).unwrap();
+    assert!(
+        resumed.finished_at.unwrap() - dead.created_at >= chrono::Duration::seconds(2),
+        "resumed before the lease ran out"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(2));
+
+    let calls = agents.0.lock().unwrap();
+    let mut keys = calls.creates.clone();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 3, "three creates");
+    assert_eq!(
+        calls.creates.len(),
+        3,
+        "an item ran twice: {:?}",
+        calls.creates
+    );
+    assert_eq!(calls.state_changes, ["two"], "the finished item ran again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_controllers_on_one_database_do_each_item_once() {
+    let agents = FakeAgents::default();
+    let t = setup(&agents);
+    let (admin, _) = t.user("admin", "admin");
+    for i in 0..20 {
+        instances::create(&t.ctl, admin.clone(), request(&format!("c-{i}")))
+            .await
+            .unwrap();
+    }
+    let second = t.another_process("test-worker-2");
+    let a = tokio::spawn(worker::run(t.ctl.clone()));
+    let b = tokio::spawn(worker::run(second));
+    let ops = all_final(&t, Duration::from_secs(60)).await;
+    a.abort();
+    b.abort();
+    assert_eq!(ops.len(), 20);
+    assert!(ops.iter().all(|o| o.status == "success"));
+    let calls = agents.0.lock().unwrap();
+    let mut keys = calls.creates.clone();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 20);
+    assert_eq!(calls.creates.len(), 20, "some item was created twice");
+    let workers: std::collections::HashSet<Option<String>> =
+        ops.iter().map(|o| o.claimed_by.clone()).collect();
+    assert_eq!(
+        workers,
+        [None].into_iter().collect(),
+        "finished operations keep no claim"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transient_errors_are_retried_and_permanent_ones_fail_the_item() {
+    let agents = FakeAgents::default();
+    agents
+        .0
+        .lock()
+        .unwrap()
+        .transient_failures
+        .insert("flaky".into(), 2);
+    agents.0.lock().unwrap().refused.push("doomed".into());
+    let t = setup(&agents);
+    let (admin, _) = t.user("admin", "admin");
+    let flaky = instances::create(&t.ctl, admin.clone(), request("flaky"))
+        .await
+        .unwrap();
+    let doomed = instances::create(&t.ctl, admin.clone(), request("doomed"))
+        .await
+        .unwrap();
+    let live = tokio::spawn(worker::run(t.ctl.clone()));
+    let ops = all_final(&t, Duration::from_secs(30)).await;
+    live.abort();
+    let status = |id| ops.iter().find(|o| o.id == id).unwrap().status.clone();
+    assert_eq!(status(flaky.id), "success");
+    assert_eq!(status(doomed.id), "failure");
+    let mut conn = t.conn();
+    let item = OperationItem::for_operation(&mut conn, flaky.id)
+        .unwrap()
+        .remove(0);
+    assert_eq!(item.attempts, 3, "two failures, then success");
+    let failed = OperationItem::for_operation(&mut conn, doomed.id)
+        .unwrap()
+        .remove(0);
+    assert_eq!(failed.attempts, 1, "a refusal is not retried");
+    assert!(failed.error.unwrap().contains("400"));
+    let row = Operation::find(&mut conn, doomed.id).unwrap().unwrap();
+    let view = cohort_controller::views::operation(&mut conn, &row).unwrap();
+    assert_eq!(view.status, OperationStatus::Failure);
+    assert_eq!(view.progress.failed, 1);
+}
