@@ -20,7 +20,7 @@ fn remote_add_pins_the_controllers_certificate_and_checks_the_token() {
     );
     let info = cli.ok(&["info"]);
     assert!(
-        info.contains("user: admin") && info.contains("role: admin"),
+        info.contains("user: labadmin") && info.contains("role: admin"),
         "{info}"
     );
 

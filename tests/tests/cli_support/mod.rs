@@ -12,6 +12,9 @@ use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{lxd, PortRange, TestDb, TestLxd};
 use cohort_proto::api::users::AddSshKey;
 
+/// The first admin's username (`admin` itself is reserved for the system).
+pub const ADMIN: &str = "labadmin";
+
 /// A binary of this workspace, next to the test executable's `deps` directory.
 pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
@@ -49,7 +52,7 @@ impl Controller {
                 .env("RUST_LOG", "warn");
         };
         let mut init = Command::new(binary("cohort-controller"));
-        init.args(["init", "--admin", "admin"]);
+        init.args(["init", "--admin", ADMIN]);
         env(&mut init);
         let out = init.output().expect("run cohort-controller init");
         let stdout = String::from_utf8_lossy(&out.stdout);

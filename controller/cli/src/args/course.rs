@@ -63,6 +63,9 @@ pub struct CourseCreate {
     /// Last day, YYYY-MM-DD or RFC 3339
     #[arg(long)]
     pub ends: Option<String>,
+    /// Instructor who owns the course (admins; default: you)
+    #[arg(long)]
+    pub instructor: Option<String>,
 }
 
 #[derive(Debug, Args)]

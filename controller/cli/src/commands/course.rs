@@ -1,15 +1,13 @@
-//! `cohort course`: DESIGN.md's course verbs over `/courses`. cohort-proto has no course types
-//! yet, so create/list/show use the request and answer shapes written down here (see the README);
-//! provision and teardown answer with the proto `Operation`, the roster travels as the raw file,
-//! and the endpoints export is printed as the controller renders it.
+//! `cohort course`: DESIGN.md's course verbs over `/courses`. The roster travels as the raw file
+//! (the controller parses and validates it), provision and teardown follow their operation, and
+//! the endpoints export is printed exactly as the controller renders it.
 
 use std::io::Read;
 
 use anyhow::{bail, Context};
+use cohort_proto::api::courses::{Course as CourseInfo, CreateCourse, RosterReport, Teardown};
 use cohort_proto::api::operations::Operation;
 use reqwest::Method;
-use serde::Serialize;
-use serde_json::Value;
 
 use super::{confirm, Session};
 use crate::args::course::{Course, CourseCommand, CourseCreate, EndpointFormat};
@@ -17,69 +15,34 @@ use crate::client::seg;
 use crate::render::{self, Rows};
 use crate::{progress, units};
 
-/// `POST /courses`: the flags of `course create`, sizes in the API's units.
-#[derive(Debug, Serialize)]
-pub struct CreateCourse {
-    pub code: String,
-    pub title: String,
-    pub image: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_mib: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disk_gib: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpus: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpu_model: Option<String>,
-    /// 1 = exclusive, N = up to N students per GPU.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpu_share: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub starts: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ends: Option<String>,
-}
-
-/// `POST /courses/{code}/teardown`.
-#[derive(Debug, Serialize)]
-pub struct Teardown {
-    pub delete: bool,
-    pub keep_homes: bool,
-}
-
 pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
     match args.command {
         CourseCommand::Create(create) => {
             let (client, code) = session.target(&create.code)?;
             let request = create_request(code, create)?;
-            let _: Value = client.post("/courses", &request).await?;
+            let _: CourseInfo = client.post("/courses", &request).await?;
             Ok(())
         }
         CourseCommand::List(list) => {
             let client = session.remote_only(list.remote.as_deref())?;
-            let courses: Vec<Value> = client.get("/courses").await?;
-            let mut rows = Rows::new(["CODE", "TITLE", "IMAGE", "STATE", "STUDENTS"]);
+            let mut courses: Vec<CourseInfo> = client.get("/courses").await?;
+            courses.sort_by(|a, b| a.code.cmp(&b.code));
+            let mut rows = Rows::new(["CODE", "TITLE", "INSTRUCTOR", "IMAGE", "STATE", "STUDENTS"]);
             for course in &courses {
-                let field = |k: &str| match &course[k] {
-                    Value::Null => String::new(),
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
                 rows.push([
-                    field("code"),
-                    field("title"),
-                    field("image"),
-                    field("state").to_uppercase(),
-                    field("students"),
+                    course.code.clone(),
+                    course.title.clone(),
+                    course.instructor.clone(),
+                    course.image.clone().unwrap_or_default(),
+                    course.state.to_uppercase(),
+                    course.students.to_string(),
                 ]);
             }
             render::print(list.format, &rows, &courses)
         }
         CourseCommand::Show(show) => {
             let (client, code) = session.target(&show.code)?;
-            let course: Value = client.get(&format!("/courses/{}", seg(&code))).await?;
+            let course: CourseInfo = client.get(&format!("/courses/{}", seg(&code))).await?;
             print!("{}", render::yaml(&course)?);
             Ok(())
         }
@@ -90,7 +53,7 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
                 .request(Method::POST, &format!("/courses/{}/roster", seg(&code)))
                 .header(reqwest::header::CONTENT_TYPE, kind)
                 .body(bytes);
-            let report: Value = client.json(request).await?;
+            let report: RosterReport = client.json(request).await?;
             print!("{}", render::yaml(&report)?);
             Ok(())
         }
@@ -167,6 +130,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         gpu_share,
         starts: args.starts,
         ends: args.ends,
+        instructor: args.instructor,
     })
 }
 
