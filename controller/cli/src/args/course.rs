@@ -13,7 +13,7 @@ pub struct Course {
 #[derive(Debug, Subcommand)]
 pub enum CourseCommand {
     /// Create a course
-    Create(CourseCreate),
+    Create(Box<CourseCreate>),
     /// List courses
     #[command(visible_alias = "ls")]
     List(CourseList),

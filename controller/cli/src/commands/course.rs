@@ -19,7 +19,7 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
     match args.command {
         CourseCommand::Create(create) => {
             let (client, code) = session.target(&create.code)?;
-            let request = create_request(code, create)?;
+            let request = create_request(code, *create)?;
             let _: CourseInfo = client.post("/courses", &request).await?;
             Ok(())
         }
