@@ -149,6 +149,16 @@ fn cluster_verbs_show_and_drain_the_node() {
         "-c",
         "limits.memory=256MiB",
     ]);
+    let resources = cli.ok(&["info", "--resources"]);
+    assert!(
+        resources.contains("nodes:") && resources.contains("name: node1"),
+        "{resources}"
+    );
+    let images = cli.ok(&["image", "list", "-f", "csv"]);
+    assert!(
+        images.trim_end().ends_with(",node1"),
+        "the node holds the image: {images}"
+    );
 
     cli.ok(&["-q", "cluster", "evacuate", "node1", "--force"]);
     let nodes = cli.ok(&["cluster", "list", "-f", "csv"]);
