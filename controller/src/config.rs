@@ -25,7 +25,7 @@ pub enum ConfigError {
     Env { var: &'static str, value: String },
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub database: DatabaseConfig,
@@ -97,18 +97,6 @@ pub struct PlacementConfig {
     pub memory_overcommit: f64,
     /// Seconds between two passes over the queue; default 5.
     pub queue_interval_s: u64,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            database: DatabaseConfig::default(),
-            server: ServerConfig::default(),
-            poller: PollerConfig::default(),
-            worker: WorkerConfig::default(),
-            placement: PlacementConfig::default(),
-        }
-    }
 }
 
 impl Default for DatabaseConfig {

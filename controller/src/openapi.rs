@@ -477,3 +477,23 @@ pub fn document() -> Value {
         "security": [{"bearer": []}],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::document;
+
+    /// Every `$ref` in the document names a schema it defines.
+    #[test]
+    fn every_reference_resolves() {
+        let doc = document();
+        let text = doc.to_string();
+        let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+        for part in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = part.split('"').next().expect("name");
+            assert!(schemas.contains_key(name), "unresolved reference to {name}");
+        }
+        assert!(doc["paths"]["/api/v1/instances"]["post"]["requestBody"].is_object());
+        assert!(schemas.contains_key("CreateInstance"));
+        assert!(schemas.contains_key("ErrorBody"));
+    }
+}

@@ -186,6 +186,7 @@ async fn create(
     let request = CreateInstance {
         idempotency_key: item.id.to_string(),
         name: instance.name.clone(),
+        // The catalog alias: the agent imports images under it (see `ensure_image`).
         source: InstanceSource::Image {
             alias: image.alias.clone(),
         },
@@ -202,14 +203,19 @@ async fn create(
                 mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
             })
             .collect(),
-        ssh: instance.ssh_port.map(|port| SshAccess {
-            username: owner.username.clone(),
-            authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
-            password_hash: owner.password_hash.clone(),
-            sudo: true,
-            listen_address: listen_address(&node.ssh_host),
-            port: port as u16,
-        }),
+        // Without a key or a password there is no login to set up; the port stays reserved
+        // for when the owner adds a key.
+        ssh: instance
+            .ssh_port
+            .filter(|_| !keys.is_empty() || owner.password_hash.is_some())
+            .map(|port| SshAccess {
+                username: owner.username.clone(),
+                authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
+                password_hash: owner.password_hash.clone(),
+                sudo: true,
+                listen_address: listen_address(&node.ssh_host),
+                port: port as u16,
+            }),
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
         start: instance.desired_state == "running",

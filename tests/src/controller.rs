@@ -190,26 +190,27 @@ impl Default for TestController {
     }
 }
 
-/// The `cohort-controller` binary next to the test binary; built if missing.
-pub fn controller_binary() -> PathBuf {
+/// The binary `name` (package of the same name) next to the test binary, built by cargo once
+/// per test process so that it is never stale.
+pub fn built_binary(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let exe = std::env::current_exe().expect("test binary path");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("cohort-controller");
-    if !bin.exists() {
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "cohort-controller",
-                "--bin",
-                "cohort-controller",
-            ])
+            .args(["build", "-p", name, "--bin", name])
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "building cohort-controller failed");
+        assert!(status.success(), "building {name} failed");
+        built.push(name.to_string());
     }
-    bin
+    dir.join(name)
+}
+
+pub fn controller_binary() -> PathBuf {
+    built_binary("cohort-controller")
 }
 
 /// A `cohort-controller serve` process on 127.0.0.1:`port`, logging to `<state>/controller.log`.

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod controller;
 pub mod db;
+pub mod fleet;
 pub mod lxd;
 pub mod ports;
 pub mod ssh;

@@ -35,8 +35,11 @@ fn request(name: &str, gpus: u32, model: Option<&str>, queue: bool) -> CreateIns
     }
 }
 
-/// (instance name, node name, port) of every placed instance, and GPU uuid -> slots.
-fn allocations(t: &TestController) -> (Vec<(String, String, i32)>, HashMap<String, Vec<i32>>) {
+/// (instance name, node name, port) of a placed instance.
+type Placed = (String, String, i32);
+
+/// Every placed instance, and GPU uuid -> slots taken.
+fn allocations(t: &TestController) -> (Vec<Placed>, HashMap<String, Vec<i32>>) {
     let mut conn = t.conn();
     let placed: Vec<(String, String, Option<i32>)> = inst::table
         .inner_join(nodes::table)

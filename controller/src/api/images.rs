@@ -3,6 +3,7 @@
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use cohort_proto::api::images::ImportImageQuery;
 use futures_util::StreamExt;
+use tokio::io::AsyncReadExt;
 
 use super::extract::{ApiQuery, PeerCertificate};
 use crate::actions::images::{self, ImageUpload, TarballReader};
@@ -48,10 +49,22 @@ pub async fn tarball(ctl: Ctl, req: HttpRequest, fingerprint: web::Path<String>)
         None => TarballReader::Person(Caller::extract(&req).await?),
     };
     let path = images::tarball(&ctl, reader, fingerprint.into_inner()).await?;
-    let file = actix_web::rt::task::spawn_blocking(move || std::fs::read(path))
-        .await
-        .map_err(|e| ActionError::Internal(e.to_string()))??;
+    let file = tokio::fs::File::open(&path).await?;
+    let size = file.metadata().await?.len();
+    // Streamed in chunks: tarballs are hundreds of MiB.
+    let chunks = futures_util::stream::unfold(file, |mut file| async move {
+        let mut buf = vec![0u8; 256 * 1024];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(web::Bytes::from(buf)), file))
+            }
+            Err(e) => Some((Err(e), file)),
+        }
+    });
     Ok(HttpResponse::Ok()
         .content_type("application/octet-stream")
-        .body(file))
+        .no_chunking(size)
+        .streaming(chunks))
 }

@@ -260,8 +260,9 @@ pub fn add_ssh_key(cli: &Cli) {
 }
 
 /// A one-node deployment: a test LXD project, a controller, an agent enrolled as `node1` and
-/// online, the admin with an SSH key (the agent wants one for every container) and `cohort/base`
-/// imported. Field order is drop order: the agent stops before the project goes.
+/// online, the admin with an SSH key (so its containers get a login and a proxy device, as a
+/// student's do) and `cohort/base` imported. Field order is drop order: the agent stops before
+/// the project goes.
 pub struct OneNode {
     pub cli: Cli,
     pub agent: Agent,

@@ -1,0 +1,125 @@
+//! The node poller with a real agent: a node silent past the offline threshold goes `offline`
+//! and its instances `unknown`; nothing is placed there; when it answers again it is back
+//! `online` and its instances reconciled; a controller restart marks no healthy node offline.
+
+use std::time::{Duration, Instant};
+
+use cohort_e2e::controller::ControllerProcess;
+use cohort_e2e::fleet::{init, Api, EnrolledAgent};
+use cohort_e2e::{PortRange, TestDb, TestLxd};
+use cohort_proto::api::instances::{Instance, ObservedState};
+use cohort_proto::api::nodes::{Node, NodeState};
+use cohort_proto::api::operations::Operation;
+use reqwest::Method as M;
+use serde_json::json;
+
+async fn until<T>(what: &str, within: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn node(api: &Api, admin: &str) -> Node {
+    api.call(admin, M::GET, "/nodes/node-p", None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn silent_nodes_go_offline_come_back_and_restarts_take_none_down() {
+    let db = TestDb::new();
+    let lxd = TestLxd::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().unwrap();
+    let admin = init(db.url(), state.path());
+    let env = [
+        ("COHORT_OFFLINE_AFTER_S", "3"),
+        ("COHORT_STARTUP_GRACE_S", "10"),
+    ];
+    let mut controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
+    let api = Api::new(state.path(), ports.port(0));
+    api.import_base_image(&admin, "cohort/base").await;
+    let addr = format!("127.0.0.1:{}", ports.port(1)).parse().unwrap();
+    let mut agent = EnrolledAgent::enroll(
+        &api,
+        &admin,
+        "node-p",
+        &lxd,
+        addr,
+        (ports.port(2), ports.port(9)),
+    )
+    .await;
+    until("first poll", Duration::from_secs(30), async || {
+        node(&api, &admin).await.last_heartbeat_at.map(|_| ())
+    })
+    .await;
+
+    let limits = json!({"cpu": 1, "memory_mib": 256, "disk_gib": 1});
+    let op: Operation = api
+        .call(
+            &admin,
+            M::POST,
+            "/instances",
+            Some(
+                json!({"name": "poll-1", "image": "cohort/base", "limits": limits, "start": false}),
+            ),
+        )
+        .await;
+    api.wait(&admin, &op).await;
+
+    // Past the grace period, a silent agent takes its node offline and its instance to unknown.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    agent.stop().await;
+    until("offline", Duration::from_secs(30), async || {
+        (node(&api, &admin).await.state == NodeState::Offline).then_some(())
+    })
+    .await;
+    let inst: Instance = api.call(&admin, M::GET, "/instances/poll-1", None).await;
+    assert_eq!(
+        inst.observed_state,
+        ObservedState::Unknown,
+        "never silently stopped"
+    );
+    let refused = api
+        .client
+        .post(format!("{}/instances", api.base))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "poll-2", "image": "cohort/base", "limits": limits, "queue": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 409, "an offline node took a placement");
+
+    // It answers again: online, and the instance reconciled from LXD.
+    agent.start().await;
+    until("online", Duration::from_secs(30), async || {
+        (node(&api, &admin).await.state == NodeState::Online).then_some(())
+    })
+    .await;
+    until("reconciled", Duration::from_secs(30), async || {
+        let i: Instance = api.call(&admin, M::GET, "/instances/poll-1", None).await;
+        (i.observed_state == ObservedState::Stopped).then_some(())
+    })
+    .await;
+
+    // A controller restart, the agent healthy and its last poll older than the threshold: the
+    // grace period keeps the node online.
+    controller.kill();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
+    let watch_until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < watch_until {
+        assert_eq!(
+            node(&api, &admin).await.state,
+            NodeState::Online,
+            "a restart took a healthy node offline"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let op: Operation = api.call(&admin, M::DELETE, "/instances/poll-1", None).await;
+    api.wait(&admin, &op).await;
+    drop(controller);
+}
