@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use cohort_e2e::ssh::SshKey;
-use cohort_e2e::{lxd, PortRange, TestDb, TestLxd};
+use cohort_e2e::{PortRange, TestDb, TestLxd};
 use cohort_proto::api::users::AddSshKey;
 
 /// The first admin's username (`admin` itself is reserved for the system).
@@ -188,20 +188,9 @@ impl Cli {
     }
 }
 
-/// The unified tarball of `cohort/base` as the local LXD holds it.
+/// The unified tarball of `cohort/base` that `scripts/setup` built.
 pub fn base_image_tarball() -> PathBuf {
-    let alias = lxd::lxc(&["query", "/1.0/images/aliases/cohort/base"]);
-    let alias: serde_json::Value = serde_json::from_str(&alias).expect("alias JSON");
-    let fingerprint = alias["target"].as_str().expect("alias target");
-    let path = PathBuf::from(lxd::lxd_dir())
-        .join("images")
-        .join(fingerprint);
-    assert!(path.exists(), "{} missing", path.display());
-    assert!(
-        !path.with_extension("rootfs").exists(),
-        "cohort/base is a split image; the controller takes unified tarballs"
-    );
-    path
+    cohort_e2e::fleet::base_tarball()
 }
 
 /// `cohort-agent join` + `serve` for node `name`, working in `lxd`'s project.
