@@ -1,0 +1,134 @@
+//! `cohort course create|list|show|roster|provision|endpoints|teardown`, flags as in DESIGN.md.
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::{TableFormat, WaitFlags};
+
+#[derive(Debug, Args)]
+pub struct Course {
+    #[command(subcommand)]
+    pub command: CourseCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CourseCommand {
+    /// Create a course
+    Create(Box<CourseCreate>),
+    /// List courses
+    #[command(visible_alias = "ls")]
+    List(CourseList),
+    /// Show a course (YAML)
+    Show(CourseCode),
+    /// Import a roster (CSV with header username,name,email,ssh_key, or a JSON array)
+    Roster(CourseRoster),
+    /// Create one container per student; idempotent
+    Provision(CourseProvision),
+    /// Export the students' SSH endpoints
+    Endpoints(CourseEndpoints),
+    /// Stop or delete all of a course's containers
+    Teardown(CourseTeardown),
+}
+
+#[derive(Debug, Args)]
+pub struct CourseCreate {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// Course title
+    #[arg(long)]
+    pub title: String,
+    /// Template image alias
+    #[arg(long)]
+    pub image: String,
+    /// CPU cores per student
+    #[arg(long)]
+    pub cpu: Option<u32>,
+    /// Memory per student, e.g. 4GiB
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// Root disk per student, e.g. 20GiB
+    #[arg(long)]
+    pub disk: Option<String>,
+    /// GPUs per student
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// GPU model, e.g. A100
+    #[arg(long)]
+    pub gpu_model: Option<String>,
+    /// "exclusive" or N: how many students may share one GPU
+    #[arg(long, value_name = "exclusive|N")]
+    pub gpu_share: Option<String>,
+    /// First day, YYYY-MM-DD or RFC 3339
+    #[arg(long)]
+    pub starts: Option<String>,
+    /// Last day, YYYY-MM-DD or RFC 3339
+    #[arg(long)]
+    pub ends: Option<String>,
+    /// Instructor who owns the course (admins; default: you)
+    #[arg(long)]
+    pub instructor: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseList {
+    /// [<remote>:]
+    pub remote: Option<String>,
+    /// Format (csv|json|table|yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseCode {
+    /// [<remote>:]<code>
+    pub code: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseRoster {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// Roster file: CSV or JSON (by extension or content); "-" reads stdin
+    pub file: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseProvision {
+    /// [<remote>:]<code>
+    pub code: String,
+    #[command(flatten)]
+    pub wait: WaitFlags,
+}
+
+/// `course endpoints --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EndpointFormat {
+    Csv,
+    Json,
+    SshConfig,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseEndpoints {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// Format (csv|json|ssh-config)
+    #[arg(short, long, value_enum, default_value = "csv")]
+    pub format: EndpointFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseTeardown {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// Delete the containers instead of stopping them
+    #[arg(long)]
+    pub delete: bool,
+    /// Keep the students' home volumes when deleting
+    #[arg(long)]
+    pub keep_homes: bool,
+    /// Don't ask for confirmation
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub wait: WaitFlags,
+}

@@ -1,0 +1,80 @@
+//! `cohort image list|import|delete|alias list`: the fleet's template images (lxc's `image`).
+//! Aliases are fixed at import: the API has no alias routes, so no `alias create|delete`.
+
+use clap::{Args, Subcommand};
+
+use super::TableFormat;
+
+#[derive(Debug, Args)]
+pub struct Image {
+    #[command(subcommand)]
+    pub command: ImageCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// List images
+    #[command(visible_alias = "ls")]
+    List(ImageList),
+    /// Import images into the image store
+    Import(ImageImport),
+    /// Delete images
+    #[command(visible_alias = "rm")]
+    Delete(ImageDelete),
+    /// Manage image aliases
+    Alias(Alias),
+}
+
+#[derive(Debug, Args)]
+pub struct ImageList {
+    /// [<remote>:] and filters (alias or fingerprint prefix)
+    pub filters: Vec<String>,
+    /// Format (csv|json|table|yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ImageImport {
+    /// <tarball> (a unified LXD image tarball) [<remote>:]
+    #[arg(required = true, num_args = 1..=2)]
+    pub args: Vec<String>,
+    /// New aliases to add to the image
+    #[arg(long, required = true)]
+    pub alias: String,
+    /// Description of the image
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Mark the image as ready for GPU containers (NVIDIA userspace inside) (Cohort)
+    #[arg(long)]
+    pub gpu_ready: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ImageDelete {
+    /// [<remote>:]<image>...
+    #[arg(required = true)]
+    pub images: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct Alias {
+    #[command(subcommand)]
+    pub command: AliasCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AliasCommand {
+    /// List image aliases (each Cohort image has exactly one alias, set at import)
+    #[command(visible_alias = "ls")]
+    List(AliasList),
+}
+
+#[derive(Debug, Args)]
+pub struct AliasList {
+    /// [<remote>:] and filters
+    pub filters: Vec<String>,
+    /// Format (csv|json|table|yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
+}

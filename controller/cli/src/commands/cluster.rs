@@ -1,0 +1,83 @@
+//! `cohort cluster`: Cohort's nodes shown and drained through lxc's cluster verbs.
+
+use cohort_proto::api::nodes::{EvacuateNode, Node};
+use cohort_proto::api::operations::Operation;
+
+use super::{confirm, Session};
+use crate::args::cluster::{Cluster, ClusterCommand, MemberAction};
+use crate::client::seg;
+use crate::render::{self, Rows};
+use crate::{progress, units};
+
+pub async fn run(session: &Session, args: Cluster) -> anyhow::Result<()> {
+    match args.command {
+        ClusterCommand::List(list) => {
+            let client = session.remote_only(list.remote.as_deref())?;
+            let mut nodes: Vec<Node> = client.get("/nodes").await?;
+            nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            render::print(list.format, &node_rows(&nodes), &nodes)
+        }
+        ClusterCommand::Show(member) => {
+            let (client, name) = session.target(&member.member)?;
+            let node: Node = client.get(&format!("/nodes/{}", seg(&name))).await?;
+            print!("{}", render::yaml(&node)?);
+            Ok(())
+        }
+        ClusterCommand::Evacuate(action) => drain(session, action, "evacuate").await,
+        ClusterCommand::Restore(action) => drain(session, action, "restore").await,
+    }
+}
+
+/// lxc's cluster list columns that apply (NAME, URL, STATE) and the capacity Cohort schedules on.
+pub fn node_rows(nodes: &[Node]) -> Rows {
+    let mut rows = Rows::new([
+        "NAME",
+        "URL",
+        "STATE",
+        "SSH",
+        "CPU",
+        "MEMORY",
+        "DISK FREE",
+        "GPUS",
+        "INSTANCES",
+    ]);
+    for node in nodes {
+        rows.push([
+            node.name.clone(),
+            node.agent_url.clone(),
+            render::wire_name(node.state).to_uppercase(),
+            format!(
+                "{}:{}-{}",
+                node.ssh_host, node.ssh_port_first, node.ssh_port_last
+            ),
+            node.cores.to_string(),
+            units::byte_size(node.memory_bytes),
+            units::byte_size(node.disk_free_bytes),
+            node.gpus.to_string(),
+            node.instances.to_string(),
+        ]);
+    }
+    rows
+}
+
+async fn drain(session: &Session, args: MemberAction, verb: &str) -> anyhow::Result<()> {
+    let (client, name) = session.target(&args.member)?;
+    if !args.force {
+        let question = format!("Are you sure you want to {verb} cluster member {name:?}?");
+        if !confirm(&question)? {
+            return Ok(());
+        }
+    }
+    let path = format!("/nodes/{}/{verb}", seg(&name));
+    let operation: Operation = if verb == "evacuate" {
+        client.post(&path, &EvacuateNode::default()).await?
+    } else {
+        client.post(&path, &serde_json::json!({})).await?
+    };
+    if !args.wait.resolve(true) {
+        println!("{}", operation.id);
+        return Ok(());
+    }
+    progress::wait(&client, &operation, session.quiet).await?;
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! `cohort course`: DESIGN.md's course verbs over `/courses`. The roster travels as the raw file
+//! (the controller parses and validates it), provision and teardown follow their operation, and
+//! the endpoints export is printed exactly as the controller renders it.
+
+use std::io::Read;
+
+use anyhow::{bail, Context};
+use cohort_proto::api::courses::{Course as CourseInfo, CreateCourse, RosterReport, Teardown};
+use cohort_proto::api::operations::Operation;
+use reqwest::Method;
+
+use super::{confirm, Session};
+use crate::args::course::{Course, CourseCommand, CourseCreate, EndpointFormat};
+use crate::client::seg;
+use crate::render::{self, Rows};
+use crate::{progress, units};
+
+pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
+    match args.command {
+        CourseCommand::Create(create) => {
+            let (client, code) = session.target(&create.code)?;
+            let request = create_request(code, *create)?;
+            let _: CourseInfo = client.post("/courses", &request).await?;
+            Ok(())
+        }
+        CourseCommand::List(list) => {
+            let client = session.remote_only(list.remote.as_deref())?;
+            let mut courses: Vec<CourseInfo> = client.get("/courses").await?;
+            courses.sort_by(|a, b| a.code.cmp(&b.code));
+            let mut rows = Rows::new(["CODE", "TITLE", "INSTRUCTOR", "IMAGE", "STATE", "STUDENTS"]);
+            for course in &courses {
+                rows.push([
+                    course.code.clone(),
+                    course.title.clone(),
+                    course.instructor.clone(),
+                    course.image.clone().unwrap_or_default(),
+                    course.state.to_uppercase(),
+                    course.students.to_string(),
+                ]);
+            }
+            render::print(list.format, &rows, &courses)
+        }
+        CourseCommand::Show(show) => {
+            let (client, code) = session.target(&show.code)?;
+            let course: CourseInfo = client.get(&format!("/courses/{}", seg(&code))).await?;
+            print!("{}", render::yaml(&course)?);
+            Ok(())
+        }
+        CourseCommand::Roster(roster) => {
+            let (client, code) = session.target(&roster.code)?;
+            let (bytes, kind) = read_roster(&roster.file)?;
+            let request = client
+                .request(Method::POST, &format!("/courses/{}/roster", seg(&code)))
+                .header(reqwest::header::CONTENT_TYPE, kind)
+                .body(bytes);
+            let report: RosterReport = client.json(request).await?;
+            print!("{}", render::yaml(&report)?);
+            Ok(())
+        }
+        CourseCommand::Provision(provision) => {
+            let (client, code) = session.target(&provision.code)?;
+            let path = format!("/courses/{}/provision", seg(&code));
+            let operation: Operation = client.post(&path, &serde_json::json!({})).await?;
+            if !provision.wait.resolve(false) {
+                println!("{}", operation.id);
+                return Ok(());
+            }
+            progress::wait(&client, &operation, session.quiet).await?;
+            Ok(())
+        }
+        CourseCommand::Endpoints(endpoints) => {
+            let (client, code) = session.target(&endpoints.code)?;
+            let format = match endpoints.format {
+                EndpointFormat::Csv => "csv",
+                EndpointFormat::Json => "json",
+                EndpointFormat::SshConfig => "ssh-config",
+            };
+            let path = format!("/courses/{}/endpoints?format={format}", seg(&code));
+            let text = client
+                .send(client.request(Method::GET, &path))
+                .await?
+                .text()
+                .await?;
+            print!("{text}");
+            Ok(())
+        }
+        CourseCommand::Teardown(teardown) => {
+            let (client, code) = session.target(&teardown.code)?;
+            let what = if teardown.delete { "delete" } else { "stop" };
+            let question = format!("This will {what} every container of course {code}. Continue?");
+            if !teardown.force && !confirm(&question)? {
+                bail!("Teardown aborted");
+            }
+            let body = Teardown {
+                delete: teardown.delete,
+                keep_homes: teardown.keep_homes,
+            };
+            let path = format!("/courses/{}/teardown", seg(&code));
+            let operation: Operation = client.post(&path, &body).await?;
+            if !teardown.wait.resolve(true) {
+                println!("{}", operation.id);
+                return Ok(());
+            }
+            progress::wait(&client, &operation, session.quiet).await?;
+            Ok(())
+        }
+    }
+}
+
+fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCourse> {
+    let gpu_share = match args.gpu_share.as_deref() {
+        None => None,
+        Some("exclusive") => Some(1),
+        Some(n) => match n.parse::<u32>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                bail!("--gpu-share takes \"exclusive\" or a number of students per GPU, not {n:?}")
+            }
+        },
+    };
+    Ok(CreateCourse {
+        code,
+        title: args.title,
+        image: args.image,
+        cpu: args.cpu,
+        memory_mib: args.memory.as_deref().map(units::mib).transpose()?,
+        disk_gib: args.disk.as_deref().map(units::gib).transpose()?,
+        gpus: args.gpus,
+        gpu_model: args.gpu_model,
+        gpu_share,
+        starts: args.starts,
+        ends: args.ends,
+        instructor: args.instructor,
+    })
+}
+
+/// The roster's bytes and content type: JSON when it says so by extension or first character.
+fn read_roster(file: &str) -> anyhow::Result<(Vec<u8>, &'static str)> {
+    let mut bytes = Vec::new();
+    if file == "-" {
+        std::io::stdin().read_to_end(&mut bytes)?;
+    } else {
+        bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
+    }
+    let text = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(&bytes);
+    let first = text.iter().find(|b| !b.is_ascii_whitespace());
+    let json = file.ends_with(".json") || first == Some(&b'[');
+    Ok((bytes, if json { "application/json" } else { "text/csv" }))
+}

@@ -1,0 +1,88 @@
+//! The course verbs end to end: a course, a roster (one student with a key, one without),
+//! provisioning with `--wait`, the endpoints export in its three formats, and teardown, against
+//! a real controller and a real agent on one node.
+
+mod cli_support;
+
+use cli_support::OneNode;
+use cohort_e2e::ssh::SshKey;
+
+#[test]
+fn course_create_roster_provision_endpoints_teardown() {
+    let node = OneNode::start();
+    let (lxd, cli) = (&node.lxd, &node.cli);
+    cli.ok(&[
+        "course",
+        "create",
+        "cs101",
+        "--title",
+        "Intro to GPUs",
+        "--image",
+        "cohort/base",
+        "--cpu",
+        "1",
+        "--memory",
+        "256MiB",
+        "--disk",
+        "2GiB",
+    ]);
+    let listed = cli.ok(&["course", "list", "-f", "csv"]);
+    assert!(
+        listed.starts_with("cs101,Intro to GPUs,labadmin,cohort/base,ACTIVE,0"),
+        "{listed}"
+    );
+    assert!(cli
+        .ok(&["course", "show", "cs101"])
+        .contains("memory_mib: 256"));
+
+    let key = SshKey::generate();
+    let dir = tempfile::tempdir().unwrap();
+    let roster = dir.path().join("roster.csv");
+    let rows = format!(
+        "username,name,email,ssh_key\nalice,Alice A,alice@example.edu,{}\nbob,Bob B,bob@example.edu,\n",
+        key.public_key()
+    );
+    std::fs::write(&roster, rows).unwrap();
+    let report = cli.ok(&["course", "roster", "cs101", roster.to_str().unwrap()]);
+    assert!(
+        report.contains("- alice") && report.contains("- bob"),
+        "{report}"
+    );
+    assert!(report.contains("passwords_generated:\n- bob"), "{report}");
+
+    cli.ok(&["course", "provision", "cs101", "--wait", "--quiet"]);
+    let theirs = lxd.lxc(&["list", "-f", "csv", "-c", "ns"]);
+    let ours = cli.ok(&["list", "course=cs101", "-f", "csv", "-c", "ns"]);
+    assert_eq!(ours, theirs);
+    assert_eq!(ours.lines().count(), 2, "{ours}");
+    assert!(ours.lines().all(|l| l.ends_with(",RUNNING")), "{ours}");
+
+    let csv = cli.ok(&["course", "endpoints", "cs101"]);
+    assert!(
+        csv.starts_with("username,instance,node,host,port,ssh_command"),
+        "{csv}"
+    );
+    let alice = csv
+        .lines()
+        .find(|l| l.starts_with("alice,"))
+        .expect("alice's row");
+    assert!(
+        alice.contains(",node1,127.0.0.1,") && alice.contains("ssh -p "),
+        "{alice}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&cli.ok(&["course", "endpoints", "cs101", "--format", "json"]))
+            .expect("endpoints json");
+    assert_eq!(json.as_array().map(Vec::len), Some(2));
+    let ssh_config = cli.ok(&["course", "endpoints", "cs101", "--format", "ssh-config"]);
+    assert!(
+        ssh_config.contains("Host ") && ssh_config.contains("Port "),
+        "{ssh_config}"
+    );
+
+    cli.ok(&["-q", "course", "teardown", "cs101", "--force"]);
+    let stopped = lxd.lxc(&["list", "-f", "csv", "-c", "s"]);
+    assert_eq!(stopped, "STOPPED\nSTOPPED\n");
+    cli.ok(&["-q", "course", "teardown", "cs101", "--delete", "--force"]);
+    assert_eq!(lxd.lxc(&["list", "-f", "csv", "-c", "n"]), "");
+}

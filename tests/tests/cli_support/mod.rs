@@ -1,0 +1,305 @@
+//! Shared by the `cli_*` tests: a real controller (`cohort-controller init` + `serve` on a test
+//! database and a free port) and the `cohort` binary with a configuration of its own.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use cohort_e2e::ssh::SshKey;
+use cohort_e2e::{PortRange, TestDb, TestLxd};
+use cohort_proto::api::users::AddSshKey;
+
+/// The first admin's username (`admin` itself is reserved for the system).
+pub const ADMIN: &str = "labadmin";
+
+/// A binary of this workspace, built by cargo once per test process so it is never stale:
+/// `cohort` (package cohort-cli), `cohort-controller`, `cohort-agent`.
+pub fn binary(name: &str) -> PathBuf {
+    match name {
+        "cohort" => {
+            static BUILT: std::sync::Once = std::sync::Once::new();
+            let path =
+                cohort_e2e::controller::built_binary("cohort-controller").with_file_name("cohort");
+            BUILT.call_once(|| {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                let status = Command::new(cargo)
+                    .args(["build", "-p", "cohort-cli", "--bin", "cohort"])
+                    .status()
+                    .expect("run cargo build");
+                assert!(status.success(), "building cohort failed");
+            });
+            path
+        }
+        other => cohort_e2e::controller::built_binary(other),
+    }
+}
+
+/// A controller serving HTTPS on 127.0.0.1 with its own CA, database and state directory.
+pub struct Controller {
+    pub url: String,
+    pub admin_token: String,
+    pub state: tempfile::TempDir,
+    pub ports: PortRange,
+    child: Child,
+    _db: TestDb,
+}
+
+impl Controller {
+    pub fn start() -> Self {
+        let db = TestDb::new();
+        let ports = PortRange::claim();
+        let state = tempfile::tempdir().expect("state dir");
+        let listen = format!("127.0.0.1:{}", ports.port(0));
+        let env = |cmd: &mut Command| {
+            cmd.env("DATABASE_URL", db.url())
+                .env("COHORT_STATE_DIR", state.path())
+                .env("COHORT_LISTEN", &listen)
+                .env("COHORT_SERVER_NAMES", "127.0.0.1")
+                .env("RUST_LOG", "warn");
+        };
+        let mut init = Command::new(binary("cohort-controller"));
+        init.args(["init", "--admin", ADMIN]);
+        env(&mut init);
+        let out = init.output().expect("run cohort-controller init");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "init: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let admin_token = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("admin token (shown once): "))
+            .expect("init prints the admin token")
+            .to_string();
+        let log = std::fs::File::create(state.path().join("serve.log")).expect("log");
+        let mut serve = Command::new(binary("cohort-controller"));
+        serve.arg("serve").stdout(Stdio::null()).stderr(log);
+        env(&mut serve);
+        let child = serve.spawn().expect("run cohort-controller serve");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(&listen).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "controller did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Controller {
+            url: format!("https://{listen}"),
+            admin_token,
+            state,
+            child,
+            _db: db,
+            ports,
+        }
+    }
+
+    /// SHA-256 of the server certificate `init` wrote, as the CLI shows fingerprints.
+    pub fn server_fingerprint(&self) -> String {
+        let pem = std::fs::read_to_string(self.state.path().join("server.crt")).expect("cert");
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .expect("PEM body");
+        cohort_cli::tls::fingerprint(&der)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `cohort` binary with a configuration of its own.
+pub struct Cli {
+    pub conf: tempfile::TempDir,
+}
+
+impl Cli {
+    /// A client with the controller added as remote `lab` with the admin token.
+    pub fn admin_of(controller: &Controller) -> Self {
+        let cli = Cli {
+            conf: tempfile::tempdir().expect("conf dir"),
+        };
+        cli.ok(&[
+            "remote",
+            "add",
+            "lab",
+            &controller.url,
+            "--token",
+            &controller.admin_token,
+            "--accept-certificate",
+        ]);
+        cli
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, b"")
+    }
+
+    /// Runs with `input` piped to stdin.
+    pub fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(binary("cohort"))
+            .args(args)
+            .env("COHORT_CONF", self.conf.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run cohort");
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().expect("cohort output")
+    }
+
+    /// Runs and returns stdout; panics with stderr on failure.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "cohort {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs expecting lxc's failure: exit 1 and `Error: <message>` on stderr.
+    pub fn fails(&self, args: &[&str], message: &str) {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "cohort {}: {stderr}",
+            args.join(" ")
+        );
+        assert!(
+            stderr.starts_with("Error: ") && stderr.contains(message),
+            "cohort {}: expected {message:?} in {stderr:?}",
+            args.join(" ")
+        );
+    }
+}
+
+/// The unified tarball of `cohort/base` that `scripts/setup` built.
+pub fn base_image_tarball() -> PathBuf {
+    cohort_e2e::fleet::base_tarball()
+}
+
+/// `cohort-agent join` + `serve` for node `name`, working in `lxd`'s project.
+pub struct Agent {
+    child: Child,
+    _state: tempfile::TempDir,
+}
+
+impl Agent {
+    pub fn join(controller: &Controller, cli: &Cli, lxd: &TestLxd, name: &str) -> Self {
+        let token = cli.ok(&["-q", "node", "add", name]);
+        let state = tempfile::tempdir().expect("agent state");
+        let ports = &controller.ports;
+        let listen = format!("127.0.0.1:{}", ports.port(1));
+        let ssh_ports = format!("{}-{}", ports.port(2), ports.port(63));
+        let out = Command::new(binary("cohort-agent"))
+            .args(["join", token.trim(), "--listen", &listen])
+            .args(["--agent-url", &format!("https://{listen}")])
+            .args(["--ssh-host", "127.0.0.1", "--ssh-ports", &ssh_ports])
+            .args(["--lxd-project", lxd.project()])
+            .arg("--state-dir")
+            .arg(state.path())
+            .output()
+            .expect("run cohort-agent join");
+        assert!(
+            out.status.success(),
+            "join: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = std::fs::File::create(state.path().join("agent.log")).expect("log");
+        let child = Command::new(binary("cohort-agent"))
+            .arg("serve")
+            .arg("--config")
+            .arg(state.path().join("agent.toml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("run cohort-agent serve");
+        Agent {
+            child,
+            _state: state,
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `POST /me/ssh-keys` for the admin (the CLI has no verb for keys), through the CLI's own
+/// client and its pinned remote.
+pub fn add_ssh_key(cli: &Cli) {
+    let config = cohort_cli::config::Config::load(&cli.conf.path().join("config.yml")).unwrap();
+    let client = cohort_cli::client::Client::new(config.remote("lab").unwrap()).unwrap();
+    let key = AddSshKey {
+        public_key: SshKey::generate().public_key(),
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _: serde_json::Value = runtime
+        .block_on(client.post("/me/ssh-keys", &key))
+        .expect("add an SSH key");
+}
+
+/// A one-node deployment: a test LXD project, a controller, an agent enrolled as `node1` and
+/// online, the admin with an SSH key (so its containers get a login and a proxy device, as a
+/// student's do) and `cohort/base` imported. Field order is drop order: the agent stops before
+/// the project goes.
+pub struct OneNode {
+    pub cli: Cli,
+    pub agent: Agent,
+    pub controller: Controller,
+    pub lxd: TestLxd,
+}
+
+impl OneNode {
+    pub fn start() -> Self {
+        let lxd = TestLxd::new();
+        let controller = Controller::start();
+        let cli = Cli::admin_of(&controller);
+        let agent = Agent::join(&controller, &cli, &lxd, "node1");
+        let started = Instant::now();
+        while !cli
+            .ok(&["cluster", "list", "-f", "csv"])
+            .contains(",ONLINE,")
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "node1 never came online"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        add_ssh_key(&cli);
+        let tarball = base_image_tarball();
+        cli.ok(&[
+            "-q",
+            "image",
+            "import",
+            tarball.to_str().unwrap(),
+            "--alias",
+            "cohort/base",
+        ]);
+        OneNode {
+            cli,
+            agent,
+            controller,
+            lxd,
+        }
+    }
+}
