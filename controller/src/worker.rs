@@ -183,16 +183,21 @@ async fn record(
     let item_id = item.id;
     let finish_as = |status: &'static str, why: Option<String>| {
         ctl.db(move |conn| {
-            Ok(OperationItem::finish(conn, item_id, status, why.as_deref())?)
+            Ok(OperationItem::finish(
+                conn,
+                item_id,
+                status,
+                why.as_deref(),
+            )?)
         })
     };
     match outcome {
         StepOutcome::Done => finish_as("success", None).await.map(|_| None),
         StepOutcome::Cancelled(why) => finish_as("cancelled", Some(why)).await.map(|_| None),
         StepOutcome::Failed(why) => finish_as("failure", Some(why)).await.map(|_| None),
-        StepOutcome::Wait(delay) => {
-            Ok(Some(Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default()))
-        }
+        StepOutcome::Wait(delay) => Ok(Some(
+            Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
+        )),
         StepOutcome::Retry(why) => {
             let attempts = item.attempts as u32 + 1;
             if attempts >= ctl.config.worker.max_attempts {
