@@ -121,7 +121,11 @@ impl Node {
             url: req.url.clone(),
             message,
         };
-        let resp = reqwest::get(&req.url)
+        let resp = self
+            .controller_client()
+            .map_err(download)?
+            .get(&req.url)
+            .send()
             .await
             .and_then(reqwest::Response::error_for_status)
             .map_err(|e| download(e.to_string()))?;
@@ -134,6 +138,24 @@ impl Node {
             });
         }
         self.upload_image(&req.alias, bytes).await
+    }
+
+    /// An HTTPS client for the controller's image store: this node's certificate as its identity,
+    /// the Cohort CA saved at join as the only trust root.
+    fn controller_client(&self) -> Result<reqwest::Client, String> {
+        let read = |path: std::path::PathBuf| {
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        let mut identity = read(self.config.key_path())?;
+        identity.extend_from_slice(&read(self.config.cert_path())?);
+        let ca = read(self.config.ca_path())?;
+        reqwest::Client::builder()
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).map_err(|e| e.to_string())?)
+            .identity(reqwest::Identity::from_pem(&identity).map_err(|e| e.to_string())?)
+            .build()
+            .map_err(|e| e.to_string())
     }
 
     async fn set_alias(&self, alias: &str, fingerprint: &str) -> Result<(), LxdError> {
