@@ -31,9 +31,10 @@ impl Node {
             same_request(existing, req, &plan)?;
         }
         if req.start {
-            let never_started = lx
-                .as_ref()
-                .map_or(true, |l| !l.config.contains_key("volatile.idmap.current"));
+            let never_started = match &lx {
+                Some(l) => !l.config.contains_key("volatile.idmap.current"),
+                None => true,
+            };
             if never_started {
                 let _one_at_a_time = self.first_start.lock().await;
                 self.start_instance(&req.name).await?;
