@@ -109,3 +109,69 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
             .await
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_students_in_parallel_are_all_ready_and_log_in() {
+    let lxd = TestLxd::new();
+    // Two creates at a time, so the bound on concurrent creates is exercised too.
+    let agent = TestAgent::start_with(&lxd, |c| c.max_concurrent_creates = Some(2)).await;
+    let ports = PortRange::claim();
+    let key = SshKey::generate();
+    let requests: Vec<CreateInstance> = (0..6u16)
+        .map(|i| CreateInstance {
+            idempotency_key: format!("op-{i}"),
+            name: format!("lab-s{i}"),
+            source: InstanceSource::Image {
+                alias: "cohort/base".into(),
+            },
+            limits: Limits {
+                cpu: 1,
+                memory_mib: 256,
+                disk_gib: 2,
+            },
+            gpus: Vec::new(),
+            ssh: Some(SshAccess {
+                username: format!("s{i}"),
+                authorized_keys: vec![key.public_key()],
+                password_hash: None,
+                sudo: false,
+                listen_address: "127.0.0.1".into(),
+                port: ports.port(i),
+            }),
+            home_volume: None,
+            config: BTreeMap::new(),
+            start: true,
+        })
+        .collect();
+    let client = agent.controller();
+    let started = Instant::now();
+    let answers = futures_util::future::join_all(
+        requests
+            .iter()
+            .map(|r| client.post(agent.url("/v1/instances")).json(r).send()),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    for (r, a) in requests.iter().zip(answers) {
+        let a = a.expect("POST");
+        assert_eq!(
+            a.status(),
+            201,
+            "{}: {}",
+            r.name,
+            a.text().await.unwrap_or_default()
+        );
+        let inst: Instance = a.json().await.unwrap();
+        assert!(inst.ssh_ready, "{} not ready", r.name);
+    }
+    eprintln!("6 instances with SSH, all ready: {elapsed:?}");
+    for i in 0..6u16 {
+        let out = key.run("127.0.0.1", ports.port(i), &format!("s{i}"), "hostname");
+        assert!(
+            out.status.success(),
+            "s{i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("lab-s{i}\n"));
+    }
+}

@@ -31,7 +31,16 @@ impl Node {
             same_request(existing, req, &plan)?;
         }
         if req.start {
-            self.start_instance(&req.name).await?;
+            let never_started = match &lx {
+                Some(l) => !l.config.contains_key("volatile.idmap.current"),
+                None => true,
+            };
+            if never_started {
+                let _one_at_a_time = self.first_start.lock().await;
+                self.start_instance(&req.name).await?;
+            } else {
+                self.start_instance(&req.name).await?;
+            }
             if let Some(ssh) = &plan.ssh {
                 self.provision_user(&req.name, ssh).await?;
                 drop(permit);
