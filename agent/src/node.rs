@@ -16,10 +16,6 @@ pub struct Node {
     pub lxd: Lxd,
     /// Permits for concurrent creates (`max_concurrent_creates`).
     pub(crate) creates: Arc<Semaphore>,
-    /// Held around the first start of a new instance: LXD 5.0 allocates an isolated idmap at
-    /// first start and concurrent first starts can be given a range outside /etc/subuid
-    /// ("newuidmap ... not allowed"), so the agent starts new instances one at a time.
-    pub(crate) first_start: tokio::sync::Mutex<()>,
     lxd_version: String,
     storage_driver: String,
 }
@@ -48,7 +44,6 @@ impl Node {
             config,
             lxd,
             creates,
-            first_start: tokio::sync::Mutex::new(()),
             lxd_version: info.environment.server_version,
             storage_driver,
         })

@@ -141,6 +141,22 @@ impl TestLxd {
         lxc_output(&all)
     }
 
+    /// `lxc --project <this> ARGS...` (an `init` or `launch`) under the daemon's start lock, the
+    /// one every `cohort-agent` takes: LXD 5.0.2 gives a starting container an idmap outside
+    /// /etc/subuid while another container on the daemon exists unstarted, so creations must
+    /// not overlap starts.
+    pub fn lxc_create(&self, args: &[&str]) -> String {
+        use sha2::{Digest, Sha256};
+        let socket = socket_path();
+        let tag = hex::encode(&Sha256::digest(socket.as_bytes())[..8]);
+        let path = std::env::temp_dir().join(format!("cohort-lxd-start-{tag}.lock"));
+        let file = std::fs::File::create(&path).expect("start lock file");
+        let _lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| e)
+            .expect("start lock");
+        self.lxc(args)
+    }
+
     /// Names of the instances in this project (one recursive-free query).
     pub fn instance_names(&self) -> Vec<String> {
         query_names(&format!("/1.0/instances?project={}", self.project))

@@ -215,7 +215,9 @@ async fn create_is_idempotent_on_key_and_spec() {
 async fn clone_from_a_stopped_template_container() {
     let lxd = TestLxd::new();
     let agent = TestAgent::start(&lxd).await;
-    lxd.lxc(&["init", "cohort/base", "tpl-1"]);
+    // A template is a container that has run once (so it has its own idmap) and was stopped.
+    lxd.lxc_create(&["launch", "cohort/base", "tpl-1"]);
+    lxd.lxc(&["stop", "--force", "tpl-1"]);
     lxd.lxc(&["config", "set", "tpl-1", "user.template-mark", "yes"]);
     let mut req = spec("from-tpl", "op-t");
     req.source = InstanceSource::Copy {

@@ -20,8 +20,8 @@ fn lxc_rows(lxd: &TestLxd, columns: &str, header: &[&str]) -> Rows {
 #[test]
 fn table_compact_and_csv_match_real_lxc() {
     let lxd = TestLxd::new();
-    lxd.lxc(&["init", "cohort/base", "web1"]);
-    lxd.lxc(&["init", "cohort/base", "db-2"]);
+    lxd.lxc_create(&["init", "cohort/base", "web1"]);
+    lxd.lxc_create(&["init", "cohort/base", "db-2"]);
 
     for (columns, header) in [
         ("ns", vec!["NAME", "STATE"]),

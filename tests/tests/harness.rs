@@ -14,7 +14,7 @@ fn ssh_login_through_proxy_device_with_generated_key() {
     let key = SshKey::generate();
     let stranger = SshKey::generate();
 
-    lxd.lxc(&[
+    lxd.lxc_create(&[
         "launch",
         "cohort/base",
         "harness-c1",
@@ -101,7 +101,7 @@ fn ssh_login_through_proxy_device_with_generated_key() {
 fn test_lxd_project_is_removed_with_its_instances_on_drop() {
     let lxd = TestLxd::new();
     let project = lxd.project().to_string();
-    lxd.lxc(&["init", "cohort/base", "harness-c2"]);
+    lxd.lxc_create(&["launch", "cohort/base", "harness-c2"]);
     assert_eq!(lxd.instance_names(), vec!["harness-c2".to_string()]);
     drop(lxd);
     assert!(!cohort_e2e::lxd::project_exists(&project));

@@ -23,24 +23,32 @@ impl Node {
             .acquire_owned()
             .await
             .expect("create semaphore is never closed");
-        let lx = match self.lxd_instance(&req.name).await? {
-            Some(existing) => Some(existing),
-            None => self.create_new(req, &plan).await?,
-        };
+        let mut lx = self.lxd_instance(&req.name).await?;
         if let Some(existing) = &lx {
             same_request(existing, req, &plan)?;
         }
-        if req.start {
-            let never_started = match &lx {
-                Some(l) => !l.config.contains_key("volatile.idmap.current"),
-                None => true,
-            };
-            if never_started {
-                let _one_at_a_time = self.first_start.lock().await;
-                self.start_instance(&req.name).await?;
-            } else {
-                self.start_instance(&req.name).await?;
+        let never_started = lx
+            .as_ref()
+            .is_none_or(|l| !l.config.contains_key("volatile.idmap.current"));
+        if lx.is_none() || (req.start && never_started) {
+            // LXD 5.0.2 hands a starting container an idmap outside /etc/subuid while another
+            // isolated container on the daemon exists but has never started (its idmap base
+            // reads as 0). So on one daemon, creating and first starting happen one container
+            // at a time, across every agent that drives it.
+            let _daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
+            if lx.is_none() {
+                lx = self.create_new(req, &plan).await?;
+                if let Some(existing) = &lx {
+                    same_request(existing, req, &plan)?;
+                }
             }
+            if req.start {
+                self.start_unlocked(&req.name).await?;
+            }
+        } else if req.start {
+            self.start_instance(&req.name).await?;
+        }
+        if req.start {
             if let Some(ssh) = &plan.ssh {
                 self.provision_user(&req.name, ssh).await?;
                 drop(permit);

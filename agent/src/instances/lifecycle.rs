@@ -15,6 +15,27 @@ use crate::node::Node;
 /// Seconds given to a clean shutdown when the request names none.
 const DEFAULT_STOP_TIMEOUT_S: u32 = 30;
 
+/// Holds an exclusive `flock` on a file named after the LXD socket, so that every agent driving
+/// the same daemon starts one container at a time (see `start_instance`). `None` when the lock
+/// file cannot be made; the start then goes ahead unserialised.
+pub(crate) async fn start_lock(
+    socket: &std::path::Path,
+) -> Option<nix::fcntl::Flock<std::fs::File>> {
+    use sha2::{Digest, Sha256};
+    let tag = hex::encode(&Sha256::digest(socket.as_os_str().as_encoded_bytes())[..8]);
+    let path = std::env::temp_dir().join(format!("cohort-lxd-start-{tag}.lock"));
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::create(&path).ok()?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Starts tried before a `forkstart` failure is reported.
+const START_ATTEMPTS: u32 = 6;
+
 impl Node {
     async fn put_state(
         &self,
@@ -30,19 +51,48 @@ impl Node {
     }
 
     pub(crate) async fn start_instance(&self, name: &str) -> Result<(), InstanceError> {
-        match self
-            .put_state(name, json!({"action": "start"}), Duration::from_secs(120))
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_not_found() => Err(InstanceError::instance_missing(name, &e)),
-            Err(e)
-                if e.lxd_message()
-                    .is_some_and(|m| m.contains("already running")) =>
+        let _daemon = start_lock(&self.config.lxd_socket()).await;
+        self.start_unlocked(name).await
+    }
+
+    /// Starts `name`; the caller holds the daemon's start lock.
+    pub(crate) async fn start_unlocked(&self, name: &str) -> Result<(), InstanceError> {
+        // LXD 5.0.2 sometimes gives one of several containers started at once on a daemon an
+        // isolated idmap outside /etc/subuid ("newuidmap ... not allowed"), and `forkstart`
+        // fails (and LXD then runs a clean-up "stop" for a moment); the next start picks a
+        // valid range. So a failed forkstart is tried again a few times before it counts.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self
+                .put_state(name, json!({"action": "start"}), Duration::from_secs(120))
+                .await
             {
-                Ok(())
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_not_found() => {
+                    return Err(InstanceError::instance_missing(name, &e))
+                }
+                Err(e)
+                    if e.lxd_message()
+                        .is_some_and(|m| m.contains("already running")) =>
+                {
+                    return Ok(())
+                }
+                Err(e)
+                    if attempt < START_ATTEMPTS
+                        && e.lxd_message().is_some_and(|m| {
+                            m.contains("forkstart") || m.contains("is busy running")
+                        }) =>
+                {
+                    tracing::info!(
+                        instance = name,
+                        attempt,
+                        "start failed in forkstart; trying again"
+                    );
+                    tokio::time::sleep(Duration::from_millis(1000 * attempt as u64)).await;
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => Err(e.into()),
         }
     }
 
