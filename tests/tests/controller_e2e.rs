@@ -47,7 +47,9 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
 
     let admin = init(db.url(), state.path());
     assert_private(state.path());
-    let mut controller = ControllerProcess::start(db.url(), state.path(), controller_port, &[]);
+    // One item at a time per node, so the kill lands between the evacuation's two items.
+    let serial = [("COHORT_ITEMS_PER_NODE", "1")];
+    let mut controller = ControllerProcess::start(db.url(), state.path(), controller_port, &serial);
     let api = Api::new(state.path(), controller_port);
     use reqwest::Method as M;
 
@@ -167,7 +169,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     }
     controller.kill();
     let before = OperationItem::for_operation(&mut conn, evac.id).unwrap();
-    controller = ControllerProcess::start(db.url(), state.path(), controller_port, &[]);
+    controller = ControllerProcess::start(db.url(), state.path(), controller_port, &serial);
     let done = api.wait(&admin, &evac).await;
     assert_eq!(done.progress.done, 2);
     let after = OperationItem::for_operation(&mut conn, evac.id).unwrap();
