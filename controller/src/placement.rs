@@ -5,13 +5,10 @@
 //! commit together; the unique indexes are the last guard.
 
 use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Nullable, Text};
 
 use crate::config::PlacementConfig;
-use crate::models::gpu::Gpu;
-use crate::models::gpu_allocation::GpuAllocation;
-use crate::models::image::Image;
 use crate::models::instance::Instance;
-use crate::models::node::Node;
 
 /// Where an instance went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,157 +20,238 @@ pub struct Placement {
     pub gpu_slots: Vec<(i64, i32)>,
 }
 
-/// A node's fit for an instance, computed from a snapshot of the inventory.
-struct Fit {
-    node: Node,
-    holds_image: bool,
-    /// Fraction of memory left after placing; spread prefers more, pack less.
-    memory_left: f64,
+/// Nodes ranked by the cheap tests before the GPU test runs on them.
+const SHORTLIST: i64 = 64;
+
+/// Nodes one pass may find unable to take the instance once locked (the GPU test ran on a
+/// snapshot) before the next pass.
+const TRIES_PER_PASS: usize = 4;
+
+/// How hard a pass looks for a node.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// The best of the shortlist that no other transaction holds.
+    Shortlist,
+    /// The best of every node that no other transaction holds.
+    Everything,
+    /// The best of every node, waiting for its lock.
+    Wait,
 }
 
-/// Tries to place `instance`; `None` when no node can hold it now. Only nodes named in `pinned`
-/// are considered when it is set.
+/// Tries to place `instance`; `None` when no node can hold it now. Only the node `pinned` names
+/// is considered when it is set.
+///
+/// Each try is one query over `nodes` that filters on the usage counters the database keeps
+/// (see the `placement_counters` migration), ranks the nodes and locks the best one no other
+/// placement holds (`FOR UPDATE SKIP LOCKED`), so concurrent placements spread over nodes
+/// instead of queueing on the single best one. Only when every node that fits is held does it
+/// wait for one. The GPU slots and the port are then taken under that lock.
 pub fn place(
     conn: &mut PgConnection,
     instance: &Instance,
     pinned: Option<i64>,
     config: &PlacementConfig,
 ) -> QueryResult<Option<Placement>> {
-    let mut fits = Vec::new();
-    for node in Node::list(conn)? {
-        if node.state != "online" || pinned.is_some_and(|id| id != node.id) {
-            continue;
-        }
-        if instance.gpu_count > 0 && !node.nvidia_runtime {
-            continue;
-        }
-        let Some(memory_left) = capacity_left(conn, &node, instance, config)? else {
-            continue;
-        };
-        if choose_gpus(conn, &node, instance)?.is_none() || free_port(conn, &node)?.is_none() {
-            continue;
-        }
-        let holds_image = Image::held_by(conn, instance.image_id, node.id)?;
-        fits.push(Fit {
-            node,
-            holds_image,
-            memory_left,
-        });
-    }
-    let pack = instance.strategy == "pack";
-    fits.sort_by(|a, b| {
-        b.holds_image.cmp(&a.holds_image).then_with(|| {
-            let order = a.memory_left.total_cmp(&b.memory_left);
-            if pack {
-                order
-            } else {
-                order.reverse()
+    let mut tried: Vec<i64> = Vec::new();
+    for pass in [Pass::Shortlist, Pass::Everything, Pass::Wait] {
+        for _ in 0..TRIES_PER_PASS {
+            // A savepoint per try: a node that cannot take the instance is let go (its row lock
+            // released with the savepoint) before the next is tried.
+            let placed = conn.transaction(|conn| {
+                let Some(node) = lock_best(conn, instance, pinned, config, pass, &tried)? else {
+                    return Ok(None);
+                };
+                tried.push(node.id);
+                allocate_on(conn, node, instance).map(Some)
+            });
+            match placed {
+                Ok(Some(p)) => return Ok(Some(p)),
+                Ok(None) => break,
+                Err(diesel::result::Error::RollbackTransaction) => continue,
+                Err(e) => return Err(e),
             }
-        })
-    });
-    for fit in fits {
-        // A savepoint per candidate: a node that no longer fits once locked is let go (its row
-        // lock released with the savepoint) before the next is tried, so two placements never
-        // hold one node each while waiting for the other's.
-        let placed = conn.transaction(|conn| allocate_on(conn, fit.node.id, instance, config));
-        match placed {
-            Ok(Some(p)) => return Ok(Some(p)),
-            Ok(None) | Err(diesel::result::Error::RollbackTransaction) => continue,
-            Err(e) => return Err(e),
         }
     }
     Ok(None)
 }
 
-/// Under the node's row lock: re-checks the fit against the committed state and allocates.
+/// The filter every candidate node passes, on alias `n`, with the bind numbers `lock_best` uses.
+const FITS: &str = "n.state = 'online' AND ($1::int8 IS NULL OR n.id = $1) \
+    AND ($2 = 0 OR n.nvidia_runtime) \
+    AND n.cpu_used + $3 <= n.cores * $4 \
+    AND n.memory_bytes >= 1048576 \
+    AND n.memory_used_mib + $5 <= (n.memory_bytes / 1048576) * $6 \
+    AND n.disk_used_gib + $7 <= n.disk_total_bytes / 1073741824 \
+    AND n.instance_count <= n.ssh_port_last - n.ssh_port_first \
+    AND n.id <> ALL($12)";
+
+/// Finds and locks the best node for the instance by the committed counters: holding the image
+/// first, then by memory left after placing (most first to spread, least first to pack). The
+/// GPU test (a count over the node's GPUs) runs only on the `SHORTLIST` best by the cheap tests
+/// in the first pass. The filter is repeated on the locked row, so a node another placement
+/// changed while this one waited is re-checked on its newest counters.
+fn lock_best(
+    conn: &mut PgConnection,
+    instance: &Instance,
+    pinned: Option<i64>,
+    config: &PlacementConfig,
+    pass: Pass,
+    tried: &[i64],
+) -> QueryResult<Option<LockedNode>> {
+    let shortlist = if pass == Pass::Shortlist {
+        SHORTLIST
+    } else {
+        i64::MAX
+    };
+    let lock = if pass == Pass::Wait {
+        "FOR UPDATE OF n"
+    } else {
+        "FOR UPDATE OF n SKIP LOCKED"
+    };
+    let fits_inner = FITS.replace("n.", "m.");
+    diesel::sql_query(format!(
+        "SELECT n.id, n.name, n.ssh_port_first, n.ssh_port_last \
+         FROM nodes n JOIN ( \
+             SELECT m.id, \
+                    EXISTS (SELECT 1 FROM node_images ni \
+                            WHERE ni.node_id = m.id AND ni.image_id = $10) AS holds, \
+                    (CASE WHEN $11 THEN -1 ELSE 1 END) * (m.memory_used_mib + $5) \
+                      / ((m.memory_bytes / 1048576) * $6) AS score \
+             FROM nodes m WHERE {fits_inner} \
+             ORDER BY holds DESC, score, m.id \
+             LIMIT $13 \
+         ) c ON c.id = n.id \
+         WHERE {FITS} \
+           AND ($2 = 0 OR (SELECT count(*) FROM gpus g WHERE g.node_id = n.id AND g.present \
+                AND g.allocated < g.share_limit AND ($8::text IS NULL OR g.model = $8) \
+                AND (NOT $9 OR g.share_limit = 1)) >= $2) \
+         ORDER BY c.holds DESC, c.score, n.id \
+         LIMIT 1 {lock}"
+    ))
+    .bind::<Nullable<BigInt>, _>(pinned)
+    .bind::<Integer, _>(instance.gpu_count)
+    .bind::<Integer, _>(instance.cpu)
+    .bind::<Double, _>(config.cpu_overcommit)
+    .bind::<BigInt, _>(instance.memory_mib)
+    .bind::<Double, _>(config.memory_overcommit)
+    .bind::<BigInt, _>(instance.disk_gib)
+    .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
+    .bind::<Bool, _>(instance.gpu_share == "exclusive")
+    .bind::<BigInt, _>(instance.image_id)
+    .bind::<Bool, _>(instance.strategy == "pack")
+    .bind::<Array<BigInt>, _>(tried)
+    .bind::<BigInt, _>(shortlist)
+    .get_result(conn)
+    .optional()
+}
+
+/// A node row as locked for an allocation.
+#[derive(QueryableByName)]
+struct LockedNode {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Integer)]
+    ssh_port_first: i32,
+    #[diesel(sql_type = Integer)]
+    ssh_port_last: i32,
+}
+
+/// Under the node's row lock: takes the GPU slots and the port. Rolls back (the caller's
+/// savepoint) when the node cannot take the instance after all.
 fn allocate_on(
     conn: &mut PgConnection,
-    node_id: i64,
+    node: LockedNode,
     instance: &Instance,
-    config: &PlacementConfig,
-) -> QueryResult<Option<Placement>> {
-    let node = Node::lock(conn, node_id)?;
-    if node.state != "online" || capacity_left(conn, &node, instance, config)?.is_none() {
+) -> QueryResult<Placement> {
+    let gpu_slots = allocate_gpus(conn, node.id, instance)?;
+    if gpu_slots.len() < instance.gpu_count as usize {
         return Err(diesel::result::Error::RollbackTransaction);
     }
-    let Some(gpu_slots) = choose_gpus(conn, &node, instance)? else {
+    let Some(port) = take_port(conn, &node, instance.id)? else {
         return Err(diesel::result::Error::RollbackTransaction);
     };
-    let Some(port) = free_port(conn, &node)? else {
-        return Err(diesel::result::Error::RollbackTransaction);
-    };
-    Instance::place(conn, instance.id, node.id, port)?;
-    for (gpu, slot) in &gpu_slots {
-        GpuAllocation::insert(conn, gpu.id, gpu.share_limit, *slot, instance.id)?;
-    }
-    Ok(Some(Placement {
+    Ok(Placement {
         node_id: node.id,
         node_name: node.name,
         ssh_port: port,
-        gpu_slots: gpu_slots.iter().map(|(g, s)| (g.id, *s)).collect(),
-    }))
+        gpu_slots: gpu_slots.iter().map(|g| (g.gpu_id, g.slot)).collect(),
+    })
 }
 
-/// Fraction of memory left after adding the instance, or `None` when cpu, memory or disk would
-/// go over the node's capacity (with the configured overcommit).
-fn capacity_left(
-    conn: &mut PgConnection,
-    node: &Node,
-    instance: &Instance,
-    config: &PlacementConfig,
-) -> QueryResult<Option<f64>> {
-    let used = Instance::usage_on(conn, node.id)?;
-    let cpu_cap = f64::from(node.cores) * config.cpu_overcommit;
-    let mem_cap = node.memory_bytes as f64 / 1_048_576.0 * config.memory_overcommit;
-    let disk_cap = node.disk_total_bytes as f64 / 1_073_741_824.0;
-    let cpu = (used.cpu + i64::from(instance.cpu)) as f64;
-    let mem = (used.memory_mib + instance.memory_mib) as f64;
-    let disk = (used.disk_gib + instance.disk_gib) as f64;
-    if cpu > cpu_cap || mem > mem_cap || disk > disk_cap || mem_cap <= 0.0 {
-        return Ok(None);
-    }
-    Ok(Some(1.0 - mem / mem_cap))
+/// A GPU slot given to the instance.
+#[derive(QueryableByName)]
+struct TakenSlot {
+    #[diesel(sql_type = BigInt)]
+    gpu_id: i64,
+    #[diesel(sql_type = Integer)]
+    slot: i32,
 }
 
-/// The GPUs and slots the instance would get on this node: `gpu_count` distinct GPUs of the
-/// model asked for, exclusive ones (`share_limit` 1) for `exclusive`, each with its lowest free
-/// slot, the least used first.
-fn choose_gpus(
+/// Gives the instance up to `gpu_count` distinct GPUs of this node, of the model asked for,
+/// exclusive ones (`share_limit` 1) for `exclusive`, the least used first, each at its lowest
+/// free slot. Returns what it took; fewer than asked means the node cannot hold the instance.
+fn allocate_gpus(
     conn: &mut PgConnection,
-    node: &Node,
+    node_id: i64,
     instance: &Instance,
-) -> QueryResult<Option<Vec<(Gpu, i32)>>> {
+) -> QueryResult<Vec<TakenSlot>> {
     if instance.gpu_count == 0 {
-        return Ok(Some(Vec::new()));
+        return Ok(Vec::new());
     }
-    let mut candidates = Vec::new();
-    for gpu in Gpu::for_node(conn, node.id)? {
-        if !gpu.present
-            || instance.gpu_model.as_ref().is_some_and(|m| *m != gpu.model)
-            || (instance.gpu_share == "exclusive" && gpu.share_limit != 1)
-        {
-            continue;
-        }
-        let taken = GpuAllocation::slots(conn, gpu.id)?;
-        if let Some(slot) = (0..gpu.share_limit).find(|s| !taken.contains(s)) {
-            candidates.push((taken.len(), gpu, slot));
-        }
-    }
-    if candidates.len() < instance.gpu_count as usize {
-        return Ok(None);
-    }
-    candidates.sort_by_key(|(used, gpu, _)| (*used, gpu.idx));
-    Ok(Some(
-        candidates
-            .into_iter()
-            .take(instance.gpu_count as usize)
-            .map(|(_, gpu, slot)| (gpu, slot))
-            .collect(),
-    ))
+    diesel::sql_query(
+        "INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id) \
+         SELECT g.id, g.share_limit, \
+                (SELECT min(s)::int4 FROM generate_series(0, g.share_limit - 1) AS s \
+                 WHERE NOT EXISTS (SELECT 1 FROM gpu_allocations a \
+                                   WHERE a.gpu_id = g.id AND a.slot = s)), \
+                $5 \
+         FROM gpus g \
+         WHERE g.node_id = $1 AND g.present AND g.allocated < g.share_limit \
+           AND ($2::text IS NULL OR g.model = $2) AND (NOT $3 OR g.share_limit = 1) \
+         ORDER BY g.allocated, g.idx \
+         LIMIT $4 \
+         RETURNING gpu_id, slot",
+    )
+    .bind::<BigInt, _>(node_id)
+    .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
+    .bind::<Bool, _>(instance.gpu_share == "exclusive")
+    .bind::<BigInt, _>(i64::from(instance.gpu_count))
+    .bind::<BigInt, _>(instance.id)
+    .load(conn)
 }
 
-/// The lowest port of the node's range no instance holds.
-fn free_port(conn: &mut PgConnection, node: &Node) -> QueryResult<Option<i32>> {
-    let taken = Instance::ports_on(conn, node.id)?;
-    Ok((node.ssh_port_first..=node.ssh_port_last).find(|p| !taken.contains(p)))
+#[derive(QueryableByName)]
+struct Port {
+    #[diesel(sql_type = Nullable<Integer>)]
+    ssh_port: Option<i32>,
+}
+
+/// Places the instance on the node at the lowest port of the node's range no instance holds
+/// (the range's first port or one past a taken one, whichever is lowest and free); `None` when
+/// the range is full.
+fn take_port(
+    conn: &mut PgConnection,
+    node: &LockedNode,
+    instance_id: i64,
+) -> QueryResult<Option<i32>> {
+    let row: Port = diesel::sql_query(
+        "UPDATE instances SET node_id = $1, observed_state = 'pending', ssh_port = ( \
+             SELECT min(c.p) FROM ( \
+                 SELECT $2::int4 AS p \
+                 UNION ALL SELECT ssh_port + 1 FROM instances \
+                           WHERE node_id = $1 AND ssh_port BETWEEN $2 AND $3 \
+             ) c \
+             WHERE c.p <= $3 AND NOT EXISTS (SELECT 1 FROM instances i \
+                                             WHERE i.node_id = $1 AND i.ssh_port = c.p)) \
+         WHERE id = $4 \
+         RETURNING ssh_port",
+    )
+    .bind::<BigInt, _>(node.id)
+    .bind::<Integer, _>(node.ssh_port_first)
+    .bind::<Integer, _>(node.ssh_port_last)
+    .bind::<BigInt, _>(instance_id)
+    .get_result(conn)?;
+    Ok(row.ssh_port)
 }

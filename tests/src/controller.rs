@@ -194,13 +194,20 @@ impl Default for TestController {
 /// per test process so that it is never stale.
 pub fn built_binary(name: &str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    // Test binaries live in target/<profile>/deps, other binaries (the benchmarks) in
+    // target/<profile>: the binaries built here go next to them, in the same profile.
     let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let mut dir = exe.parent().expect("binary dir");
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir = dir.parent().expect("profile dir");
+    }
+    let release = dir.file_name().is_some_and(|n| n == "release");
     let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
     if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
             .args(["build", "-p", name, "--bin", name])
+            .args(release.then_some("--release"))
             .status()
             .expect("run cargo build");
         assert!(status.success(), "building {name} failed");

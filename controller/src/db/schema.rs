@@ -77,6 +77,7 @@ diesel::table! {
         mig_parent -> Nullable<Text>,
         share_limit -> Int4,
         present -> Bool,
+        allocated -> Int4,
     }
 }
 
@@ -169,6 +170,10 @@ diesel::table! {
         nvidia_runtime -> Bool,
         last_heartbeat_at -> Nullable<Timestamptz>,
         enrolled_at -> Timestamptz,
+        cpu_used -> Int8,
+        memory_used_mib -> Int8,
+        disk_used_gib -> Int8,
+        instance_count -> Int4,
     }
 }
 

@@ -68,14 +68,6 @@ impl Gpu {
             .optional()
     }
 
-    pub fn for_node(conn: &mut PgConnection, node_id: i64) -> QueryResult<Vec<Gpu>> {
-        gpus::table
-            .filter(gpus::node_id.eq(node_id))
-            .order(gpus::idx)
-            .select(Gpu::as_select())
-            .load(conn)
-    }
-
     /// Every GPU with its number of live allocations.
     pub fn list_with_use(conn: &mut PgConnection) -> QueryResult<Vec<(Gpu, i64)>> {
         let all = gpus::table

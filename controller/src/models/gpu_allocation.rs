@@ -15,24 +15,6 @@ pub struct GpuAllocation {
 }
 
 impl GpuAllocation {
-    pub fn insert(
-        conn: &mut PgConnection,
-        gpu_id: i64,
-        share_limit: i32,
-        slot: i32,
-        instance_id: i64,
-    ) -> QueryResult<()> {
-        diesel::insert_into(gpu_allocations::table)
-            .values((
-                gpu_allocations::gpu_id.eq(gpu_id),
-                gpu_allocations::share_limit.eq(share_limit),
-                gpu_allocations::slot.eq(slot),
-                gpu_allocations::instance_id.eq(instance_id),
-            ))
-            .execute(conn)
-            .map(|_| ())
-    }
-
     /// The slots taken on a GPU.
     pub fn slots(conn: &mut PgConnection, gpu_id: i64) -> QueryResult<Vec<i32>> {
         gpu_allocations::table

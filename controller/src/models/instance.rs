@@ -52,15 +52,6 @@ pub struct NewInstance<'a> {
     pub config: serde_json::Value,
 }
 
-/// What one node's instances use, for the placement filter.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NodeUsage {
-    pub cpu: i64,
-    pub memory_mib: i64,
-    pub disk_gib: i64,
-    pub count: i64,
-}
-
 impl Instance {
     pub fn insert(conn: &mut PgConnection, new: &NewInstance<'_>) -> QueryResult<Instance> {
         diesel::insert_into(instances::table)
@@ -124,45 +115,6 @@ impl Instance {
             .select(Instance::as_select())
             .first(conn)
             .optional()
-    }
-
-    /// Ports taken on a node.
-    pub fn ports_on(conn: &mut PgConnection, node_id: i64) -> QueryResult<Vec<i32>> {
-        instances::table
-            .filter(instances::node_id.eq(node_id))
-            .select(instances::ssh_port.assume_not_null())
-            .load(conn)
-    }
-
-    pub fn usage_on(conn: &mut PgConnection, node_id: i64) -> QueryResult<NodeUsage> {
-        let rows: Vec<(i32, i64, i64)> = instances::table
-            .filter(instances::node_id.eq(node_id))
-            .select((instances::cpu, instances::memory_mib, instances::disk_gib))
-            .load(conn)?;
-        Ok(rows
-            .iter()
-            .fold(NodeUsage::default(), |u, (c, m, d)| NodeUsage {
-                cpu: u.cpu + i64::from(*c),
-                memory_mib: u.memory_mib + m,
-                disk_gib: u.disk_gib + d,
-                count: u.count + 1,
-            }))
-    }
-
-    pub fn place(
-        conn: &mut PgConnection,
-        id: i64,
-        node_id: i64,
-        port: i32,
-    ) -> QueryResult<Instance> {
-        diesel::update(instances::table.find(id))
-            .set((
-                instances::node_id.eq(node_id),
-                instances::ssh_port.eq(port),
-                instances::observed_state.eq("pending"),
-            ))
-            .returning(Instance::as_returning())
-            .get_result(conn)
     }
 
     /// Frees the node and port (evacuation by move, or deletion of a queued instance).

@@ -86,16 +86,6 @@ impl Node {
             .load(conn)
     }
 
-    /// Locks the node row: every allocation on a node takes this lock first, so placements on
-    /// one node are serialized while different nodes proceed in parallel.
-    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Node> {
-        nodes::table
-            .find(id)
-            .for_update()
-            .select(Node::as_select())
-            .first(conn)
-    }
-
     pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
         diesel::update(nodes::table.find(id))
             .set(nodes::state.eq(state))

@@ -1,0 +1,160 @@
+//! Benchmark 3: API latency. A real `cohort-controller serve` process over TLS on loopback with a
+//! large inventory seeded straight into its database, then `connections` concurrent clients
+//! asking for one page of `GET /api/v1/instances` for a bounded time. The baseline in the same
+//! run is `/healthz` under the same load: the floor of the HTTP and TLS stack on this machine.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use diesel::connection::SimpleConnection;
+
+/// One page, as a client would ask for it.
+pub const PAGE: u32 = 100;
+
+pub struct Outcome {
+    pub requests: usize,
+    pub errors: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub baseline_p99_ms: f64,
+}
+
+/// Seeds `instances` placed instances over 100 nodes, one in four with a GPU slot.
+fn seed(url: &str, instances: u32) -> Result<()> {
+    use diesel::Connection;
+    let mut conn = diesel::PgConnection::establish(url)?;
+    conn.batch_execute(&format!(
+        "INSERT INTO users (username, role) SELECT 'u' || n, 'student'
+           FROM generate_series(1, {instances}) AS n;
+         INSERT INTO images (fingerprint, alias, description, gpu_ready, size_bytes)
+           VALUES (repeat('b', 64), 'bench/base', 'bench', true, 1);
+         INSERT INTO nodes (name, agent_url, ssh_host, ssh_port_first, ssh_port_last, state,
+                            cores, memory_bytes, disk_total_bytes, disk_free_bytes, nvidia_runtime)
+           SELECT 'sim-' || n, 'https://127.0.0.1:1', '127.0.0.1', 20000, 21000, 'cordoned',
+                  256, 2199023255552, 109951162777600, 109951162777600, true
+           FROM generate_series(1, 100) AS n;
+         INSERT INTO gpus (node_id, uuid, idx, model, memory_bytes, pci_address, share_limit,
+                           present)
+           SELECT nodes.id, 'GPU-' || nodes.id || '-' || g, g, 'NVIDIA H100 80GB HBM3',
+                  85899345920, '0000:0' || g || ':00.0', 64, true
+           FROM nodes, generate_series(0, 7) AS g;
+         INSERT INTO instances (name, owner_id, image_id, node_id, ssh_port, desired_state,
+                                observed_state, cpu, memory_mib, disk_gib, gpu_count,
+                                gpu_share, strategy, priority, config)
+           SELECT 'inst-' || lpad(u.id::text, 6, '0'), u.id, (SELECT id FROM images LIMIT 1),
+                  (SELECT id FROM nodes ORDER BY id OFFSET (u.id % 100) LIMIT 1),
+                  20000 + u.id / 100, 'running', 'running', 2, 4096, 20,
+                  CASE WHEN u.id % 4 = 0 THEN 1 ELSE 0 END, 'shared', 'spread', 0, '{{}}'
+           FROM users u WHERE u.role = 'student';
+         INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id)
+           SELECT g.id, g.share_limit, (i.ssh_port - 20000) / 8, i.id
+           FROM instances i JOIN gpus g
+             ON g.node_id = i.node_id AND g.idx = (i.ssh_port - 20000) % 8
+           WHERE i.gpu_count = 1;
+         ANALYZE;"
+    ))
+    .context("seed the inventory")
+}
+
+/// Latencies in milliseconds of every answered request, and the number of errors.
+async fn load(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    connections: u32,
+    seconds: u64,
+) -> (Vec<f64>, usize) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let tasks: Vec<_> = (0..connections)
+        .map(|_| {
+            let client = client.clone();
+            let url = url.to_string();
+            let token = token.to_string();
+            tokio::spawn(async move {
+                let (mut lat, mut errors) = (Vec::new(), 0usize);
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    let res = client.get(&url).bearer_auth(&token).send().await;
+                    match res {
+                        Ok(r) if r.status().is_success() => {
+                            if r.bytes().await.is_ok() {
+                                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                            } else {
+                                errors += 1;
+                            }
+                        }
+                        _ => errors += 1,
+                    }
+                }
+                (lat, errors)
+            })
+        })
+        .collect();
+    let (mut all, mut errors) = (Vec::new(), 0);
+    for t in tasks {
+        let (lat, e) = t.await.expect("load task");
+        all.extend(lat);
+        errors += e;
+    }
+    all.sort_by(f64::total_cmp);
+    (all, errors)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+pub fn run(instances: u32, connections: u32, seconds: u64) -> Result<Outcome> {
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let cluster = cohort_e2e::cluster::Cluster::start(0).await;
+        seed(cluster.db.url(), instances)?;
+        let ca = std::fs::read(cluster.state.path().join("controller/ca.crt"))?;
+        let client = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca)?)
+            .pool_max_idle_per_host(connections as usize)
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        let base = cluster.controller.url();
+        let token = Arc::new(cluster.admin_token.clone());
+        let page = format!("{base}/api/v1/instances?limit={PAGE}");
+        // The page must really hold PAGE instances of the seeded inventory.
+        let first: Vec<serde_json::Value> = client
+            .get(&page)
+            .bearer_auth(token.as_str())
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        ensure!(
+            first.len() == PAGE as usize,
+            "a page held {} instances, expected {PAGE}",
+            first.len()
+        );
+        // Warm up both routes, then measure the baseline and the route.
+        let _ = load(&client, &page, &token, connections, 2).await;
+        let health = format!("{base}/healthz");
+        let (base_lat, base_err) = load(&client, &health, &token, connections, seconds).await;
+        ensure!(base_err == 0, "{base_err} /healthz requests failed");
+        let (lat, errors) = load(&client, &page, &token, connections, seconds).await;
+        let log = cluster.controller_log();
+        let error_lines = log.lines().filter(|l| l.contains("ERROR")).count();
+        ensure!(
+            error_lines == 0,
+            "the controller logged {error_lines} errors under load"
+        );
+        Ok(Outcome {
+            requests: lat.len(),
+            errors,
+            p50_ms: percentile(&lat, 0.50),
+            p99_ms: percentile(&lat, 0.99),
+            baseline_p99_ms: percentile(&base_lat, 0.99),
+        })
+    })
+}

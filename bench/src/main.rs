@@ -1,0 +1,128 @@
+//! `cohort-bench`: the controller's benchmarks (issue: Benchmarks). Each prints one Markdown row
+//! with its raw figures and its ratio to the baseline measured in the same run.
+//!
+//!   cohort-bench placement [--nodes 1000] [--placements 100000] [--processes 2] [--threads 8]
+//!                          [--batch 1]
+//!   cohort-bench api [--instances 10000] [--connections 64] [--seconds 20]
+
+mod api;
+mod placement;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cohort-bench", about = "Cohort's controller benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Placement throughput on simulated nodes, two processes at once, against pgbench.
+    Placement {
+        #[arg(long, default_value_t = 1000)]
+        nodes: u32,
+        #[arg(long, default_value_t = 8)]
+        gpus_per_node: u32,
+        #[arg(long, default_value_t = 16)]
+        share_limit: u32,
+        #[arg(long, default_value_t = 100_000)]
+        placements: u32,
+        #[arg(long, default_value_t = 2)]
+        processes: u32,
+        /// Connections per process.
+        #[arg(long, default_value_t = 8)]
+        threads: u32,
+        /// Placements per transaction (1: one `POST /instances`; 30: a course's provision).
+        #[arg(long, default_value_t = 1)]
+        batch: u32,
+    },
+    /// One worker process of the placement benchmark (run by `placement`).
+    #[command(hide = true)]
+    PlacementWorker {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        worker: u32,
+        #[arg(long)]
+        count: u32,
+        #[arg(long)]
+        threads: u32,
+        #[arg(long)]
+        batch: u32,
+    },
+    /// `GET /api/v1/instances` latency with a large inventory under concurrent connections.
+    Api {
+        #[arg(long, default_value_t = 10_000)]
+        instances: u32,
+        #[arg(long, default_value_t = 64)]
+        connections: u32,
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().bench {
+        Bench::Placement {
+            nodes,
+            gpus_per_node,
+            share_limit,
+            placements,
+            processes,
+            threads,
+            batch,
+        } => {
+            let shape = placement::Shape {
+                nodes,
+                gpus_per_node,
+                share_limit,
+                placements,
+                processes,
+                threads,
+                batch,
+            };
+            let out = placement::run(&shape)?;
+            println!(
+                "| placement | {} nodes, {} placements, {} per transaction, {} processes x {} connections | {:.1} s | {:.0}/s | pgbench simple-update {:.0} tps | {:.2} |",
+                nodes,
+                out.placed,
+                batch,
+                processes,
+                threads,
+                out.seconds,
+                out.per_second(),
+                out.pgbench_tps,
+                out.per_second() / out.pgbench_tps,
+            );
+        }
+        Bench::PlacementWorker {
+            url,
+            worker,
+            count,
+            threads,
+            batch,
+        } => placement::worker(&url, worker, count, threads, batch)?,
+        Bench::Api {
+            instances,
+            connections,
+            seconds,
+        } => {
+            let out = api::run(instances, connections, seconds)?;
+            println!(
+                "| api latency | GET /api/v1/instances, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms |",
+                instances,
+                connections,
+                seconds,
+                out.requests,
+                out.errors,
+                out.p50_ms,
+                out.p99_ms,
+                out.baseline_p99_ms,
+            );
+        }
+    }
+    Ok(())
+}
