@@ -13,11 +13,11 @@ use cohort_proto::api::users as wire_users;
 use diesel::prelude::*;
 
 use crate::db::schema::{gpus, instances, users};
-use crate::models::instance_usage::InstanceUsage;
 use crate::models::gpu::Gpu;
 use crate::models::gpu_allocation::GpuAllocation;
 use crate::models::image::Image;
 use crate::models::instance::Instance;
+use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;

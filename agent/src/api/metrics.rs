@@ -45,7 +45,9 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
     let memory = Family::<Labels, Gauge>::default();
     let processes = Family::<Labels, Gauge>::default();
     for i in &instances {
-        by_status.get_or_create(&labels(&[("status", &i.status)])).inc();
+        by_status
+            .get_or_create(&labels(&[("status", &i.status)]))
+            .inc();
         if let Some(state) = &i.state {
             let l = labels(&[("container", &i.name)]);
             cpu.get_or_create(&l).set(state.cpu_usage_ns as f64 / 1e9);
@@ -82,7 +84,11 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
     let share_ratio = Family::<Labels, FloatGauge>::default();
     let share_procs = Family::<Labels, Gauge>::default();
     for g in &gpus.gpus {
-        let l = labels(&[("gpu", &g.uuid), ("index", &g.index.to_string()), ("model", &g.name)]);
+        let l = labels(&[
+            ("gpu", &g.uuid),
+            ("index", &g.index.to_string()),
+            ("model", &g.name),
+        ]);
         mem_used.get_or_create(&l).set(int(g.memory_used_bytes));
         mem_total.get_or_create(&l).set(int(g.memory_total_bytes));
         if let Some(u) = g.utilization_percent {

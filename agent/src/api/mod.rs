@@ -69,16 +69,16 @@ pub async fn serve_metrics(listener: TcpListener, node: Arc<Node>) -> std::io::R
             let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let node = node.clone();
                 async move {
-                    let resp = if req.method() == hyper::Method::GET && req.uri().path() == "/metrics"
-                    {
-                        metrics::render(&node).await
-                    } else {
-                        Err(ApiError::new(
-                            hyper::StatusCode::NOT_FOUND,
-                            "not_found",
-                            "only GET /metrics is served here",
-                        ))
-                    };
+                    let resp =
+                        if req.method() == hyper::Method::GET && req.uri().path() == "/metrics" {
+                            metrics::render(&node).await
+                        } else {
+                            Err(ApiError::new(
+                                hyper::StatusCode::NOT_FOUND,
+                                "not_found",
+                                "only GET /metrics is served here",
+                            ))
+                        };
                     Ok::<_, Infallible>(resp.unwrap_or_else(|e| routes::json(e.status, &e.body())))
                 }
             });

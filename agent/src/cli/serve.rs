@@ -43,7 +43,10 @@ pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
                 .await
                 .with_context(|| format!("listening on {addr} (metrics_listen)"))?;
             tracing::info!(%addr, "plain metrics listener");
-            Some(tokio::spawn(cohort_agent::api::serve_metrics(l, node.clone())))
+            Some(tokio::spawn(cohort_agent::api::serve_metrics(
+                l,
+                node.clone(),
+            )))
         }
         None => None,
     };

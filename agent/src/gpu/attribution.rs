@@ -31,7 +31,10 @@ pub fn instance_of<'a>(payload: &str, project: &str, instances: &'a [String]) ->
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    instances.iter().find(|i| i.as_str() == base).map(String::as_str)
+    instances
+        .iter()
+        .find(|i| i.as_str() == base)
+        .map(String::as_str)
 }
 
 /// The instance of `project` that host process `pid` runs in, if any.
@@ -63,11 +66,20 @@ mod tests {
     fn maps_to_the_instance_of_the_project_only() {
         let names = vec!["demo-alice".to_string(), "demo-alice-2".to_string()];
         // An exact name wins over the suffix reading.
-        assert_eq!(instance_of("p1_demo-alice-2", "p1", &names), Some("demo-alice-2"));
+        assert_eq!(
+            instance_of("p1_demo-alice-2", "p1", &names),
+            Some("demo-alice-2")
+        );
         let only = vec!["demo-alice".to_string()];
-        assert_eq!(instance_of("p1_demo-alice-2", "p1", &only), Some("demo-alice"));
+        assert_eq!(
+            instance_of("p1_demo-alice-2", "p1", &only),
+            Some("demo-alice")
+        );
         assert_eq!(instance_of("p2_demo-alice", "p1", &only), None);
-        assert_eq!(instance_of("demo-alice", "default", &only), Some("demo-alice"));
+        assert_eq!(
+            instance_of("demo-alice", "default", &only),
+            Some("demo-alice")
+        );
         assert_eq!(instance_of("demo-alice-x", "default", &only), None);
     }
 }

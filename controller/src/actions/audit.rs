@@ -24,7 +24,10 @@ pub async fn list(ctl: &Controller, caller: Caller, q: AuditQuery) -> ActionResu
         ));
     }
     if q.before.is_some_and(|b| b < 1) {
-        return Err(ActionError::invalid("before", "must be a positive entry id"));
+        return Err(ActionError::invalid(
+            "before",
+            "must be a positive entry id",
+        ));
     }
     ctl.db(move |conn| {
         let scope = if caller.is_admin() {
@@ -58,7 +61,11 @@ pub async fn list(ctl: &Controller, caller: Caller, q: AuditQuery) -> ActionResu
         let more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
         Ok(AuditPage {
-            next_before: if more { rows.last().map(|r| r.id) } else { None },
+            next_before: if more {
+                rows.last().map(|r| r.id)
+            } else {
+                None
+            },
             entries: rows
                 .into_iter()
                 .map(|r| WireEntry {

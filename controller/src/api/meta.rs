@@ -17,9 +17,7 @@ pub async fn healthz(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionE
 }
 
 pub async fn metrics(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionError> {
-    let fleet = ctl
-        .db(|conn| Ok(crate::metrics::read_fleet(conn)?))
-        .await?;
+    let fleet = ctl.db(|conn| Ok(crate::metrics::read_fleet(conn)?)).await?;
     ctl.metrics.set_fleet(&fleet);
     Ok(HttpResponse::Ok()
         .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")

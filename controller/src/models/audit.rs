@@ -59,7 +59,11 @@ pub struct Scope {
 
 impl AuditEntry {
     /// Up to `limit` entries matching `f`, newest first.
-    pub fn page(conn: &mut PgConnection, f: &AuditFilter, limit: i64) -> QueryResult<Vec<AuditEntry>> {
+    pub fn page(
+        conn: &mut PgConnection,
+        f: &AuditFilter,
+        limit: i64,
+    ) -> QueryResult<Vec<AuditEntry>> {
         let mut q = audit_log::table.into_boxed();
         if let Some(v) = &f.actor {
             q = q.filter(audit_log::actor.eq(v));
