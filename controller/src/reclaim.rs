@@ -79,10 +79,10 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             "course {code} ended at {ends_at}; deleted after the {}s grace period",
                             cfg.delete_after_end_s
                         );
-                        delete(conn, &i, &reason)?;
+                        delete(conn, &i, &code, &reason)?;
                         acted += 1;
                     } else if i.desired_state == "running" {
-                        stop(conn, &i, &format!("course {code} ended at {ends_at}"))?;
+                        stop(conn, &i, &code, &format!("course {code} ended at {ends_at}"))?;
                         acted += 1;
                     }
                 }
@@ -90,6 +90,10 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
 
             // Idle GPUs and the longest run, per course policy.
             for policy in CourseReclaim::all(conn)? {
+                let code: String = courses::table
+                    .find(policy.course_id)
+                    .select(courses::code)
+                    .first(conn)?;
                 let running: Vec<(Instance, Option<DateTime<Utc>>, Option<DateTime<Utc>>)> =
                     instances::table
                         .inner_join(instance_usage::table)
@@ -110,7 +114,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                                 "ran {} minutes, the course's max_runtime is {max} minutes",
                                 (now - since).num_seconds() / minute.num_seconds()
                             );
-                            stop(conn, &i, &reason)?;
+                            stop(conn, &i, &code, &reason)?;
                             acted += 1;
                             continue;
                         }
@@ -121,7 +125,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             let reason = format!(
                                 "no GPU use since {last_use} (the course's idle_gpu_minutes is {idle})"
                             );
-                            stop(conn, &i, &reason)?;
+                            stop(conn, &i, &code, &reason)?;
                             acted += 1;
                         }
                     }
@@ -143,7 +147,7 @@ fn live_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<In
         .load(conn)
 }
 
-fn stop(conn: &mut PgConnection, i: &Instance, reason: &str) -> QueryResult<()> {
+fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
     Instance::set_desired(conn, i.id, "stopped")?;
     InstanceUsage::set_stopped(conn, i.id, reason)?;
     let op = start(
@@ -165,11 +169,11 @@ fn stop(conn: &mut PgConnection, i: &Instance, reason: &str) -> QueryResult<()> 
         "stop",
         "instance",
         &i.name,
-        json!({"reason": reason, "operation": op.id}),
+        json!({"reason": reason, "operation": op.id, "course": course}),
     )
 }
 
-fn delete(conn: &mut PgConnection, i: &Instance, reason: &str) -> QueryResult<()> {
+fn delete(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
     Instance::set_desired(conn, i.id, "deleted")?;
     InstanceUsage::set_stopped(conn, i.id, reason)?;
     let op = start(
@@ -191,6 +195,6 @@ fn delete(conn: &mut PgConnection, i: &Instance, reason: &str) -> QueryResult<()
         "delete",
         "instance",
         &i.name,
-        json!({"reason": reason, "operation": op.id}),
+        json!({"reason": reason, "operation": op.id, "course": course}),
     )
 }

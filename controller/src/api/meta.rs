@@ -20,7 +20,7 @@ pub async fn metrics(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionE
     let fleet = ctl.db(|conn| Ok(crate::metrics::read_fleet(conn)?)).await?;
     ctl.metrics.set_fleet(&fleet);
     Ok(HttpResponse::Ok()
-        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(ctl.metrics.render()))
 }
 

@@ -90,7 +90,13 @@ impl AuditEntry {
                     .and(audit_log::object.eq_any(&scope.courses))
                     .or(audit_log::object_kind
                         .eq("instance")
-                        .and(audit_log::object.eq_any(&scope.instances))),
+                        .and(audit_log::object.eq_any(&scope.instances)))
+                    // Instances since deleted: the entry names their course.
+                    .or(audit_log::object_kind.eq("instance").and(
+                        audit_log::detail
+                            .retrieve_as_text("course")
+                            .eq_any(&scope.courses),
+                    )),
             );
         }
         q.order(audit_log::id.desc())
