@@ -26,6 +26,9 @@ use crate::models::instance_usage::InstanceUsage;
 /// Key of the advisory lock a pass holds ("cohort-reclaim" as an integer).
 const LOCK_KEY: i64 = 0x636f_686f_7274_7263;
 
+/// When a run began / when the GPU was last used.
+type Since = Option<DateTime<Utc>>;
+
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
 
@@ -94,7 +97,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                     .find(policy.course_id)
                     .select(courses::code)
                     .first(conn)?;
-                let running: Vec<(Instance, Option<DateTime<Utc>>, Option<DateTime<Utc>>)> =
+                let running: Vec<(Instance, Since, Since)> =
                     instances::table
                         .inner_join(instance_usage::table)
                         .filter(instances::course_id.eq(policy.course_id))
