@@ -44,6 +44,10 @@ pub struct AgentConfig {
     /// Path of `libnvidia-ml.so`. Default: the system's `libnvidia-ml.so` via the loader.
     #[serde(default)]
     pub nvml_library: Option<PathBuf>,
+    /// A second, plain-HTTP listener serving only `GET /metrics`, for a Prometheus on this host.
+    /// Must be a loopback address. Default: none (metrics only behind mutual TLS, `/v1/metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -107,7 +111,7 @@ impl AgentConfig {
 
     /// Overrides from `COHORT_AGENT_NODE_NAME`, `_LISTEN`, `_STATE_DIR`, `_LXD_SOCKET`,
     /// `_LXD_PROJECT`, `_STORAGE_POOL`, `_SSH_LISTEN`, `_MAX_CONCURRENT_CREATES`,
-    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`.
+    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         fn parsed<T: std::str::FromStr>(var: &str, value: String) -> Result<T, ConfigError>
         where
@@ -149,6 +153,9 @@ impl AgentConfig {
         }
         if let Some(v) = get(&var("NVML_LIBRARY")) {
             self.nvml_library = Some(v.into());
+        }
+        if let Some(v) = get(&var("METRICS_LISTEN")) {
+            self.metrics_listen = Some(parsed(&var("METRICS_LISTEN"), v)?);
         }
         Ok(())
     }

@@ -6,14 +6,17 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
+    let cli = cli::Cli::parse();
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("COHORT_LOG")
                 .unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = cli::Cli::parse();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Text => logs.init(),
+        cli::LogFormat::Json => logs.json().init(),
+    }
     match cli::run(cli).await {
         Ok(code) => std::process::exit(code),
         Err(e) => {

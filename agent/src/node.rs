@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cohort_proto::agent::{Health, Inventory, LxdFacts};
+use cohort_proto::agent::{GpuInventory, Health, Inventory, LxdFacts};
 use tokio::sync::Semaphore;
 
 use crate::config::AgentConfig;
@@ -65,17 +65,36 @@ impl Node {
         dir.join("storage-pools").join(&self.config.storage_pool)
     }
 
-    pub async fn inventory(&self) -> Result<Inventory, NodeError> {
-        let pool_path = self.pool_path();
+    /// The names of this project's instances (one LXD call, `recursion=0`).
+    pub async fn instance_names(&self) -> Result<Vec<String>, NodeError> {
+        let urls: Vec<String> = self.lxd.get_as("/1.0/instances").await?;
+        Ok(urls
+            .iter()
+            .filter_map(|u| u.split('?').next()?.rsplit('/').next())
+            .map(String::from)
+            .collect())
+    }
+
+    /// The GPU inventory with each compute process attributed to its instance.
+    pub async fn gpus(&self) -> Result<GpuInventory, NodeError> {
+        let names = self.instance_names().await?;
         let nvml = self.config.nvml_library.clone();
-        let (host, gpus) = tokio::task::spawn_blocking(move || {
-            (
-                crate::host::facts(&pool_path),
-                crate::gpu::inventory(nvml.as_deref()),
-            )
+        let project = self.config.lxd_project.clone();
+        Ok(tokio::task::spawn_blocking(move || {
+            let mut gpus = crate::gpu::inventory(nvml.as_deref());
+            crate::gpu::attribute(&mut gpus, &project, &names);
+            gpus
         })
         .await
-        .expect("inventory task does not panic");
+        .expect("GPU inventory does not panic"))
+    }
+
+    pub async fn inventory(&self) -> Result<Inventory, NodeError> {
+        let pool_path = self.pool_path();
+        let host = tokio::task::spawn_blocking(move || crate::host::facts(&pool_path))
+            .await
+            .expect("host facts do not panic");
+        let gpus = self.gpus().await?;
         Ok(Inventory {
             node_name: self.config.node_name.clone(),
             host: host?,

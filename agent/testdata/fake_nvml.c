@@ -1,7 +1,11 @@
 /* A stand-in for libnvidia-ml.so with two fake GPUs, for tests on machines without a GPU.
  * GPU 0 is an A100 in MIG mode with two MIG devices (slots 0 and 2; slot 1 is empty);
  * GPU 1 is an L40S without MIG support. It answers only the NVML calls the agent makes.
+ * Compute processes come from the file named by $FAKE_NVML_PROCESSES, read on every call: one
+ * process a line, "<gpu index> <pid> <used bytes>" (a missing file means none).
  * Build: cc -shared -fPIC -o libfake_nvml.so fake_nvml.c */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int nvmlReturn_t;
@@ -22,7 +26,7 @@ typedef struct {
 
 struct fake_device {
     const char *uuid, *name, *bus_id;
-    unsigned int index, bus, util;
+    unsigned int index, bus, util, temperature_c, power_mw;
     unsigned long long total, used;
     int mig_supported, mig_mode;
     struct fake_device *mig[3];
@@ -31,13 +35,13 @@ typedef struct fake_device *nvmlDevice_t;
 
 #define GIB (1024ULL * 1024 * 1024)
 static struct fake_device mig0 = {"MIG-4a3b1c2d-0000-4000-8000-000000000001", "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
-                                  "", 0, 0, 0, 20 * GIB, 0, 0, 0, {0}};
+                                  "", 0, 0, 0, 0, 0, 20 * GIB, 0, 0, 0, {0}};
 static struct fake_device mig2 = {"MIG-4a3b1c2d-0000-4000-8000-000000000002", "NVIDIA A100-SXM4-40GB MIG 2g.10gb",
-                                  "", 2, 0, 0, 10 * GIB, 0, 0, 0, {0}};
+                                  "", 2, 0, 0, 0, 0, 10 * GIB, 0, 0, 0, {0}};
 static struct fake_device gpus[2] = {
-    {"GPU-0f1e2d3c-0000-4000-8000-00000000a100", "NVIDIA A100-SXM4-40GB", "00000000:3B:00.0", 0, 0x3b, 37,
+    {"GPU-0f1e2d3c-0000-4000-8000-00000000a100", "NVIDIA A100-SXM4-40GB", "00000000:3B:00.0", 0, 0x3b, 37, 41, 250000,
      40 * GIB, 1 * GIB, 1, 1, {&mig0, 0, &mig2}},
-    {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1, 0xaf, 5,
+    {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1, 0xaf, 5, 35, 80000,
      48 * GIB, 2 * GIB, 0, 0, {0}},
 };
 static int initialised;
@@ -115,4 +119,60 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int in
     if (!d->mig[index]) return NVML_ERROR_NOT_FOUND;
     *mig = d->mig[index];
     return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *temp) {
+    if (sensor != 0 || !d->temperature_c) return NVML_ERROR_NOT_SUPPORTED;
+    *temp = d->temperature_c;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *milliwatts) {
+    if (!d->power_mw) return NVML_ERROR_NOT_SUPPORTED;
+    *milliwatts = d->power_mw;
+    return NVML_SUCCESS;
+}
+
+/* nvmlProcessInfo_v2_t, the layout of the _v2 and _v3 calls. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* Fills up to `room` entries of `out` (when not NULL) with `d`'s processes; returns how many. */
+static unsigned int read_processes(nvmlDevice_t d, nvmlProcessInfo_t *out, unsigned int room) {
+    const char *path = getenv("FAKE_NVML_PROCESSES");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    unsigned int n = 0, gpu, pid;
+    unsigned long long used;
+    if (!f) return 0;
+    while (fscanf(f, "%u %u %llu", &gpu, &pid, &used) == 3) {
+        if (gpu != d->index || !d->bus_id[0]) continue; /* whole GPUs only, never MIG devices */
+        if (out && n < room) {
+            out[n].pid = pid;
+            out[n].usedGpuMemory = used;
+            out[n].gpuInstanceId = out[n].computeInstanceId = 0xFFFFFFFF;
+        }
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static nvmlReturn_t running_processes(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos) {
+    unsigned int room, n;
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    room = infos ? *count : 0;
+    n = read_processes(d, infos, room);
+    *count = n;
+    return n > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos) {
+    return running_processes(d, count, infos);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos) {
+    return running_processes(d, count, infos);
 }

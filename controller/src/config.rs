@@ -33,6 +33,30 @@ pub struct Config {
     pub poller: PollerConfig,
     pub worker: WorkerConfig,
     pub placement: PlacementConfig,
+    pub reclaim: ReclaimConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReclaimConfig {
+    /// `COHORT_RECLAIM_INTERVAL_S`: seconds between two reclaim passes; default 60.
+    pub interval_s: u64,
+    /// `COHORT_RECLAIM_MINUTE_S`: seconds in one minute of a course's `idle_gpu_minutes` and
+    /// `max_runtime_minutes`; default 60 (tests shorten it).
+    pub minute_s: u64,
+    /// `COHORT_DELETE_AFTER_END_S`: seconds after a course's end at which its containers (stopped
+    /// at the end) are deleted; default 604800 (7 days).
+    pub delete_after_end_s: u64,
+}
+
+impl Default for ReclaimConfig {
+    fn default() -> Self {
+        ReclaimConfig {
+            interval_s: 60,
+            minute_s: 60,
+            delete_after_end_s: 7 * 24 * 3600,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -204,6 +228,12 @@ impl Config {
         env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
         env_parse("COHORT_LEASE_S", &mut self.worker.lease_s)?;
         env_parse("COHORT_ITEMS_PER_NODE", &mut self.worker.items_per_node)?;
+        env_parse("COHORT_RECLAIM_INTERVAL_S", &mut self.reclaim.interval_s)?;
+        env_parse("COHORT_RECLAIM_MINUTE_S", &mut self.reclaim.minute_s)?;
+        env_parse(
+            "COHORT_DELETE_AFTER_END_S",
+            &mut self.reclaim.delete_after_end_s,
+        )?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
             self.worker.id = Some(id);
         }

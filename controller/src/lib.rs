@@ -17,6 +17,7 @@ pub mod pki;
 pub mod placement;
 pub mod poller;
 pub mod queue;
+pub mod reclaim;
 pub mod server;
 pub mod steps;
 pub mod validate;

@@ -18,8 +18,17 @@ struct Cli {
     /// TOML configuration file (environment variables override it).
     #[arg(long, env = "COHORT_CONFIG")]
     config: Option<PathBuf>,
+    /// Log lines as human-readable text or as one JSON object a line.
+    #[arg(long, global = true, env = "COHORT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -46,12 +55,14 @@ fn migrate(config: &Config) -> anyhow::Result<diesel::PgConnection> {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
     let cli = Cli::parse();
+    let logs = tracing_subscriber::fmt().with_env_filter(
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    );
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Migrate => {

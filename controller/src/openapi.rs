@@ -423,6 +423,15 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             (200, op),
             true,
         ),
+        r(
+            "get",
+            "/api/v1/audit",
+            "The audit log, newest first (admin: all; instructor: their courses and their \
+             instances); query actor, action, object_kind, object, since, limit, before",
+            None,
+            (200, schema::<cohort_proto::api::audit::AuditPage>(g)),
+            true,
+        ),
     ]
 }
 

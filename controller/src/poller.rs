@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::models::gpu::{Gpu, ReportedGpu};
 use crate::models::image::Image;
 use crate::models::instance::Instance;
+use crate::models::instance_usage::{InstanceUsage, Observed};
 use crate::models::node::{Node, NodeFacts};
 
 /// Longest a single poll may take.
@@ -171,6 +172,7 @@ fn record(
                     _ => "error",
                 };
                 Instance::set_observed(conn, instance.id, state, None)?;
+                InstanceUsage::observe(conn, instance.id, &gpu_use(inv, &instance.name, state))?;
             }
             None => {
                 Instance::set_observed(
@@ -183,6 +185,40 @@ fn record(
         }
     }
     Ok(())
+}
+
+/// What the node's GPUs report of `name`'s compute processes, per GPU and in all.
+fn gpu_use(inv: &Inventory, name: &str, state: &str) -> Observed {
+    let mut per_gpu = serde_json::Map::new();
+    let (mut processes, mut bytes) = (0i32, 0i64);
+    for gpu in &inv.gpus.gpus {
+        let mine: Vec<_> = gpu
+            .processes
+            .iter()
+            .filter(|p| p.instance.as_deref() == Some(name))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let used: u64 = mine.iter().filter_map(|p| p.used_memory_bytes).sum();
+        let share = if gpu.memory_total_bytes > 0 {
+            used as f64 / gpu.memory_total_bytes as f64
+        } else {
+            0.0
+        };
+        per_gpu.insert(
+            gpu.uuid.clone(),
+            serde_json::json!({"processes": mine.len(), "memory_used_bytes": used, "memory_share": share}),
+        );
+        processes += mine.len() as i32;
+        bytes += i64::try_from(used).unwrap_or(i64::MAX);
+    }
+    Observed {
+        running: state == "running",
+        gpus: serde_json::Value::Object(per_gpu),
+        gpu_processes: processes,
+        gpu_memory_used_bytes: bytes,
+    }
 }
 
 /// After the grace period, nodes silent past the threshold go `offline` and their instances

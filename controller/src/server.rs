@@ -1,5 +1,5 @@
 //! `serve`: the HTTPS API (rustls, optional client certificates so agents can fetch images with
-//! their node certificate) plus the job worker, the queue and the node poller.
+//! their node certificate) plus the job worker, the queue, the node poller and the reclaimer.
 
 use std::sync::Arc;
 
@@ -56,6 +56,7 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     tokio::spawn(crate::worker::run(ctl.clone()));
     tokio::spawn(crate::queue::run(ctl.clone()));
     tokio::spawn(crate::poller::run(ctl.clone()));
+    tokio::spawn(crate::reclaim::run(ctl.clone()));
     let listen = ctl.config.server.listen;
     let data = web::Data::from(ctl);
     tracing::info!(%listen, "serving the API");

@@ -17,6 +17,7 @@ use crate::models::gpu::Gpu;
 use crate::models::gpu_allocation::GpuAllocation;
 use crate::models::image::Image;
 use crate::models::instance::Instance;
+use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
@@ -167,9 +168,15 @@ pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<
             .into_iter()
             .collect()
     };
+    let ids: Vec<i64> = rows.iter().map(|i| i.id).collect();
+    let usage: HashMap<i64, InstanceUsage> = InstanceUsage::of_many(conn, &ids)?
+        .into_iter()
+        .map(|u| (u.instance_id, u))
+        .collect();
     let mut out = Vec::with_capacity(rows.len());
     for i in rows {
         let node = i.node_id.and_then(|id| nodes.get(&id));
+        let used = usage.get(&i.id);
         let gpus = if i.gpu_count > 0 {
             GpuAllocation::for_instance(conn, i.id)?
                 .into_iter()
@@ -205,6 +212,10 @@ pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<
             error: i.error.clone(),
             created_at: i.created_at,
             last_seen_at: i.last_seen_at,
+            gpu_usage: used.map(|u| gpu_usage(&u.gpus)).unwrap_or_default(),
+            gpu_active_at: used.and_then(|u| u.gpu_active_at),
+            stop_reason: used.and_then(|u| u.stop_reason.clone()),
+            stopped_at: used.and_then(|u| u.stopped_at),
         });
     }
     Ok(out)
@@ -281,4 +292,19 @@ pub fn operation(conn: &mut PgConnection, op: &Operation) -> QueryResult<wire_op
         created_at: op.created_at,
         updated_at: op.updated_at,
     })
+}
+
+/// `instance_usage.gpus` (`{uuid: {processes, memory_used_bytes, memory_share}}`) on the wire.
+fn gpu_usage(gpus: &serde_json::Value) -> Vec<wire::InstanceGpuUsage> {
+    let Some(map) = gpus.as_object() else {
+        return Vec::new();
+    };
+    map.iter()
+        .map(|(uuid, u)| wire::InstanceGpuUsage {
+            gpu: uuid.clone(),
+            processes: u["processes"].as_u64().unwrap_or(0) as u32,
+            memory_used_bytes: u["memory_used_bytes"].as_u64().unwrap_or(0),
+            memory_share: u["memory_share"].as_f64().unwrap_or(0.0),
+        })
+        .collect()
 }

@@ -98,6 +98,29 @@ pub struct Gpu {
     pub mig_enabled: bool,
     /// MIG instances; each is a GPU of its own to the scheduler (exclusive).
     pub mig_devices: Vec<MigDevice>,
+    /// Core temperature in degrees Celsius, when NVML reports it.
+    #[serde(default)]
+    pub temperature_celsius: Option<u32>,
+    /// Power draw in milliwatts, when NVML reports it.
+    #[serde(default)]
+    pub power_milliwatts: Option<u32>,
+    /// Compute processes on this GPU (`nvmlDeviceGetComputeRunningProcesses`), each attributed
+    /// to the instance whose cgroup holds it.
+    #[serde(default)]
+    pub processes: Vec<GpuProcess>,
+}
+
+/// One compute process NVML reports on a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuProcess {
+    /// Host PID.
+    pub pid: u32,
+    /// GPU memory it holds, when NVML knows.
+    pub used_memory_bytes: Option<u64>,
+    /// The instance (of this agent's LXD project) whose cgroup holds the process; `None` for a
+    /// process on the host or in another project.
+    pub instance: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

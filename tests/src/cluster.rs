@@ -97,6 +97,11 @@ pub struct Cluster {
 impl Cluster {
     /// A controller and `nodes` enrolled agents named `node1`, `node2`, ..., all online.
     pub async fn start(nodes: usize) -> Self {
+        Self::start_with_env(nodes, &[]).await
+    }
+
+    /// Like `start`, with extra environment for the controller.
+    pub async fn start_with_env(nodes: usize, controller_env: &[(&str, &str)]) -> Self {
         let db = TestDb::new();
         let state = tempfile::tempdir().expect("cluster state dir");
         let ports = PortRange::claim();
@@ -121,7 +126,8 @@ impl Cluster {
             .expect("init prints the admin token")
             .trim()
             .to_string();
-        let controller = ControllerProcess::start(db.url(), &controller_dir, ports.port(0), &[]);
+        let controller =
+            ControllerProcess::start(db.url(), &controller_dir, ports.port(0), controller_env);
         let ca = std::fs::read(controller_dir.join("ca.crt")).expect("controller CA");
         let http = reqwest::Client::builder()
             .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA pem"))
@@ -155,6 +161,18 @@ impl Cluster {
         token: &str,
     ) -> reqwest::RequestBuilder {
         self.http.request(method, self.url(path)).bearer_auth(token)
+    }
+
+    /// `GET` a path outside `/api/v1` (`/metrics`, `/healthz`) without a token; its body.
+    pub async fn get_plain(&self, path: &str) -> String {
+        let res = self
+            .http
+            .get(format!("{}{path}", self.controller.url()))
+            .send()
+            .await
+            .expect("controller answers");
+        assert!(res.status().is_success(), "GET {path}: {}", res.status());
+        res.text().await.expect("body")
     }
 
     /// An admin request; panics unless the answer is 2xx; returns its JSON (or Null).

@@ -58,3 +58,36 @@ pub async fn serve(
         });
     }
 }
+
+/// Serves only `GET /metrics`, in plain HTTP, on `listener` (the optional loopback listener for a
+/// local Prometheus or node exporter; everything else stays behind mutual TLS).
+pub async fn serve_metrics(listener: TcpListener, node: Arc<Node>) -> std::io::Result<()> {
+    loop {
+        let (tcp, peer) = listener.accept().await?;
+        let node = node.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let node = node.clone();
+                async move {
+                    let resp =
+                        if req.method() == hyper::Method::GET && req.uri().path() == "/metrics" {
+                            metrics::render(&node).await
+                        } else {
+                            Err(ApiError::new(
+                                hyper::StatusCode::NOT_FOUND,
+                                "not_found",
+                                "only GET /metrics is served here",
+                            ))
+                        };
+                    Ok::<_, Infallible>(resp.unwrap_or_else(|e| routes::json(e.status, &e.body())))
+                }
+            });
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(tcp), service)
+                .await
+            {
+                tracing::debug!(%peer, "metrics connection ended: {e}");
+            }
+        });
+    }
+}

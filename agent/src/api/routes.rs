@@ -135,7 +135,7 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
     }
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
+pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
     let body = serde_json::to_vec(value).expect("API types serialise");
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;

@@ -17,8 +17,17 @@ use clap::{Parser, Subcommand, ValueEnum};
     about = "Cohort's node agent: LXD, GPUs and host facts, served to the controller over mutual TLS"
 )]
 pub struct Cli {
+    /// Log lines as human-readable text or as one JSON object a line.
+    #[arg(long, global = true, env = "COHORT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

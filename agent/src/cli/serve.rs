@@ -19,7 +19,14 @@ pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
         &read(config.ca_path())?,
     )?;
     let listen = config.listen;
-    let node = Node::connect(config).await?;
+    let metrics_listen = config.metrics_listen;
+    if let Some(addr) = metrics_listen {
+        anyhow::ensure!(
+            addr.ip().is_loopback(),
+            "metrics_listen {addr} is not a loopback address: plain-HTTP metrics stay on this host"
+        );
+    }
+    let node = Arc::new(Node::connect(config).await?);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
@@ -30,11 +37,27 @@ pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
         project = node.config.lxd_project,
         "agent serving"
     );
+    let metrics = match metrics_listen {
+        Some(addr) => {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listening on {addr} (metrics_listen)"))?;
+            tracing::info!(%addr, "plain metrics listener");
+            Some(tokio::spawn(cohort_agent::api::serve_metrics(
+                l,
+                node.clone(),
+            )))
+        }
+        None => None,
+    };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        served = cohort_agent::api::serve(listener, Arc::new(tls), Arc::new(node)) => served?,
+        served = cohort_agent::api::serve(listener, Arc::new(tls), node) => served?,
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
         _ = term.recv() => tracing::info!("SIGTERM; stopping"),
+    }
+    if let Some(m) = metrics {
+        m.abort();
     }
     Ok(0)
 }

@@ -2,12 +2,15 @@
 //! in LXD's form, utilization and MIG devices. A node without NVML has an empty inventory with
 //! the reason, never an error. Also whether the NVIDIA container tools LXD needs are present.
 
+pub mod attribution;
 mod mig;
 
 use std::ffi::OsStr;
 use std::path::Path;
 
-use cohort_proto::agent::{Gpu, GpuInventory};
+use cohort_proto::agent::{Gpu, GpuInventory, GpuProcess};
+use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
@@ -75,7 +78,33 @@ fn describe(
         utilization_percent: device.utilization_rates().ok().map(|u| u.gpu),
         mig_enabled,
         mig_devices,
+        temperature_celsius: device.temperature(TemperatureSensor::Gpu).ok(),
+        power_milliwatts: device.power_usage().ok(),
+        processes: device
+            .running_compute_processes()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| GpuProcess {
+                pid: p.pid,
+                used_memory_bytes: match p.used_gpu_memory {
+                    UsedGpuMemory::Used(bytes) => Some(bytes),
+                    UsedGpuMemory::Unavailable => None,
+                },
+                instance: None,
+            })
+            .collect(),
     })
+}
+
+/// Fills in each GPU process's instance: the one of `project` (among `instances`) whose cgroup
+/// holds it.
+pub fn attribute(inventory: &mut GpuInventory, project: &str, instances: &[String]) {
+    let proc_root = Path::new("/proc");
+    for gpu in &mut inventory.gpus {
+        for p in &mut gpu.processes {
+            p.instance = attribution::instance_of_pid(proc_root, p.pid, project, instances);
+        }
+    }
 }
 
 /// NVML's bus id (`00000000:3B:00.0`) in the form LXD's `pci` key takes (`0000:3b:00.0`).

@@ -45,6 +45,10 @@ fn instance(name: &str, state: ObservedState) -> Instance {
         error: None,
         created_at: "2026-11-22T13:18:00Z".parse().unwrap(),
         last_seen_at: None,
+        gpu_usage: Vec::new(),
+        gpu_active_at: None,
+        stop_reason: None,
+        stopped_at: None,
     }
 }
 

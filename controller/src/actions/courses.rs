@@ -15,6 +15,7 @@ use crate::db::schema::{images, instances, nodes, users};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::course::{Course, NewCourse};
+use crate::models::course_reclaim::CourseReclaim;
 use crate::models::enrollment::Enrollment;
 use crate::models::image::Image;
 use crate::models::instance::Instance;
@@ -100,6 +101,15 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
     if req.gpus.is_some_and(|g| g > 16) {
         return Err(ActionError::invalid("gpus", "must be 0 to 16"));
     }
+    // At most a year; 0 is refused rather than read as "at once".
+    for (field, v) in [
+        ("idle_gpu_minutes", req.idle_gpu_minutes),
+        ("max_runtime_minutes", req.max_runtime_minutes),
+    ] {
+        if v.is_some_and(|m| m == 0 || m > 525_600) {
+            return Err(ActionError::invalid(field, "must be 1 to 525600 minutes"));
+        }
+    }
     Ok(())
 }
 
@@ -159,6 +169,15 @@ pub async fn create(
                 },
             )
             .map_err(|e| ActionError::from_unique(e, "code", "a course with this code exists"))?;
+            CourseReclaim::set(
+                conn,
+                &CourseReclaim {
+                    course_id: course.id,
+                    idle_gpu_minutes: req.idle_gpu_minutes.map(|m| m as i32),
+                    idle_action: "stop".into(),
+                    max_runtime_minutes: req.max_runtime_minutes.map(|m| m as i32),
+                },
+            )?;
             audit::record(
                 conn,
                 caller.name(),
@@ -183,6 +202,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         None => None,
     };
     let students = Enrollment::students(conn, c.id)?.len() as u32;
+    let reclaim = CourseReclaim::of(conn, c.id)?.unwrap_or_default();
     Ok(WireCourse {
         code: c.code.clone(),
         title: c.title.clone(),
@@ -203,6 +223,8 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
             max_gpus: c.quota_gpus.map(|v| v as u32),
             max_memory_mib: c.quota_memory_mib.map(|v| v as u64),
         },
+        idle_gpu_minutes: reclaim.idle_gpu_minutes.map(|m| m as u32),
+        max_runtime_minutes: reclaim.max_runtime_minutes.map(|m| m as u32),
     })
 }
 

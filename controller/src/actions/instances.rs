@@ -20,6 +20,7 @@ use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::image::Image;
 use crate::models::instance::{Instance, NewInstance};
+use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
 use crate::models::user::User;
@@ -290,6 +291,9 @@ pub async fn change_state(
                 StateAction::Restart => ("running", "restart"),
             };
             Instance::set_desired(conn, instance.id, desired)?;
+            if desired == "running" {
+                InstanceUsage::clear_stopped(conn, instance.id)?;
+            }
             let op = start(
                 conn,
                 OperationKind::ChangeInstanceState,

@@ -3,6 +3,7 @@
 //! checks the caller's rights, changes the database in one transaction with its audit row, and
 //! answers a `cohort_proto` type. Handlers only parse and call these.
 
+pub mod audit;
 pub mod courses;
 pub mod endpoints;
 pub mod enroll;

@@ -16,10 +16,12 @@ pub async fn healthz(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionE
     Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ok"})))
 }
 
-pub async fn metrics(ctl: web::Data<Controller>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
-        .body(ctl.metrics.render())
+pub async fn metrics(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionError> {
+    let fleet = ctl.db(|conn| Ok(crate::metrics::read_fleet(conn)?)).await?;
+    ctl.metrics.set_fleet(&fleet);
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(ctl.metrics.render()))
 }
 
 pub async fn openapi() -> HttpResponse {

@@ -1,6 +1,7 @@
 //! The HTTP layer: routes to handlers that only parse, call an action and answer. Roles and
 //! ownership are enforced by the actions, so no route can forget them.
 
+mod audit;
 mod courses;
 mod error;
 mod extract;
@@ -100,6 +101,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/courses/{code}/provision", post().to(courses::provision))
                     .route("/courses/{code}/endpoints", get().to(courses::endpoints))
                     .route("/courses/{code}/teardown", post().to(courses::teardown))
+                    .route("/audit", get().to(audit::list))
                     .route("/operations", get().to(operations::list))
                     .route("/operations/{id}", get().to(operations::get))
                     .route("/operations/{id}/wait", get().to(operations::wait)),
@@ -108,7 +110,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
     }
 }
 
-/// Counts every answer by status for `/metrics`.
+/// Counts every answer by status, and times it by method and matched route, for `/metrics`.
 pub fn count_status<S, B>(
     req: actix_web::dev::ServiceRequest,
     srv: &S,
@@ -121,10 +123,22 @@ where
     >,
 {
     let ctl = req.app_data::<web::Data<Controller>>().cloned();
+    let began = std::time::Instant::now();
     let fut = srv.call(req);
     async move {
         let res = fut.await?;
         if let Some(ctl) = ctl {
+            let route = res
+                .request()
+                .match_pattern()
+                .unwrap_or_else(|| "unmatched".to_string());
+            ctl.metrics
+                .request_duration
+                .get_or_create(&crate::metrics::RouteLabels {
+                    method: res.request().method().to_string(),
+                    route,
+                })
+                .observe(began.elapsed().as_secs_f64());
             ctl.metrics
                 .http_requests
                 .get_or_create(&crate::metrics::RequestLabels {

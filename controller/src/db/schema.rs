@@ -24,6 +24,15 @@ diesel::table! {
 }
 
 diesel::table! {
+    course_reclaim (course_id) {
+        course_id -> Int8,
+        idle_gpu_minutes -> Nullable<Int4>,
+        idle_action -> Text,
+        max_runtime_minutes -> Nullable<Int4>,
+    }
+}
+
+diesel::table! {
     courses (id) {
         id -> Int8,
         code -> Text,
@@ -91,6 +100,20 @@ diesel::table! {
         size_bytes -> Int8,
         created_by -> Nullable<Int8>,
         created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    instance_usage (instance_id) {
+        instance_id -> Int8,
+        gpus -> Jsonb,
+        gpu_processes -> Int4,
+        gpu_memory_used_bytes -> Int8,
+        gpu_active_at -> Nullable<Timestamptz>,
+        running_since -> Nullable<Timestamptz>,
+        stop_reason -> Nullable<Text>,
+        stopped_at -> Nullable<Timestamptz>,
+        updated_at -> Timestamptz,
     }
 }
 
@@ -235,6 +258,7 @@ diesel::table! {
 }
 
 diesel::joinable!(api_tokens -> users (user_id));
+diesel::joinable!(course_reclaim -> courses (course_id));
 diesel::joinable!(courses -> images (image_id));
 diesel::joinable!(courses -> users (instructor_id));
 diesel::joinable!(enrollments -> courses (course_id));
@@ -242,6 +266,7 @@ diesel::joinable!(enrollments -> users (user_id));
 diesel::joinable!(gpu_allocations -> instances (instance_id));
 diesel::joinable!(gpus -> nodes (node_id));
 diesel::joinable!(images -> users (created_by));
+diesel::joinable!(instance_usage -> instances (instance_id));
 diesel::joinable!(instances -> courses (course_id));
 diesel::joinable!(instances -> images (image_id));
 diesel::joinable!(instances -> nodes (node_id));
@@ -257,11 +282,13 @@ diesel::joinable!(ssh_keys -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
     audit_log,
+    course_reclaim,
     courses,
     enrollments,
     gpu_allocations,
     gpus,
     images,
+    instance_usage,
     instances,
     join_tokens,
     node_certificates,

@@ -38,7 +38,73 @@ pub fn record(
         .map(|_| ())
 }
 
+/// Filters of a page of the audit log; `scope` limits it to these (kind, object) pairs.
+#[derive(Debug, Default)]
+pub struct AuditFilter {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub object_kind: Option<String>,
+    pub object: Option<String>,
+    pub since: Option<DateTime<Utc>>,
+    pub before: Option<i64>,
+    pub scope: Option<Scope>,
+}
+
+/// The objects an instructor may see: their courses and those courses' instances.
+#[derive(Debug, Default)]
+pub struct Scope {
+    pub courses: Vec<String>,
+    pub instances: Vec<String>,
+}
+
 impl AuditEntry {
+    /// Up to `limit` entries matching `f`, newest first.
+    pub fn page(
+        conn: &mut PgConnection,
+        f: &AuditFilter,
+        limit: i64,
+    ) -> QueryResult<Vec<AuditEntry>> {
+        let mut q = audit_log::table.into_boxed();
+        if let Some(v) = &f.actor {
+            q = q.filter(audit_log::actor.eq(v));
+        }
+        if let Some(v) = &f.action {
+            q = q.filter(audit_log::action.eq(v));
+        }
+        if let Some(v) = &f.object_kind {
+            q = q.filter(audit_log::object_kind.eq(v));
+        }
+        if let Some(v) = &f.object {
+            q = q.filter(audit_log::object.eq(v));
+        }
+        if let Some(v) = f.since {
+            q = q.filter(audit_log::created_at.ge(v));
+        }
+        if let Some(v) = f.before {
+            q = q.filter(audit_log::id.lt(v));
+        }
+        if let Some(scope) = &f.scope {
+            q = q.filter(
+                audit_log::object_kind
+                    .eq("course")
+                    .and(audit_log::object.eq_any(&scope.courses))
+                    .or(audit_log::object_kind
+                        .eq("instance")
+                        .and(audit_log::object.eq_any(&scope.instances)))
+                    // Instances since deleted: the entry names their course.
+                    .or(audit_log::object_kind.eq("instance").and(
+                        audit_log::detail
+                            .retrieve_as_text("course")
+                            .eq_any(&scope.courses),
+                    )),
+            );
+        }
+        q.order(audit_log::id.desc())
+            .limit(limit)
+            .select(AuditEntry::as_select())
+            .load(conn)
+    }
+
     pub fn recent(conn: &mut PgConnection, limit: i64) -> QueryResult<Vec<AuditEntry>> {
         audit_log::table
             .order(audit_log::id.desc())

@@ -4,11 +4,13 @@
 pub mod api_token;
 pub mod audit;
 pub mod course;
+pub mod course_reclaim;
 pub mod enrollment;
 pub mod gpu;
 pub mod gpu_allocation;
 pub mod image;
 pub mod instance;
+pub mod instance_usage;
 pub mod join_token;
 pub mod node;
 pub mod node_certificate;

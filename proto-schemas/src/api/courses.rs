@@ -49,6 +49,12 @@ pub struct CreateCourse {
     /// Admins may create a course for an instructor; default the caller.
     #[serde(default)]
     pub instructor: Option<String>,
+    /// Stop a student's container after this many minutes without GPU use; default never.
+    #[serde(default)]
+    pub idle_gpu_minutes: Option<u32>,
+    /// Stop a student's container after it has run this many minutes; default never.
+    #[serde(default)]
+    pub max_runtime_minutes: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -71,6 +77,12 @@ pub struct Course {
     pub state: String,
     pub students: u32,
     pub quota: CourseQuota,
+    /// Minutes without GPU use after which a container is stopped; `None` = never.
+    #[serde(default)]
+    pub idle_gpu_minutes: Option<u32>,
+    /// Minutes of running after which a container is stopped; `None` = never.
+    #[serde(default)]
+    pub max_runtime_minutes: Option<u32>,
 }
 
 /// Admin-set limits; `None` means no limit. Provisioning past them is refused before anything

@@ -107,7 +107,7 @@ pub enum ObservedState {
     Error,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Instance {
     pub name: String,
@@ -129,6 +129,29 @@ pub struct Instance {
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub last_seen_at: Option<DateTime<Utc>>,
+    /// GPU use of the instance's processes at the node's last poll, per GPU (found by mapping
+    /// the GPU's compute processes to containers through their cgroups).
+    #[serde(default)]
+    pub gpu_usage: Vec<InstanceGpuUsage>,
+    /// Last poll that found a compute process of this instance on a GPU.
+    #[serde(default)]
+    pub gpu_active_at: Option<DateTime<Utc>>,
+    /// Why Cohort stopped the instance (idle GPU, longest run, course end), until it is started
+    /// again.
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub stopped_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceGpuUsage {
+    pub gpu: String,
+    pub processes: u32,
+    pub memory_used_bytes: u64,
+    /// Fraction of the GPU's memory its processes hold (0 to 1).
+    pub memory_share: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

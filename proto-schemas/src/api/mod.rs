@@ -2,6 +2,7 @@
 //! Every asynchronous action answers `202 Accepted` with an [`operations::Operation`]; lists are
 //! plain JSON arrays; errors are [`crate::ErrorBody`].
 
+pub mod audit;
 pub mod courses;
 pub mod gpus;
 pub mod images;

@@ -78,7 +78,7 @@ pub struct AddSshKey {
 }
 
 /// `GET /api/v1/me`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Me {
     pub user: User,

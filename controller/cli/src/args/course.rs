@@ -66,6 +66,12 @@ pub struct CourseCreate {
     /// Instructor who owns the course (admins; default: you)
     #[arg(long)]
     pub instructor: Option<String>,
+    /// Stop a container after this many minutes without GPU use (default: never)
+    #[arg(long)]
+    pub idle_gpu_minutes: Option<u32>,
+    /// Stop a container after it has run this many minutes (default: never)
+    #[arg(long)]
+    pub max_runtime_minutes: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -131,6 +131,8 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         starts: args.starts,
         ends: args.ends,
         instructor: args.instructor,
+        idle_gpu_minutes: args.idle_gpu_minutes,
+        max_runtime_minutes: args.max_runtime_minutes,
     })
 }
 

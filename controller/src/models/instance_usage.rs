@@ -1,0 +1,110 @@
+//! `instance_usage`: what the poller saw of an instance's GPU use and current run, and why the
+//! reclaimer stopped it.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+
+use crate::db::schema::instance_usage;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = instance_usage, check_for_backend(diesel::pg::Pg))]
+pub struct InstanceUsage {
+    pub instance_id: i64,
+    /// Per GPU uuid: `{"processes", "memory_used_bytes", "memory_share"}`.
+    pub gpus: serde_json::Value,
+    pub gpu_processes: i32,
+    pub gpu_memory_used_bytes: i64,
+    pub gpu_active_at: Option<DateTime<Utc>>,
+    pub running_since: Option<DateTime<Utc>>,
+    pub stop_reason: Option<String>,
+    pub stopped_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One poll's view of an instance.
+pub struct Observed {
+    pub running: bool,
+    pub gpus: serde_json::Value,
+    pub gpu_processes: i32,
+    pub gpu_memory_used_bytes: i64,
+}
+
+impl InstanceUsage {
+    pub fn of_many(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<InstanceUsage>> {
+        instance_usage::table
+            .filter(instance_usage::instance_id.eq_any(ids))
+            .select(InstanceUsage::as_select())
+            .load(conn)
+    }
+
+    /// Records a poll: GPU use now, when it was last active, and when the current run began
+    /// (kept while it runs, cleared when it is not running).
+    pub fn observe(conn: &mut PgConnection, id: i64, seen: &Observed) -> QueryResult<()> {
+        let now = Utc::now();
+        let active = (seen.gpu_processes > 0).then_some(now);
+        diesel::insert_into(instance_usage::table)
+            .values((
+                instance_usage::instance_id.eq(id),
+                instance_usage::gpus.eq(&seen.gpus),
+                instance_usage::gpu_processes.eq(seen.gpu_processes),
+                instance_usage::gpu_memory_used_bytes.eq(seen.gpu_memory_used_bytes),
+                instance_usage::gpu_active_at.eq(active),
+                instance_usage::running_since.eq(seen.running.then_some(now)),
+                instance_usage::updated_at.eq(now),
+            ))
+            .on_conflict(instance_usage::instance_id)
+            .do_update()
+            .set((
+                instance_usage::gpus.eq(&seen.gpus),
+                instance_usage::gpu_processes.eq(seen.gpu_processes),
+                instance_usage::gpu_memory_used_bytes.eq(seen.gpu_memory_used_bytes),
+                instance_usage::gpu_active_at.eq(diesel::dsl::sql::<
+                    diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
+                >(if active.is_some() {
+                    "now()"
+                } else {
+                    "instance_usage.gpu_active_at"
+                })),
+                instance_usage::running_since.eq(diesel::dsl::sql::<
+                    diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
+                >(if seen.running {
+                    "COALESCE(instance_usage.running_since, now())"
+                } else {
+                    "NULL"
+                })),
+                instance_usage::updated_at.eq(now),
+            ))
+            .execute(conn)
+            .map(|_| ())
+    }
+
+    /// Records why the reclaimer stopped an instance.
+    pub fn set_stopped(conn: &mut PgConnection, id: i64, reason: &str) -> QueryResult<()> {
+        let now = Utc::now();
+        diesel::insert_into(instance_usage::table)
+            .values((
+                instance_usage::instance_id.eq(id),
+                instance_usage::stop_reason.eq(reason),
+                instance_usage::stopped_at.eq(now),
+            ))
+            .on_conflict(instance_usage::instance_id)
+            .do_update()
+            .set((
+                instance_usage::stop_reason.eq(reason),
+                instance_usage::stopped_at.eq(now),
+            ))
+            .execute(conn)
+            .map(|_| ())
+    }
+
+    /// Forgets the stop reason (someone started the instance again).
+    pub fn clear_stopped(conn: &mut PgConnection, id: i64) -> QueryResult<()> {
+        diesel::update(instance_usage::table.find(id))
+            .set((
+                instance_usage::stop_reason.eq(None::<String>),
+                instance_usage::stopped_at.eq(None::<DateTime<Utc>>),
+            ))
+            .execute(conn)
+            .map(|_| ())
+    }
+}
