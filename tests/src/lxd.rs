@@ -80,6 +80,9 @@ fn query_names(path: &str) -> Vec<String> {
 
 /// Deletes everything in a project, then the project.
 fn purge_project(project: &str) {
+    for fingerprint in query_names(&format!("/1.0/images?project={project}")) {
+        let _ = lxc_output(&["image", "delete", "--project", project, &fingerprint]);
+    }
     for name in query_names(&format!("/1.0/instances?project={project}")) {
         let _ = lxc_output(&["delete", "--force", "--project", project, &name]);
     }
@@ -102,6 +105,16 @@ fn purge_project(project: &str) {
 impl TestLxd {
     /// A new project `ct-<pid>-<n>` that uses the default project's images and profiles.
     pub fn new() -> Self {
+        Self::create(false)
+    }
+
+    /// A new project with images of its own (`features.images=true`): it starts with none, so
+    /// an agent working in it must fetch every image it uses.
+    pub fn with_own_images() -> Self {
+        Self::create(true)
+    }
+
+    fn create(own_images: bool) -> Self {
         let out = lxc_output(&["query", "/1.0"]);
         assert!(
             out.status.success(),
@@ -116,7 +129,7 @@ impl TestLxd {
             "create",
             &project,
             "-c",
-            "features.images=false",
+            &format!("features.images={own_images}"),
             "-c",
             "features.profiles=false",
         ]);
