@@ -46,6 +46,9 @@ fn publish_a_stopped_instance_and_launch_from_it() {
         .unwrap_or_else(|| panic!("publish printed {out:?}"))
         .to_string();
     assert_eq!(fingerprint.len(), 64);
+    // The node keeps the image; its project shares the default project's images, so it is
+    // deleted there when the test ends, passed or not.
+    let _kept = KeptImage(fingerprint.clone());
 
     // The catalog lists it, held by node1; the stored tarball is the image.
     let listed = cli.ok(&["image", "list", "-f", "csv"]);
@@ -83,4 +86,13 @@ fn publish_a_stopped_instance_and_launch_from_it() {
     );
     assert!(cli.ok(&["info", "c2"]).contains("Status: RUNNING"));
     cli.ok(&["delete", "-f", "c1", "c2"]);
+}
+
+/// Deletes an image from the daemon's default project on drop.
+struct KeptImage(String);
+
+impl Drop for KeptImage {
+    fn drop(&mut self) {
+        let _ = cohort_e2e::lxd::lxc_output(&["image", "delete", &self.0]);
+    }
 }

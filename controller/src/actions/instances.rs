@@ -425,11 +425,6 @@ fn check_update(caller: &Caller, node: &Node, req: &UpdateInstance) -> ActionRes
         }
         return Ok(());
     }
-    if !caller.is_admin() {
-        return Err(ActionError::Forbidden(
-            "only an admin may add or remove devices".into(),
-        ));
-    }
     let rules = device_rules(node, true);
     for (name, dev) in &req.add_devices {
         cohort_proto::validate::device(name, dev, &rules)
@@ -461,6 +456,11 @@ pub async fn update(
     name: String,
     req: UpdateInstance,
 ) -> ActionResult<LiveConfig> {
+    if (!req.add_devices.is_empty() || !req.remove_devices.is_empty()) && !caller.is_admin() {
+        return Err(ActionError::Forbidden(
+            "only an admin may add or remove devices".into(),
+        ));
+    }
     let (instance, node_id) = {
         let (caller, name) = (caller.clone(), name.clone());
         ctl.db(move |conn| {
