@@ -425,7 +425,7 @@ fn check_update(caller: &Caller, node: &Node, req: &UpdateInstance) -> ActionRes
         }
         return Ok(());
     }
-    let rules = device_rules(node, true);
+    let rules = device_rules(node, caller.is_admin());
     for (name, dev) in &req.add_devices {
         cohort_proto::validate::device(name, dev, &rules)
             .map_err(|e| ActionError::invalid(&e.field, e.message))?;
