@@ -62,7 +62,7 @@ impl From<LxdImage> for Image {
     }
 }
 
-fn check_alias(alias: &str) -> Result<(), ImageError> {
+pub(crate) fn check_alias(alias: &str) -> Result<(), ImageError> {
     let ok = !alias.is_empty()
         && alias.len() <= 255
         && alias
@@ -158,7 +158,7 @@ impl Node {
             .map_err(|e| e.to_string())
     }
 
-    async fn set_alias(&self, alias: &str, fingerprint: &str) -> Result<(), LxdError> {
+    pub(crate) async fn set_alias(&self, alias: &str, fingerprint: &str) -> Result<(), LxdError> {
         let body = json!({"name": alias, "target": fingerprint});
         match self
             .lxd

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use cohort_proto::agent::{
     CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
-    Inventory, Snapshot, StateChange,
+    Inventory, PublishInstance, Snapshot, StateChange, UpdateInstance,
 };
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
@@ -59,6 +59,16 @@ pub struct FileMeta {
     pub gid: Option<String>,
 }
 
+/// A tarball received from an agent's publish, written to a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedTarball {
+    /// SHA-256 of the bytes written (lowercase hex).
+    pub sha256: String,
+    pub size: u64,
+    /// The fingerprint the agent reported (LXD's).
+    pub reported: Option<String>,
+}
+
 /// One node's agent, as the controller uses it.
 pub trait NodeAgent: Send + Sync {
     fn inventory(&self) -> AgentFuture<Inventory>;
@@ -82,6 +92,14 @@ pub trait NodeAgent: Send + Sync {
     fn restore_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
     fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
     fn import_image(&self, request: ImportImage) -> AgentFuture<Image>;
+    fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance>;
+    /// Publishes a stopped instance; its tarball is streamed into `dest`.
+    fn publish(
+        &self,
+        name: String,
+        request: PublishInstance,
+        dest: std::path::PathBuf,
+    ) -> AgentFuture<ReceivedTarball>;
 }
 
 /// Where a node's agent is and which certificate it must present.
@@ -388,5 +406,45 @@ impl NodeAgent for HttpAgent {
     }
     fn import_image(&self, request: ImportImage) -> AgentFuture<Image> {
         Box::pin(json(self.req(Method::POST, "/images").json(&request)))
+    }
+    fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance> {
+        Box::pin(json(self.instance(Method::PATCH, &name, "").json(&request)))
+    }
+    fn publish(
+        &self,
+        name: String,
+        request: PublishInstance,
+        dest: std::path::PathBuf,
+    ) -> AgentFuture<ReceivedTarball> {
+        use sha2::Digest;
+        use tokio::io::AsyncWriteExt;
+        let request = self
+            .instance(Method::POST, &name, "/publish")
+            .json(&request)
+            // Packing a container into an image takes a while.
+            .timeout(std::time::Duration::from_secs(3600));
+        Box::pin(async move {
+            let mut response = send(request).await?;
+            let reported = header(&response, "X-Cohort-Fingerprint");
+            let io = |e: std::io::Error| AgentError::Decode(format!("writing the tarball: {e}"));
+            let mut file = tokio::fs::File::create(&dest).await.map_err(io)?;
+            let mut hasher = sha2::Sha256::new();
+            let mut size = 0u64;
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?
+            {
+                hasher.update(&chunk);
+                size += chunk.len() as u64;
+                file.write_all(&chunk).await.map_err(io)?;
+            }
+            file.sync_all().await.map_err(io)?;
+            Ok(ReceivedTarball {
+                sha256: hex::encode(hasher.finalize()),
+                size,
+                reported,
+            })
+        })
     }
 }

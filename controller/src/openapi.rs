@@ -192,6 +192,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             true,
         ),
         r(
+            "post",
+            "/api/v1/images/publish",
+            "Publish a stopped instance as an image (instructor, admin)",
+            schema::<images::PublishImage>(g),
+            (202, op.clone()),
+            true,
+        ),
+        r(
             "get",
             "/api/v1/images/{name}",
             "One image by alias or fingerprint",
@@ -245,6 +253,22 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             "Delete an instance (query force)",
             None,
             (202, op.clone()),
+            true,
+        ),
+        r(
+            "patch",
+            "/api/v1/instances/{name}",
+            "Set or unset config keys; add or remove devices (admin)",
+            schema::<i::UpdateInstance>(g),
+            (200, schema::<i::LiveConfig>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/instances/{name}/config",
+            "Config and devices as the node's LXD holds them",
+            None,
+            (200, schema::<i::LiveConfig>(g)),
             true,
         ),
         r(

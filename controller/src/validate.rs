@@ -17,34 +17,15 @@ pub fn username(field: &str, name: &str) -> ActionResult<()> {
     cohort_proto::validate::username(name).map_err(|e| ActionError::invalid(field, e.0))
 }
 
-/// Config keys a caller may set besides `user.*`. Everything else, `security.*`, `raw.*`,
-/// `limits.*` (set from the request's limits) and unknown keys included, is refused.
-const ALLOWED_CONFIG_KEYS: &[&str] = &[
-    "boot.autostart",
-    "snapshots.schedule",
-    "snapshots.expiry",
-    "snapshots.pattern",
-];
-
+/// Config keys a caller may set: the rule shared with the agent (`user.*`, `environment.*` and
+/// a short allow-list; never `security.*`, `raw.*`, `volatile.*`, `limits.cpu`/`limits.memory`
+/// (set from the request's limits) or unknown keys).
 pub fn config(field: &str, config: &BTreeMap<String, String>) -> ActionResult<()> {
     for (key, value) in config {
         let path = format!("{field}.{key}");
-        let user_key = key.strip_prefix("user.").is_some_and(|rest| {
-            !rest.is_empty()
-                && rest
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        });
-        if !user_key && !ALLOWED_CONFIG_KEYS.contains(&key.as_str()) {
-            return Err(ActionError::invalid(
-                &path,
-                format!(
-                    "config key {key:?} is not allowed (only user.* and {})",
-                    ALLOWED_CONFIG_KEYS.join(", ")
-                ),
-            ));
-        }
-        text(&path, value)?;
+        cohort_proto::validate::config_key(key).map_err(|e| ActionError::invalid(&path, e.0))?;
+        cohort_proto::validate::config_value(value)
+            .map_err(|e| ActionError::invalid(&path, e.0))?;
     }
     Ok(())
 }

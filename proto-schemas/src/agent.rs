@@ -7,7 +7,9 @@
 //! | `GET /v1/instances`                           | `Vec<Instance>` (one LXD call)     |
 //! | `POST /v1/instances`                          | [`CreateInstance`] -> [`Instance`] |
 //! | `GET /v1/instances/{name}`                    | [`Instance`]                       |
+//! | `PATCH /v1/instances/{name}`                  | [`UpdateInstance`] -> [`Instance`] |
 //! | `PUT /v1/instances/{name}/state`              | [`StateChange`] -> [`Instance`]    |
+//! | `POST /v1/instances/{name}/publish`           | [`PublishInstance`] -> tarball; `X-Cohort-Fingerprint` |
 //! | `DELETE /v1/instances/{name}`                 | 204 (also when already absent)     |
 //! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`]  |
 //! | `GET /v1/instances/{name}/files?path=P`       | raw bytes; `X-Cohort-Mode/Uid/Gid` |
@@ -322,4 +324,42 @@ pub struct Snapshot {
     pub name: String,
     pub created_at: Option<DateTime<Utc>>,
     pub stateful: bool,
+}
+
+/// `PATCH /v1/instances/{name}`: live changes, applied in one LXD call. Config keys follow the
+/// create allow-list (`validate::config_key`); devices are `disk` or `proxy`
+/// (`validate::device`); Cohort's own devices (root, `cohort-*`) are neither added nor removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateInstance {
+    /// Keys to set.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// Keys to remove.
+    #[serde(default)]
+    pub unset: Vec<String>,
+    /// Devices to add, by name.
+    #[serde(default)]
+    pub add_devices: BTreeMap<String, BTreeMap<String, String>>,
+    /// Devices to remove, by name.
+    #[serde(default)]
+    pub remove_devices: Vec<String>,
+    /// Whether a disk may mount a host path (the controller sets it for admins only).
+    #[serde(default)]
+    pub allow_host_path: bool,
+}
+
+/// `POST /v1/instances/{name}/publish`: the stopped instance becomes an image whose unified
+/// tarball is the answer (`application/octet-stream`, its SHA-256 in `X-Cohort-Fingerprint`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishInstance {
+    /// Alias given to the image on the node when it is kept.
+    #[serde(default)]
+    pub alias: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Keep the image in the node's LXD (default: deleted once exported).
+    #[serde(default)]
+    pub keep: bool,
 }

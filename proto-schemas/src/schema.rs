@@ -19,6 +19,14 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::agent::CreateInstance),
         ),
         ("agent_instance", schema_for!(crate::agent::Instance)),
+        (
+            "agent_update_instance",
+            schema_for!(crate::agent::UpdateInstance),
+        ),
+        (
+            "agent_publish_instance",
+            schema_for!(crate::agent::PublishInstance),
+        ),
         ("agent_inventory", schema_for!(crate::agent::Inventory)),
         ("agent_exec_request", schema_for!(crate::agent::ExecRequest)),
         ("agent_exec_result", schema_for!(crate::agent::ExecResult)),
@@ -47,6 +55,14 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::api::instances::CreateInstance),
         ),
         ("api_instance", schema_for!(crate::api::instances::Instance)),
+        (
+            "api_update_instance",
+            schema_for!(crate::api::instances::UpdateInstance),
+        ),
+        (
+            "api_live_config",
+            schema_for!(crate::api::instances::LiveConfig),
+        ),
         (
             "api_instance_state_change",
             schema_for!(crate::api::instances::InstanceStateChange),

@@ -1,5 +1,9 @@
 //! The wire's rules for names and keys, shared by the controller (to refuse early) and the agent
-//! (to refuse before anything reaches LXD): instance names, Unix usernames, SSH public keys.
+//! (to refuse before anything reaches LXD): instance names, Unix usernames, SSH public keys,
+//! the instance config keys a request may set and the devices an admin may add.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use ssh_key::{Algorithm, PublicKey};
 
@@ -179,6 +183,272 @@ pub fn display_text(text: &str, max: usize) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Config keys a request may set (at create or live) besides `user.*` and `environment.*`.
+/// `limits.cpu` and `limits.memory` are not among them: they come from the instance's limits,
+/// which placement counts.
+pub const ALLOWED_CONFIG_KEYS: &[&str] = &[
+    "boot.autostart",
+    "boot.autostart.delay",
+    "boot.autostart.priority",
+    "boot.stop.priority",
+    "limits.cpu.allowance",
+    "limits.cpu.priority",
+    "limits.memory.swap",
+    "limits.processes",
+    "snapshots.schedule",
+    "snapshots.schedule.stopped",
+    "snapshots.expiry",
+    "snapshots.pattern",
+];
+
+/// Prefixes refused outright, whatever follows: LXD's escape hatches and Cohort's own keys.
+pub const FORBIDDEN_CONFIG_PREFIXES: &[&str] =
+    &["security.", "raw.", "nvidia.", "volatile.", "user.cohort."];
+
+/// A config key a request may set or unset: `user.*` and `environment.*` (the rest of the key
+/// `a-z A-Z 0-9 . _ -`), or one of [`ALLOWED_CONFIG_KEYS`].
+pub fn config_key(key: &str) -> Result<(), Invalid> {
+    if let Some(prefix) = FORBIDDEN_CONFIG_PREFIXES
+        .iter()
+        .find(|p| key.starts_with(**p))
+    {
+        return invalid(format!(
+            "config key {key:?} is not allowed: keys under {prefix}* may not be set by a request"
+        ));
+    }
+    let free = ["user.", "environment."].iter().any(|prefix| {
+        key.strip_prefix(prefix).is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        })
+    });
+    if !free && !ALLOWED_CONFIG_KEYS.contains(&key) {
+        return invalid(format!(
+            "config key {key:?} is not allowed (only user.*, environment.* and {})",
+            ALLOWED_CONFIG_KEYS.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// A config value: one line of at most 4096 bytes, no control characters.
+pub fn config_value(value: &str) -> Result<(), Invalid> {
+    if value.len() > 4096 || value.chars().any(char::is_control) {
+        return invalid("value must be one line of at most 4096 bytes without control characters");
+    }
+    Ok(())
+}
+
+/// The root disk and the devices the agent makes (SSH proxy, home volume, allocated GPUs).
+pub fn is_cohort_device(name: &str) -> bool {
+    name == "root" || name.starts_with("cohort-")
+}
+
+/// Where a device check failed: the field (`devices.<name>.<key>`) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldInvalid {
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for FieldInvalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// What a device may point at on this node.
+#[derive(Debug, Clone)]
+pub struct DeviceRules {
+    /// Whether a `disk` may take a host path as its source (admins only).
+    pub allow_host_path: bool,
+    /// Addresses a `proxy` may listen on (loopback is always allowed).
+    pub listen_addresses: Vec<IpAddr>,
+}
+
+/// A device an admin adds to a live instance: a `disk` (a custom volume of the node's pool, or
+/// for admins a host path other than `/`) or a `proxy` listening on loopback or a node address.
+/// Everything else (nic, unix-char, unix-block, gpu, ...) is refused: GPUs belong to the allocator.
+pub fn device(
+    name: &str,
+    dev: &BTreeMap<String, String>,
+    rules: &DeviceRules,
+) -> Result<(), FieldInvalid> {
+    let base = format!("devices.{name}");
+    let fail = |field: String, message: String| Err(FieldInvalid { field, message });
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if !name_ok {
+        return fail(
+            base,
+            "device name must be 1-63 characters of a-z, A-Z, 0-9, '-', '_' and '.'".into(),
+        );
+    }
+    if is_cohort_device(name) {
+        return fail(
+            base,
+            format!("device name {name:?} is reserved for Cohort's own devices (root, cohort-*)"),
+        );
+    }
+    for (key, value) in dev {
+        if value.chars().any(char::is_control) || value.len() > 4096 {
+            return fail(
+                format!("{base}.{key}"),
+                "value must be one line of at most 4096 bytes".into(),
+            );
+        }
+    }
+    let kind = dev.get("type").map(String::as_str).unwrap_or_default();
+    let allowed: &[&str] = match kind {
+        "disk" => &["type", "source", "path", "pool", "readonly"],
+        "proxy" => &["type", "listen", "connect", "bind"],
+        "" => {
+            return fail(
+                format!("{base}.type"),
+                "a device needs a type (disk or proxy)".into(),
+            )
+        }
+        "gpu" => {
+            return fail(
+                format!("{base}.type"),
+                "GPUs are attached by Cohort's allocator, not as devices".into(),
+            )
+        }
+        other => {
+            return fail(
+                format!("{base}.type"),
+                format!("device type {other:?} is not allowed (only disk and proxy)"),
+            )
+        }
+    };
+    if let Some(key) = dev.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return fail(
+            format!("{base}.{key}"),
+            format!(
+                "key {key:?} is not allowed on a {kind} device (allowed: {})",
+                allowed.join(", ")
+            ),
+        );
+    }
+    if kind == "disk" {
+        disk(&base, dev, rules)
+    } else {
+        proxy(&base, dev, rules)
+    }
+}
+
+fn safe_absolute(path: &str) -> bool {
+    path.starts_with('/') && !path.split('/').any(|c| c == ".." || c == ".")
+}
+
+fn disk(
+    base: &str,
+    dev: &BTreeMap<String, String>,
+    rules: &DeviceRules,
+) -> Result<(), FieldInvalid> {
+    let fail = |key: &str, message: &str| {
+        Err(FieldInvalid {
+            field: format!("{base}.{key}"),
+            message: message.to_string(),
+        })
+    };
+    let path = dev.get("path").map(String::as_str).unwrap_or_default();
+    if !safe_absolute(path) || path.trim_end_matches('/').is_empty() {
+        return fail(
+            "path",
+            "path inside the instance must be absolute, not / and without . or .. parts",
+        );
+    }
+    let source = dev.get("source").map(String::as_str).unwrap_or_default();
+    if source.starts_with('/') {
+        if !rules.allow_host_path {
+            return fail("source", "only an admin may mount a host path");
+        }
+        if !safe_absolute(source) || source.trim_end_matches('/').is_empty() {
+            return fail(
+                "source",
+                "a host path must be absolute, not / and without . or .. parts",
+            );
+        }
+        if dev.contains_key("pool") {
+            return fail("pool", "a host path has no pool");
+        }
+    } else if instance_name(source).is_err() {
+        return fail(
+            "source",
+            "source must be a custom volume of the node's pool (1-63 of a-z, 0-9 and '-') or an absolute host path",
+        );
+    }
+    if let Some(ro) = dev.get("readonly") {
+        if ro != "true" && ro != "false" {
+            return fail("readonly", "must be true or false");
+        }
+    }
+    Ok(())
+}
+
+/// `tcp:ADDR:PORT` or `udp:ADDR:PORT` (IPv6 in brackets).
+fn endpoint(value: &str) -> Option<(IpAddr, u16)> {
+    let rest = value
+        .strip_prefix("tcp:")
+        .or_else(|| value.strip_prefix("udp:"))?;
+    let (addr, port) = rest.rsplit_once(':')?;
+    let addr: IpAddr = addr
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()?;
+    let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
+    Some((addr, port))
+}
+
+fn proxy(
+    base: &str,
+    dev: &BTreeMap<String, String>,
+    rules: &DeviceRules,
+) -> Result<(), FieldInvalid> {
+    let fail = |key: &str, message: String| {
+        Err(FieldInvalid {
+            field: format!("{base}.{key}"),
+            message,
+        })
+    };
+    let listen = dev.get("listen").map(String::as_str).unwrap_or_default();
+    let Some((addr, _)) = endpoint(listen) else {
+        return fail(
+            "listen",
+            "listen must be tcp:ADDRESS:PORT or udp:ADDRESS:PORT".into(),
+        );
+    };
+    if !addr.is_loopback() && !rules.listen_addresses.contains(&addr) {
+        let mut allowed = vec!["127.0.0.1".to_string()];
+        allowed.extend(rules.listen_addresses.iter().map(IpAddr::to_string));
+        return fail(
+            "listen",
+            format!("a proxy may listen only on {}", allowed.join(" or ")),
+        );
+    }
+    let connect = dev.get("connect").map(String::as_str).unwrap_or_default();
+    if endpoint(connect).is_none() {
+        return fail(
+            "connect",
+            "connect must be tcp:ADDRESS:PORT or udp:ADDRESS:PORT".into(),
+        );
+    }
+    if dev.get("bind").is_some_and(|b| b != "host") {
+        return fail(
+            "bind",
+            "only bind=host (listen on the node) is allowed".into(),
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +526,94 @@ mod tests {
         ] {
             assert!(display_text(bad, 100).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn config_keys_share_one_allowlist() {
+        for good in [
+            "user.course",
+            "environment.HTTP_PROXY",
+            "boot.autostart",
+            "limits.processes",
+        ] {
+            assert!(config_key(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "raw.lxc",
+            "security.privileged",
+            "volatile.idmap.next",
+            "user.cohort.spec",
+            "limits.cpu",
+            "limits.memory",
+            "foo",
+            "user.",
+            "user.a b",
+        ] {
+            assert!(config_key(bad).is_err(), "{bad} accepted");
+        }
+        assert!(config_value("a\nb").is_err());
+    }
+
+    #[test]
+    fn devices_are_disk_or_proxy_within_bounds() {
+        let rules = DeviceRules {
+            allow_host_path: false,
+            listen_addresses: vec!["10.0.0.5".parse().unwrap()],
+        };
+        let dev = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let field = |name: &str, d: BTreeMap<String, String>, r: &DeviceRules| {
+            device(name, &d, r).unwrap_err().field
+        };
+        let vol = dev(&[("type", "disk"), ("source", "data"), ("path", "/data")]);
+        assert!(device("data", &vol, &rules).is_ok());
+        let web = dev(&[
+            ("type", "proxy"),
+            ("listen", "tcp:127.0.0.1:8080"),
+            ("connect", "tcp:127.0.0.1:80"),
+        ]);
+        assert!(device("web", &web, &rules).is_ok());
+        let node = dev(&[
+            ("type", "proxy"),
+            ("listen", "tcp:10.0.0.5:8080"),
+            ("connect", "tcp:127.0.0.1:80"),
+        ]);
+        assert!(device("web", &node, &rules).is_ok());
+        let wide = dev(&[
+            ("type", "proxy"),
+            ("listen", "tcp:0.0.0.0:8080"),
+            ("connect", "tcp:127.0.0.1:80"),
+        ]);
+        assert_eq!(field("web", wide, &rules), "devices.web.listen");
+        for kind in ["unix-char", "unix-block", "nic", "gpu"] {
+            assert_eq!(field("x", dev(&[("type", kind)]), &rules), "devices.x.type");
+        }
+        let host = dev(&[("type", "disk"), ("source", "/srv/data"), ("path", "/data")]);
+        assert_eq!(field("h", host.clone(), &rules), "devices.h.source");
+        let admin = DeviceRules {
+            allow_host_path: true,
+            ..rules.clone()
+        };
+        assert!(device("h", &host, &admin).is_ok());
+        let slash = dev(&[("type", "disk"), ("source", "/"), ("path", "/host")]);
+        assert_eq!(field("h", slash, &admin), "devices.h.source");
+        let up = dev(&[("type", "disk"), ("source", "/srv/../etc"), ("path", "/x")]);
+        assert_eq!(field("h", up, &admin), "devices.h.source");
+        assert_eq!(
+            field("cohort-ssh", vol.clone(), &admin),
+            "devices.cohort-ssh"
+        );
+        assert_eq!(field("root", vol, &admin), "devices.root");
+        let extra = dev(&[
+            ("type", "disk"),
+            ("source", "data"),
+            ("path", "/d"),
+            ("shift", "true"),
+        ]);
+        assert_eq!(field("d", extra, &admin), "devices.d.shift");
     }
 }

@@ -190,6 +190,11 @@ impl Cluster {
 
     /// Enrolls one more node: join token from the API, `cohort-agent join`, then `serve`.
     pub async fn add_node(&mut self, name: &str) -> &mut ClusterNode {
+        self.add_node_in(name, TestLxd::new()).await
+    }
+
+    /// [`Cluster::add_node`] working in the given LXD project (e.g. one with its own images).
+    pub async fn add_node_in(&mut self, name: &str, lxd: TestLxd) -> &mut ClusterNode {
         let issued = self
             .admin(
                 reqwest::Method::POST,
@@ -198,7 +203,6 @@ impl Cluster {
             )
             .await;
         let token = issued["token"].as_str().expect("join token").to_string();
-        let lxd = TestLxd::new();
         let ssh_ports = PortRange::claim();
         let agent_port = self.ports.port(1 + self.nodes.len() as u16);
         let state_dir = self.state.path().join(name);

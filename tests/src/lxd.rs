@@ -80,6 +80,13 @@ fn query_names(path: &str) -> Vec<String> {
 
 /// Deletes everything in a project, then the project.
 fn purge_project(project: &str) {
+    // Only a project with images of its own may have its images deleted: in one that shares
+    // the default project's, the listing and the deletes reach the default project.
+    if project_has_own_images(project) {
+        for fingerprint in query_names(&format!("/1.0/images?project={project}")) {
+            let _ = lxc_output(&["image", "delete", "--project", project, &fingerprint]);
+        }
+    }
     for name in query_names(&format!("/1.0/instances?project={project}")) {
         let _ = lxc_output(&["delete", "--force", "--project", project, &name]);
     }
@@ -102,6 +109,16 @@ fn purge_project(project: &str) {
 impl TestLxd {
     /// A new project `ct-<pid>-<n>` that uses the default project's images and profiles.
     pub fn new() -> Self {
+        Self::create(false)
+    }
+
+    /// A new project with images of its own (`features.images=true`): it starts with none, so
+    /// an agent working in it must fetch every image it uses.
+    pub fn with_own_images() -> Self {
+        Self::create(true)
+    }
+
+    fn create(own_images: bool) -> Self {
         let out = lxc_output(&["query", "/1.0"]);
         assert!(
             out.status.success(),
@@ -116,7 +133,7 @@ impl TestLxd {
             "create",
             &project,
             "-c",
-            "features.images=false",
+            &format!("features.images={own_images}"),
             "-c",
             "features.profiles=false",
         ]);
@@ -173,6 +190,14 @@ impl Drop for TestLxd {
     fn drop(&mut self) {
         purge_project(&self.project);
     }
+}
+
+/// Whether the project keeps images of its own (`features.images=true`).
+fn project_has_own_images(project: &str) -> bool {
+    let out = lxc_output(&["query", &format!("/1.0/projects/{project}")]);
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .ok()
+        .is_some_and(|p| p["config"]["features.images"] == "true")
 }
 
 /// Whether an LXD project of this name exists (harness self-tests use it).

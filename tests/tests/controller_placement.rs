@@ -260,3 +260,29 @@ async fn the_queue_places_the_highest_priority_first_when_capacity_frees() {
         .collect();
     assert_eq!(still, ["mid", "low"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_prefers_a_node_that_already_holds_the_image() {
+    use cohort_controller::models::image::Image;
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    let base = t.image("base");
+    t.image("other-image");
+    // Spread alone would pick node-big (more memory left); node-small holds `base`.
+    let _big = t.node("node-big", (23000, 23063), 64, 512, false);
+    let small = t.node("node-small", (23100, 23163), 64, 128, false);
+    Image::mark_held(&mut t.conn(), base.id, small.id).unwrap();
+
+    instances::create(&t.ctl, admin.clone(), request("with-image", 0, None, false))
+        .await
+        .expect("placed");
+    let mut other = request("without-image", 0, None, false);
+    other.image = "other-image".into();
+    instances::create(&t.ctl, admin.clone(), other)
+        .await
+        .expect("placed");
+    let (placed, _) = allocations(&t);
+    let node_of = |name: &str| placed.iter().find(|(i, _, _)| i == name).unwrap().1.clone();
+    assert_eq!(node_of("with-image"), "node-small", "{placed:?}");
+    assert_eq!(node_of("without-image"), "node-big", "{placed:?}");
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use cohort_controller::actions::instances;
 use cohort_controller::agent_client::{
-    AgentConnector, AgentError, AgentFuture, AgentTarget, FileMeta, NodeAgent,
+    AgentConnector, AgentError, AgentFuture, AgentTarget, FileMeta, NodeAgent, ReceivedTarball,
 };
 use cohort_controller::models::operation::Operation;
 use cohort_controller::models::operation_item::OperationItem;
@@ -18,7 +18,7 @@ use cohort_controller::worker;
 use cohort_e2e::controller::TestController;
 use cohort_proto::agent::{
     CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
-    Inventory, Snapshot, StateChange,
+    Inventory, PublishInstance, Snapshot, StateChange, UpdateInstance,
 };
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
 use cohort_proto::api::operations::OperationStatus;
@@ -107,6 +107,17 @@ impl NodeAgent for FakeAgents {
     }
     fn delete_instance(&self, _: String) -> AgentFuture<()> {
         Box::pin(async { Ok(()) })
+    }
+    fn update_instance(&self, _: String, _: UpdateInstance) -> AgentFuture<Instance> {
+        unused()
+    }
+    fn publish(
+        &self,
+        _: String,
+        _: PublishInstance,
+        _: std::path::PathBuf,
+    ) -> AgentFuture<ReceivedTarball> {
+        unused()
     }
     fn inventory(&self) -> AgentFuture<Inventory> {
         unused()

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use cohort_proto::agent::{
-    CreateInstance, CreateSnapshot, ExecRequest, ImportImage, SshAccess, StateChange,
+    CreateInstance, CreateSnapshot, ExecRequest, ImportImage, PublishInstance, SshAccess,
+    StateChange, UpdateInstance,
 };
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -59,6 +60,22 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
         (&M::DELETE, ["v1", "instances", name]) => {
             node.delete_instance(name).await?;
             no_content()
+        }
+        (&M::PATCH, ["v1", "instances", name]) => {
+            let body: UpdateInstance = read_json(req).await?;
+            ok(&node.update_instance(name, &body).await?)
+        }
+        (&M::POST, ["v1", "instances", name, "publish"]) => {
+            let body: PublishInstance = read_json(req).await?;
+            let published = node.publish_instance(name, &body).await?;
+            let mut resp = Response::new(Full::new(published.tarball));
+            let h = resp.headers_mut();
+            h.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            h.insert("X-Cohort-Fingerprint", header_value(published.fingerprint));
+            Ok(resp)
         }
         (&M::PUT, ["v1", "instances", name, "state"]) => {
             let body: StateChange = read_json(req).await?;

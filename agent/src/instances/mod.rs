@@ -6,13 +6,16 @@ mod error;
 mod exec;
 mod files;
 mod lifecycle;
+mod publish;
 mod snapshots;
 pub mod spec;
 pub mod ssh;
+mod update;
 mod view;
 
 pub use error::InstanceError;
 pub use files::FileContent;
+pub use publish::Published;
 
 /// Instance config keys where the agent records what it was asked, so the controller keeps no
 /// LXD state: the idempotency key, a hash of the spec, the SSH user and the GPU attachments.

@@ -11,24 +11,6 @@ use sha2::{Digest, Sha256};
 use super::{InstanceError, DEVICE_GPU_PREFIX, DEVICE_HOME, DEVICE_SSH};
 use super::{KEY_GPUS, KEY_IDEMPOTENCY, KEY_SPEC, KEY_SSH_USER};
 
-/// Config keys a request may set besides `user.*` and `environment.*`.
-const ALLOWED_CONFIG: &[&str] = &[
-    "boot.autostart.delay",
-    "boot.autostart.priority",
-    "boot.stop.priority",
-    "limits.cpu.allowance",
-    "limits.cpu.priority",
-    "limits.memory.swap",
-    "limits.processes",
-    "snapshots.schedule",
-    "snapshots.schedule.stopped",
-    "snapshots.expiry",
-    "snapshots.pattern",
-];
-
-/// Prefixes refused outright, whatever follows.
-const FORBIDDEN_PREFIXES: &[&str] = &["security.", "raw.", "nvidia.", "volatile.", "user.cohort."];
-
 /// A checked request, ready for LXD.
 pub struct Plan {
     /// The body of `POST /1.0/instances`.
@@ -207,31 +189,11 @@ fn check_limits(req: &CreateInstance) -> Result<(), InstanceError> {
     Ok(())
 }
 
-fn check_config_key(key: &str, value: &str) -> Result<(), InstanceError> {
+/// The create and live-change rule, shared with the controller (`validate::config_key`).
+pub(crate) fn check_config_key(key: &str, value: &str) -> Result<(), InstanceError> {
     let field = format!("config.{key}");
-    if let Some(prefix) = FORBIDDEN_PREFIXES.iter().find(|p| key.starts_with(**p)) {
-        return Err(InstanceError::invalid(
-            field,
-            format!("keys under {prefix}* may not be set by a request"),
-        ));
-    }
-    let allowed = key.starts_with("user.")
-        || key.starts_with("environment.")
-        || ALLOWED_CONFIG.contains(&key);
-    if !allowed {
-        return Err(InstanceError::invalid(
-            field,
-            "unknown or disallowed config key (allowed: user.*, environment.*, boot.autostart.*, \
-             limits.cpu.allowance/priority, limits.memory.swap, limits.processes, snapshots.*)",
-        ));
-    }
-    if value.contains('\n') || value.len() > 4096 {
-        return Err(InstanceError::invalid(
-            field,
-            "value must be one line of at most 4096 bytes",
-        ));
-    }
-    Ok(())
+    validate::config_key(key).map_err(|e| InstanceError::invalid(&field, e.0))?;
+    validate::config_value(value).map_err(|e| InstanceError::invalid(&field, e.0))
 }
 
 fn check_ssh(ssh: &mut SshAccess) -> Result<(), InstanceError> {

@@ -85,6 +85,7 @@ impl Lxd {
         path: &str,
         headers: &[(&str, String)],
         body: Bytes,
+        limit: usize,
     ) -> Result<(u16, HeaderMap, Bytes), LxdError> {
         let uri: hyper::Uri = hyperlocal::Uri::new(&self.socket, &self.url(path)).into();
         let mut req = Request::builder().method(method).uri(uri);
@@ -106,7 +107,7 @@ impl Lxd {
             .map_err(|e| unreachable(format!("{e:#}")))?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let bytes = Limited::new(resp.into_body(), MAX_BODY)
+        let bytes = Limited::new(resp.into_body(), limit)
             .collect()
             .await
             .map_err(|e| unreachable(e.to_string()))?
@@ -121,8 +122,23 @@ impl Lxd {
         headers: &[(&str, String)],
         body: Bytes,
     ) -> Result<Answer, LxdError> {
+        Ok(self
+            .answer_with_headers(method, path, headers, body)
+            .await?
+            .0)
+    }
+
+    /// An answer with the response's headers (for `ETag`).
+    async fn answer_with_headers(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<(Answer, HeaderMap), LxdError> {
         let what = format!("{method} {path}");
-        let (status, _, bytes) = self.send(method, path, headers, body).await?;
+        let (status, resp_headers, bytes) =
+            self.send(method, path, headers, body, MAX_BODY).await?;
         let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|e| LxdError::Decode {
             what: what.clone(),
             detail: format!(
@@ -130,7 +146,44 @@ impl Lxd {
                 String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
             ),
         })?;
-        envelope.into_answer(&what, status)
+        Ok((envelope.into_answer(&what, status)?, resp_headers))
+    }
+
+    /// A sync GET's metadata and its `ETag`, for a `PUT` with `If-Match`.
+    pub async fn get_with_etag(&self, path: &str) -> Result<(Value, Option<String>), LxdError> {
+        let (answer, headers) = self
+            .answer_with_headers(Method::GET, path, &[], Bytes::new())
+            .await?;
+        let etag = headers
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        match answer {
+            Answer::Sync(v) => Ok((v, etag)),
+            Answer::Async { .. } => Err(LxdError::Decode {
+                what: format!("GET {path}"),
+                detail: "answered async".into(),
+            }),
+        }
+    }
+
+    /// A `PUT` that LXD applies only if the object still has `etag`; waits when async.
+    pub async fn put_if_match(
+        &self,
+        path: &str,
+        body: &Value,
+        etag: Option<&str>,
+    ) -> Result<Value, LxdError> {
+        let mut headers = vec![(CONTENT_TYPE.as_str(), "application/json".to_string())];
+        if let Some(etag) = etag {
+            headers.push(("If-Match", etag.to_string()));
+        }
+        let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON value serialises"));
+        let what = format!("PUT {path}");
+        match self.answer(Method::PUT, path, &headers, bytes).await? {
+            Answer::Sync(v) => Ok(v),
+            Answer::Async { operation } => self.wait(&operation, &what, self.default_timeout).await,
+        }
     }
 
     /// One call with a JSON body; an async answer is waited for (up to `timeout`) and its
@@ -230,7 +283,14 @@ impl Lxd {
 
     /// GET of a raw body (file contents, exec logs); LXD's error envelope when it fails.
     pub async fn get_raw(&self, path: &str) -> Result<RawFile, LxdError> {
-        let (status, headers, bytes) = self.send(Method::GET, path, &[], Bytes::new()).await?;
+        self.get_raw_within(path, MAX_BODY).await
+    }
+
+    /// [`Lxd::get_raw`] reading at most `limit` bytes (image exports are larger than files).
+    pub async fn get_raw_within(&self, path: &str, limit: usize) -> Result<RawFile, LxdError> {
+        let (status, headers, bytes) = self
+            .send(Method::GET, path, &[], Bytes::new(), limit)
+            .await?;
         if status >= 300 {
             return Err(Self::raw_error(path, status, &bytes));
         }

@@ -4,12 +4,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use cohort_proto::api::images::{Image as WireImage, ImportImageQuery};
+use cohort_proto::api::images::{Image as WireImage, ImportImageQuery, PublishImage};
+use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::operations::{start, Step};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
@@ -202,6 +204,72 @@ pub async fn tarball(
             .filter(|i| i.fingerprint == fingerprint)
             .ok_or_else(|| ActionError::NotFound(format!("image {fingerprint}")))?;
         Ok(path)
+    })
+    .await
+}
+
+/// `POST /api/v1/images/publish` (like `lxc publish`; instructor of the instance's course, its
+/// owner if an instructor, or admin): the instance must be stopped. An operation: its node's
+/// agent exports the image, the controller stores the tarball under its SHA-256 like an import,
+/// and records that the node holds it.
+pub async fn publish(
+    ctl: &Controller,
+    caller: Caller,
+    req: PublishImage,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Instructor)?;
+    validate::instance_name("instance", &req.instance)?;
+    validate::instance_name("alias", &req.alias.replace('/', "-"))?;
+    if let Some(d) = &req.description {
+        cohort_proto::validate::display_text(d, 255)
+            .map_err(|e| ActionError::invalid("description", e.0))?;
+    }
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let instance = super::instances::find(conn, &caller, &req.instance)?;
+            if Image::lookup(conn, &req.alias)?.is_some() {
+                return Err(ActionError::conflict(
+                    Some("alias"),
+                    format!("an image with alias {} exists", req.alias),
+                ));
+            }
+            if instance.node_id.is_none() {
+                return Err(ActionError::conflict(
+                    Some("instance"),
+                    format!("instance {} is queued, not on a node yet", req.instance),
+                ));
+            }
+            if instance.observed_state != "stopped" {
+                return Err(ActionError::conflict(
+                    Some("instance"),
+                    format!(
+                        "instance {} is {}; stop it before publishing",
+                        req.instance, instance.observed_state
+                    ),
+                ));
+            }
+            let op = start(
+                conn,
+                OperationKind::PublishImage,
+                Some(caller.user.id),
+                &req.alias,
+                json!({"alias": req.alias, "description": req.description}),
+                &[Step {
+                    action: "publish",
+                    target: &req.instance,
+                    instance_id: Some(instance.id),
+                }],
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                "publish",
+                "image",
+                &req.alias,
+                json!({"instance": req.instance, "operation": op.id}),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
     })
     .await
 }

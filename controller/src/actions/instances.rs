@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use cohort_proto::api::instances::{
-    CreateInstance, GpuShare, Instance as WireInstance, InstanceStateChange, Limits, StateAction,
+    CreateInstance, GpuShare, Instance as WireInstance, InstanceStateChange, Limits, LiveConfig,
+    StateAction, UpdateInstance,
 };
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
 use cohort_proto::api::users::Role;
@@ -118,7 +119,7 @@ fn authorize(conn: &mut PgConnection, caller: &Caller, instance: &Instance) -> A
     )))
 }
 
-fn find(conn: &mut PgConnection, caller: &Caller, name: &str) -> ActionResult<Instance> {
+pub(crate) fn find(conn: &mut PgConnection, caller: &Caller, name: &str) -> ActionResult<Instance> {
     let instance = Instance::by_name(conn, name)?
         .ok_or_else(|| ActionError::NotFound(format!("instance {name}")))?;
     authorize(conn, caller, &instance)?;
@@ -399,4 +400,141 @@ pub async fn audit_proxied(
         )?)
     })
     .await
+}
+
+/// The shared device rules for a node: proxies may listen on loopback or its SSH address.
+fn device_rules(node: &Node, admin: bool) -> cohort_proto::validate::DeviceRules {
+    cohort_proto::validate::DeviceRules {
+        allow_host_path: admin,
+        listen_addresses: node
+            .ssh_host
+            .parse::<std::net::IpAddr>()
+            .ok()
+            .filter(|ip| !ip.is_unspecified())
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Every key and device against the rules the agent applies too, before anything is sent.
+fn check_update(caller: &Caller, node: &Node, req: &UpdateInstance) -> ActionResult<()> {
+    validate::config("config", &req.config)?;
+    for key in &req.unset {
+        cohort_proto::validate::config_key(key)
+            .map_err(|e| ActionError::invalid(&format!("unset.{key}"), e.0))?;
+    }
+    if req.add_devices.is_empty() && req.remove_devices.is_empty() {
+        if req.config.is_empty() && req.unset.is_empty() {
+            return Err(ActionError::invalid("config", "nothing to change"));
+        }
+        return Ok(());
+    }
+    let rules = device_rules(node, caller.is_admin());
+    for (name, dev) in &req.add_devices {
+        cohort_proto::validate::device(name, dev, &rules)
+            .map_err(|e| ActionError::invalid(&e.field, e.message))?;
+    }
+    for name in &req.remove_devices {
+        if cohort_proto::validate::is_cohort_device(name) {
+            return Err(ActionError::conflict(
+                Some(&format!("remove_devices.{name}")),
+                format!("device {name} is managed by Cohort (root disk, SSH proxy, home volume or an allocated GPU) and cannot be removed"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn live(instance: cohort_proto::agent::Instance) -> LiveConfig {
+    LiveConfig {
+        config: instance.config,
+        devices: instance.devices,
+    }
+}
+
+/// `PATCH /api/v1/instances/{name}`: live config keys and devices, applied by the node's agent
+/// to LXD; the keys set are recorded on the row (so a re-create keeps them) and audited.
+pub async fn update(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    req: UpdateInstance,
+) -> ActionResult<LiveConfig> {
+    if (!req.add_devices.is_empty() || !req.remove_devices.is_empty()) && !caller.is_admin() {
+        return Err(ActionError::Forbidden(
+            "only an admin may add or remove devices".into(),
+        ));
+    }
+    let (instance, node_id) = {
+        let (caller, name) = (caller.clone(), name.clone());
+        ctl.db(move |conn| {
+            let instance = find(conn, &caller, &name)?;
+            let node_id = instance.node_id.ok_or_else(|| {
+                ActionError::conflict(
+                    None,
+                    format!("instance {name} is queued, not on a node yet"),
+                )
+            })?;
+            Ok((instance, node_id))
+        })
+        .await?
+    };
+    let (node, agent) = ctl.agent_by_node_id(node_id).await?;
+    check_update(&caller, &node, &req)?;
+    let request = cohort_proto::agent::UpdateInstance {
+        config: req.config.clone(),
+        unset: req.unset.clone(),
+        add_devices: req.add_devices.clone(),
+        remove_devices: req.remove_devices.clone(),
+        allow_host_path: caller.is_admin(),
+    };
+    let now = agent
+        .update_instance(name.clone(), request)
+        .await
+        .map_err(|source| ActionError::Agent {
+            node: node.name.clone(),
+            source,
+        })?;
+    let mut recorded: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    for key in &req.unset {
+        recorded.remove(key);
+    }
+    recorded.extend(req.config.clone());
+    let (id, actor) = (instance.id, caller.name().to_string());
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            Instance::set_config(conn, id, json!(recorded))?;
+            audit::record(
+                conn,
+                &actor,
+                "update",
+                "instance",
+                &name,
+                json!({
+                    "set": req.config,
+                    "unset": req.unset,
+                    "add_devices": req.add_devices,
+                    "remove_devices": req.remove_devices,
+                }),
+            )?;
+            Ok(())
+        })
+    })
+    .await?;
+    Ok(live(now))
+}
+
+/// `GET /api/v1/instances/{name}/config`: config and devices as the node's LXD holds them.
+pub async fn live_config(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+) -> ActionResult<LiveConfig> {
+    let (node, agent) = agent_of(ctl, caller, name.clone()).await?;
+    let now = agent
+        .get_instance(name)
+        .await
+        .map_err(|source| ActionError::Agent { node, source })?;
+    Ok(live(now))
 }

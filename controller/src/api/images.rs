@@ -1,11 +1,11 @@
 //! `/api/v1/images`: catalog, upload and the tarball agents import from.
 
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
-use cohort_proto::api::images::ImportImageQuery;
+use cohort_proto::api::images::{ImportImageQuery, PublishImage};
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
-use super::extract::{ApiQuery, PeerCertificate};
+use super::extract::{ApiJson, ApiQuery, PeerCertificate};
 use crate::actions::images::{self, ImageUpload, TarballReader};
 use crate::auth::Caller;
 use crate::controller::Controller;
@@ -35,6 +35,10 @@ pub async fn import(
         upload.write(&chunk)?;
     }
     Ok(HttpResponse::Created().json(upload.finish(&ctl, caller, query.0).await?))
+}
+
+pub async fn publish(ctl: Ctl, caller: Caller, req: ApiJson<PublishImage>) -> Reply {
+    Ok(HttpResponse::Accepted().json(images::publish(&ctl, caller, req.0).await?))
 }
 
 pub async fn delete(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {

@@ -3,7 +3,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use cohort_proto::api::instances::{
     CreateInstance, CreateSnapshot, DeleteInstanceQuery, ExecRequest, FileQuery,
-    InstanceStateChange,
+    InstanceStateChange, UpdateInstance,
 };
 
 use super::extract::{ApiJson, ApiQuery};
@@ -26,6 +26,19 @@ pub async fn list(ctl: Ctl, caller: Caller) -> Reply {
 
 pub async fn get(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
     Ok(HttpResponse::Ok().json(instances::get(&ctl, caller, name.into_inner()).await?))
+}
+
+pub async fn update(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<UpdateInstance>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(instances::update(&ctl, caller, name.into_inner(), req.0).await?))
+}
+
+pub async fn live_config(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(instances::live_config(&ctl, caller, name.into_inner()).await?))
 }
 
 pub async fn change_state(

@@ -128,6 +128,17 @@ impl Instance {
             .execute(conn)
     }
 
+    /// Records the config keys set on the live instance (the ones a request may set).
+    pub fn set_config(
+        conn: &mut PgConnection,
+        id: i64,
+        config: serde_json::Value,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set(instances::config.eq(config))
+            .execute(conn)
+    }
+
     pub fn set_desired(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
         diesel::update(instances::table.find(id))
             .set(instances::desired_state.eq(state))

@@ -1,4 +1,5 @@
 //! Instances: `GET|POST /api/v1/instances`, `GET|DELETE /api/v1/instances/{name}`,
+//! `PATCH /api/v1/instances/{name}` (live config and devices), `GET /api/v1/instances/{name}/config`,
 //! `PUT /api/v1/instances/{name}/state`, `POST /api/v1/instances/{name}/exec`,
 //! `GET|PUT /api/v1/instances/{name}/files?path=P` (raw bytes; `X-Cohort-Mode/Uid/Gid`),
 //! `GET|POST /api/v1/instances/{name}/snapshots`,
@@ -189,4 +190,29 @@ pub struct DeleteInstanceQuery {
 pub struct FileQuery {
     /// Absolute path inside the container.
     pub path: String,
+}
+
+/// `PATCH /api/v1/instances/{name}` (owner, instructor of its course, admin; devices admin only)
+/// -> [`LiveConfig`]. Config keys follow the create allow-list; devices are `disk` (a custom
+/// volume of the node's pool, or a host path other than `/`) or `proxy` (listening on loopback or
+/// the node's address). Cohort's own devices (root, `cohort-*`) cannot be added or removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateInstance {
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    #[serde(default)]
+    pub unset: Vec<String>,
+    #[serde(default)]
+    pub add_devices: BTreeMap<String, BTreeMap<String, String>>,
+    #[serde(default)]
+    pub remove_devices: Vec<String>,
+}
+
+/// The instance's configuration and devices as its node's LXD holds them now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LiveConfig {
+    pub config: BTreeMap<String, String>,
+    pub devices: BTreeMap<String, BTreeMap<String, String>>,
 }

@@ -1,5 +1,5 @@
-//! `cohort config show|get`: an instance's configuration (lxc's `config`). `set`, `unset` and
-//! `device` are absent: the controller's API has no route that changes a live instance's config.
+//! `cohort config show|get|set|unset|edit` and `cohort config device add|remove|list|show`: an
+//! instance's configuration and devices (lxc's `config`), changed live through the controller.
 
 use clap::{Args, Subcommand};
 
@@ -15,6 +15,14 @@ pub enum ConfigCommand {
     Show(ConfigShow),
     /// Get values for instance configuration keys
     Get(ConfigGet),
+    /// Set instance configuration keys
+    Set(ConfigSet),
+    /// Unset instance configuration keys
+    Unset(ConfigUnset),
+    /// Edit instance configurations as YAML ($EDITOR; read from stdin when it is not a terminal)
+    Edit(ConfigEdit),
+    /// Manage devices
+    Device(Device),
 }
 
 #[derive(Debug, Args)]
@@ -35,4 +43,75 @@ pub struct ConfigGet {
     /// Access the expanded configuration (the same here)
     #[arg(short, long)]
     pub expanded: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigSet {
+    /// [<remote>:]<instance>
+    pub instance: String,
+    /// <key>=<value>... (or the older <key> <value>)
+    #[arg(required = true)]
+    pub pairs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigUnset {
+    /// [<remote>:]<instance>
+    pub instance: String,
+    /// Configuration key
+    pub key: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigEdit {
+    /// [<remote>:]<instance>
+    pub instance: String,
+}
+
+#[derive(Debug, Args)]
+pub struct Device {
+    #[command(subcommand)]
+    pub command: DeviceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeviceCommand {
+    /// Add instance devices (admin; disk or proxy)
+    Add(DeviceAdd),
+    /// Remove instance devices (admin)
+    #[command(visible_alias = "rm")]
+    Remove(DeviceRemove),
+    /// List instance devices
+    #[command(visible_alias = "ls")]
+    List(DeviceList),
+    /// Show full device configuration
+    Show(DeviceList),
+}
+
+#[derive(Debug, Args)]
+pub struct DeviceAdd {
+    /// [<remote>:]<instance>
+    pub instance: String,
+    /// Device name
+    pub device: String,
+    /// Device type (disk or proxy)
+    #[arg(name = "type")]
+    pub kind: String,
+    /// <key>=<value>...
+    pub pairs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeviceRemove {
+    /// [<remote>:]<instance>
+    pub instance: String,
+    /// Device names
+    #[arg(required = true)]
+    pub devices: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeviceList {
+    /// [<remote>:]<instance>
+    pub instance: String,
 }

@@ -16,6 +16,7 @@ pub mod launch;
 pub mod list;
 pub mod node;
 pub mod operation;
+pub mod publish;
 pub mod remote;
 pub mod restore;
 pub mod snapshot;
@@ -77,6 +78,8 @@ pub enum Verb {
     File(file::File),
     /// Manage images
     Image(image::Image),
+    /// Publish instances as images
+    Publish(publish::Publish),
     /// Manage cluster members (Cohort's nodes)
     Cluster(cluster::Cluster),
     /// List, show and wait for background operations

@@ -15,6 +15,7 @@ pub mod launch;
 pub mod list;
 pub mod node;
 pub mod operation;
+pub mod publish;
 pub mod remote;
 pub mod snapshot;
 pub mod user;
@@ -92,6 +93,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Restore(args) => snapshot::restore(&session, args).await?,
         Verb::File(args) => file::run(&session, args).await?,
         Verb::Image(args) => image::run(&session, args).await?,
+        Verb::Publish(args) => publish::run(&session, args).await?,
         Verb::Cluster(args) => cluster::run(&session, args).await?,
         Verb::Operation(args) => operation::run(&session, args).await?,
         Verb::Node(args) => node::run(&session, args).await?,

@@ -1,0 +1,191 @@
+//! Live changes to an instance: config keys set and unset, devices added and removed, checked
+//! with the create rules (shared with the controller) and applied to LXD in one call. Sets,
+//! unsets and additions go in one `PATCH` (a key set to "" is removed; devices merge by name);
+//! a removal needs the whole local `config` and `devices` (never `expanded_*`, which would copy
+//! profile values into the instance) `PUT` back under the `ETag` just read.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use cohort_proto::agent::{Instance, UpdateInstance};
+use cohort_proto::validate::{self, DeviceRules};
+use hyper::Method;
+use serde_json::{json, Map, Value};
+
+use super::spec::check_config_key;
+use super::InstanceError;
+use crate::lxd::encode;
+use crate::node::Node;
+
+impl Node {
+    /// `PATCH /v1/instances/{name}`.
+    pub async fn update_instance(
+        &self,
+        name: &str,
+        req: &UpdateInstance,
+    ) -> Result<Instance, InstanceError> {
+        super::check_name(name)?;
+        let mut req = req.clone();
+        self.check_update(&mut req)?;
+        let path = super::path(name);
+        let (current, etag) = match self.lxd.get_with_etag(&path).await {
+            Ok(found) => found,
+            Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
+            Err(e) => return Err(e.into()),
+        };
+        let devices: BTreeMap<String, Value> = current
+            .get("devices")
+            .and_then(|d| serde_json::from_value(d.clone()).ok())
+            .unwrap_or_default();
+        for dev in req.add_devices.keys() {
+            if devices.contains_key(dev) {
+                return Err(InstanceError::Conflict(format!(
+                    "device {dev} already exists on {name}; remove it first"
+                )));
+            }
+        }
+        for dev in &req.remove_devices {
+            if !devices.contains_key(dev) {
+                return Err(InstanceError::NotFound {
+                    field: Some(format!("remove_devices.{dev}")),
+                    message: format!("{name} has no device {dev}"),
+                });
+            }
+        }
+        for (dev, conf) in req.add_devices.iter_mut() {
+            if conf.get("type").is_some_and(|t| t == "disk")
+                && !conf.get("source").is_some_and(|s| s.starts_with('/'))
+            {
+                self.check_volume(dev, conf).await?;
+            }
+        }
+
+        let mut sets: Map<String, Value> = req
+            .config
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let added: Map<String, Value> = req
+            .add_devices
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        if req.remove_devices.is_empty() {
+            for key in &req.unset {
+                sets.insert(key.clone(), Value::String(String::new()));
+            }
+            let body = json!({"config": sets, "devices": added});
+            self.lxd.call(Method::PATCH, &path, Some(&body)).await?;
+        } else {
+            let mut config: Map<String, Value> = current
+                .get("config")
+                .and_then(|c| c.as_object().cloned())
+                .unwrap_or_default();
+            for key in &req.unset {
+                config.remove(key);
+            }
+            config.extend(sets);
+            let mut devices: Map<String, Value> = devices.into_iter().collect();
+            for dev in &req.remove_devices {
+                devices.remove(dev);
+            }
+            devices.extend(added);
+            let mut body = json!({"config": config, "devices": devices});
+            for field in [
+                "architecture",
+                "ephemeral",
+                "profiles",
+                "stateful",
+                "description",
+            ] {
+                if let Some(v) = current.get(field) {
+                    body[field] = v.clone();
+                }
+            }
+            self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
+        }
+        self.instance(name).await
+    }
+
+    /// Every key and device against the shared rules, before LXD is asked anything.
+    fn check_update(&self, req: &mut UpdateInstance) -> Result<(), InstanceError> {
+        for (key, value) in &req.config {
+            check_config_key(key, value)?;
+        }
+        for key in &req.unset {
+            validate::config_key(key)
+                .map_err(|e| InstanceError::invalid(format!("unset.{key}"), e.0))?;
+            if req.config.contains_key(key) {
+                return Err(InstanceError::invalid(
+                    format!("unset.{key}"),
+                    "a key cannot be both set and unset",
+                ));
+            }
+        }
+        let rules = DeviceRules {
+            allow_host_path: req.allow_host_path,
+            listen_addresses: self.node_addresses(),
+        };
+        for (dev, conf) in &req.add_devices {
+            validate::device(dev, conf, &rules)
+                .map_err(|e| InstanceError::invalid(e.field, e.message))?;
+        }
+        for dev in &req.remove_devices {
+            if validate::is_cohort_device(dev) {
+                return Err(InstanceError::Conflict(format!(
+                    "device {dev} is managed by Cohort (root disk, SSH proxy, home volume or an allocated GPU) and cannot be removed"
+                )));
+            }
+            if req.add_devices.contains_key(dev) {
+                return Err(InstanceError::invalid(
+                    format!("remove_devices.{dev}"),
+                    "a device cannot be both added and removed",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Addresses a proxy device may listen on besides loopback: the node's SSH address.
+    fn node_addresses(&self) -> Vec<IpAddr> {
+        self.config
+            .ssh_listen
+            .parse::<IpAddr>()
+            .ok()
+            .filter(|ip| !ip.is_unspecified())
+            .into_iter()
+            .collect()
+    }
+
+    /// A disk's custom volume must exist in this node's pool; the pool is filled in.
+    async fn check_volume(
+        &self,
+        dev: &str,
+        conf: &mut BTreeMap<String, String>,
+    ) -> Result<(), InstanceError> {
+        let pool = &self.config.storage_pool;
+        if conf.get("pool").is_some_and(|p| p != pool) {
+            return Err(InstanceError::invalid(
+                format!("devices.{dev}.pool"),
+                format!("volumes come from this node's pool {pool}"),
+            ));
+        }
+        let source = conf.get("source").cloned().unwrap_or_default();
+        let path = format!(
+            "/1.0/storage-pools/{}/volumes/custom/{}",
+            encode(pool),
+            encode(&source)
+        );
+        match self.lxd.get(&path).await {
+            Ok(_) => {
+                conf.insert("pool".into(), pool.clone());
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Err(InstanceError::NotFound {
+                field: Some(format!("devices.{dev}.source")),
+                message: format!("no custom volume {source} in pool {pool}"),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
