@@ -9,9 +9,6 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use diesel::connection::SimpleConnection;
 
-/// One page, as a client would ask for it.
-pub const PAGE: u32 = 100;
-
 pub struct Outcome {
     pub requests: usize,
     pub errors: usize,
@@ -109,7 +106,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx]
 }
 
-pub fn run(instances: u32, connections: u32, seconds: u64) -> Result<Outcome> {
+/// `page` instances per request; 0 asks for the whole list (no `limit`).
+pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<Outcome> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let cluster = cohort_e2e::cluster::Cluster::start(0).await;
@@ -122,10 +120,16 @@ pub fn run(instances: u32, connections: u32, seconds: u64) -> Result<Outcome> {
             .build()?;
         let base = cluster.controller.url();
         let token = Arc::new(cluster.admin_token.clone());
-        let page = format!("{base}/api/v1/instances?limit={PAGE}");
-        // The page must really hold PAGE instances of the seeded inventory.
+        let (page_url, expected) = match page {
+            0 => (format!("{base}/api/v1/instances"), instances),
+            n => (
+                format!("{base}/api/v1/instances?limit={n}"),
+                n.min(instances),
+            ),
+        };
+        // The page must really hold the instances of the seeded inventory it should.
         let first: Vec<serde_json::Value> = client
-            .get(&page)
+            .get(&page_url)
             .bearer_auth(token.as_str())
             .send()
             .await?
@@ -133,16 +137,16 @@ pub fn run(instances: u32, connections: u32, seconds: u64) -> Result<Outcome> {
             .json()
             .await?;
         ensure!(
-            first.len() == PAGE as usize,
-            "a page held {} instances, expected {PAGE}",
+            first.len() == expected as usize,
+            "a page held {} instances, expected {expected}",
             first.len()
         );
         // Warm up both routes, then measure the baseline and the route.
-        let _ = load(&client, &page, &token, connections, 2).await;
+        let _ = load(&client, &page_url, &token, connections, 2).await;
         let health = format!("{base}/healthz");
         let (base_lat, base_err) = load(&client, &health, &token, connections, seconds).await;
         ensure!(base_err == 0, "{base_err} /healthz requests failed");
-        let (lat, errors) = load(&client, &page, &token, connections, seconds).await;
+        let (lat, errors) = load(&client, &page_url, &token, connections, seconds).await;
         let log = cluster.controller_log();
         let error_lines = log.lines().filter(|l| l.contains("ERROR")).count();
         ensure!(

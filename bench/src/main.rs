@@ -3,7 +3,7 @@
 //!
 //!   cohort-bench placement [--nodes 1000] [--placements 100000] [--processes 2] [--threads 8]
 //!                          [--batch 1]
-//!   cohort-bench api [--instances 10000] [--connections 64] [--seconds 20]
+//!   cohort-bench api [--instances 10000] [--connections 64] [--seconds 20] [--page 100]
 
 mod api;
 mod placement;
@@ -61,6 +61,9 @@ enum Bench {
         connections: u32,
         #[arg(long, default_value_t = 20)]
         seconds: u64,
+        /// Instances per page (`?limit=`); 0 asks for the whole list.
+        #[arg(long, default_value_t = 100)]
+        page: u32,
     },
 }
 
@@ -109,10 +112,12 @@ fn main() -> Result<()> {
             instances,
             connections,
             seconds,
+            page,
         } => {
-            let out = api::run(instances, connections, seconds)?;
+            let out = api::run(instances, connections, seconds, page)?;
             println!(
-                "| api latency | GET /api/v1/instances, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms |",
+                "| api latency | GET /api/v1/instances?limit={}, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms |",
+                page,
                 instances,
                 connections,
                 seconds,
