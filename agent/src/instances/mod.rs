@@ -10,6 +10,7 @@ mod snapshots;
 pub mod spec;
 pub mod ssh;
 mod view;
+mod volumes;
 
 pub use error::InstanceError;
 pub use files::FileContent;
