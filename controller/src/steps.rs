@@ -139,6 +139,17 @@ async fn ensure_image(
     {
         return Ok(());
     }
+    import_image(ctl, node, agent, image).await
+}
+
+/// Has the agent fetch the image from the controller's store and alias it.
+async fn import_image(
+    ctl: &Controller,
+    node: &Node,
+    agent: &dyn NodeAgent,
+    image: &Image,
+) -> Result<(), ActionError> {
+    let (image_id, node_id) = (image.id, node.id);
     let url = format!(
         "{}/api/v1/images/{}/tarball",
         ctl.config.public_url(),
@@ -208,10 +219,21 @@ async fn create(
         config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
         start: instance.desired_state == "running",
     };
-    let made = agent
-        .create_instance(request)
-        .await
-        .map_err(agent_err(&node.name))?;
+    let made = match agent.create_instance(request.clone()).await {
+        // The node's LXD lost the alias although the poller saw the image (an alias being
+        // replaced, or removed by hand): import it again, then try once more.
+        Err(AgentError::Status {
+            status: 404,
+            message,
+            ..
+        }) if message.contains("image") => {
+            tracing::warn!(node = %node.name, image = %image.alias, "image alias missing on the node; importing it again");
+            import_image(ctl, node, agent, &image).await?;
+            agent.create_instance(request).await
+        }
+        other => other,
+    }
+    .map_err(agent_err(&node.name))?;
     let state = observed(&made.status);
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
