@@ -84,7 +84,9 @@ fn wait_listening(port: u16, log: &Path) {
 }
 
 pub struct Cluster {
-    pub db: TestDb,
+    /// The per-test database, unless the cluster runs on a database URL of the test's own.
+    pub db: Option<TestDb>,
+    pub db_url: String,
     pub state: tempfile::TempDir,
     pub controller: ControllerProcess,
     pub admin_token: String,
@@ -98,13 +100,24 @@ impl Cluster {
     /// A controller and `nodes` enrolled agents named `node1`, `node2`, ..., all online.
     pub async fn start(nodes: usize) -> Self {
         let db = TestDb::new();
+        let url = db.url().to_string();
+        Self::start_on(nodes, Some(db), url).await
+    }
+
+    /// Like [`Cluster::start`] on the (empty) database at `db_url`, e.g. a
+    /// [`crate::pg::PrivatePg`]'s; `cohort-controller init` migrates it.
+    pub async fn start_with_database(nodes: usize, db_url: &str) -> Self {
+        Self::start_on(nodes, None, db_url.to_string()).await
+    }
+
+    async fn start_on(nodes: usize, db: Option<TestDb>, db_url: String) -> Self {
         let state = tempfile::tempdir().expect("cluster state dir");
         let ports = PortRange::claim();
         let controller_dir = state.path().join("controller");
         std::fs::create_dir_all(&controller_dir).expect("controller dir");
         let out = Command::new(controller_binary())
             .arg("init")
-            .env("DATABASE_URL", db.url())
+            .env("DATABASE_URL", &db_url)
             .env("COHORT_STATE_DIR", &controller_dir)
             .env("COHORT_LISTEN", format!("127.0.0.1:{}", ports.port(0)))
             .output()
@@ -121,7 +134,7 @@ impl Cluster {
             .expect("init prints the admin token")
             .trim()
             .to_string();
-        let controller = ControllerProcess::start(db.url(), &controller_dir, ports.port(0), &[]);
+        let controller = ControllerProcess::start(&db_url, &controller_dir, ports.port(0), &[]);
         let ca = std::fs::read(controller_dir.join("ca.crt")).expect("controller CA");
         let http = reqwest::Client::builder()
             .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA pem"))
@@ -130,6 +143,7 @@ impl Cluster {
             .expect("http client");
         let mut cluster = Cluster {
             db,
+            db_url,
             state,
             controller,
             admin_token,
@@ -315,8 +329,13 @@ impl Cluster {
 
     /// `kill -9` the controller and start it again on the same port and database.
     pub fn restart_controller(&mut self) {
+        self.restart_controller_with(&[]);
+    }
+
+    /// Like [`Cluster::restart_controller`], with extra environment (configuration).
+    pub fn restart_controller_with(&mut self, env: &[(&str, &str)]) {
         self.controller.kill();
         let dir = self.state.path().join("controller");
-        self.controller = ControllerProcess::start(self.db.url(), &dir, self.ports.port(0), &[]);
+        self.controller = ControllerProcess::start(&self.db_url, &dir, self.ports.port(0), env);
     }
 }

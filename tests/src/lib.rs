@@ -9,6 +9,7 @@ pub mod controller;
 pub mod db;
 pub mod fleet;
 pub mod lxd;
+pub mod pg;
 pub mod ports;
 pub mod ssh;
 
