@@ -118,7 +118,7 @@ pub struct WorkerConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PlacementConfig {
-    /// Instance cores placed per node core; default 4.0.
+    /// `COHORT_CPU_OVERCOMMIT`: instance cores placed per node core; default 4.0.
     pub cpu_overcommit: f64,
     /// Instance memory placed per byte of node memory; default 1.0.
     pub memory_overcommit: f64,
@@ -228,6 +228,7 @@ impl Config {
         env_parse("COHORT_OFFLINE_AFTER_S", &mut self.poller.offline_after_s)?;
         env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
         env_parse("COHORT_DRIFT_POLICY", &mut self.poller.drift)?;
+        env_parse("COHORT_CPU_OVERCOMMIT", &mut self.placement.cpu_overcommit)?;
         env_parse("COHORT_LEASE_S", &mut self.worker.lease_s)?;
         env_parse("COHORT_ITEMS_PER_NODE", &mut self.worker.items_per_node)?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {

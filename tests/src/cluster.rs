@@ -87,6 +87,8 @@ pub struct Cluster {
     /// The per-test database, unless the cluster runs on a database URL of the test's own.
     pub db: Option<TestDb>,
     pub db_url: String,
+    /// Extra environment of every controller start (configuration).
+    controller_env: Vec<(String, String)>,
     pub state: tempfile::TempDir,
     pub controller: ControllerProcess,
     pub admin_token: String,
@@ -101,16 +103,38 @@ impl Cluster {
     pub async fn start(nodes: usize) -> Self {
         let db = TestDb::new();
         let url = db.url().to_string();
-        Self::start_on(nodes, Some(db), url).await
+        Self::start_on(nodes, Some(db), url, &[]).await
     }
 
     /// Like [`Cluster::start`] on the (empty) database at `db_url`, e.g. a
     /// [`crate::pg::PrivatePg`]'s; `cohort-controller init` migrates it.
     pub async fn start_with_database(nodes: usize, db_url: &str) -> Self {
-        Self::start_on(nodes, None, db_url.to_string()).await
+        Self::start_on(nodes, None, db_url.to_string(), &[]).await
     }
 
-    async fn start_on(nodes: usize, db: Option<TestDb>, db_url: String) -> Self {
+    /// Like [`Cluster::start`] (or on `db_url` when given), the controller always started with
+    /// `env` (configuration, e.g. `COHORT_CPU_OVERCOMMIT`).
+    pub async fn start_configured(
+        nodes: usize,
+        db_url: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        match db_url {
+            Some(url) => Self::start_on(nodes, None, url.to_string(), env).await,
+            None => {
+                let db = TestDb::new();
+                let url = db.url().to_string();
+                Self::start_on(nodes, Some(db), url, env).await
+            }
+        }
+    }
+
+    async fn start_on(
+        nodes: usize,
+        db: Option<TestDb>,
+        db_url: String,
+        env: &[(&str, &str)],
+    ) -> Self {
         let state = tempfile::tempdir().expect("cluster state dir");
         let ports = PortRange::claim();
         let controller_dir = state.path().join("controller");
@@ -134,7 +158,7 @@ impl Cluster {
             .expect("init prints the admin token")
             .trim()
             .to_string();
-        let controller = ControllerProcess::start(&db_url, &controller_dir, ports.port(0), &[]);
+        let controller = ControllerProcess::start(&db_url, &controller_dir, ports.port(0), env);
         let ca = std::fs::read(controller_dir.join("ca.crt")).expect("controller CA");
         let http = reqwest::Client::builder()
             .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA pem"))
@@ -144,6 +168,10 @@ impl Cluster {
         let mut cluster = Cluster {
             db,
             db_url,
+            controller_env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             state,
             controller,
             admin_token,
@@ -336,6 +364,12 @@ impl Cluster {
     pub fn restart_controller_with(&mut self, env: &[(&str, &str)]) {
         self.controller.kill();
         let dir = self.state.path().join("controller");
-        self.controller = ControllerProcess::start(&self.db_url, &dir, self.ports.port(0), env);
+        let mut all: Vec<(&str, &str)> = self
+            .controller_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        all.extend_from_slice(env);
+        self.controller = ControllerProcess::start(&self.db_url, &dir, self.ports.port(0), &all);
     }
 }

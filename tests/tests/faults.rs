@@ -22,6 +22,10 @@ const FAULT_AFTER: usize = 4;
 /// Longest a provision may take, fault included.
 const PROVISION_LIMIT: Duration = Duration::from_secs(1200);
 
+/// This machine has 2 cores; at the default overcommit (4 instance cores per core) a node
+/// takes 8 one-core students. The test node takes the whole course.
+const OVERCOMMIT: [(&str, &str); 1] = [("COHORT_CPU_OVERCOMMIT", "16")];
+
 /// One fault test at a time: each one alone already fills this machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -172,7 +176,7 @@ async fn assert_complete(cluster: &Cluster, teacher: &str, code: &str, op: &str,
 async fn agent_killed_mid_provision_completes_without_duplicates() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
-    let mut cluster = Cluster::start(1).await;
+    let mut cluster = Cluster::start_configured(1, None, &OVERCOMMIT).await;
     let (teacher, op) = start_provision(&cluster, "fa").await;
     until_under_way(&cluster).await;
     cluster.nodes[0].kill();
@@ -186,7 +190,7 @@ async fn agent_killed_mid_provision_completes_without_duplicates() {
 async fn controller_killed_mid_provision_resumes_and_completes() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
-    let mut cluster = Cluster::start(1).await;
+    let mut cluster = Cluster::start_configured(1, None, &OVERCOMMIT).await;
     let (teacher, op) = start_provision(&cluster, "fc").await;
     until_under_way(&cluster).await;
     cluster.restart_controller();
@@ -199,7 +203,7 @@ async fn postgres_restarted_mid_provision_reconnects_and_completes() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let pg = PrivatePg::start();
-    let cluster = Cluster::start_with_database(1, &pg.url()).await;
+    let cluster = Cluster::start_configured(1, Some(&pg.url()), &OVERCOMMIT).await;
     let (teacher, op) = start_provision(&cluster, "fp").await;
     until_under_way(&cluster).await;
     pg.stop_server();
