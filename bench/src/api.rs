@@ -111,7 +111,7 @@ pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let cluster = cohort_e2e::cluster::Cluster::start(0).await;
-        seed(cluster.db.url(), instances)?;
+        seed(&cluster.db_url, instances)?;
         let ca = std::fs::read(cluster.state.path().join("controller/ca.crt"))?;
         let client = reqwest::Client::builder()
             .add_root_certificate(reqwest::Certificate::from_pem(&ca)?)

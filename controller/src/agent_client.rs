@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use cohort_proto::agent::{
     CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
-    Inventory, PublishInstance, Snapshot, StateChange, UpdateInstance,
+    Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
 };
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
@@ -100,6 +100,10 @@ pub trait NodeAgent: Send + Sync {
         request: PublishInstance,
         dest: std::path::PathBuf,
     ) -> AgentFuture<ReceivedTarball>;
+    /// Replaces the SSH user's keys (or password) in a running instance.
+    fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance>;
+    /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
+    fn delete_volume(&self, name: String) -> AgentFuture<()>;
 }
 
 /// Where a node's agent is and which certificate it must present.
@@ -445,6 +449,24 @@ impl NodeAgent for HttpAgent {
                 size,
                 reported,
             })
+        })
+    }
+    fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/ssh").json(&access),
+        ))
+    }
+    fn delete_volume(&self, name: String) -> AgentFuture<()> {
+        let request = self.req(Method::DELETE, &format!("/volumes/{}", escape(&name)));
+        Box::pin(async move {
+            match empty(request).await {
+                Err(AgentError::Status { status, .. })
+                    if status == StatusCode::NOT_FOUND.as_u16() =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
         })
     }
 }

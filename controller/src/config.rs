@@ -95,6 +95,30 @@ pub struct PollerConfig {
     /// Seconds after start during which nothing is marked offline, so a controller restart
     /// cannot take nodes offline; default 60 (at least `offline_after_s` is sensible).
     pub startup_grace_s: u64,
+    /// `COHORT_DRIFT_POLICY`: what the poller does about a container stopped or deleted in LXD
+    /// behind Cohort's back: `report` (default: show it on the instance and in the audit log)
+    /// or `repair` (also start the stopped one, re-create the missing one).
+    pub drift: DriftPolicy,
+}
+
+/// See [`PollerConfig::drift`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftPolicy {
+    #[default]
+    Report,
+    Repair,
+}
+
+impl std::str::FromStr for DriftPolicy {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "report" => Ok(DriftPolicy::Report),
+            "repair" => Ok(DriftPolicy::Repair),
+            _ => Err(()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -118,7 +142,7 @@ pub struct WorkerConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PlacementConfig {
-    /// Instance cores placed per node core; default 4.0.
+    /// `COHORT_CPU_OVERCOMMIT`: instance cores placed per node core; default 4.0.
     pub cpu_overcommit: f64,
     /// Instance memory placed per byte of node memory; default 1.0.
     pub memory_overcommit: f64,
@@ -153,6 +177,7 @@ impl Default for PollerConfig {
             interval_s: 10,
             offline_after_s: 60,
             startup_grace_s: 60,
+            drift: DriftPolicy::Report,
         }
     }
 }
@@ -226,6 +251,8 @@ impl Config {
         env_parse("COHORT_POLL_INTERVAL_S", &mut self.poller.interval_s)?;
         env_parse("COHORT_OFFLINE_AFTER_S", &mut self.poller.offline_after_s)?;
         env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
+        env_parse("COHORT_DRIFT_POLICY", &mut self.poller.drift)?;
+        env_parse("COHORT_CPU_OVERCOMMIT", &mut self.placement.cpu_overcommit)?;
         env_parse("COHORT_LEASE_S", &mut self.worker.lease_s)?;
         env_parse("COHORT_ITEMS_PER_NODE", &mut self.worker.items_per_node)?;
         env_parse("COHORT_RECLAIM_INTERVAL_S", &mut self.reclaim.interval_s)?;

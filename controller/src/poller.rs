@@ -2,6 +2,12 @@
 //! capacity, GPUs, images and instance states, marks silent nodes `offline` (their instances
 //! `unknown`) after the threshold, and reconciles a node when it answers again. Nothing is marked
 //! offline during the start-up grace period, so restarting a controller takes no node down.
+//!
+//! Drift: a container Cohort keeps running that is found stopped, or one found missing from its
+//! node's LXD, was changed behind Cohort's back. The instance shows it (`stopped` or `missing`,
+//! with a `drift:` reason in `error`) and the audit log records it once, as the `poller`; with
+//! the `repair` policy an operation also starts it again or re-creates it (its port, GPU slots
+//! and home volume are still its own).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,9 +17,15 @@ use chrono::Utc;
 use cohort_proto::agent::{Instance as AgentInstance, Inventory};
 use diesel::prelude::*;
 
+use cohort_proto::api::operations::OperationKind;
+
+use crate::actions::operations::{start, Step};
+use crate::config::DriftPolicy;
 use crate::controller::{connect_node, Controller};
+use crate::db::schema::{operation_items, operations};
 use crate::error::{ActionError, ActionResult};
 use crate::metrics::Metrics;
+use crate::models::audit;
 use crate::models::gpu::{Gpu, ReportedGpu};
 use crate::models::image::Image;
 use crate::models::instance::Instance;
@@ -90,7 +102,8 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
             )))
         }
     };
-    ctl.db(move |conn| conn.transaction(|conn| record(conn, &node, &inventory, &instances)))
+    let policy = ctl.config.poller.drift;
+    ctl.db(move |conn| conn.transaction(|conn| record(conn, &node, &inventory, &instances, policy)))
         .await
 }
 
@@ -100,6 +113,7 @@ fn record(
     node: &Node,
     inv: &Inventory,
     seen: &[AgentInstance],
+    policy: DriftPolicy,
 ) -> ActionResult<()> {
     Node::record_poll(
         conn,
@@ -164,24 +178,59 @@ fn record(
         if instance.observed_state == "pending" {
             continue;
         }
-        match lxd.get(instance.name.as_str()) {
-            Some(found) => {
-                let state = match found.status.as_str() {
-                    "Running" => "running",
-                    "Stopped" => "stopped",
-                    _ => "error",
-                };
-                Instance::set_observed(conn, instance.id, state, None)?;
-                InstanceUsage::observe(conn, instance.id, &gpu_use(inv, &instance.name, state))?;
-            }
-            None => {
-                Instance::set_observed(
-                    conn,
-                    instance.id,
-                    "error",
-                    Some("drift: the container is missing on its node"),
-                )?;
-            }
+        let found = lxd
+            .get(instance.name.as_str())
+            .map(|f| match f.status.as_str() {
+                "Running" => "running",
+                "Stopped" => "stopped",
+                _ => "error",
+            });
+        if let Some(state) = found {
+            InstanceUsage::observe(conn, instance.id, &gpu_use(inv, &instance.name, state))?;
+        }
+        let Some(drift) = drift_of(&instance, found) else {
+            // Keep a drift reason while the drift lasts (a stopped one stays stopped).
+            let now = found.unwrap_or("missing");
+            let keep = instance
+                .error
+                .as_deref()
+                .filter(|e| e.starts_with("drift:") && now == instance.observed_state);
+            Instance::set_observed(conn, instance.id, now, keep)?;
+            continue;
+        };
+        if busy(conn, instance.id)? {
+            // An operation of Cohort's own is changing it: not drift.
+            continue;
+        }
+        let state = found.unwrap_or("missing");
+        Instance::set_observed(conn, instance.id, state, Some(drift.reason()))?;
+        audit::record(
+            conn,
+            "poller",
+            "drift",
+            "instance",
+            &instance.name,
+            serde_json::json!({"node": node.name, "was": instance.observed_state, "found": state,
+                               "repair": policy == DriftPolicy::Repair}),
+        )?;
+        tracing::warn!(instance = %instance.name, node = %node.name, found = state, "drift");
+        if policy == DriftPolicy::Repair {
+            let (kind, action) = match drift {
+                Drift::Stopped => (OperationKind::ChangeInstanceState, "start"),
+                Drift::Missing => (OperationKind::CreateInstance, "create"),
+            };
+            start(
+                conn,
+                kind,
+                None,
+                &instance.name,
+                serde_json::json!({"repair": "drift"}),
+                &[Step {
+                    action,
+                    target: &instance.name,
+                    instance_id: Some(instance.id),
+                }],
+            )?;
         }
     }
     Ok(())
@@ -219,6 +268,46 @@ fn gpu_use(inv: &Inventory, name: &str, state: &str) -> Observed {
         gpu_processes: processes,
         gpu_memory_used_bytes: bytes,
     }
+}
+
+/// What changed behind Cohort's back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drift {
+    Stopped,
+    Missing,
+}
+
+impl Drift {
+    fn reason(self) -> &'static str {
+        match self {
+            Drift::Stopped => "drift: the container was stopped outside Cohort",
+            Drift::Missing => "drift: the container is missing on its node",
+        }
+    }
+}
+
+/// Drift newly seen in this poll: reported once, on the change, not on every poll after.
+fn drift_of(instance: &Instance, found: Option<&str>) -> Option<Drift> {
+    let wanted = instance.desired_state.as_str();
+    let was = instance.observed_state.as_str();
+    match found {
+        None if wanted != "deleted" && was != "missing" && was != "queued" => Some(Drift::Missing),
+        Some("stopped") if wanted == "running" && matches!(was, "running" | "unknown") => {
+            Some(Drift::Stopped)
+        }
+        _ => None,
+    }
+}
+
+/// Whether an unfinished operation has an item for the instance.
+fn busy(conn: &mut PgConnection, instance_id: i64) -> QueryResult<bool> {
+    diesel::select(diesel::dsl::exists(
+        operation_items::table
+            .inner_join(operations::table)
+            .filter(operation_items::instance_id.eq(instance_id))
+            .filter(operations::status.eq_any(["pending", "running"])),
+    ))
+    .get_result(conn)
 }
 
 /// After the grace period, nodes silent past the threshold go `offline` and their instances

@@ -91,7 +91,7 @@ async fn step(
         return Ok(StepOutcome::Cancelled("its instance is gone".into()));
     };
     if item.action == "delete" {
-        return delete(ctl, item, instance).await;
+        return delete(ctl, op, item, instance).await;
     }
     if instance.desired_state == "deleted" {
         return Ok(StepOutcome::Cancelled(
@@ -141,6 +141,17 @@ async fn ensure_image(
     {
         return Ok(());
     }
+    import_image(ctl, node, agent, image).await
+}
+
+/// Has the agent fetch the image from the controller's store and alias it.
+async fn import_image(
+    ctl: &Controller,
+    node: &Node,
+    agent: &dyn NodeAgent,
+    image: &Image,
+) -> Result<(), ActionError> {
+    let (image_id, node_id) = (image.id, node.id);
     let url = format!(
         "{}/api/v1/images/{}/tarball",
         ctl.config.public_url(),
@@ -205,31 +216,128 @@ async fn create(
                 mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
             })
             .collect(),
-        // Without a key or a password there is no login to set up; the port stays reserved
-        // for when the owner adds a key.
-        ssh: instance
-            .ssh_port
-            .filter(|_| !keys.is_empty() || owner.password_hash.is_some())
-            .map(|port| SshAccess {
-                username: owner.username.clone(),
-                authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
-                password_hash: owner.password_hash.clone(),
-                sudo: true,
-                listen_address: listen_address(&node.ssh_host),
-                port: port as u16,
-            }),
+        ssh: ssh_access(&owner, &keys, instance, node),
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
         start: instance.desired_state == "running",
     };
-    let made = agent
-        .create_instance(request)
-        .await
-        .map_err(agent_err(&node.name))?;
+    let made = match agent.create_instance(request.clone()).await {
+        // The node's LXD lost the alias although the poller saw the image (an alias being
+        // replaced, or removed by hand): import it again, then try once more.
+        Err(AgentError::Status {
+            status: 404,
+            message,
+            ..
+        }) if message.contains("image") => {
+            tracing::warn!(node = %node.name, image = %image.alias, "image alias missing on the node; importing it again");
+            import_image(ctl, node, agent, &image).await?;
+            agent.create_instance(request).await
+        }
+        other => other,
+    }
+    .map_err(agent_err(&node.name))?;
     let state = observed(&made.status);
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
     Ok(StepOutcome::Done)
+}
+
+/// The owner's way into the instance. Without a key or a password there is no login to set
+/// up; the port stays reserved for when the owner adds a key.
+pub fn ssh_access(
+    owner: &User,
+    keys: &[SshKey],
+    instance: &Instance,
+    node: &Node,
+) -> Option<SshAccess> {
+    instance
+        .ssh_port
+        .filter(|_| !keys.is_empty() || owner.password_hash.is_some())
+        .map(|port| SshAccess {
+            username: owner.username.clone(),
+            authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
+            password_hash: owner.password_hash.clone(),
+            sudo: true,
+            listen_address: listen_address(&node.ssh_host),
+            port: port as u16,
+        })
+}
+
+/// Empties the user's authorized_keys: the access left when their last key goes and they have
+/// no password (the agent's `PUT /ssh` needs a key or a password).
+const REVOKE_KEYS: &str = r#"h=$(getent passwd "$1" | cut -d: -f6) && [ -n "$h" ] && [ -f "$h/.ssh/authorized_keys" ] && : > "$h/.ssh/authorized_keys" || true"#;
+
+/// Applies the owner's current keys (or password) to one running instance on its node.
+pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), ActionError> {
+    let Some(node_id) = instance.node_id else {
+        return Ok(());
+    };
+    if instance.ssh_port.is_none() {
+        return Ok(());
+    }
+    let owner_id = instance.owner_id;
+    let (owner, keys) = ctl
+        .db(move |conn| {
+            Ok((
+                User::find(conn, owner_id)?,
+                SshKey::for_user(conn, owner_id)?,
+            ))
+        })
+        .await?;
+    let (node, agent) = ctl.agent_by_node_id(node_id).await?;
+    match ssh_access(&owner, &keys, instance, &node) {
+        Some(access) => {
+            agent
+                .set_ssh(instance.name.clone(), access)
+                .await
+                .map_err(agent_err(&node.name))?;
+        }
+        None => {
+            let request = cohort_proto::agent::ExecRequest {
+                command: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    REVOKE_KEYS.into(),
+                    "cohort-revoke".into(),
+                    owner.username.clone(),
+                ],
+                environment: Default::default(),
+                user: None,
+                group: None,
+                cwd: None,
+                stdin_base64: None,
+                timeout_s: Some(60),
+            };
+            agent
+                .exec(instance.name.clone(), request)
+                .await
+                .map_err(agent_err(&node.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies a user's keys to every running instance of theirs; stopped ones get them when they
+/// next start. Failures are logged and returned by instance name; the keys stay stored.
+pub async fn push_ssh_to_user(ctl: &Controller, user_id: i64) -> Vec<(String, String)> {
+    let rows = match ctl
+        .db(move |conn| Ok(Instance::list(conn, Some(user_id))?))
+        .await
+    {
+        Ok(rows) => rows,
+        Err(e) => return vec![(String::new(), e.to_string())],
+    };
+    let mut failed = Vec::new();
+    for instance in rows
+        .iter()
+        .filter(|i| i.observed_state == "running" && i.desired_state == "running")
+    {
+        if let Err(e) = push_ssh(ctl, instance).await {
+            tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys failed");
+            failed.push((instance.name.clone(), e.to_string()));
+        }
+    }
+    failed
 }
 
 /// The custom volume holding a course student's home: it outlives resets and re-provisions.
@@ -289,6 +397,12 @@ async fn change_state(
     let (id, state) = (instance.id, observed(&now.status));
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
+    // Keys added or removed while it was stopped take effect now.
+    if state == "running" && matches!(action, StateAction::Start | StateAction::Restart) {
+        if let Err(e) = push_ssh(ctl, instance).await {
+            tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys after start failed");
+        }
+    }
     Ok(StepOutcome::Done)
 }
 
@@ -330,9 +444,19 @@ async fn evacuate_move(
     Ok(StepOutcome::Done)
 }
 
-/// Deletes the container (absent is fine), then the row, which frees its port and GPU slots.
+/// Whether `op` is a course teardown that deletes the students' home volumes too.
+fn wipes_homes(op: &Operation) -> bool {
+    let flag = |key: &str| op.payload.get(key).and_then(|v| v.as_bool()) == Some(true);
+    op.kind == crate::views::kind_name(OperationKind::TeardownCourse)
+        && flag("delete")
+        && !flag("keep_homes")
+}
+
+/// Deletes the container (absent is fine), and for a teardown without `keep_homes` its home
+/// volume, then the row, which frees its port and GPU slots.
 async fn delete(
     ctl: &Controller,
+    op: &Operation,
     item: &OperationItem,
     instance: Instance,
 ) -> Result<StepOutcome, ActionError> {
@@ -345,6 +469,12 @@ async fn delete(
             .delete_instance(instance.name.clone())
             .await
             .map_err(agent_err(&node.name))?;
+        if instance.course_id.is_some() && wipes_homes(op) {
+            agent
+                .delete_volume(home_volume(&instance.name))
+                .await
+                .map_err(agent_err(&node.name))?;
+        }
     }
     let id = instance.id;
     ctl.db(move |conn| Ok(Instance::delete(conn, id)?)).await?;

@@ -139,6 +139,7 @@ pub fn observed_state(s: &str) -> ObservedState {
         "running" => ObservedState::Running,
         "stopped" => ObservedState::Stopped,
         "unknown" => ObservedState::Unknown,
+        "missing" => ObservedState::Missing,
         "error" => ObservedState::Error,
         _ => ObservedState::Pending,
     }

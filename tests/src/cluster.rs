@@ -84,7 +84,11 @@ fn wait_listening(port: u16, log: &Path) {
 }
 
 pub struct Cluster {
-    pub db: TestDb,
+    /// The per-test database, unless the cluster runs on a database URL of the test's own.
+    pub db: Option<TestDb>,
+    pub db_url: String,
+    /// Extra environment of every controller start (configuration).
+    controller_env: Vec<(String, String)>,
     pub state: tempfile::TempDir,
     pub controller: ControllerProcess,
     pub admin_token: String,
@@ -102,14 +106,45 @@ impl Cluster {
 
     /// Like `start`, with extra environment for the controller.
     pub async fn start_with_env(nodes: usize, controller_env: &[(&str, &str)]) -> Self {
-        let db = TestDb::new();
+        Self::start_configured(nodes, None, controller_env).await
+    }
+
+    /// Like [`Cluster::start`] on the (empty) database at `db_url`, e.g. a
+    /// [`crate::pg::PrivatePg`]'s; `cohort-controller init` migrates it.
+    pub async fn start_with_database(nodes: usize, db_url: &str) -> Self {
+        Self::start_on(nodes, None, db_url.to_string(), &[]).await
+    }
+
+    /// Like [`Cluster::start`] (or on `db_url` when given), the controller always started with
+    /// `env` (configuration, e.g. `COHORT_CPU_OVERCOMMIT`).
+    pub async fn start_configured(
+        nodes: usize,
+        db_url: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        match db_url {
+            Some(url) => Self::start_on(nodes, None, url.to_string(), env).await,
+            None => {
+                let db = TestDb::new();
+                let url = db.url().to_string();
+                Self::start_on(nodes, Some(db), url, env).await
+            }
+        }
+    }
+
+    async fn start_on(
+        nodes: usize,
+        db: Option<TestDb>,
+        db_url: String,
+        env: &[(&str, &str)],
+    ) -> Self {
         let state = tempfile::tempdir().expect("cluster state dir");
         let ports = PortRange::claim();
         let controller_dir = state.path().join("controller");
         std::fs::create_dir_all(&controller_dir).expect("controller dir");
         let out = Command::new(controller_binary())
             .arg("init")
-            .env("DATABASE_URL", db.url())
+            .env("DATABASE_URL", &db_url)
             .env("COHORT_STATE_DIR", &controller_dir)
             .env("COHORT_LISTEN", format!("127.0.0.1:{}", ports.port(0)))
             .output()
@@ -126,8 +161,7 @@ impl Cluster {
             .expect("init prints the admin token")
             .trim()
             .to_string();
-        let controller =
-            ControllerProcess::start(db.url(), &controller_dir, ports.port(0), controller_env);
+        let controller = ControllerProcess::start(&db_url, &controller_dir, ports.port(0), env);
         let ca = std::fs::read(controller_dir.join("ca.crt")).expect("controller CA");
         let http = reqwest::Client::builder()
             .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA pem"))
@@ -136,6 +170,11 @@ impl Cluster {
             .expect("http client");
         let mut cluster = Cluster {
             db,
+            db_url,
+            controller_env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             state,
             controller,
             admin_token,
@@ -337,8 +376,19 @@ impl Cluster {
 
     /// `kill -9` the controller and start it again on the same port and database.
     pub fn restart_controller(&mut self) {
+        self.restart_controller_with(&[]);
+    }
+
+    /// Like [`Cluster::restart_controller`], with extra environment (configuration).
+    pub fn restart_controller_with(&mut self, env: &[(&str, &str)]) {
         self.controller.kill();
         let dir = self.state.path().join("controller");
-        self.controller = ControllerProcess::start(self.db.url(), &dir, self.ports.port(0), &[]);
+        let mut all: Vec<(&str, &str)> = self
+            .controller_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        all.extend_from_slice(env);
+        self.controller = ControllerProcess::start(&self.db_url, &dir, self.ports.port(0), &all);
     }
 }

@@ -10,6 +10,7 @@ pub mod db;
 pub mod fleet;
 pub mod lxd;
 pub mod observe;
+pub mod pg;
 pub mod ports;
 pub mod ssh;
 

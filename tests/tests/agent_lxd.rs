@@ -436,3 +436,52 @@ async fn exec_files_and_snapshots() {
         .unwrap();
     assert!(list.is_empty());
 }
+
+/// `DELETE /v1/volumes/{name}`: only Cohort's `home-*` volumes, 409 while attached, 404 once
+/// gone, and LXD's own list agrees.
+#[tokio::test]
+async fn home_volumes_are_deleted_only_when_ours_and_unused() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let delete = |name: &str| {
+        agent
+            .controller()
+            .delete(agent.url(&format!("/v1/volumes/{name}")))
+            .send()
+    };
+    let volumes = || {
+        lxd.lxc(&[
+            "storage", "volume", "list", "cohort", "-f", "csv", "-c", "n",
+        ])
+    };
+    lxd.lxc(&["storage", "volume", "create", "cohort", "home-c1-ann"]);
+    lxd.lxc(&["storage", "volume", "create", "cohort", "home-c1-bob"]);
+    lxd.lxc(&["storage", "volume", "create", "cohort", "data-keep"]);
+
+    let err = error_of(delete("data-keep").await.expect("DELETE"), 400).await;
+    assert_eq!(err.error.field.as_deref(), Some("name"), "{err:?}");
+    let err = error_of(delete("Home-Bad").await.expect("DELETE"), 400).await;
+    assert_eq!(err.error.field.as_deref(), Some("name"), "{err:?}");
+
+    lxd.lxc_create(&["launch", "cohort/base", "holder", "-s", "cohort"]);
+    lxd.lxc(&[
+        "storage",
+        "volume",
+        "attach",
+        "cohort",
+        "home-c1-bob",
+        "holder",
+        "/mnt/bob",
+    ]);
+    let err = error_of(delete("home-c1-bob").await.expect("DELETE"), 409).await;
+    assert!(err.error.message.contains("in use"), "{err:?}");
+
+    let resp = delete("home-c1-ann").await.expect("DELETE");
+    assert_eq!(resp.status(), 204);
+    error_of(delete("home-c1-ann").await.expect("DELETE"), 404).await;
+    let left = volumes();
+    assert!(
+        !left.contains("home-c1-ann") && left.contains("home-c1-bob") && left.contains("data-keep"),
+        "{left}"
+    );
+}

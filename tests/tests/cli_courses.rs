@@ -86,3 +86,110 @@ fn course_create_roster_provision_endpoints_teardown() {
     cli.ok(&["-q", "course", "teardown", "cs101", "--delete", "--force"]);
     assert_eq!(lxd.lxc(&["list", "-f", "csv", "-c", "n"]), "");
 }
+
+/// `cohort course student snapshot|snapshots|restore`: an instructor snapshots one student's
+/// container, the student's system files change, and a restore brings them back. The home
+/// volume is the student's own work and is not part of a container snapshot (it also survives
+/// resets), so a file there keeps its latest content.
+#[test]
+fn instructor_snapshots_and_restores_one_students_container() {
+    let node = OneNode::start();
+    let cli = &node.cli;
+    cli.ok(&[
+        "course",
+        "create",
+        "cs201",
+        "--title",
+        "Snapshots",
+        "--image",
+        "cohort/base",
+        "--memory",
+        "256MiB",
+        "--disk",
+        "2GiB",
+    ]);
+    let key = SshKey::generate();
+    let dir = tempfile::tempdir().unwrap();
+    let roster = dir.path().join("roster.csv");
+    std::fs::write(
+        &roster,
+        format!(
+            "username,name,email,ssh_key\nalice,Alice,,{}\n",
+            key.public_key()
+        ),
+    )
+    .unwrap();
+    cli.ok(&["course", "roster", "cs201", roster.to_str().unwrap()]);
+    cli.ok(&["course", "provision", "cs201", "--wait", "--quiet"]);
+    let write = |text: &str| {
+        let script = format!("echo {text} > /srv/lab.txt && echo {text} > /home/alice/work.txt");
+        cli.ok(&["exec", "cs201-alice", "--", "sh", "-c", &script]);
+    };
+    let read = |path: &str| cli.ok(&["exec", "cs201-alice", "--", "cat", path]);
+
+    write("first");
+    cli.ok(&["course", "student", "snapshot", "cs201", "alice", "before"]);
+    let auto = cli.ok(&["course", "student", "snapshot", "cs201", "alice"]);
+    let auto = auto.trim();
+    assert!(
+        auto.starts_with("snap-20") && auto.len() == "snap-20261122-101530".len(),
+        "default name {auto:?}"
+    );
+    write("second");
+    let listed = cli.ok(&[
+        "course",
+        "student",
+        "snapshots",
+        "cs201",
+        "alice",
+        "-f",
+        "csv",
+    ]);
+    let names: Vec<&str> = listed
+        .lines()
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{listed}");
+    assert!(
+        names.contains(&"before") && names.contains(&auto),
+        "{listed}"
+    );
+    // LXD's own view agrees.
+    let theirs = node.lxd.lxc(&["info", "cs201-alice"]);
+    assert!(
+        theirs.contains("before") && theirs.contains(auto),
+        "{theirs}"
+    );
+
+    cli.ok(&["course", "student", "restore", "cs201", "alice", "before"]);
+    assert_eq!(read("/srv/lab.txt"), "first\n");
+    assert_eq!(read("/home/alice/work.txt"), "second\n");
+    let running = node.lxd.lxc(&["list", "-f", "csv", "-c", "ns"]);
+    assert_eq!(running, "cs201-alice,RUNNING\n");
+
+    cli.fails(
+        &["course", "student", "restore", "cs201", "alice", "Bad_Name"],
+        "snapshot",
+    );
+    cli.fails(
+        &[
+            "course", "student", "snapshot", "cs201", "alice", "Bad_Snap",
+        ],
+        "name",
+    );
+    cli.fails(
+        &["course", "student", "snapshot", "cs201", "nobody"],
+        "student nobody",
+    );
+    cli.fails(
+        &[
+            "course",
+            "student",
+            "restore",
+            "cs201",
+            "alice",
+            "never-taken",
+        ],
+        "never-taken",
+    );
+}

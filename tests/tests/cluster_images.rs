@@ -127,7 +127,8 @@ async fn evacuate_with_move_remakes_the_instance_on_the_other_node() {
     );
 
     // The row points at node2; nothing of node1's (ports, GPU slots) is held any more.
-    let mut conn = cluster.db.connect();
+    let mut conn =
+        diesel::PgConnection::establish(&cluster.db_url).expect("connect to the cluster database");
     let node1: i64 = nodes::table
         .filter(nodes::name.eq("node1"))
         .select(nodes::id)

@@ -18,7 +18,7 @@ use cohort_controller::worker;
 use cohort_e2e::controller::TestController;
 use cohort_proto::agent::{
     CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
-    Inventory, PublishInstance, Snapshot, StateChange, UpdateInstance,
+    Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
 };
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
 use cohort_proto::api::operations::OperationStatus;
@@ -118,6 +118,12 @@ impl NodeAgent for FakeAgents {
         _: std::path::PathBuf,
     ) -> AgentFuture<ReceivedTarball> {
         unused()
+    }
+    fn set_ssh(&self, _: String, _: SshAccess) -> AgentFuture<Instance> {
+        unused()
+    }
+    fn delete_volume(&self, _: String) -> AgentFuture<()> {
+        Box::pin(async { Ok(()) })
     }
     fn inventory(&self) -> AgentFuture<Inventory> {
         unused()

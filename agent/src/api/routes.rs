@@ -124,6 +124,10 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
             node.delete_snapshot(name, snap).await?;
             no_content()
         }
+        (&M::DELETE, ["v1", "volumes", name]) => {
+            node.delete_volume(name).await?;
+            no_content()
+        }
         (&M::GET, ["v1", "images"]) => ok(&node.images().await?),
         (&M::POST, ["v1", "images"]) => {
             let is_json = req

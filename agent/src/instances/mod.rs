@@ -12,6 +12,7 @@ pub mod spec;
 pub mod ssh;
 mod update;
 mod view;
+mod volumes;
 
 pub use error::InstanceError;
 pub use files::FileContent;

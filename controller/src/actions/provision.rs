@@ -99,7 +99,19 @@ pub async fn provision(
         let (caller, code) = (caller.clone(), code.clone());
         ctl.db(move |conn| {
             let course = writable(conn, &caller, &code)?;
-            if course.state != "active" {
+            // A torn-down course comes back (its kept home volumes with it) by provisioning it
+            // again.
+            if course.state == "torn_down" {
+                Course::set_state(conn, course.id, "active")?;
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "reactivate",
+                    "course",
+                    &code,
+                    serde_json::json!({}),
+                )?;
+            } else if course.state != "active" {
                 return Err(ActionError::conflict(
                     Some("state"),
                     format!(

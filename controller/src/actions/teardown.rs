@@ -1,8 +1,10 @@
 //! Whole-course and per-student actions an instructor takes: teardown (stop or delete every
 //! container), removing a student, and reset/start/stop/restart of one student's container.
-//! Each is one operation; the worker's steps do the work.
+//! Each is one operation; the worker's steps do the work. Snapshots of one student's container
+//! are quick and answered directly, through the same agent calls as the instance routes.
 
-use cohort_proto::api::courses::{StudentAction, Teardown};
+use cohort_proto::api::courses::{StudentAction, StudentSnapshot, Teardown};
+use cohort_proto::api::instances::{CreateSnapshot, Snapshot};
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -10,6 +12,7 @@ use serde_json::json;
 
 use super::courses::{course_instances, writable};
 use super::operations::{start, Step};
+use super::proxy;
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
@@ -194,4 +197,103 @@ pub async fn student_action(
         })
     })
     .await
+}
+
+/// The name of `username`'s container in course `code`, for the course's instructor.
+async fn student_instance(
+    ctl: &Controller,
+    caller: &Caller,
+    code: String,
+    username: String,
+) -> ActionResult<String> {
+    caller.require(Role::Instructor)?;
+    let caller = caller.clone();
+    ctl.db(move |conn| {
+        let course = writable(conn, &caller, &code)?;
+        let (_, instance) = student_of(conn, &course, &username)?;
+        instance.map(|i| i.name).ok_or_else(|| {
+            ActionError::conflict(
+                None,
+                format!("{username} has no container yet: provision the course"),
+            )
+        })
+    })
+    .await
+}
+
+/// The snapshots of one student's container.
+pub async fn student_snapshots(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    username: String,
+) -> ActionResult<Vec<Snapshot>> {
+    let name = student_instance(ctl, &caller, code, username).await?;
+    proxy::snapshots(ctl, caller, name).await
+}
+
+/// The default snapshot name: the UTC time, `-<n>` added when taken already.
+fn default_snapshot_name(now: chrono::DateTime<chrono::Utc>, existing: &[Snapshot]) -> String {
+    let base = now.format("snap-%Y%m%d-%H%M%S").to_string();
+    std::iter::once(base.clone())
+        .chain((1..).map(|n| format!("{base}-{n}")))
+        .find(|name| existing.iter().all(|s| &s.name != name))
+        .expect("an unused name")
+}
+
+/// Takes a snapshot of one student's container (named, or by the time).
+pub async fn student_snapshot(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    username: String,
+    req: StudentSnapshot,
+) -> ActionResult<Snapshot> {
+    if let Some(name) = &req.name {
+        crate::validate::instance_name("name", name)?;
+    }
+    let name = student_instance(ctl, &caller, code, username).await?;
+    let snapshot = match req.name {
+        Some(snapshot) => snapshot,
+        None => {
+            let existing = proxy::snapshots(ctl, caller.clone(), name.clone()).await?;
+            default_snapshot_name(chrono::Utc::now(), &existing)
+        }
+    };
+    proxy::create_snapshot(ctl, caller, name, CreateSnapshot { name: snapshot }).await
+}
+
+/// Restores one student's container to a named snapshot.
+pub async fn student_restore(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    username: String,
+    snapshot: String,
+) -> ActionResult<()> {
+    crate::validate::instance_name("snapshot", &snapshot)?;
+    let name = student_instance(ctl, &caller, code, username).await?;
+    proxy::restore_snapshot(ctl, caller, name, snapshot).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(name: &str) -> Snapshot {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "created_at": "2026-11-22T10:00:00Z", "stateful": false
+        }))
+        .expect("snapshot")
+    }
+
+    #[test]
+    fn default_snapshot_names_are_timestamps_made_unique() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-22T10:15:30Z")
+            .expect("time")
+            .with_timezone(&chrono::Utc);
+        assert_eq!(default_snapshot_name(now, &[]), "snap-20261122-101530");
+        let taken = [snap("snap-20261122-101530"), snap("snap-20261122-101530-1")];
+        assert_eq!(default_snapshot_name(now, &taken), "snap-20261122-101530-2");
+    }
 }

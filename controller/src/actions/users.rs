@@ -163,33 +163,40 @@ pub fn parse_public_key(field: &str, line: &str) -> ActionResult<(String, String
     Ok((canonical, fingerprint))
 }
 
+/// Stores a key and applies it to every running container of the user (stopped ones get it
+/// when they next start).
 pub async fn add_ssh_key(
     ctl: &Controller,
     caller: Caller,
     req: AddSshKey,
 ) -> ActionResult<WireSshKey> {
     let (public_key, fingerprint) = parse_public_key("public_key", &req.public_key)?;
-    ctl.db(move |conn| {
-        conn.transaction(|conn| {
-            let key =
-                SshKey::insert(conn, caller.user.id, &public_key, &fingerprint).map_err(|e| {
-                    ActionError::from_unique(e, "public_key", "this key is already there")
-                })?;
-            audit::record(
-                conn,
-                caller.name(),
-                "add_ssh_key",
-                "user",
-                caller.name(),
-                json!({"fingerprint": fingerprint}),
-            )?;
-            Ok(views::ssh_key(&key))
+    let user_id = caller.user.id;
+    let key = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                let key = SshKey::insert(conn, caller.user.id, &public_key, &fingerprint).map_err(
+                    |e| ActionError::from_unique(e, "public_key", "this key is already there"),
+                )?;
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "add_ssh_key",
+                    "user",
+                    caller.name(),
+                    json!({"fingerprint": fingerprint}),
+                )?;
+                Ok(views::ssh_key(&key))
+            })
         })
-    })
-    .await
+        .await?;
+    crate::steps::push_ssh_to_user(ctl, user_id).await;
+    Ok(key)
 }
 
+/// Removes a key; like adding one, the change reaches every running container of the user.
 pub async fn delete_ssh_key(ctl: &Controller, caller: Caller, id: i64) -> ActionResult<()> {
+    let user_id = caller.user.id;
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             if SshKey::delete(conn, caller.user.id, id)? == 0 {
@@ -206,5 +213,7 @@ pub async fn delete_ssh_key(ctl: &Controller, caller: Caller, id: i64) -> Action
             Ok(())
         })
     })
-    .await
+    .await?;
+    crate::steps::push_ssh_to_user(ctl, user_id).await;
+    Ok(())
 }

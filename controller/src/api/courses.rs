@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::courses::{
-    CourseQuota, CreateCourse, EndpointsQuery, StudentAction, Teardown,
+    CourseQuota, CreateCourse, EndpointsQuery, StudentAction, StudentSnapshot, Teardown,
 };
 use futures_util::StreamExt;
 
@@ -85,6 +85,42 @@ pub async fn student_action(
     })?;
     Ok(HttpResponse::Accepted()
         .json(teardown::student_action(&ctl, caller, code, username, action).await?))
+}
+
+pub async fn student_snapshots(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Reply {
+    let (code, username) = path.into_inner();
+    Ok(HttpResponse::Ok().json(teardown::student_snapshots(&ctl, caller, code, username).await?))
+}
+
+/// The body is optional: without one the snapshot is named by the time.
+pub async fn student_snapshot(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Reply {
+    let (code, username) = path.into_inner();
+    let req: StudentSnapshot = if body.iter().all(u8::is_ascii_whitespace) {
+        StudentSnapshot::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ActionError::invalid("name", e.to_string()))?
+    };
+    Ok(HttpResponse::Created()
+        .json(teardown::student_snapshot(&ctl, caller, code, username, req).await?))
+}
+
+pub async fn student_restore(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Reply {
+    let (code, username, snapshot) = path.into_inner();
+    teardown::student_restore(&ctl, caller, code, username, snapshot).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 pub async fn provision(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {

@@ -97,6 +97,19 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                         "/courses/{code}/students/{username}",
                         delete().to(courses::remove_student),
                     )
+                    // Before `{action}`, which would otherwise take `snapshots`.
+                    .route(
+                        "/courses/{code}/students/{username}/snapshots",
+                        get().to(courses::student_snapshots),
+                    )
+                    .route(
+                        "/courses/{code}/students/{username}/snapshots",
+                        post().to(courses::student_snapshot),
+                    )
+                    .route(
+                        "/courses/{code}/students/{username}/snapshots/{snapshot}/restore",
+                        post().to(courses::student_restore),
+                    )
                     .route(
                         "/courses/{code}/students/{username}/{action}",
                         post().to(courses::student_action),

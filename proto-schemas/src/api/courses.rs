@@ -10,6 +10,9 @@
 //! | `GET /courses/{code}/students`                     | `Vec<Student>`                   |
 //! | `DELETE /courses/{code}/students/{username}`       | operation (deletes the container)|
 //! | `POST /courses/{code}/students/{username}/{action}`| [`StudentAction`] -> operation   |
+//! | `GET /courses/{code}/students/{username}/snapshots` | `Vec<Snapshot>`                 |
+//! | `POST /courses/{code}/students/{username}/snapshots` | [`StudentSnapshot`] -> `Snapshot` |
+//! | `POST /courses/{code}/students/{username}/snapshots/{snapshot}/restore` | 204         |
 //! | `POST /courses/{code}/provision`                   | operation, one item per student  |
 //! | `GET /courses/{code}/endpoints?format=csv|json|ssh-config` | text                     |
 //! | `POST /courses/{code}/teardown`                    | [`Teardown`] -> operation        |
@@ -130,6 +133,15 @@ pub enum StudentAction {
     Start,
     Stop,
     Restart,
+}
+
+/// An instructor's snapshot of one student's container.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StudentSnapshot {
+    /// Snapshot name (LXD name rules); default `snap-<UTC YYYYMMDD-HHMMSS>`.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -105,6 +105,8 @@ pub enum ObservedState {
     Stopped,
     /// Its node is offline or the agent no longer reports it.
     Unknown,
+    /// Its node answers but its LXD no longer has the container (deleted behind Cohort's back).
+    Missing,
     Error,
 }
 

@@ -1,4 +1,5 @@
-//! `cohort course create|list|show|roster|provision|endpoints|teardown`, flags as in DESIGN.md.
+//! `cohort course create|list|show|roster|provision|endpoints|teardown`, flags as in DESIGN.md,
+//! and `cohort course student ...` for one student's container.
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -27,6 +28,73 @@ pub enum CourseCommand {
     Endpoints(CourseEndpoints),
     /// Stop or delete all of a course's containers
     Teardown(CourseTeardown),
+    /// One student's container: start, stop, restart, reset, snapshot, restore
+    Student(CourseStudent),
+}
+
+#[derive(Debug, Args)]
+pub struct CourseStudent {
+    #[command(subcommand)]
+    pub command: StudentCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StudentCommand {
+    /// Start a student's container
+    Start(StudentTarget),
+    /// Stop a student's container
+    Stop(StudentTarget),
+    /// Restart a student's container
+    Restart(StudentTarget),
+    /// Re-create a student's container from the template (the home volume is kept)
+    Reset(StudentTarget),
+    /// Snapshot a student's container (default name: snap-<UTC time>)
+    Snapshot(StudentSnapshot),
+    /// Restore a student's container to a snapshot
+    Restore(StudentRestore),
+    /// List the snapshots of a student's container
+    Snapshots(StudentSnapshots),
+}
+
+#[derive(Debug, Args)]
+pub struct StudentTarget {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The student's username
+    pub username: String,
+    #[command(flatten)]
+    pub wait: WaitFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct StudentSnapshot {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The student's username
+    pub username: String,
+    /// Snapshot name
+    pub snapshot: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StudentRestore {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The student's username
+    pub username: String,
+    /// Snapshot name
+    pub snapshot: String,
+}
+
+#[derive(Debug, Args)]
+pub struct StudentSnapshots {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The student's username
+    pub username: String,
+    /// Format (csv|json|table|yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
 }
 
 #[derive(Debug, Args)]

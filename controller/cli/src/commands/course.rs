@@ -5,12 +5,18 @@
 use std::io::Read;
 
 use anyhow::{bail, Context};
-use cohort_proto::api::courses::{Course as CourseInfo, CreateCourse, RosterReport, Teardown};
+use cohort_proto::api::courses::{
+    Course as CourseInfo, CreateCourse, RosterReport, StudentSnapshot, Teardown,
+};
+use cohort_proto::api::instances::Snapshot;
 use cohort_proto::api::operations::Operation;
 use reqwest::Method;
 
 use super::{confirm, Session};
-use crate::args::course::{Course, CourseCommand, CourseCreate, EndpointFormat};
+use crate::args::course::{
+    Course, CourseCommand, CourseCreate, CourseStudent, EndpointFormat, StudentCommand,
+    StudentTarget,
+};
 use crate::client::seg;
 use crate::render::{self, Rows};
 use crate::{progress, units};
@@ -103,6 +109,86 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
             }
             progress::wait(&client, &operation, session.quiet).await?;
             Ok(())
+        }
+        CourseCommand::Student(student) => run_student(session, student).await,
+    }
+}
+
+async fn student_action(
+    session: &Session,
+    target: StudentTarget,
+    action: &str,
+) -> anyhow::Result<()> {
+    let (client, code) = session.target(&target.code)?;
+    let path = format!(
+        "/courses/{}/students/{}/{action}",
+        seg(&code),
+        seg(&target.username)
+    );
+    let operation: Operation = client.post(&path, &serde_json::json!({})).await?;
+    if !target.wait.resolve(true) {
+        println!("{}", operation.id);
+        return Ok(());
+    }
+    progress::wait(&client, &operation, session.quiet).await?;
+    Ok(())
+}
+
+async fn run_student(session: &Session, args: CourseStudent) -> anyhow::Result<()> {
+    match args.command {
+        StudentCommand::Start(t) => student_action(session, t, "start").await,
+        StudentCommand::Stop(t) => student_action(session, t, "stop").await,
+        StudentCommand::Restart(t) => student_action(session, t, "restart").await,
+        StudentCommand::Reset(t) => student_action(session, t, "reset").await,
+        StudentCommand::Snapshot(snap) => {
+            let (client, code) = session.target(&snap.code)?;
+            let path = format!(
+                "/courses/{}/students/{}/snapshots",
+                seg(&code),
+                seg(&snap.username)
+            );
+            let made: Snapshot = client
+                .post(
+                    &path,
+                    &StudentSnapshot {
+                        name: snap.snapshot,
+                    },
+                )
+                .await?;
+            if !session.quiet {
+                println!("{}", made.name);
+            }
+            Ok(())
+        }
+        StudentCommand::Restore(restore) => {
+            let (client, code) = session.target(&restore.code)?;
+            let path = format!(
+                "/courses/{}/students/{}/snapshots/{}/restore",
+                seg(&code),
+                seg(&restore.username),
+                seg(&restore.snapshot)
+            );
+            client.call(client.request(Method::POST, &path)).await
+        }
+        StudentCommand::Snapshots(list) => {
+            let (client, code) = session.target(&list.code)?;
+            let path = format!(
+                "/courses/{}/students/{}/snapshots",
+                seg(&code),
+                seg(&list.username)
+            );
+            let snapshots: Vec<Snapshot> = client.get(&path).await?;
+            let mut rows = Rows::new(["NAME", "TAKEN AT", "STATEFUL"]);
+            for snap in &snapshots {
+                rows.push([
+                    snap.name.clone(),
+                    snap.created_at
+                        .map(|t| t.format("%Y/%m/%d %H:%M UTC").to_string())
+                        .unwrap_or_default(),
+                    if snap.stateful { "YES" } else { "NO" }.to_string(),
+                ]);
+            }
+            render::print(list.format, &rows, &snapshots)
         }
     }
 }

@@ -1,0 +1,239 @@
+//! Issue 5's per-student follow-ups, with real processes, LXD and ssh: a student's SSH key
+//! added or removed through `/me/ssh-keys` reaches their running container at once (and a
+//! stopped one when it next starts), and `teardown --delete` deletes the home volumes unless
+//! `--keep-homes`, which a later re-provision finds again.
+
+use std::time::Duration;
+
+use cohort_e2e::cluster::Cluster;
+use cohort_e2e::ssh::SshKey;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// Sends, asserts the status, returns the JSON body (or Null).
+async fn call(
+    cluster: &Cluster,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+    want: u16,
+) -> Value {
+    let mut req = cluster.request(method.clone(), path, token);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let res = req.send().await.expect("controller answers");
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap_or_default();
+    assert_eq!(status, want, "{method} {path}: {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// An operation started by `path`, waited for; asserts success.
+async fn run_op(cluster: &Cluster, path: &str, token: &str, body: Value) {
+    let op = call(cluster, Method::POST, path, token, Some(body), 202).await;
+    let id = op["id"].as_str().expect("operation id");
+    let done = cluster.wait_operation(id, Duration::from_secs(600)).await;
+    assert_eq!(
+        done["status"],
+        "success",
+        "{path}: {done}\n{}",
+        cluster.controller_log()
+    );
+}
+
+/// A one-node cluster with course `code` whose single student `stu` has `key`; provisioned.
+/// Returns the cluster, the instructor's token and the student's SSH port.
+async fn one_student(code: &str, key: &SshKey) -> (Cluster, String, u16) {
+    let cluster = Cluster::start(1).await;
+    cluster.import_base_image("cohort/base").await;
+    let teacher = cluster.user(&format!("prof-{code}"), "instructor").await;
+    call(
+        &cluster,
+        Method::POST,
+        "/courses",
+        &teacher,
+        Some(
+            json!({"code": code, "title": "Follow-ups", "image": "cohort/base",
+                    "memory_mib": 256, "disk_gib": 2}),
+        ),
+        201,
+    )
+    .await;
+    let res = cluster
+        .request(Method::POST, &format!("/courses/{code}/roster"), &teacher)
+        .header("content-type", "text/csv")
+        .body(format!(
+            "username,name,email,ssh_key\nstu,Stu,,{}\n",
+            key.public_key()
+        ))
+        .send()
+        .await
+        .expect("roster");
+    assert_eq!(
+        res.status(),
+        200,
+        "{}",
+        res.text().await.unwrap_or_default()
+    );
+    run_op(
+        &cluster,
+        &format!("/courses/{code}/provision"),
+        &teacher,
+        json!({}),
+    )
+    .await;
+    let students = call(
+        &cluster,
+        Method::GET,
+        &format!("/courses/{code}/students"),
+        &teacher,
+        None,
+        200,
+    )
+    .await;
+    let port = students[0]["ssh_port"].as_u64().expect("ssh port") as u16;
+    (cluster, teacher, port)
+}
+
+fn logs_in(key: &SshKey, port: u16, cmd: &str) -> String {
+    let out = key.run_when_up("127.0.0.1", port, "stu", cmd, Duration::from_secs(90));
+    assert!(
+        out.status.success(),
+        "login refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn refused(key: &SshKey, port: u16) {
+    let out = key.run("127.0.0.1", port, "stu", "true");
+    assert_eq!(
+        out.status.code(),
+        Some(255),
+        "the key still opens the container"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_students_key_changes_reach_their_containers() {
+    let first = SshKey::generate();
+    let (cluster, teacher, port) = one_student("keys1", &first).await;
+    let student = cluster.token_for("stu").await;
+    assert_eq!(logs_in(&first, port, "whoami"), "stu\n");
+
+    // A second key opens the running container as soon as it is added.
+    let second = SshKey::generate();
+    refused(&second, port);
+    call(
+        &cluster,
+        Method::POST,
+        "/me/ssh-keys",
+        &student,
+        Some(json!({"public_key": second.public_key()})),
+        201,
+    )
+    .await;
+    assert_eq!(logs_in(&second, port, "whoami"), "stu\n");
+
+    // Removing the first shuts it out; the second still works.
+    let me = call(&cluster, Method::GET, "/me", &student, None, 200).await;
+    let first_id = me["ssh_keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .find(|k| k["public_key"].as_str() == Some(first.public_key().trim()))
+        .and_then(|k| k["id"].as_i64())
+        .expect("the first key's id");
+    call(
+        &cluster,
+        Method::DELETE,
+        &format!("/me/ssh-keys/{first_id}"),
+        &student,
+        None,
+        204,
+    )
+    .await;
+    refused(&first, port);
+    assert_eq!(logs_in(&second, port, "whoami"), "stu\n");
+
+    // A key added while the container is stopped works once it starts again.
+    run_op(
+        &cluster,
+        "/courses/keys1/students/stu/stop",
+        &teacher,
+        json!({}),
+    )
+    .await;
+    let third = SshKey::generate();
+    call(
+        &cluster,
+        Method::POST,
+        "/me/ssh-keys",
+        &student,
+        Some(json!({"public_key": third.public_key()})),
+        201,
+    )
+    .await;
+    run_op(
+        &cluster,
+        "/courses/keys1/students/stu/start",
+        &teacher,
+        json!({}),
+    )
+    .await;
+    assert_eq!(logs_in(&third, port, "whoami"), "stu\n");
+    refused(&first, port);
+}
+
+fn volumes(cluster: &Cluster) -> String {
+    cluster.nodes[0].lxd.lxc(&[
+        "storage", "volume", "list", "cohort", "-f", "csv", "-c", "tn",
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teardown_delete_removes_home_volumes_unless_kept() {
+    let key = SshKey::generate();
+    let (cluster, teacher, port) = one_student("homes1", &key).await;
+    logs_in(&key, port, "echo kept > ~/keep.txt");
+    assert!(volumes(&cluster).contains("custom,home-homes1-stu"));
+
+    // --keep-homes: the container goes, the volume stays, and a re-provision finds the file.
+    run_op(
+        &cluster,
+        "/courses/homes1/teardown",
+        &teacher,
+        json!({"delete": true, "keep_homes": true}),
+    )
+    .await;
+    assert_eq!(
+        cluster.nodes[0].lxd.lxc(&["list", "-f", "csv", "-c", "n"]),
+        ""
+    );
+    assert!(volumes(&cluster).contains("custom,home-homes1-stu"));
+    run_op(&cluster, "/courses/homes1/provision", &teacher, json!({})).await;
+    key.forget_hosts();
+    assert_eq!(logs_in(&key, port, "cat ~/keep.txt"), "kept\n");
+
+    // Plain --delete: the volume goes too.
+    run_op(
+        &cluster,
+        "/courses/homes1/teardown",
+        &teacher,
+        json!({"delete": true}),
+    )
+    .await;
+    assert_eq!(
+        cluster.nodes[0].lxd.lxc(&["list", "-f", "csv", "-c", "n"]),
+        ""
+    );
+    let left = volumes(&cluster);
+    assert!(!left.contains("home-homes1-stu"), "{left}");
+}
