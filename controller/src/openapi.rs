@@ -226,7 +226,9 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         r(
             "get",
             "/api/v1/instances",
-            "List the instances the caller may see",
+            "One page of the instances the caller may see, by name; query limit (1-1000, \
+             default 1000) and after (the last name of the previous page); a Link header \
+             with rel=\"next\" names the next page",
             None,
             (200, list::<i::Instance>(g)),
             true,

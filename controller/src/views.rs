@@ -154,11 +154,29 @@ pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<
         .load(conn)?
         .into_iter()
         .collect();
-    let nodes: HashMap<i64, Node> = Node::list(conn)?.into_iter().map(|n| (n.id, n)).collect();
-    let images: HashMap<i64, String> = Image::list(conn)?
+    // Only the nodes, images and GPU slots these rows name: a page costs the same few queries
+    // whatever the size of the fleet.
+    let node_ids: Vec<i64> = rows.iter().filter_map(|i| i.node_id).collect();
+    let nodes: HashMap<i64, Node> = Node::find_many(conn, &node_ids)?
         .into_iter()
-        .map(|i| (i.id, i.alias))
+        .map(|n| (n.id, n))
         .collect();
+    let image_ids: Vec<i64> = rows.iter().map(|i| i.image_id).collect();
+    let images: HashMap<i64, String> = {
+        use crate::db::schema::images;
+        images::table
+            .filter(images::id.eq_any(&image_ids))
+            .select((images::id, images::alias))
+            .load(conn)?
+            .into_iter()
+            .collect()
+    };
+    let gpu_ids: Vec<i64> = rows
+        .iter()
+        .filter(|i| i.gpu_count > 0)
+        .map(|i| i.id)
+        .collect();
+    let mut slots = GpuAllocation::for_instances(conn, &gpu_ids)?;
     let course_codes: HashMap<i64, String> = {
         use crate::db::schema::courses;
         let ids: Vec<i64> = rows.iter().filter_map(|i| i.course_id).collect();
@@ -178,18 +196,16 @@ pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<
     for i in rows {
         let node = i.node_id.and_then(|id| nodes.get(&id));
         let used = usage.get(&i.id);
-        let gpus = if i.gpu_count > 0 {
-            GpuAllocation::for_instance(conn, i.id)?
-                .into_iter()
-                .map(|(g, slot)| InstanceGpu {
-                    uuid: g.uuid,
-                    model: g.model,
-                    slot: slot as u32,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let gpus = slots
+            .remove(&i.id)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(g, slot)| InstanceGpu {
+                uuid: g.uuid,
+                model: g.model,
+                slot: slot as u32,
+            })
+            .collect();
         let config: BTreeMap<String, String> =
             serde_json::from_value(i.config.clone()).unwrap_or_default();
         out.push(wire::Instance {

@@ -501,3 +501,82 @@ async fn bad_input_is_a_400_naming_the_field_and_creates_nothing() {
     let err: ErrorBody = test::read_body_json(resp).await;
     assert_eq!(err.error.field.as_deref(), Some("public_key"));
 }
+
+#[actix_web::test]
+async fn instances_are_listed_in_pages_linked_by_next() {
+    let t = TestController::new();
+    let (admin, admin_token) = t.user("admin", "admin");
+    let (_, alice_token) = t.user("alice", "student");
+    t.image("base");
+    for name in ["a1", "a2", "a3", "a4", "a5"] {
+        instances::create(&t.ctl, admin.clone(), queued(name, "alice"))
+            .await
+            .unwrap();
+    }
+    instances::create(&t.ctl, admin.clone(), queued("z-admin", "admin"))
+        .await
+        .unwrap();
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let get = |token: &str, path: &str| {
+        test::TestRequest::get()
+            .uri(path)
+            .insert_header(("Authorization", format!("Bearer {token}")))
+            .to_request()
+    };
+
+    // Follow the Link headers as a client would: every instance once, in name order.
+    let mut names = Vec::new();
+    let mut next = Some("/api/v1/instances?limit=2".to_string());
+    let mut pages = 0;
+    while let Some(path) = next.take() {
+        pages += 1;
+        assert!(pages <= 4, "more pages than 6 instances in pages of 2");
+        let resp = test::call_service(&app, get(&admin_token, &path)).await;
+        assert_eq!(resp.status(), 200, "{path}");
+        next = resp
+            .headers()
+            .get("Link")
+            .map(|v| v.to_str().unwrap().to_string())
+            .map(|link| {
+                let target = link.split(';').next().unwrap();
+                assert!(link.ends_with("rel=\"next\""), "{link}");
+                target.trim_matches(['<', '>', ' ']).to_string()
+            });
+        let page: Vec<Instance> = test::read_body_json(resp).await;
+        assert!(page.len() <= 2);
+        names.extend(page.into_iter().map(|i| i.name));
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, ["a1", "a2", "a3", "a4", "a5", "z-admin"]);
+
+    // A student's pages hold only their own, and the last page has no Link.
+    let resp = test::call_service(&app, get(&alice_token, "/api/v1/instances?limit=5")).await;
+    assert!(resp.headers().get("Link").is_none());
+    let page: Vec<Instance> = test::read_body_json(resp).await;
+    assert_eq!(page.len(), 5);
+    let resp = test::call_service(
+        &app,
+        get(&alice_token, "/api/v1/instances?limit=2&after=a4"),
+    )
+    .await;
+    let page: Vec<Instance> = test::read_body_json(resp).await;
+    assert_eq!(
+        page.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+        ["a5"]
+    );
+
+    // A page size out of range, or an unknown parameter, is a 400 naming it.
+    for (path, field) in [
+        ("/api/v1/instances?limit=0", "limit"),
+        ("/api/v1/instances?limit=1001", "limit"),
+    ] {
+        let resp = test::call_service(&app, get(&admin_token, path)).await;
+        assert_eq!(resp.status(), 400, "{path}");
+        let body: ErrorBody = test::read_body_json(resp).await;
+        assert_eq!(body.error.field.as_deref(), Some(field), "{path}");
+    }
+    let resp = test::call_service(&app, get(&admin_token, "/api/v1/instances?page=2")).await;
+    assert_eq!(resp.status(), 400);
+}

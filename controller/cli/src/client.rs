@@ -130,6 +130,27 @@ impl Client {
         self.json(self.request(Method::GET, path)).await
     }
 
+    /// Every page of a paged list: follows the answer's `Link: <...>; rel="next"` header.
+    pub async fn get_all<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<Vec<T>> {
+        let mut all = Vec::new();
+        let mut next = Some(path.to_string());
+        while let Some(path) = next.take() {
+            let response = self.send(self.request(Method::GET, &path)).await?;
+            next = response
+                .headers()
+                .get_all(reqwest::header::LINK)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find_map(next_link)
+                .map(|url| url.strip_prefix(API).unwrap_or(&url).to_string());
+            let bytes = response.bytes().await?;
+            let page: Vec<T> = serde_json::from_slice(&bytes)
+                .context("the controller's answer is not what was expected")?;
+            all.extend(page);
+        }
+        Ok(all)
+    }
+
     pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         path: &str,
@@ -182,9 +203,21 @@ pub fn seg(name: &str) -> String {
     out
 }
 
+/// The target of a `Link` header's `rel="next"` entry.
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|entry| {
+        let (target, params) = entry.trim().split_once(';')?;
+        let is_next = params
+            .split(';')
+            .any(|p| p.trim().trim_start_matches("rel=").trim_matches('"') == "next");
+        let url = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        is_next.then(|| url.to_string())
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::normalize_url;
+    use super::{next_link, normalize_url};
 
     #[test]
     fn urls_like_lxc() {
@@ -194,5 +227,16 @@ mod tests {
         assert_eq!(n("https://lab/"), "https://lab:8443");
         assert_eq!(n("https://127.0.0.1:4443"), "https://127.0.0.1:4443");
         assert!(normalize_url("http://lab").is_err());
+    }
+
+    #[test]
+    fn next_link_is_found_among_others() {
+        let header = r#"</api/v1/instances?limit=2&after=a>; rel="next", </x>; rel="prev""#;
+        assert_eq!(
+            next_link(header).as_deref(),
+            Some("/api/v1/instances?limit=2&after=a")
+        );
+        assert_eq!(next_link(r#"</x>; rel="prev""#), None);
+        assert_eq!(next_link("garbage"), None);
     }
 }

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use cohort_proto::api::instances::{
-    CreateInstance, GpuShare, Instance as WireInstance, InstanceStateChange, Limits, LiveConfig,
-    StateAction, UpdateInstance,
+    CreateInstance, GpuShare, Instance as WireInstance, InstancePage, InstanceStateChange, Limits,
+    LiveConfig, StateAction, UpdateInstance,
 };
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
 use cohort_proto::api::users::Role;
@@ -16,7 +16,7 @@ use super::operations::{start, Step};
 use crate::agent_client::NodeAgent;
 use crate::auth::Caller;
 use crate::controller::Controller;
-use crate::db::schema::courses;
+use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::image::Image;
@@ -238,26 +238,49 @@ pub async fn create(
     .await
 }
 
-pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireInstance>> {
+/// Most instances on one page of `GET /instances`, and the page size when none is asked for.
+pub const MAX_PAGE: u32 = 1000;
+
+/// One page of the instances the caller may see, by name, and the last name when more follow.
+pub async fn list(
+    ctl: &Controller,
+    caller: Caller,
+    page: InstancePage,
+) -> ActionResult<(Vec<WireInstance>, Option<String>)> {
+    let limit = page.limit.unwrap_or(MAX_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ActionError::invalid(
+            "limit",
+            format!("a page holds 1 to {MAX_PAGE} instances"),
+        ));
+    }
     ctl.db(move |conn| {
-        let rows = match caller.role {
-            Role::Admin => Instance::list(conn, None)?,
-            Role::Student => Instance::list(conn, Some(caller.user.id))?,
+        let mut q = instances::table.select(Instance::as_select()).into_boxed();
+        match caller.role {
+            Role::Admin => {}
+            Role::Student => q = q.filter(instances::owner_id.eq(caller.user.id)),
             Role::Instructor => {
-                let taught: Vec<i64> = courses::table
+                let taught = courses::table
                     .filter(courses::instructor_id.eq(caller.user.id))
-                    .select(courses::id)
-                    .load(conn)?;
-                Instance::list(conn, None)?
-                    .into_iter()
-                    .filter(|i| {
-                        i.owner_id == caller.user.id
-                            || i.course_id.is_some_and(|c| taught.contains(&c))
-                    })
-                    .collect()
+                    .select(courses::id.nullable());
+                q = q.filter(
+                    instances::owner_id
+                        .eq(caller.user.id)
+                        .or(instances::course_id.eq_any(taught)),
+                );
             }
-        };
-        Ok(views::instances(conn, &rows)?)
+        }
+        if let Some(after) = &page.after {
+            q = q.filter(instances::name.gt(after));
+        }
+        let mut rows = q
+            .order(instances::name)
+            .limit(i64::from(limit) + 1)
+            .load(conn)?;
+        let more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        let next = more.then(|| rows.last().map(|i| i.name.clone())).flatten();
+        Ok((views::instances(conn, &rows)?, next))
     })
     .await
 }

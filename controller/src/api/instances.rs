@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use cohort_proto::api::instances::{
-    CreateInstance, CreateSnapshot, DeleteInstanceQuery, ExecRequest, FileQuery,
+    CreateInstance, CreateSnapshot, DeleteInstanceQuery, ExecRequest, FileQuery, InstancePage,
     InstanceStateChange, UpdateInstance,
 };
 
@@ -20,8 +20,22 @@ pub async fn create(ctl: Ctl, caller: Caller, req: ApiJson<CreateInstance>) -> R
     Ok(HttpResponse::Accepted().json(instances::create(&ctl, caller, req.0).await?))
 }
 
-pub async fn list(ctl: Ctl, caller: Caller) -> Reply {
-    Ok(HttpResponse::Ok().json(instances::list(&ctl, caller).await?))
+pub async fn list(ctl: Ctl, caller: Caller, query: ApiQuery<InstancePage>) -> Reply {
+    let page = query.0;
+    let (rows, next) = instances::list(&ctl, caller, page.clone()).await?;
+    let mut reply = HttpResponse::Ok();
+    if let Some(last) = next {
+        let query = serde_urlencoded::to_string([
+            (
+                "limit",
+                page.limit.unwrap_or(instances::MAX_PAGE).to_string(),
+            ),
+            ("after", last),
+        ])
+        .unwrap_or_default();
+        reply.insert_header(("Link", format!("</api/v1/instances?{query}>; rel=\"next\"")));
+    }
+    Ok(reply.json(rows))
 }
 
 pub async fn get(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {

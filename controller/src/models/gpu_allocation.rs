@@ -36,6 +36,28 @@ impl GpuAllocation {
             .load(conn)
     }
 
+    /// The GPUs (with slot) each of these instances holds, by instance id.
+    pub fn for_instances(
+        conn: &mut PgConnection,
+        instance_ids: &[i64],
+    ) -> QueryResult<std::collections::HashMap<i64, Vec<(super::gpu::Gpu, i32)>>> {
+        let rows: Vec<(i64, super::gpu::Gpu, i32)> = gpu_allocations::table
+            .inner_join(gpus::table.on(gpus::id.eq(gpu_allocations::gpu_id)))
+            .filter(gpu_allocations::instance_id.eq_any(instance_ids))
+            .order((gpu_allocations::instance_id, gpus::idx))
+            .select((
+                gpu_allocations::instance_id,
+                super::gpu::Gpu::as_select(),
+                gpu_allocations::slot,
+            ))
+            .load(conn)?;
+        let mut by_instance = std::collections::HashMap::<i64, Vec<_>>::new();
+        for (instance, gpu, slot) in rows {
+            by_instance.entry(instance).or_default().push((gpu, slot));
+        }
+        Ok(by_instance)
+    }
+
     pub fn release(conn: &mut PgConnection, instance_id: i64) -> QueryResult<usize> {
         diesel::delete(gpu_allocations::table.filter(gpu_allocations::instance_id.eq(instance_id)))
             .execute(conn)

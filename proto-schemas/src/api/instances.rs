@@ -218,3 +218,16 @@ pub struct LiveConfig {
     pub config: BTreeMap<String, String>,
     pub devices: BTreeMap<String, BTreeMap<String, String>>,
 }
+
+/// Query of `GET /api/v1/instances`: one page of the instances the caller may see, by name.
+/// When more follow, the answer carries `Link: <...?limit=N&after=LAST>; rel="next"`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstancePage {
+    /// Instances per page, 1 to 1000; default 1000.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Only instances whose name sorts after this one (the last name of the previous page).
+    #[serde(default)]
+    pub after: Option<String>,
+}

@@ -65,7 +65,7 @@ async fn names(
         bail!("Both --all and instance name given");
     }
     let client = session.remote_only(None)?;
-    let instances: Vec<Instance> = client.get("/instances").await?;
+    let instances: Vec<Instance> = client.get_all("/instances").await?;
     Ok(instances
         .into_iter()
         .filter(|i| i.observed_state == state)

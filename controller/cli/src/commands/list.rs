@@ -17,7 +17,7 @@ pub async fn run(session: &Session, args: List) -> anyhow::Result<()> {
     let columns = Column::parse_list(spec)?;
     let (remote, filters) = split_remote(&args.filters);
     let client = session.remote_only(remote)?;
-    let mut instances: Vec<Instance> = client.get("/instances").await?;
+    let mut instances: Vec<Instance> = client.get_all("/instances").await?;
     instances.retain(|i| filters.iter().all(|f| matches(i, f)));
     instances.sort_by(|a, b| a.name.cmp(&b.name));
 
