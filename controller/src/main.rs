@@ -86,6 +86,16 @@ fn main() -> anyhow::Result<()> {
                 )
             })?);
             let pool = db::pool(&config.database.url, config.database.pool_size)?;
+            // An older database under a newer controller fails later in odd places: say so now.
+            let pending = db::pending_migrations(&mut *pool.get()?)?;
+            if !pending.is_empty() {
+                anyhow::bail!(
+                    "the database lacks {} migration(s) of this controller ({}); run \
+                     `cohort-controller migrate` first",
+                    pending.len(),
+                    pending.join(", ")
+                );
+            }
             let agents = Arc::new(MtlsConnector::new(&pki));
             let ctl = Arc::new(Controller::new(pool, config, pki, agents));
             actix_web::rt::System::new().block_on(server::serve(ctl))?;

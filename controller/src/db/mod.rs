@@ -34,6 +34,13 @@ pub fn run_migrations(conn: &mut PgConnection) -> Result<Vec<String>, MigrationE
         .map_err(|e| MigrationError(e.to_string()))
 }
 
+/// The versions of the migrations this binary has that the database lacks.
+pub fn pending_migrations(conn: &mut PgConnection) -> Result<Vec<String>, MigrationError> {
+    conn.pending_migrations(MIGRATIONS)
+        .map(|pending| pending.iter().map(|m| m.name().version().to_string()).collect())
+        .map_err(|e| MigrationError(e.to_string()))
+}
+
 /// Reverts every applied migration (used by the up/down/up test).
 pub fn revert_all(conn: &mut PgConnection) -> Result<(), MigrationError> {
     conn.revert_all_migrations(MIGRATIONS)
