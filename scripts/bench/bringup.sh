@@ -3,8 +3,11 @@
 #   cohort   - from `POST /courses/<c>/provision` until every student has logged in over ssh
 #   baseline - scripts/bench/lxc-baseline.sh: the parallel lxc loop an admin writes today
 #   floor    - `lxc launch` of the same number of containers, nothing else
-# Needs the quickstart deployment (scripts/quickstart) running. Prints one table of seconds and
-# ratios, then resident memory of the agent, the controller and LXD, idle and during the run.
+# Needs the quickstart deployment (scripts/quickstart) running with room for STUDENTS one-core
+# containers: on a small machine start it with COHORT_CPU_OVERCOMMIT raised (scripts/bench/run
+# does). Each container gets 1 core, 512 MiB and a 1 GiB root quota, as the baseline's do (no disk
+# limit there; btrfs quotas reserve nothing). Prints one table of seconds and ratios, then
+# resident memory of the agent, the controller and LXD, idle and during the run.
 #
 #   scripts/bench/bringup.sh [STUDENTS]      (default 30)
 set -euo pipefail
@@ -41,7 +44,7 @@ elapsed() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.1f", e - s }'; }
 # --- Cohort ---------------------------------------------------------------------------------
 course=bench$$
 "$cohort" course create "$course" --title "bench" --image cohort/base --cpu 1 --memory 512MiB \
-  --disk 4GiB >/dev/null
+  --disk 1GiB >/dev/null
 {
   echo "username,name,email,ssh_key"
   for i in $(seq -w 1 "$n"); do echo "b$i,,,$(cat "$work/key.pub")"; done
