@@ -216,6 +216,8 @@ pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<
             gpu_active_at: used.and_then(|u| u.gpu_active_at),
             stop_reason: used.and_then(|u| u.stop_reason.clone()),
             stopped_at: used.and_then(|u| u.stopped_at),
+            gpu_detach_reason: used.and_then(|u| u.detach_reason.clone()),
+            gpus_detached_at: used.and_then(|u| u.gpus_detached_at),
         });
     }
     Ok(out)
@@ -230,6 +232,7 @@ pub fn operation_kind(kind: &str) -> OperationKind {
         "publish_image" => OperationKind::PublishImage,
         "provision_course" => OperationKind::ProvisionCourse,
         "teardown_course" => OperationKind::TeardownCourse,
+        "detach_gpus" => OperationKind::DetachGpus,
         _ => OperationKind::CreateInstance,
     }
 }
@@ -244,6 +247,7 @@ pub fn kind_name(kind: OperationKind) -> &'static str {
         OperationKind::PublishImage => "publish_image",
         OperationKind::ProvisionCourse => "provision_course",
         OperationKind::TeardownCourse => "teardown_course",
+        OperationKind::DetachGpus => "detach_gpus",
     }
 }
 
