@@ -93,6 +93,8 @@ pub trait NodeAgent: Send + Sync {
     fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
     fn import_image(&self, request: ImportImage) -> AgentFuture<Image>;
     fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance>;
+    /// Removes the instance's `cohort-gpu*` devices (the reclaimer's `detach`); none is success.
+    fn detach_gpus(&self, name: String) -> AgentFuture<Instance>;
     /// Publishes a stopped instance; its tarball is streamed into `dest`.
     fn publish(
         &self,
@@ -413,6 +415,9 @@ impl NodeAgent for HttpAgent {
     }
     fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance> {
         Box::pin(json(self.instance(Method::PATCH, &name, "").json(&request)))
+    }
+    fn detach_gpus(&self, name: String) -> AgentFuture<Instance> {
+        Box::pin(json(self.instance(Method::POST, &name, "/gpus/detach")))
     }
     fn publish(
         &self,

@@ -1,5 +1,6 @@
 //! The reclaimer: a periodic pass that stops containers whose GPU has been idle longer than their
-//! course's `idle_gpu_minutes`, that ran longer than `max_runtime_minutes`, or whose course has
+//! course's `idle_gpu_minutes` (or, where the course's `idle_action` is `detach`, takes their GPUs
+//! and leaves them running), that ran longer than `max_runtime_minutes`, or whose course has
 //! ended, and deletes a course's containers once `delete_after_end_s` has passed since its end.
 //! Each stop or delete is an ordinary operation (the worker does it) with the reason kept on the
 //! instance and in the audit log. A pass runs in one transaction under a PostgreSQL advisory
@@ -16,7 +17,7 @@ use serde_json::json;
 
 use crate::actions::operations::{start, Step};
 use crate::controller::Controller;
-use crate::db::schema::{courses, instance_usage, instances};
+use crate::db::schema::{courses, gpu_allocations, instance_usage, instances};
 use crate::error::ActionResult;
 use crate::models::audit;
 use crate::models::course_reclaim::CourseReclaim;
@@ -97,19 +98,19 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                     .find(policy.course_id)
                     .select(courses::code)
                     .first(conn)?;
-                let running: Vec<(Instance, Since, Since)> =
-                    instances::table
-                        .inner_join(instance_usage::table)
-                        .filter(instances::course_id.eq(policy.course_id))
-                        .filter(instances::desired_state.eq("running"))
-                        .filter(instances::observed_state.eq("running"))
-                        .select((
-                            Instance::as_select(),
-                            instance_usage::running_since,
-                            instance_usage::gpu_active_at,
-                        ))
-                        .load(conn)?;
-                for (i, since, active) in running {
+                let running: Vec<(Instance, Since, Since, Since)> = instances::table
+                    .inner_join(instance_usage::table)
+                    .filter(instances::course_id.eq(policy.course_id))
+                    .filter(instances::desired_state.eq("running"))
+                    .filter(instances::observed_state.eq("running"))
+                    .select((
+                        Instance::as_select(),
+                        instance_usage::running_since,
+                        instance_usage::gpu_active_at,
+                        instance_usage::gpus_detached_at,
+                    ))
+                    .load(conn)?;
+                for (i, since, active, detached) in running {
                     let Some(since) = since else { continue };
                     if let Some(max) = policy.max_runtime_minutes {
                         if since + minute * max <= now {
@@ -128,8 +129,21 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             let reason = format!(
                                 "no GPU use since {last_use} (the course's idle_gpu_minutes is {idle})"
                             );
-                            stop(conn, &i, &code, &reason)?;
-                            acted += 1;
+                            if policy.idle_action == "detach" {
+                                // Once per instance, and only when it holds GPUs to give back.
+                                let holds = diesel::select(diesel::dsl::exists(
+                                    gpu_allocations::table
+                                        .filter(gpu_allocations::instance_id.eq(i.id)),
+                                ))
+                                .get_result::<bool>(conn)?;
+                                if detached.is_none() && holds {
+                                    detach(conn, &i, &code, &reason)?;
+                                    acted += 1;
+                                }
+                            } else {
+                                stop(conn, &i, &code, &reason)?;
+                                acted += 1;
+                            }
                         }
                     }
                 }
@@ -170,6 +184,33 @@ fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> Qu
         conn,
         ACTOR,
         "stop",
+        "instance",
+        &i.name,
+        json!({"reason": reason, "operation": op.id, "course": course}),
+    )
+}
+
+/// `idle_action = detach`: the container keeps running; the worker has its node remove the
+/// `cohort-gpu*` devices, then releases the GPU slots (see `steps::detach_gpus`).
+fn detach(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
+    InstanceUsage::set_detached(conn, i.id, reason)?;
+    let op = start(
+        conn,
+        OperationKind::DetachGpus,
+        None,
+        &i.name,
+        json!({"reason": reason}),
+        &[Step {
+            action: "detach_gpus",
+            target: &i.name,
+            instance_id: Some(i.id),
+        }],
+    )?;
+    tracing::info!(instance = %i.name, %reason, "reclaim: detaching GPUs");
+    audit::record(
+        conn,
+        ACTOR,
+        "detach_gpus",
         "instance",
         &i.name,
         json!({"reason": reason, "operation": op.id, "course": course}),

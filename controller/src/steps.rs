@@ -115,6 +115,7 @@ async fn step(
         "evacuate_move" => evacuate_move(ctl, op, &instance, &node, agent.as_ref()).await,
         "reset" => reset(ctl, &instance, &node, agent.as_ref()).await,
         "publish" => publish(ctl, op, &instance, &node, agent.as_ref()).await,
+        "detach_gpus" => detach_gpus(ctl, &instance, &node, agent.as_ref()).await,
         other => Ok(StepOutcome::Failed(format!("unknown step {other:?}"))),
     }
 }
@@ -403,6 +404,28 @@ async fn change_state(
             tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys after start failed");
         }
     }
+    Ok(StepOutcome::Done)
+}
+
+/// The reclaimer's `detach`: the node takes the `cohort-gpu*` devices off the (still running)
+/// container first, then the slots are released, so no GPU is ever handed out while still
+/// attached.
+async fn detach_gpus(
+    ctl: &Controller,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    agent
+        .detach_gpus(instance.name.clone())
+        .await
+        .map_err(agent_err(&node.name))?;
+    let id = instance.id;
+    let released = ctl
+        .db(move |conn| Ok(GpuAllocation::release(conn, id)?))
+        .await?;
+    tracing::info!(instance = %instance.name, released, "GPU slots released");
+    ctl.capacity_freed.notify_waiters();
     Ok(StepOutcome::Done)
 }
 

@@ -233,6 +233,8 @@ pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<
             gpu_active_at: used.and_then(|u| u.gpu_active_at),
             stop_reason: used.and_then(|u| u.stop_reason.clone()),
             stopped_at: used.and_then(|u| u.stopped_at),
+            gpu_detach_reason: used.and_then(|u| u.detach_reason.clone()),
+            gpus_detached_at: used.and_then(|u| u.gpus_detached_at),
         });
     }
     Ok(out)
@@ -247,6 +249,7 @@ pub fn operation_kind(kind: &str) -> OperationKind {
         "publish_image" => OperationKind::PublishImage,
         "provision_course" => OperationKind::ProvisionCourse,
         "teardown_course" => OperationKind::TeardownCourse,
+        "detach_gpus" => OperationKind::DetachGpus,
         _ => OperationKind::CreateInstance,
     }
 }
@@ -261,6 +264,7 @@ pub fn kind_name(kind: OperationKind) -> &'static str {
         OperationKind::PublishImage => "publish_image",
         OperationKind::ProvisionCourse => "provision_course",
         OperationKind::TeardownCourse => "teardown_course",
+        OperationKind::DetachGpus => "detach_gpus",
     }
 }
 

@@ -7,7 +7,7 @@
 mod cli_support;
 
 use base64::Engine;
-use cli_support::{base_image_tarball, Cli, Controller};
+use cli_support::{base_image_tarball, Cli, Controller, ADMIN};
 
 #[test]
 fn remote_add_pins_the_controllers_certificate_and_checks_the_token() {
@@ -168,4 +168,110 @@ fn images_queued_instances_and_operations() {
     let fingerprint = imported.trim().rsplit(' ').next().unwrap();
     cli.ok(&["image", "delete", &fingerprint[..12]]);
     assert_eq!(cli.ok(&["image", "list", "-f", "csv"]), "");
+}
+
+#[test]
+fn audit_list_filters_pages_and_refuses_students() {
+    let controller = Controller::start();
+    let cli = Cli::admin_of(&controller);
+    cli.ok(&["user", "create", "stu", "--role", "student"]);
+    cli.ok(&["user", "create", "ted", "--role", "instructor"]);
+    let token = cli.ok(&["user", "token", "stu"]).trim().to_string();
+
+    // Newest first: the two creations and the token, then `init`'s admin.
+    let csv = cli.ok(&["audit", "list", "-f", "csv"]);
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let shape: Vec<(&str, &str, &str, &str)> =
+        rows.iter().map(|r| (r[2], r[3], r[4], r[5])).collect();
+    assert_eq!(
+        shape[..3],
+        [
+            (ADMIN, "issue_token", "user", "stu"),
+            (ADMIN, "create", "user", "ted"),
+            (ADMIN, "create", "user", "stu"),
+        ],
+        "{csv}"
+    );
+    assert_eq!(
+        shape.last(),
+        Some(&("init", "create", "user", ADMIN)),
+        "{csv}"
+    );
+    let table = cli.ok(&["audit", "list", "--object", "ted"]);
+    assert!(
+        table.contains(" ACTOR ") && table.contains("role=instructor"),
+        "{table}"
+    );
+    assert_eq!(table.matches("| create ").count(), 1, "{table}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&cli.ok(&["audit", "list", "--action", "create", "-f", "json"]))
+            .expect("json");
+    let entries = json.as_array().expect("an array of entries");
+    assert_eq!(entries.len(), 3, "{json}");
+    for field in [
+        "id",
+        "actor",
+        "action",
+        "object_kind",
+        "object",
+        "detail",
+        "created_at",
+    ] {
+        assert!(entries[0].get(field).is_some(), "{field} in {json}");
+    }
+    assert_eq!(entries[0]["object"], "ted");
+    assert_eq!(entries[0]["detail"]["role"], "instructor");
+    let future = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    assert_eq!(
+        cli.ok(&["audit", "list", "--since", &future, "-f", "csv"]),
+        ""
+    );
+    cli.fails(
+        &["audit", "list", "--since", "yesterday"],
+        "Invalid --since",
+    );
+    cli.fails(&["audit", "list", "--limit", "0"], "--limit");
+
+    // More entries than the controller's largest page (1000): the CLI follows `next_before`.
+    let config = cohort_cli::config::Config::load(&cli.conf.path().join("config.yml")).unwrap();
+    let client = cohort_cli::client::Client::new(config.remote("lab").unwrap()).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        for chunk in 0..21 {
+            let calls = (0..50).map(|i| {
+                let client = client.clone();
+                async move {
+                    let body =
+                        serde_json::json!({"username": format!("u{chunk}x{i}"), "role": "student"});
+                    let _: serde_json::Value = client.post("/users", &body).await.expect("user");
+                }
+            });
+            futures_util::future::join_all(calls).await;
+        }
+    });
+    let all = cli.ok(&["audit", "list", "--limit", "5000", "-f", "json"]);
+    let all: Vec<serde_json::Value> = serde_json::from_str(&all).expect("json");
+    // 1050 users, stu's token, ted, stu and init's admin.
+    assert_eq!(all.len(), 1054);
+    let ids: Vec<i64> = all.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] > w[1]),
+        "newest first, no repeats"
+    );
+    let some = cli.ok(&["audit", "list", "--limit", "1020", "-f", "csv"]);
+    assert_eq!(some.lines().count(), 1020);
+
+    // A student may not read the log: lxc's error and exit 1.
+    let url = &controller.url;
+    cli.ok(&[
+        "remote",
+        "add",
+        "stu",
+        url,
+        "--token",
+        &token,
+        "--accept-certificate",
+    ]);
+    cli.fails(&["audit", "list", "stu:"], "this needs the instructor role");
 }

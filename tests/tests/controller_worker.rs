@@ -111,6 +111,9 @@ impl NodeAgent for FakeAgents {
     fn update_instance(&self, _: String, _: UpdateInstance) -> AgentFuture<Instance> {
         unused()
     }
+    fn detach_gpus(&self, _: String) -> AgentFuture<Instance> {
+        unused()
+    }
     fn publish(
         &self,
         _: String,

@@ -143,3 +143,95 @@ async fn gpu_processes_are_attributed_to_their_containers() {
     assert_eq!(other.status(), 404);
     plain.abort();
 }
+
+/// The reclaimer's `detach` on the node. No GPU exists here and LXD cannot start a container
+/// with a `gpu` device, so two real containers show the two halves: a running one whose
+/// `cohort-gpu*` devices are harmless `none` devices standing in for GPUs (hot removal while it
+/// keeps running), and a stopped one holding a real `gpu`-type device in its LXD config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detach_gpus_removes_only_cohort_gpu_devices() {
+    let lxd = TestLxd::new();
+    lxd.lxc_create(&["launch", "cohort/base", "held"]);
+    for dev in ["cohort-gpu0", "cohort-gpu1", "cohort-keep", "scratch"] {
+        lxd.lxc(&["config", "device", "add", "held", dev, "none"]);
+    }
+    lxd.lxc_create(&["launch", "cohort/base", "parked"]);
+    lxd.lxc(&["stop", "parked", "--force"]);
+    lxd.lxc(&[
+        "config",
+        "device",
+        "add",
+        "parked",
+        "cohort-gpu0",
+        "gpu",
+        "id=0",
+    ]);
+    let agent = TestAgent::start(&lxd).await;
+    let client = agent.controller();
+    let devices = |name: &str| -> Vec<String> {
+        let mut names: Vec<String> = lxd
+            .lxc(&["config", "device", "list", name])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        names
+    };
+
+    // The public PATCH refuses Cohort's own devices, GPU ones included.
+    let res = client
+        .patch(agent.url("/v1/instances/held"))
+        .json(&serde_json::json!({"remove_devices": ["cohort-gpu0"]}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(res.status(), 409);
+    assert!(devices("held").contains(&"cohort-gpu0".to_string()));
+    // Only a certificate with the controller role reaches the agent at all.
+    let node_leaf = agent.ca.leaf("node-x", cohort_proto::ROLE_NODE, false);
+    assert!(agent
+        .client_with(Some(&node_leaf))
+        .post(agent.url("/v1/instances/held/gpus/detach"))
+        .send()
+        .await
+        .is_err());
+    assert!(devices("held").contains(&"cohort-gpu0".to_string()));
+
+    // Running: both GPU devices go, every other device stays, and it keeps running.
+    let res = client
+        .post(agent.url("/v1/instances/held/gpus/detach"))
+        .send()
+        .await
+        .expect("detach");
+    assert_eq!(res.status(), 200);
+    let view: Value = res.json().await.expect("instance");
+    assert_eq!(view["status"], "Running", "{view}");
+    assert_eq!(devices("held"), ["cohort-keep", "scratch"]);
+    assert_eq!(
+        lxd.lxc(&["list", "held", "-c", "s", "-f", "csv"]),
+        "RUNNING\n"
+    );
+
+    // Stopped, with a real `gpu` device in its config: gone from LXD's config.
+    assert!(lxd.lxc(&["config", "show", "parked"]).contains("type: gpu"));
+    for _ in 0..2 {
+        // Twice: with nothing left to remove it is still success (a retried step).
+        let res = client
+            .post(agent.url("/v1/instances/parked/gpus/detach"))
+            .send()
+            .await
+            .expect("detach");
+        assert_eq!(res.status(), 200);
+    }
+    let shown = lxd.lxc(&["config", "show", "parked"]);
+    assert!(
+        !shown.contains("type: gpu") && !shown.contains("cohort-gpu"),
+        "{shown}"
+    );
+    let res = client
+        .post(agent.url("/v1/instances/nope/gpus/detach"))
+        .send()
+        .await
+        .expect("detach");
+    assert_eq!(res.status(), 404);
+}

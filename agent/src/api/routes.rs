@@ -65,6 +65,9 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
             let body: UpdateInstance = read_json(req).await?;
             ok(&node.update_instance(name, &body).await?)
         }
+        (&M::POST, ["v1", "instances", name, "gpus", "detach"]) => {
+            ok(&node.detach_gpus(name).await?)
+        }
         (&M::POST, ["v1", "instances", name, "publish"]) => {
             let body: PublishInstance = read_json(req).await?;
             let published = node.publish_instance(name, &body).await?;

@@ -107,6 +107,45 @@ impl Node {
         self.instance(name).await
     }
 
+    /// `POST /v1/instances/{name}/gpus/detach`: removes every `cohort-gpu*` device (the GPUs the
+    /// controller allocated) from the instance, running or not; LXD hot-unplugs them from a
+    /// running container. Only the controller reaches the agent (mutual TLS), and it calls this
+    /// for the reclaimer alone, so a user can never take Cohort's devices off through it (the
+    /// public PATCH still refuses them). Having none is success, so a retried step is harmless.
+    pub async fn detach_gpus(&self, name: &str) -> Result<Instance, InstanceError> {
+        super::check_name(name)?;
+        let path = super::path(name);
+        let (current, etag) = match self.lxd.get_with_etag(&path).await {
+            Ok(found) => found,
+            Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
+            Err(e) => return Err(e.into()),
+        };
+        let mut devices: Map<String, Value> = current
+            .get("devices")
+            .and_then(|d| d.as_object().cloned())
+            .unwrap_or_default();
+        let before = devices.len();
+        devices.retain(|dev, _| !dev.starts_with(super::DEVICE_GPU_PREFIX));
+        if devices.len() != before {
+            let mut body = json!({"devices": devices});
+            for field in [
+                "architecture",
+                "config",
+                "ephemeral",
+                "profiles",
+                "stateful",
+                "description",
+            ] {
+                if let Some(v) = current.get(field) {
+                    body[field] = v.clone();
+                }
+            }
+            self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
+            tracing::info!(instance = %name, removed = before - devices.len(), "GPUs detached");
+        }
+        self.instance(name).await
+    }
+
     /// Every key and device against the shared rules, before LXD is asked anything.
     fn check_update(&self, req: &mut UpdateInstance) -> Result<(), InstanceError> {
         for (key, value) in &req.config {

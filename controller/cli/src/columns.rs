@@ -19,6 +19,7 @@ pub enum Column {
     Owner,
     Course,
     Gpus,
+    GpuUse,
     Ssh,
 }
 
@@ -76,6 +77,7 @@ impl Column {
             'o' => Column::Owner,
             'C' => Column::Course,
             'g' => Column::Gpus,
+            'G' => Column::GpuUse,
             'H' => Column::Ssh,
             other => match UNAVAILABLE.iter().find(|(l, _)| *l == other) {
                 Some((_, what)) => {
@@ -99,6 +101,7 @@ impl Column {
             Column::Owner => "OWNER",
             Column::Course => "COURSE",
             Column::Gpus => "GPUS",
+            Column::GpuUse => "GPU USE",
             Column::Ssh => "SSH",
         }
     }
@@ -119,6 +122,7 @@ impl Column {
             Column::Owner => instance.owner.clone(),
             Column::Course => instance.course.clone().unwrap_or_default(),
             Column::Gpus => gpus(instance),
+            Column::GpuUse => gpu_use(instance),
             Column::Ssh => match (&instance.ssh_host, instance.ssh_port) {
                 (Some(host), Some(port)) => format!("{host}:{port}"),
                 _ => String::new(),
@@ -135,4 +139,23 @@ fn gpus(instance: &Instance) -> String {
     let mut models: Vec<&str> = instance.gpus.iter().map(|g| g.model.as_str()).collect();
     models.dedup();
     format!("{}x {}", instance.gpus.len(), models.join(", "))
+}
+
+/// The instance's GPU use at its node's last poll, one line per GPU it has processes on:
+/// `<gpu>: <n> proc, <memory> (<share>%)`; empty when it uses none.
+pub fn gpu_use(instance: &Instance) -> String {
+    instance
+        .gpu_usage
+        .iter()
+        .map(|u| {
+            format!(
+                "{}: {} proc, {} ({:.0}%)",
+                u.gpu,
+                u.processes,
+                crate::units::byte_size(u.memory_used_bytes),
+                u.memory_share * 100.0
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

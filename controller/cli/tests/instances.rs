@@ -49,6 +49,8 @@ fn instance(name: &str, state: ObservedState) -> Instance {
         gpu_active_at: None,
         stop_reason: None,
         stopped_at: None,
+        gpu_detach_reason: None,
+        gpus_detached_at: None,
     }
 }
 

@@ -110,6 +110,16 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
             return Err(ActionError::invalid(field, "must be 1 to 525600 minutes"));
         }
     }
+    if req
+        .idle_action
+        .as_deref()
+        .is_some_and(|a| !matches!(a, "stop" | "detach"))
+    {
+        return Err(ActionError::invalid(
+            "idle_action",
+            "must be stop or detach",
+        ));
+    }
     Ok(())
 }
 
@@ -174,7 +184,7 @@ pub async fn create(
                 &CourseReclaim {
                     course_id: course.id,
                     idle_gpu_minutes: req.idle_gpu_minutes.map(|m| m as i32),
-                    idle_action: "stop".into(),
+                    idle_action: req.idle_action.clone().unwrap_or_else(|| "stop".into()),
                     max_runtime_minutes: req.max_runtime_minutes.map(|m| m as i32),
                 },
             )?;
@@ -225,6 +235,11 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         },
         idle_gpu_minutes: reclaim.idle_gpu_minutes.map(|m| m as u32),
         max_runtime_minutes: reclaim.max_runtime_minutes.map(|m| m as u32),
+        idle_action: if reclaim.idle_action.is_empty() {
+            "stop".into()
+        } else {
+            reclaim.idle_action
+        },
     })
 }
 

@@ -114,6 +114,8 @@ diesel::table! {
         stop_reason -> Nullable<Text>,
         stopped_at -> Nullable<Timestamptz>,
         updated_at -> Timestamptz,
+        gpus_detached_at -> Nullable<Timestamptz>,
+        detach_reason -> Nullable<Text>,
     }
 }
 

@@ -19,6 +19,8 @@ pub struct InstanceUsage {
     pub stop_reason: Option<String>,
     pub stopped_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
+    pub gpus_detached_at: Option<DateTime<Utc>>,
+    pub detach_reason: Option<String>,
 }
 
 /// One poll's view of an instance.
@@ -92,6 +94,25 @@ impl InstanceUsage {
             .set((
                 instance_usage::stop_reason.eq(reason),
                 instance_usage::stopped_at.eq(now),
+            ))
+            .execute(conn)
+            .map(|_| ())
+    }
+
+    /// Records why the reclaimer took an instance's GPUs (it keeps running without them).
+    pub fn set_detached(conn: &mut PgConnection, id: i64, reason: &str) -> QueryResult<()> {
+        let now = Utc::now();
+        diesel::insert_into(instance_usage::table)
+            .values((
+                instance_usage::instance_id.eq(id),
+                instance_usage::detach_reason.eq(reason),
+                instance_usage::gpus_detached_at.eq(now),
+            ))
+            .on_conflict(instance_usage::instance_id)
+            .do_update()
+            .set((
+                instance_usage::detach_reason.eq(reason),
+                instance_usage::gpus_detached_at.eq(now),
             ))
             .execute(conn)
             .map(|_| ())

@@ -58,6 +58,10 @@ pub struct CreateCourse {
     /// Stop a student's container after it has run this many minutes; default never.
     #[serde(default)]
     pub max_runtime_minutes: Option<u32>,
+    /// What `idle_gpu_minutes` does: `stop` the container (default), or `detach` its GPUs and
+    /// leave it running.
+    #[serde(default)]
+    pub idle_action: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -86,6 +90,13 @@ pub struct Course {
     /// Minutes of running after which a container is stopped; `None` = never.
     #[serde(default)]
     pub max_runtime_minutes: Option<u32>,
+    /// `stop` or `detach` (GPUs taken, container left running) when idle.
+    #[serde(default = "default_idle_action")]
+    pub idle_action: String,
+}
+
+fn default_idle_action() -> String {
+    "stop".into()
 }
 
 /// Admin-set limits; `None` means no limit. Provisioning past them is refused before anything

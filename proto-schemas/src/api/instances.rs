@@ -145,6 +145,12 @@ pub struct Instance {
     pub stop_reason: Option<String>,
     #[serde(default)]
     pub stopped_at: Option<DateTime<Utc>>,
+    /// Why Cohort took the instance's GPUs while leaving it running (a course whose
+    /// `idle_action` is `detach`).
+    #[serde(default)]
+    pub gpu_detach_reason: Option<String>,
+    #[serde(default)]
+    pub gpus_detached_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -18,6 +18,8 @@ pub enum OperationKind {
     PublishImage,
     ProvisionCourse,
     TeardownCourse,
+    /// The reclaimer taking an idle instance's GPUs (`idle_action = detach`).
+    DetachGpus,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -140,6 +140,9 @@ pub struct CourseCreate {
     /// Stop a container after it has run this many minutes (default: never)
     #[arg(long)]
     pub max_runtime_minutes: Option<u32>,
+    /// What --idle-gpu-minutes does: stop the container, or detach its GPUs and leave it running
+    #[arg(long, value_name = "stop|detach")]
+    pub idle_action: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -23,6 +23,7 @@ Pre-defined column shorthand chars (as in lxc):
 Cohort's own:
   C - Course code
   g - GPUs (count and model)
+  G - GPU use of the instance's processes (per GPU: processes, memory, share)
   H - SSH endpoint (host:port)
   o - Owner (username)
 

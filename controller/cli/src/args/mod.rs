@@ -2,6 +2,7 @@
 //! Flags copy `lxc` 5.0's where a verb exists there; Cohort's own verbs follow DESIGN.md.
 
 pub mod action;
+pub mod audit;
 pub mod cluster;
 pub mod completion;
 pub mod config;
@@ -90,6 +91,8 @@ pub enum Verb {
     Course(course::Course),
     /// Manage users and API tokens (Cohort)
     User(user::User),
+    /// Read the audit log: who did what, when, and why (Cohort)
+    Audit(audit::Audit),
     /// Print a shell completion script
     Completion(completion::Completion),
 }

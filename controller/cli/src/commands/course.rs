@@ -219,6 +219,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         instructor: args.instructor,
         idle_gpu_minutes: args.idle_gpu_minutes,
         max_runtime_minutes: args.max_runtime_minutes,
+        idle_action: args.idle_action,
     })
 }
 

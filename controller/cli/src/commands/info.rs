@@ -65,10 +65,31 @@ pub fn describe(instance: &Instance, snapshots: &[Snapshot]) -> String {
     if let Some(error) = &instance.error {
         let _ = writeln!(out, "Error: {error}");
     }
+    if let Some(reason) = &instance.stop_reason {
+        let _ = writeln!(out, "Stop Reason: {reason}");
+    }
+    if let Some(stopped) = &instance.stopped_at {
+        let _ = writeln!(out, "Stopped At: {}", date(stopped));
+    }
+    if let Some(reason) = &instance.gpu_detach_reason {
+        let _ = writeln!(out, "GPUs Detached: {reason}");
+    }
+    if let Some(detached) = &instance.gpus_detached_at {
+        let _ = writeln!(out, "GPUs Detached At: {}", date(detached));
+    }
+    if let Some(active) = &instance.gpu_active_at {
+        let _ = writeln!(out, "GPU Last Used: {}", date(active));
+    }
     if !instance.gpus.is_empty() {
         let _ = writeln!(out, "\nGPUs:");
         for gpu in &instance.gpus {
             let _ = writeln!(out, "  {} ({}, slot {})", gpu.model, gpu.uuid, gpu.slot);
+        }
+    }
+    if !instance.gpu_usage.is_empty() {
+        let _ = writeln!(out, "\nGPU Use:");
+        for line in crate::columns::gpu_use(instance).lines() {
+            let _ = writeln!(out, "  {line}");
         }
     }
     if !snapshots.is_empty() {

@@ -2,6 +2,7 @@
 //! they share: the configuration, `--quiet`, and turning `[<remote>:]<name>` into a client.
 
 pub mod action;
+pub mod audit;
 pub mod cluster;
 pub mod completion;
 pub mod config;
@@ -99,6 +100,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Node(args) => node::run(&session, args).await?,
         Verb::Course(args) => course::run(&session, args).await?,
         Verb::User(args) => user::run(&session, args).await?,
+        Verb::Audit(args) => audit::run(&session, args).await?,
         Verb::Completion(_) => unreachable!("handled before the configuration is read"),
     }
     Ok(0)
