@@ -146,6 +146,9 @@ pub struct PlacementConfig {
     pub cpu_overcommit: f64,
     /// Instance memory placed per byte of node memory; default 1.0.
     pub memory_overcommit: f64,
+    /// `COHORT_DISK_OVERCOMMIT`: instance root-disk quota placed per byte of the node's storage
+    /// pool; default 1.0 (quotas on btrfs and zfs reserve nothing, so more is safe there).
+    pub disk_overcommit: f64,
     /// Seconds between two passes over the queue; default 5.
     pub queue_interval_s: u64,
 }
@@ -200,6 +203,7 @@ impl Default for PlacementConfig {
         PlacementConfig {
             cpu_overcommit: 4.0,
             memory_overcommit: 1.0,
+            disk_overcommit: 1.0,
             queue_interval_s: 5,
         }
     }
@@ -253,6 +257,10 @@ impl Config {
         env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
         env_parse("COHORT_DRIFT_POLICY", &mut self.poller.drift)?;
         env_parse("COHORT_CPU_OVERCOMMIT", &mut self.placement.cpu_overcommit)?;
+        env_parse(
+            "COHORT_DISK_OVERCOMMIT",
+            &mut self.placement.disk_overcommit,
+        )?;
         env_parse("COHORT_LEASE_S", &mut self.worker.lease_s)?;
         env_parse("COHORT_ITEMS_PER_NODE", &mut self.worker.items_per_node)?;
         env_parse("COHORT_RECLAIM_INTERVAL_S", &mut self.reclaim.interval_s)?;

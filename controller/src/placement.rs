@@ -81,7 +81,7 @@ const FITS: &str = "n.state = 'online' AND ($1::int8 IS NULL OR n.id = $1) \
     AND n.cpu_used + $3 <= n.cores * $4 \
     AND n.memory_bytes >= 1048576 \
     AND n.memory_used_mib + $5 <= (n.memory_bytes / 1048576) * $6 \
-    AND n.disk_used_gib + $7 <= n.disk_total_bytes / 1073741824 \
+    AND n.disk_used_gib + $7 <= (n.disk_total_bytes / 1073741824) * $14 \
     AND n.instance_count <= n.ssh_port_last - n.ssh_port_first \
     AND n.id <> ALL($12)";
 
@@ -141,6 +141,7 @@ fn lock_best(
     .bind::<Bool, _>(instance.strategy == "pack")
     .bind::<Array<BigInt>, _>(tried)
     .bind::<BigInt, _>(shortlist)
+    .bind::<Double, _>(config.disk_overcommit)
     .get_result(conn)
     .optional()
 }

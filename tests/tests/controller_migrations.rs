@@ -4,13 +4,6 @@
 use cohort_controller::db::{revert_all, run_migrations};
 use cohort_e2e::TestDb;
 use diesel::prelude::*;
-use diesel::sql_types::BigInt;
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
 
 /// Every table of the domain (as `schema.rs` names them).
 const TABLES: [&str; 18] = [
@@ -34,36 +27,42 @@ const TABLES: [&str; 18] = [
     "users",
 ];
 
-fn tables(conn: &mut PgConnection) -> i64 {
+#[derive(QueryableByName)]
+struct Table {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    table_name: String,
+}
+
+/// The tables of the public schema but diesel's own, by name.
+fn tables(conn: &mut PgConnection) -> Vec<String> {
     diesel::sql_query(
-        "SELECT count(*) AS n FROM information_schema.tables \
-         WHERE table_schema = 'public' AND table_name <> '__diesel_schema_migrations'",
+        "SELECT table_name::text AS table_name FROM information_schema.tables \
+         WHERE table_schema = 'public' AND table_name <> '__diesel_schema_migrations' \
+         ORDER BY table_name",
     )
-    .get_result::<Count>(conn)
-    .expect("count tables")
-    .n
+    .load::<Table>(conn)
+    .expect("list tables")
+    .into_iter()
+    .map(|t| t.table_name)
+    .collect()
 }
 
 #[test]
 fn migrations_run_up_down_and_up_again_on_an_empty_database() {
     let db = TestDb::empty();
     let mut conn = db.connect();
-    assert_eq!(tables(&mut conn), 0);
+    assert!(tables(&mut conn).is_empty());
 
     let applied = run_migrations(&mut conn).expect("first up");
     assert!(applied.len() >= 11, "applied only {applied:?}");
-    assert_eq!(
-        tables(&mut conn),
-        TABLES.len() as i64,
-        "the domain's tables: {TABLES:?}"
-    );
+    assert_eq!(tables(&mut conn), TABLES, "the domain's tables");
 
     revert_all(&mut conn).expect("down");
-    assert_eq!(tables(&mut conn), 0, "down must drop every table");
+    assert!(tables(&mut conn).is_empty(), "down must drop every table");
 
     let again = run_migrations(&mut conn).expect("second up");
     assert_eq!(again, applied);
-    assert_eq!(tables(&mut conn), TABLES.len() as i64);
+    assert_eq!(tables(&mut conn), TABLES);
 }
 
 fn exec(conn: &mut PgConnection, sql: &str) -> QueryResult<usize> {

@@ -37,7 +37,12 @@ pub fn run_migrations(conn: &mut PgConnection) -> Result<Vec<String>, MigrationE
 /// The versions of the migrations this binary has that the database lacks.
 pub fn pending_migrations(conn: &mut PgConnection) -> Result<Vec<String>, MigrationError> {
     conn.pending_migrations(MIGRATIONS)
-        .map(|pending| pending.iter().map(|m| m.name().version().to_string()).collect())
+        .map(|pending| {
+            pending
+                .iter()
+                .map(|m| m.name().version().to_string())
+                .collect()
+        })
         .map_err(|e| MigrationError(e.to_string()))
 }
 
