@@ -78,7 +78,10 @@ for mode in baseline floor; do
   project="bench-$mode-$$"
   lxc project create "$project" -c features.images=false -c features.profiles=false >/dev/null
   flag=""; [ "$mode" = floor ] && flag=--floor
-  out=$(scripts/bench/lxc-baseline.sh "$project" "$n" 23000 "$work/key.pub" "$work/key" $flag)
+  out=$(scripts/bench/lxc-baseline.sh "$project" "$n" 23000 "$work/key.pub" "$work/key" $flag \
+    2>"$work/$mode.err")
+  retries=$(grep -c '^retry:' "$work/$mode.err" || true)
+  eval "${mode}_retries=$retries"
   secs=$(echo "$out" | awk '/^elapsed_s/ {print $2}')
   eval "${mode}_s=$secs"
   for c in $(lxc list --project "$project" -f csv -c n); do
@@ -92,6 +95,8 @@ echo
 echo "| students | cohort (s) | baseline (s) | floor (s) | cohort/baseline | cohort/floor |"
 echo "|---|---|---|---|---|---|"
 echo "| $n | $cohort_s | $baseline_s | $floor_s | $(ratio "$cohort_s" "$baseline_s") | $(ratio "$cohort_s" "$floor_s") |"
+echo
+echo "Starts the lxc loops had to retry (LXD 5.0.2's idmap race): baseline $baseline_retries, floor $floor_retries."
 echo
 read -r idle_agent idle_controller idle_lxd <<<"$idle"
 echo "| RSS (MiB) | agent | controller | lxd |"

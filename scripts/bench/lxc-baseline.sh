@@ -20,8 +20,16 @@ one() {
   name=$(printf 'base-s%02d' "$i")
   user=$(printf 's%02d' "$i")
   port=$((first_port + i))
-  lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
-    -c limits.cpu=1 -c limits.memory=512MiB -q </dev/null >/dev/null
+  # LXD 5.0.2 sometimes fails a first start racing another container's ("newuidmap ... not
+  # allowed") and keeps the bad map: the admin deletes it and launches again, as this does
+  # (counted on stderr).
+  for try in 1 2 3 4; do
+    lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
+      -c limits.cpu=1 -c limits.memory=512MiB -q </dev/null >/dev/null 2>&1 || true
+    [ "$(lxc list "^$name\$" --project "$project" -f csv -c s)" = RUNNING ] && break
+    echo "retry: $name did not start (try $try)" >&2
+    lxc delete -f "$name" --project "$project" >/dev/null 2>&1 || true
+  done
   [ "$mode" = --floor ] && return 0
   lxc exec "$name" --project "$project" -- useradd -m -s /bin/bash "$user"
   lxc exec "$name" --project "$project" -- install -d -m 0700 -o "$user" -g "$user" \
