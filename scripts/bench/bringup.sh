@@ -81,7 +81,8 @@ for mode in baseline floor; do
   out=$(scripts/bench/lxc-baseline.sh "$project" "$n" 23000 "$work/key.pub" "$work/key" $flag \
     2>"$work/$mode.err")
   retries=$(grep -c '^retry:' "$work/$mode.err" || true)
-  eval "${mode}_retries=$retries"
+  lost=$(grep -c 'never came up' "$work/$mode.err" || true)
+  eval "${mode}_retries=$retries ${mode}_lost=$lost"
   secs=$(echo "$out" | awk '/^elapsed_s/ {print $2}')
   eval "${mode}_s=$secs"
   for c in $(lxc list --project "$project" -f csv -c n); do
@@ -96,7 +97,9 @@ echo "| students | cohort (s) | baseline (s) | floor (s) | cohort/baseline | coh
 echo "|---|---|---|---|---|---|"
 echo "| $n | $cohort_s | $baseline_s | $floor_s | $(ratio "$cohort_s" "$baseline_s") | $(ratio "$cohort_s" "$floor_s") |"
 echo
-echo "Starts the lxc loops had to retry (LXD 5.0.2's idmap race): baseline $baseline_retries, floor $floor_retries."
+echo "Containers the lxc loops had to delete and launch again (LXD 5.0.2's idmap race):" \
+  "baseline $baseline_retries, floor $floor_retries; never came up: baseline $baseline_lost," \
+  "floor $floor_lost."
 echo
 read -r idle_agent idle_controller idle_lxd <<<"$idle"
 echo "| RSS (MiB) | agent | controller | lxd |"

@@ -15,42 +15,49 @@ known=$(mktemp)
 export known
 trap 'rm -f "$known"' EXIT
 
+# One student's container, start to ssh login; fails (non-zero) if any step does.
+attempt() {
+  lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
+    -c limits.cpu=1 -c limits.memory=512MiB -q </dev/null >/dev/null 2>&1 || return 1
+  [ "$mode" = --floor ] && return 0
+  lxc exec "$name" --project "$project" -- useradd -m -s /bin/bash "$user" || return 1
+  lxc exec "$name" --project "$project" -- install -d -m 0700 -o "$user" -g "$user" \
+    "/home/$user/.ssh" || return 1
+  lxc file push "$pub" "$name/home/$user/.ssh/authorized_keys" --project "$project" \
+    --uid "$(lxc exec "$name" --project "$project" -- id -u "$user")" \
+    --gid "$(lxc exec "$name" --project "$project" -- id -g "$user")" --mode 0600 -q || return 1
+  lxc config device add "$name" ssh proxy --project "$project" \
+    "listen=tcp:127.0.0.1:$port" connect=tcp:127.0.0.1:22 >/dev/null || return 1
+  for _ in $(seq 1 300); do
+    ssh -p "$port" -i "$key" -o BatchMode=yes -o IdentitiesOnly=yes -o ConnectTimeout=2 \
+      -o StrictHostKeyChecking=no -o "UserKnownHostsFile=$known" -o LogLevel=ERROR \
+      "$user@127.0.0.1" true </dev/null 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+export -f attempt
+
+# LXD 5.0.2 sometimes fails a first start racing another container's ("newuidmap ... not
+# allowed") and keeps the bad map: the admin deletes the container and starts over, as this does
+# (each retry counted on stderr).
 one() {
   i=$1
   name=$(printf 'base-s%02d' "$i")
   user=$(printf 's%02d' "$i")
   port=$((first_port + i))
-  # LXD 5.0.2 sometimes fails a first start racing another container's ("newuidmap ... not
-  # allowed") and keeps the bad map: the admin deletes it and launches again, as this does
-  # (counted on stderr).
-  for try in 1 2 3 4; do
-    lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
-      -c limits.cpu=1 -c limits.memory=512MiB -q </dev/null >/dev/null 2>&1 || true
-    [ "$(lxc list "^$name\$" --project "$project" -f csv -c s)" = RUNNING ] && break
-    echo "retry: $name did not start (try $try)" >&2
+  for try in 1 2 3 4 5 6 7 8; do
+    attempt && return 0
+    echo "retry: $name failed (try $try)" >&2
     lxc delete -f "$name" --project "$project" >/dev/null 2>&1 || true
+    sleep "$try"
   done
-  [ "$mode" = --floor ] && return 0
-  lxc exec "$name" --project "$project" -- useradd -m -s /bin/bash "$user"
-  lxc exec "$name" --project "$project" -- install -d -m 0700 -o "$user" -g "$user" \
-    "/home/$user/.ssh"
-  lxc file push "$pub" "$name/home/$user/.ssh/authorized_keys" --project "$project" \
-    --uid "$(lxc exec "$name" --project "$project" -- id -u "$user")" \
-    --gid "$(lxc exec "$name" --project "$project" -- id -g "$user")" --mode 0600 -q
-  lxc config device add "$name" ssh proxy --project "$project" \
-    "listen=tcp:127.0.0.1:$port" connect=tcp:127.0.0.1:22 >/dev/null
-  for _ in $(seq 1 600); do
-    ssh -p "$port" -i "$key" -o BatchMode=yes -o IdentitiesOnly=yes -o ConnectTimeout=2 \
-      -o StrictHostKeyChecking=no -o "UserKnownHostsFile=$known" -o LogLevel=ERROR \
-      "$user@127.0.0.1" true </dev/null && return 0
-    sleep 0.2
-  done
-  echo "ssh to $name never came up" >&2
+  echo "$name never came up" >&2
   return 1
 }
 export -f one
 
 start=$(date +%s.%N)
-seq 1 "$n" | xargs -P 8 -I{} bash -c 'one {}'
+seq 1 "$n" | xargs -P 8 -I{} bash -c 'one {}' || true
 end=$(date +%s.%N)
 awk -v s="$start" -v e="$end" 'BEGIN { printf "elapsed_s %.2f\n", e - s }'
