@@ -23,6 +23,13 @@ pub enum ConfigError {
     /// an environment override does not parse
     #[error("invalid value {value:?} for {var}")]
     Env { var: &'static str, value: String },
+    /// a setting is out of its range
+    #[error("{setting} must be {rule}, not {value}")]
+    Range {
+        setting: &'static str,
+        rule: &'static str,
+        value: String,
+    },
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -233,7 +240,27 @@ impl Config {
             None => Config::default(),
         };
         config.apply_env()?;
+        config.check()?;
         Ok(config)
+    }
+
+    /// Refuses settings that parse but make no sense (placement would never fit anything).
+    fn check(&self) -> Result<(), ConfigError> {
+        let p = &self.placement;
+        for (setting, value) in [
+            ("placement.cpu_overcommit", p.cpu_overcommit),
+            ("placement.memory_overcommit", p.memory_overcommit),
+            ("placement.disk_overcommit", p.disk_overcommit),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ConfigError::Range {
+                    setting,
+                    rule: "a number above 0",
+                    value: value.to_string(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn apply_env(&mut self) -> Result<(), ConfigError> {
@@ -296,4 +323,21 @@ fn nix_hostname() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())
+}
+
+#[cfg(test)]
+mod overcommit_tests {
+    use super::*;
+
+    #[test]
+    fn overcommit_must_be_above_zero() {
+        let mut config = Config::default();
+        assert!(config.check().is_ok());
+        config.placement.disk_overcommit = 0.0;
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("placement.disk_overcommit"), "{err}");
+        config.placement.disk_overcommit = 1.0;
+        config.placement.cpu_overcommit = f64::NAN;
+        assert!(config.check().is_err());
+    }
 }

@@ -369,6 +369,25 @@ impl Cluster {
         }
     }
 
+    /// Starts `POST /courses/{code}/provision` as `token`; panics unless it is accepted (202).
+    /// Returns the operation's id.
+    pub async fn start_provision(&self, code: &str, token: &str) -> String {
+        let res = self
+            .request(
+                reqwest::Method::POST,
+                &format!("/courses/{code}/provision"),
+                token,
+            )
+            .send()
+            .await
+            .expect("provision");
+        let status = res.status();
+        let text = res.text().await.unwrap_or_default();
+        assert_eq!(status, 202, "provision {code}: {text}");
+        let op: Value = serde_json::from_str(&text).expect("an operation");
+        op["id"].as_str().expect("operation id").to_string()
+    }
+
     pub fn controller_log(&self) -> String {
         std::fs::read_to_string(self.state.path().join("controller/controller.log"))
             .unwrap_or_default()

@@ -13,19 +13,7 @@ use serde_json::{json, Value};
 const STUDENTS: usize = 12;
 
 async fn provision(cluster: &Cluster, token: &str, code: &str) -> Value {
-    let res = cluster
-        .request(Method::POST, &format!("/courses/{code}/provision"), token)
-        .send()
-        .await
-        .expect("provision");
-    assert_eq!(
-        res.status(),
-        202,
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
-    let op: Value = res.json().await.expect("operation");
-    let id = op["id"].as_str().expect("operation id").to_string();
+    let id = cluster.start_provision(code, token).await;
     cluster.wait_operation(&id, Duration::from_secs(600)).await
 }
 

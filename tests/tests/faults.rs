@@ -66,23 +66,8 @@ async fn start_provision(cluster: &Cluster, code: &str) -> (String, String) {
         "{}",
         res.text().await.unwrap_or_default()
     );
-    let res = cluster
-        .request(
-            Method::POST,
-            &format!("/courses/{code}/provision"),
-            &teacher,
-        )
-        .send()
-        .await
-        .expect("provision");
-    assert_eq!(
-        res.status(),
-        202,
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
-    let op: Value = res.json().await.expect("operation");
-    (teacher, op["id"].as_str().expect("id").to_string())
+    let id = cluster.start_provision(code, &teacher).await;
+    (teacher, id)
 }
 
 /// Waits until [`FAULT_AFTER`] containers exist in the node's LXD project: the fault then lands

@@ -53,21 +53,8 @@ async fn enroll_and_provision(cluster: &Cluster, token: &str, code: &str, studen
         "{}",
         res.text().await.unwrap_or_default()
     );
-    let res = cluster
-        .request(Method::POST, &format!("/courses/{code}/provision"), token)
-        .send()
-        .await
-        .expect("provision");
-    assert_eq!(
-        res.status(),
-        202,
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
-    let op: Value = res.json().await.expect("operation");
-    let done = cluster
-        .wait_operation(op["id"].as_str().expect("id"), Duration::from_secs(600))
-        .await;
+    let id = cluster.start_provision(code, token).await;
+    let done = cluster.wait_operation(&id, Duration::from_secs(600)).await;
     assert_eq!(done["status"], "success", "{done}");
 }
 
