@@ -154,9 +154,88 @@ impl TestAgent {
         b.build().expect("HTTP client")
     }
 
+    /// Opens one TLS connection to the agent as `identity` (or with no certificate) and waits
+    /// for the agent's verdict on it: `Ok` if the agent kept the connection after the handshake,
+    /// otherwise the error rustls reported, e.g. `AlertReceived(UnknownCA)`.
+    ///
+    /// In TLS 1.3 the client finishes its side of the handshake before the server has looked at
+    /// its certificate, so an HTTP client may already be writing its request when the alert
+    /// arrives and report a cancelled request instead. Reading here, before anything is sent,
+    /// always sees the alert.
+    pub async fn handshake(&self, identity: Option<&Leaf>) -> Result<(), String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pemfile::certs(&mut self.ca.pem().as_bytes()) {
+            roots.add(cert.expect("CA PEM")).expect("CA into roots");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots);
+        let config = match identity {
+            None => builder.with_no_client_auth(),
+            Some(leaf) => {
+                let certs = rustls_pemfile::certs(&mut leaf.cert_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("leaf PEM");
+                let key = rustls_pemfile::private_key(&mut leaf.key_pem.as_bytes())
+                    .expect("key PEM")
+                    .expect("a key");
+                builder
+                    .with_client_auth_cert(certs, key)
+                    .expect("client identity")
+            }
+        };
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(self.addr)
+            .await
+            .expect("TCP to the agent");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+        let mut tls = match connector.connect(name, tcp).await {
+            Ok(tls) => tls,
+            Err(e) => return Err(rustls_error(e)),
+        };
+        // Say nothing and listen: a refusal arrives as an alert, an acceptance as silence.
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(std::time::Duration::from_secs(5), tls.read(&mut first)).await {
+            Ok(Err(e)) => return Err(rustls_error(e)),
+            Ok(Ok(0)) => return Err("the agent closed the connection without an alert".into()),
+            Ok(Ok(_)) => return Err("the agent spoke before it was asked".into()),
+            Err(_silence) => {}
+        }
+        let answer = async {
+            tls.write_all(
+                b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            )
+            .await?;
+            let mut answer = Vec::new();
+            tls.read_to_end(&mut answer).await?;
+            Ok::<_, std::io::Error>(answer)
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(30), answer).await {
+            Err(_) => Err("the agent kept the connection but did not answer within 30 s".into()),
+            Ok(Err(e)) => Err(rustls_error(e)),
+            Ok(Ok(answer)) if answer.starts_with(b"HTTP/1.1 200") => Ok(()),
+            Ok(Ok(answer)) => Err(format!(
+                "the agent answered: {}",
+                String::from_utf8_lossy(&answer[..answer.len().min(200)])
+            )),
+        }
+    }
+
     /// The controller's client: the only one the agent accepts.
     pub fn controller(&self) -> reqwest::Client {
         self.client_with(Some(&self.ca.controller()))
+    }
+}
+
+/// The rustls error inside an I/O error from a TLS stream, e.g. `AlertReceived(UnknownCA)`.
+fn rustls_error(e: std::io::Error) -> String {
+    match e.get_ref() {
+        Some(inner) => format!("{inner:?}"),
+        None => format!("{e:?}"),
     }
 }
 

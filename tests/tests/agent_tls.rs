@@ -2,7 +2,7 @@
 //! Cohort CA with the controller role, and refuses no certificate, another CA's, an expired one
 //! and an agent's (node role) own.
 
-use cohort_e2e::agent::{TestAgent, TestCa};
+use cohort_e2e::agent::{Leaf, TestAgent, TestCa};
 use cohort_e2e::TestLxd;
 use cohort_proto::agent::Health;
 
@@ -13,18 +13,22 @@ async fn health(
     client.get(agent.url("/v1/health")).send().await
 }
 
-/// The request fails with the TLS alert the agent sent (`want`, e.g. `CertificateExpired`).
-async fn refused(agent: &TestAgent, client: &reqwest::Client, case: &str, want: &[&str]) {
-    match health(agent, client).await {
-        Err(e) => {
-            let chain = format!("{e:?}");
-            assert!(
-                want.iter()
-                    .any(|w| chain.contains(&format!("AlertReceived({w})"))),
-                "{case}: refused, but not with {want:?}: {chain}"
-            );
-        }
-        Ok(resp) => panic!("{case}: the agent answered {}", resp.status()),
+/// The agent refuses `identity` with one of the TLS alerts in `want` (e.g. `CertificateExpired`),
+/// and an HTTPS request made with it fails too.
+async fn refused(agent: &TestAgent, identity: Option<&Leaf>, case: &str, want: &[&str]) {
+    match agent.handshake(identity).await {
+        Ok(()) => panic!("{case}: the agent accepted the connection"),
+        Err(why) => assert!(
+            want.iter()
+                .any(|w| why.contains(&format!("AlertReceived({w})"))),
+            "{case}: refused, but not with {want:?}: {why}"
+        ),
+    }
+    if let Ok(resp) = health(agent, &agent.client_with(identity)).await {
+        panic!(
+            "{case}: the agent answered an HTTPS request with {}",
+            resp.status()
+        );
     }
 }
 
@@ -42,19 +46,13 @@ async fn only_controller_certificates_from_the_cohort_ca_are_accepted() {
     assert_eq!(h.lxd_project, lxd.project());
     assert!(h.lxd_version.starts_with('5'), "{}", h.lxd_version);
 
-    refused(
-        &agent,
-        &agent.client_with(None),
-        "no certificate",
-        &["CertificateRequired"],
-    )
-    .await;
+    refused(&agent, None, "no certificate", &["CertificateRequired"]).await;
 
     let foreign = TestCa::new("Some other CA");
     let stranger = foreign.controller();
     refused(
         &agent,
-        &agent.client_with(Some(&stranger)),
+        Some(&stranger),
         "foreign CA",
         &["CertificateRequired", "UnknownCA", "BadCertificate"],
     )
@@ -63,24 +61,17 @@ async fn only_controller_certificates_from_the_cohort_ca_are_accepted() {
     let expired = agent
         .ca
         .leaf("cohort-controller", cohort_proto::ROLE_CONTROLLER, true);
-    refused(
-        &agent,
-        &agent.client_with(Some(&expired)),
-        "expired",
-        &["CertificateExpired"],
-    )
-    .await;
+    refused(&agent, Some(&expired), "expired", &["CertificateExpired"]).await;
 
     let node = agent.ca.leaf("node-other", cohort_proto::ROLE_NODE, false);
-    refused(
-        &agent,
-        &agent.client_with(Some(&node)),
-        "node role",
-        &["AccessDenied"],
-    )
-    .await;
+    refused(&agent, Some(&node), "node role", &["AccessDenied"]).await;
 
-    // The controller still gets in after the refusals.
+    // The probe itself accepts what the agent accepts, and the controller still gets in after
+    // the refusals.
+    agent
+        .handshake(Some(&agent.ca.controller()))
+        .await
+        .expect("controller is accepted by the raw TLS probe");
     let again = health(&agent, &agent.controller())
         .await
         .expect("controller again");
