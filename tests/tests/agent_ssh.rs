@@ -174,4 +174,48 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout), format!("lab-s{i}\n"));
     }
+
+    // Each got an isolated range the agent picked inside root's subordinate ids, which LXD used
+    // as given, and no other container on the daemon (any project) holds the same one.
+    let host = cohort_agent::instances::idmap::host_range(
+        std::path::Path::new("/etc/subuid"),
+        std::path::Path::new("/etc/subgid"),
+    )
+    .expect("root has subordinate ids");
+    let mut ours = Vec::new();
+    for i in 0..6u16 {
+        let name = format!("lab-s{i}");
+        let base: u64 = lxd
+            .lxc(&["config", "get", &name, "security.idmap.base"])
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: no security.idmap.base ({e})"));
+        let used = lxd.lxc(&["config", "get", &name, "volatile.idmap.base"]);
+        assert_eq!(
+            used.trim(),
+            base.to_string(),
+            "{name}: LXD used another range"
+        );
+        assert!(
+            base >= host.start + cohort_agent::instances::idmap::RANGE_SIZE
+                && base + cohort_agent::instances::idmap::RANGE_SIZE <= host.start + host.size,
+            "{name}: range {base} outside root's {host:?}"
+        );
+        ours.push((name, base));
+    }
+    let listing: Vec<serde_json::Value> = serde_json::from_str(&cohort_e2e::lxd::lxc(&[
+        "query",
+        "/1.0/instances?all-projects=true&recursion=1",
+    ]))
+    .expect("listing of every project");
+    for (name, base) in &ours {
+        let same: Vec<_> = listing
+            .iter()
+            .filter(|inst| {
+                inst["config"]["volatile.idmap.base"].as_str() == Some(&base.to_string())
+            })
+            .map(|inst| format!("{}/{}", inst["project"], inst["name"]))
+            .collect();
+        assert_eq!(same.len(), 1, "{name}: range {base} held by {same:?}");
+    }
 }

@@ -13,6 +13,20 @@ use super::{InstanceError, KEY_IDEMPOTENCY, KEY_SPEC};
 use crate::lxd::encode;
 use crate::node::Node;
 
+/// What `create_new` found or made.
+enum Created {
+    /// Made by this request; `own_range` when with a range the agent picked.
+    Made { own_range: bool },
+    /// Made by another request meanwhile.
+    Exists(LxdInstance),
+}
+
+/// Whether the instance was created with an isolated range the agent picked, so its first start
+/// needs no daemon-wide lock.
+fn has_own_range(instance: &LxdInstance) -> bool {
+    instance.config.contains_key("security.idmap.base")
+}
+
 impl Node {
     /// `POST /v1/instances`.
     pub async fn create_instance(&self, req: &CreateInstance) -> Result<Instance, InstanceError> {
@@ -23,7 +37,7 @@ impl Node {
             .acquire_owned()
             .await
             .expect("create semaphore is never closed");
-        let mut lx = self.lxd_instance(&req.name).await?;
+        let lx = self.lxd_instance(&req.name).await?;
         if let Some(existing) = &lx {
             same_request(existing, req, &plan)?;
         }
@@ -31,16 +45,25 @@ impl Node {
             .as_ref()
             .is_none_or(|l| !l.config.contains_key("volatile.idmap.current"));
         if lx.is_none() || (req.start && never_started) {
-            // LXD 5.0.2 hands a starting container an idmap outside /etc/subuid while another
-            // isolated container on the daemon exists but has never started (its idmap base
-            // reads as 0). So on one daemon, creating and first starting happen one container
-            // at a time, across every agent that drives it.
-            let _daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
-            if lx.is_none() {
-                lx = self.create_new(req, &plan).await?;
-                if let Some(existing) = &lx {
-                    same_request(existing, req, &plan)?;
-                }
+            // LXD 5.0.2 gives a container an isolated range below /etc/subuid's while another
+            // isolated container on the daemon is half-created (its range reads as 0; see
+            // `idmap`). So on one daemon, containers are created one at a time across every
+            // agent that drives it, each with a range the agent picked; one created with such a
+            // range starts in parallel with the others. Where no range could be picked (LXD
+            // picks, or an older agent made it), the first start stays inside the lock.
+            let daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
+            let own_range = match lx {
+                Some(existing) => has_own_range(&existing),
+                None => match self.create_new(req, &plan).await? {
+                    Created::Made { own_range } => own_range,
+                    Created::Exists(existing) => {
+                        same_request(&existing, req, &plan)?;
+                        has_own_range(&existing)
+                    }
+                },
+            };
+            if own_range {
+                drop(daemon);
             }
             if req.start {
                 self.start_unlocked(&req.name).await?;
@@ -58,27 +81,39 @@ impl Node {
         self.instance(&req.name).await
     }
 
-    /// Creates the instance; `Some(existing)` when another request made it meanwhile.
+    /// Creates the instance with an isolated range the agent picked (when it can); the caller
+    /// holds the daemon's start lock. `Exists` when another request made it meanwhile.
     async fn create_new(
         &self,
         req: &CreateInstance,
         plan: &Plan,
-    ) -> Result<Option<LxdInstance>, InstanceError> {
+    ) -> Result<Created, InstanceError> {
         self.check_source(&req.source).await?;
         if let Some(vol) = &req.home_volume {
             self.ensure_volume(vol).await?;
         }
+        let mut body = plan.body.clone();
+        let base = self.free_idmap_base().await?;
+        if let Some(base) = base {
+            body["config"]["security.idmap.base"] = base.to_string().into();
+        }
         match self
             .lxd
-            .call(Method::POST, "/1.0/instances", Some(&plan.body))
+            .call(Method::POST, "/1.0/instances", Some(&body))
             .await
         {
-            Ok(_) => Ok(None),
+            Ok(_) => Ok(Created::Made {
+                own_range: base.is_some(),
+            }),
             Err(e)
                 if e.lxd_message()
                     .is_some_and(|m| m.contains("already exists")) =>
             {
-                Ok(self.lxd_instance(&req.name).await?)
+                match self.lxd_instance(&req.name).await? {
+                    Some(existing) => Ok(Created::Exists(existing)),
+                    // Made and deleted again meanwhile: nothing of ours to start.
+                    None => Err(e.into()),
+                }
             }
             Err(e) => Err(e.into()),
         }

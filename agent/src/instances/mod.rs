@@ -5,6 +5,7 @@ mod create;
 mod error;
 mod exec;
 mod files;
+pub mod idmap;
 mod lifecycle;
 mod publish;
 mod snapshots;

@@ -73,8 +73,20 @@ impl Lxd {
         &self.socket
     }
 
-    /// `path` with `project=` added to its query.
+    /// The same daemon, not scoped to a project: for the listings across every project
+    /// (`all-projects=true`), which LXD refuses together with `project=`.
+    pub fn unscoped(&self) -> Lxd {
+        Lxd {
+            project: String::new(),
+            ..self.clone()
+        }
+    }
+
+    /// `path` with `project=` added to its query (unless unscoped).
     fn url(&self, path: &str) -> String {
+        if self.project.is_empty() {
+            return path.to_string();
+        }
         let sep = if path.contains('?') { '&' } else { '?' };
         format!("{path}{sep}project={}", encode(&self.project))
     }
