@@ -12,12 +12,11 @@ use cohort_proto::api::operations::{self as wire_ops, OperationKind, OperationSt
 use cohort_proto::api::users as wire_users;
 use diesel::prelude::*;
 
-use crate::db::schema::{gpus, instances, users};
+use crate::db::schema::{gpus, instances};
 use crate::models::gpu::Gpu;
 use crate::models::gpu_allocation::GpuAllocation;
 use crate::models::image::Image;
-use crate::models::instance::Instance;
-use crate::models::instance_usage::InstanceUsage;
+use crate::models::instance::{Instance, InstanceRefs};
 use crate::models::node::Node;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
@@ -145,99 +144,82 @@ pub fn observed_state(s: &str) -> ObservedState {
     }
 }
 
-/// Instances with their owner, node, image and GPUs, loaded in a few batched queries.
-pub fn instances(conn: &mut PgConnection, rows: &[Instance]) -> QueryResult<Vec<wire::Instance>> {
-    let owner_ids: Vec<i64> = rows.iter().map(|i| i.owner_id).collect();
-    let owners: HashMap<i64, String> = users::table
-        .filter(users::id.eq_any(&owner_ids))
-        .select((users::id, users::username))
-        .load(conn)?
+/// Instances with their owner, node, image, course, usage and GPUs: two queries whatever the
+/// number of rows, one when none of them holds a GPU.
+pub fn instances(conn: &mut PgConnection, rows: Vec<Instance>) -> QueryResult<Vec<wire::Instance>> {
+    let ids: Vec<i64> = rows.iter().map(|i| i.id).collect();
+    let mut refs: HashMap<i64, InstanceRefs> = InstanceRefs::of_many(conn, &ids)?
         .into_iter()
+        .map(|r| (r.instance_id, r))
         .collect();
-    // Only the nodes, images and GPU slots these rows name: a page costs the same few queries
-    // whatever the size of the fleet.
-    let node_ids: Vec<i64> = rows.iter().filter_map(|i| i.node_id).collect();
-    let nodes: HashMap<i64, Node> = Node::find_many(conn, &node_ids)?
-        .into_iter()
-        .map(|n| (n.id, n))
-        .collect();
-    let image_ids: Vec<i64> = rows.iter().map(|i| i.image_id).collect();
-    let images: HashMap<i64, String> = {
-        use crate::db::schema::images;
-        images::table
-            .filter(images::id.eq_any(&image_ids))
-            .select((images::id, images::alias))
-            .load(conn)?
-            .into_iter()
-            .collect()
-    };
     let gpu_ids: Vec<i64> = rows
         .iter()
         .filter(|i| i.gpu_count > 0)
         .map(|i| i.id)
         .collect();
-    let mut slots = GpuAllocation::for_instances(conn, &gpu_ids)?;
-    let course_codes: HashMap<i64, String> = {
-        use crate::db::schema::courses;
-        let ids: Vec<i64> = rows.iter().filter_map(|i| i.course_id).collect();
-        courses::table
-            .filter(courses::id.eq_any(&ids))
-            .select((courses::id, courses::code))
-            .load(conn)?
-            .into_iter()
-            .collect()
+    let mut slots = if gpu_ids.is_empty() {
+        HashMap::new()
+    } else {
+        GpuAllocation::for_instances(conn, &gpu_ids)?
     };
-    let ids: Vec<i64> = rows.iter().map(|i| i.id).collect();
-    let usage: HashMap<i64, InstanceUsage> = InstanceUsage::of_many(conn, &ids)?
+    Ok(rows
         .into_iter()
-        .map(|u| (u.instance_id, u))
-        .collect();
-    let mut out = Vec::with_capacity(rows.len());
-    for i in rows {
-        let node = i.node_id.and_then(|id| nodes.get(&id));
-        let used = usage.get(&i.id);
-        let gpus = slots
-            .remove(&i.id)
-            .unwrap_or_default()
+        .map(|i| {
+            let gpus = slots.remove(&i.id).unwrap_or_default();
+            let refs = refs.remove(&i.id);
+            instance(i, refs, gpus)
+        })
+        .collect())
+}
+
+/// One instance on the wire from its row, what it refers to (missing only when it was deleted
+/// since its row was read) and its GPU slots.
+fn instance(i: Instance, refs: Option<InstanceRefs>, gpus: Vec<(Gpu, i32)>) -> wire::Instance {
+    let InstanceRefs {
+        owner,
+        image,
+        node,
+        ssh_host,
+        course,
+        usage,
+        ..
+    } = refs.unwrap_or_default();
+    let used = usage.as_ref();
+    wire::Instance {
+        name: i.name,
+        owner,
+        course,
+        node,
+        image,
+        desired_state: desired_state(&i.desired_state),
+        observed_state: observed_state(&i.observed_state),
+        limits: Limits {
+            cpu: i.cpu as u32,
+            memory_mib: i.memory_mib as u64,
+            disk_gib: i.disk_gib as u64,
+        },
+        gpus: gpus
             .into_iter()
             .map(|(g, slot)| InstanceGpu {
                 uuid: g.uuid,
                 model: g.model,
                 slot: slot as u32,
             })
-            .collect();
-        let config: BTreeMap<String, String> =
-            serde_json::from_value(i.config.clone()).unwrap_or_default();
-        out.push(wire::Instance {
-            name: i.name.clone(),
-            owner: owners.get(&i.owner_id).cloned().unwrap_or_default(),
-            course: i.course_id.and_then(|c| course_codes.get(&c).cloned()),
-            node: node.map(|n| n.name.clone()),
-            image: images.get(&i.image_id).cloned().unwrap_or_default(),
-            desired_state: desired_state(&i.desired_state),
-            observed_state: observed_state(&i.observed_state),
-            limits: Limits {
-                cpu: i.cpu as u32,
-                memory_mib: i.memory_mib as u64,
-                disk_gib: i.disk_gib as u64,
-            },
-            gpus,
-            ssh_host: node.map(|n| n.ssh_host.clone()),
-            ssh_port: to_u16(i.ssh_port),
-            priority: i.priority,
-            config,
-            error: i.error.clone(),
-            created_at: i.created_at,
-            last_seen_at: i.last_seen_at,
-            gpu_usage: used.map(|u| gpu_usage(&u.gpus)).unwrap_or_default(),
-            gpu_active_at: used.and_then(|u| u.gpu_active_at),
-            stop_reason: used.and_then(|u| u.stop_reason.clone()),
-            stopped_at: used.and_then(|u| u.stopped_at),
-            gpu_detach_reason: used.and_then(|u| u.detach_reason.clone()),
-            gpus_detached_at: used.and_then(|u| u.gpus_detached_at),
-        });
+            .collect(),
+        ssh_host,
+        ssh_port: to_u16(i.ssh_port),
+        priority: i.priority,
+        config: serde_json::from_value::<BTreeMap<String, String>>(i.config).unwrap_or_default(),
+        error: i.error,
+        created_at: i.created_at,
+        last_seen_at: i.last_seen_at,
+        gpu_usage: used.map(|u| gpu_usage(&u.gpus)).unwrap_or_default(),
+        gpu_active_at: used.and_then(|u| u.gpu_active_at),
+        stop_reason: used.and_then(|u| u.stop_reason.clone()),
+        stopped_at: used.and_then(|u| u.stopped_at),
+        gpu_detach_reason: used.and_then(|u| u.detach_reason.clone()),
+        gpus_detached_at: used.and_then(|u| u.gpus_detached_at),
     }
-    Ok(out)
 }
 
 pub fn operation_kind(kind: &str) -> OperationKind {

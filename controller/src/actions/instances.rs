@@ -280,7 +280,7 @@ pub async fn list(
         let more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
         let next = more.then(|| rows.last().map(|i| i.name.clone())).flatten();
-        Ok((views::instances(conn, &rows)?, next))
+        Ok((views::instances(conn, rows)?, next))
     })
     .await
 }
@@ -288,7 +288,7 @@ pub async fn list(
 pub async fn get(ctl: &Controller, caller: Caller, name: String) -> ActionResult<WireInstance> {
     ctl.db(move |conn| {
         let instance = find(conn, &caller, &name)?;
-        Ok(views::instances(conn, &[instance])?.remove(0))
+        Ok(views::instances(conn, vec![instance])?.remove(0))
     })
     .await
 }

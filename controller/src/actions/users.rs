@@ -63,7 +63,7 @@ pub async fn me(ctl: &Controller, caller: Caller) -> ActionResult<Me> {
         let rows = Instance::list(conn, Some(caller.user.id))?;
         Ok(Me {
             user: views::user(&caller.user),
-            instances: views::instances(conn, &rows)?,
+            instances: views::instances(conn, rows)?,
             ssh_keys: SshKey::for_user(conn, caller.user.id)?
                 .iter()
                 .map(views::ssh_key)

@@ -32,13 +32,6 @@ pub struct Observed {
 }
 
 impl InstanceUsage {
-    pub fn of_many(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<InstanceUsage>> {
-        instance_usage::table
-            .filter(instance_usage::instance_id.eq_any(ids))
-            .select(InstanceUsage::as_select())
-            .load(conn)
-    }
-
     /// Records a poll: GPU use now, when it was last active, and when the current run began
     /// (kept while it runs, cleared when it is not running).
     pub fn observe(conn: &mut PgConnection, id: i64, seen: &Observed) -> QueryResult<()> {

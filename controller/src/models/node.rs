@@ -79,13 +79,6 @@ impl Node {
         nodes::table.find(id).select(Node::as_select()).first(conn)
     }
 
-    pub fn find_many(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<Node>> {
-        nodes::table
-            .filter(nodes::id.eq_any(ids))
-            .select(Node::as_select())
-            .load(conn)
-    }
-
     pub fn list(conn: &mut PgConnection) -> QueryResult<Vec<Node>> {
         nodes::table
             .order(nodes::name)
