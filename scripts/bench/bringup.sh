@@ -39,6 +39,18 @@ sample() {
 }
 
 now() { date +%s.%N; }
+
+# Each phase starts on a settled pool: btrfs deletes a removed container's subvolume in the
+# background (btrfs-cleaner, slow with the quotas root-disk limits turn on), and that work would
+# otherwise land on whichever phase runs next.
+pool_dir=$(lxc storage get cohort source 2>/dev/null || true)
+[ -d "$pool_dir" ] || pool_dir="${LXD_DIR:-/var/lib/lxd}/storage-pools/cohort"
+settle() {
+  if [ "$(lxc storage show cohort 2>/dev/null | awk '/^driver:/ {print $2}')" = btrfs ]; then
+    btrfs subvolume sync "$pool_dir" >/dev/null 2>&1 || true
+  fi
+  sync
+}
 elapsed() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.1f", e - s }'; }
 
 # --- Cohort ---------------------------------------------------------------------------------
@@ -50,6 +62,7 @@ course=bench$$
   for i in $(seq -w 1 "$n"); do echo "b$i,,,$(cat "$work/key.pub")"; done
 } >"$work/roster.csv"
 "$cohort" course roster "$course" "$work/roster.csv" >/dev/null
+settle
 sample & sampler=$!
 start=$(now)
 "$cohort" course provision "$course" --wait --quiet
@@ -78,6 +91,7 @@ for mode in baseline floor; do
   project="bench-$mode-$$"
   lxc project create "$project" -c features.images=false -c features.profiles=false >/dev/null
   flag=""; [ "$mode" = floor ] && flag=--floor
+  settle
   out=$(scripts/bench/lxc-baseline.sh "$project" "$n" 23000 "$work/key.pub" "$work/key" $flag \
     2>"$work/$mode.err")
   retries=$(grep -c '^retry:' "$work/$mode.err" || true)

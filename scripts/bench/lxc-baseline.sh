@@ -15,6 +15,13 @@ known=$(mktemp)
 export known
 trap 'rm -f "$known"' EXIT
 
+# LXD 5.0.2 now and then never answers an `lxc exec`; an admin would interrupt it and go on, so
+# every lxc call gets a deadline and a call past it fails the attempt (which is then retried).
+lxc_bin=$(type -P lxc)
+export lxc_bin
+lxc() { timeout 120 "$lxc_bin" "$@"; }
+export -f lxc
+
 # One student's container, start to ssh login; fails (non-zero) if any step does.
 attempt() {
   lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
