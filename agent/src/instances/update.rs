@@ -90,18 +90,7 @@ impl Node {
                 devices.remove(dev);
             }
             devices.extend(added);
-            let mut body = json!({"config": config, "devices": devices});
-            for field in [
-                "architecture",
-                "ephemeral",
-                "profiles",
-                "stateful",
-                "description",
-            ] {
-                if let Some(v) = current.get(field) {
-                    body[field] = v.clone();
-                }
-            }
+            let body = replacement(&current, Value::Object(config), devices);
             self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
         }
         self.instance(name).await
@@ -127,21 +116,11 @@ impl Node {
         let before = devices.len();
         devices.retain(|dev, _| !dev.starts_with(super::DEVICE_GPU_PREFIX));
         if devices.len() != before {
-            let mut body = json!({"devices": devices});
-            for field in [
-                "architecture",
-                "config",
-                "ephemeral",
-                "profiles",
-                "stateful",
-                "description",
-            ] {
-                if let Some(v) = current.get(field) {
-                    body[field] = v.clone();
-                }
-            }
+            let config = current.get("config").cloned().unwrap_or_else(|| json!({}));
+            let removed = before - devices.len();
+            let body = replacement(&current, config, devices);
             self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
-            tracing::info!(instance = %name, removed = before - devices.len(), "GPUs detached");
+            tracing::info!(instance = %name, removed, "GPUs detached");
         }
         self.instance(name).await
     }
@@ -227,4 +206,22 @@ impl Node {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The body of a `PUT` that replaces `current` (an instance as LXD returned it) with `config` and
+/// `devices`, keeping its other writable fields as they are: a `PUT` resets whatever it omits.
+fn replacement(current: &Value, config: Value, devices: Map<String, Value>) -> Value {
+    let mut body = json!({"config": config, "devices": devices});
+    for field in [
+        "architecture",
+        "ephemeral",
+        "profiles",
+        "stateful",
+        "description",
+    ] {
+        if let Some(v) = current.get(field) {
+            body[field] = v.clone();
+        }
+    }
+    body
 }
