@@ -436,7 +436,7 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         r(
             "get",
             "/api/v1/courses/{code}/endpoints",
-            "SSH endpoints export (query format=csv|json|ssh-config)",
+            "SSH endpoints export (query format=csv|json|ssh-config|known-hosts)",
             None,
             (200, None),
             true,

@@ -238,8 +238,15 @@ async fn create(
     }
     .map_err(agent_err(&node.name))?;
     let state = observed(&made.status);
-    ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
-        .await?;
+    ctl.db(move |conn| {
+        Ok(Instance::set_created(
+            conn,
+            id,
+            state,
+            made.ssh_host_key.as_deref(),
+        )?)
+    })
+    .await?;
     Ok(StepOutcome::Done)
 }
 

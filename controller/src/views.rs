@@ -208,6 +208,7 @@ fn instance(i: Instance, refs: Option<InstanceRefs>, gpus: Vec<(Gpu, i32)>) -> w
             .collect(),
         ssh_host,
         ssh_port: to_u16(i.ssh_port),
+        ssh_host_key: i.ssh_host_key,
         priority: i.priority,
         config: serde_json::from_value::<BTreeMap<String, String>>(i.config).unwrap_or_default(),
         error: i.error,

@@ -244,6 +244,10 @@ pub struct Instance {
     pub gpus: Vec<GpuAttachment>,
     pub ssh_port: Option<u16>,
     pub ssh_listen: Option<String>,
+    /// The public half of the SSH host key the agent wrote before the first boot
+    /// (`ssh-ed25519 AAAA... root@name`); absent for an instance made without SSH access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_host_key: Option<String>,
     pub created_at: Option<DateTime<Utc>>,
     /// True when sshd answered on the forwarded port at the time of the call.
     pub ssh_ready: bool,

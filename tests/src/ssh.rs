@@ -53,8 +53,25 @@ impl SshKey {
             user,
             &self.private_key(),
             &self.known_hosts(),
+            "accept-new",
             cmd,
         )
+    }
+
+    /// Like `run`, but the host must prove it holds `host_key` (a `known_hosts` key such as
+    /// `ssh-ed25519 AAAA...`): ssh is given only that key for `[host]:port` and
+    /// `StrictHostKeyChecking=yes`, as a student who copied the line Cohort gave them.
+    pub fn run_verified(
+        &self,
+        host: &str,
+        port: u16,
+        host_key: &str,
+        user: &str,
+        cmd: &str,
+    ) -> Output {
+        let known = self.dir.path().join(format!("verified_hosts_{port}"));
+        std::fs::write(&known, format!("[{host}]:{port} {host_key}\n")).expect("write known_hosts");
+        ssh_command(host, port, user, &self.private_key(), &known, "yes", cmd)
     }
 
     /// Like `run`, retrying while sshd is not yet answering (connection refused or reset), up to
@@ -85,13 +102,15 @@ impl SshKey {
     }
 }
 
-/// `ssh` in batch mode: no password prompts, only the given identity, a fresh known_hosts.
-pub fn ssh_command(
+/// `ssh` in batch mode: no password prompts, only the given identity, the given known_hosts and
+/// `StrictHostKeyChecking` (`accept-new` or `yes`).
+fn ssh_command(
     host: &str,
     port: u16,
     user: &str,
     key: &Path,
     known_hosts: &Path,
+    host_check: &str,
     cmd: &str,
 ) -> Output {
     Command::new("ssh")
@@ -105,13 +124,13 @@ pub fn ssh_command(
             "-o",
             "PasswordAuthentication=no",
             "-o",
-            "StrictHostKeyChecking=accept-new",
-            "-o",
             "ConnectTimeout=5",
             "-o",
             "LogLevel=ERROR",
             "-o",
         ])
+        .arg(format!("StrictHostKeyChecking={host_check}"))
+        .arg("-o")
         .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
         .arg(format!("{user}@{host}"))
         .arg(cmd)

@@ -77,6 +77,41 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
         "alice\n1000\n/home/alice\nsudo-ok\n/home/alice\n"
     );
 
+    // The host key is the one the agent wrote before the first boot, and the only one served:
+    // a student who copies it into known_hosts logs in with strict checking, and the image's
+    // first-boot key generation (RSA, ECDSA) never ran.
+    let host_key = inst.ssh_host_key.as_deref().expect("ssh_host_key reported");
+    assert!(host_key.starts_with("ssh-ed25519 "), "{host_key}");
+    let out = key.run_verified(
+        "127.0.0.1",
+        port,
+        host_key,
+        "alice",
+        "ls /etc/ssh | grep '^ssh_host_' | tr '\\n' ' '",
+    );
+    assert!(
+        out.status.success(),
+        "strict host key check failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ssh_host_ed25519_key ssh_host_ed25519_key.pub "
+    );
+    let other = cohort_e2e::ssh::SshKey::generate().public_key();
+    let spoofed = key.run_verified("127.0.0.1", port, &other, "alice", "whoami");
+    assert_eq!(
+        spoofed.status.code(),
+        Some(255),
+        "a wrong host key was accepted"
+    );
+    assert!(
+        String::from_utf8_lossy(&spoofed.stderr).contains("HOST IDENTIFICATION HAS CHANGED")
+            || String::from_utf8_lossy(&spoofed.stderr).contains("Host key verification failed"),
+        "{}",
+        String::from_utf8_lossy(&spoofed.stderr)
+    );
+
     let refused = stranger.run("127.0.0.1", port, "alice", "whoami");
     assert_eq!(refused.status.code(), Some(255), "a key never given got in");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("Permission denied"));

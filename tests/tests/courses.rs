@@ -96,7 +96,7 @@ async fn a_class_of_twelve_on_two_nodes_logs_in_with_their_own_keys() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("username,instance,node,host,port,ssh_command,password")
+        Some("username,instance,node,host,port,ssh_command,password,known_hosts")
     );
     let endpoints: Vec<Vec<String>> = lines
         .map(|l| l.split(',').map(str::to_string).collect())
@@ -121,7 +121,41 @@ async fn a_class_of_twelve_on_two_nodes_logs_in_with_their_own_keys() {
             String::from_utf8_lossy(&out.stdout),
             format!("{user}\n{}\n", row[1])
         );
+        // The export's known_hosts line is the container's own key: strict checking passes.
+        let host_key = row[7]
+            .strip_prefix(&format!("[{host}]:{port} "))
+            .unwrap_or_else(|| panic!("known_hosts cell {:?}", row[7]));
+        assert!(host_key.starts_with("ssh-ed25519 "), "{host_key}");
+        let verified = keys[i].run_verified(host, port, host_key, user, "true");
+        assert!(
+            verified.status.success(),
+            "{user}: the exported host key is not the one served: {}",
+            String::from_utf8_lossy(&verified.stderr)
+        );
     }
+    let known_hosts = cluster
+        .request(
+            Method::GET,
+            "/courses/cs101/endpoints?format=known-hosts",
+            &teacher,
+        )
+        .send()
+        .await
+        .expect("endpoints")
+        .text()
+        .await
+        .expect("known_hosts");
+    let from_csv: Vec<&str> = endpoints.iter().map(|row| row[7].as_str()).collect();
+    assert_eq!(known_hosts.lines().collect::<Vec<_>>(), from_csv);
+    let distinct: std::collections::HashSet<&str> = from_csv
+        .iter()
+        .map(|l| l.split(' ').nth(2).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        distinct.len(),
+        STUDENTS,
+        "every container has its own host key"
+    );
     // A student's key does not open a classmate's container.
     let (row1, port1) = (&endpoints[1], endpoints[1][4].parse::<u16>().expect("port"));
     let denied = keys[0].run(&row1[3], port1, &row1[0], "true");

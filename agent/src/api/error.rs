@@ -78,6 +78,9 @@ impl From<InstanceError> for ApiError {
                 ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", e.to_string())
             }
             InstanceError::Lxd(e) => e.into(),
+            InstanceError::Internal(message) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+            }
         }
     }
 }

@@ -1,22 +1,27 @@
 //! Creating an instance, idempotently: the request is checked, the name looked up (same key and
 //! spec: carry on from wherever the last attempt stopped; otherwise a conflict), the source and
-//! home volume made sure of, the instance created and started, the user provisioned, and the
-//! instance reported once sshd answers. Creates beyond `max_concurrent_creates` wait their turn.
+//! home volume made sure of, the instance created (with its own SSH host key written in) and
+//! started, the user provisioned, and the instance reported once sshd answers. Creates beyond `max_concurrent_creates` wait their turn.
 
 use cohort_proto::agent::{CreateInstance, Instance, InstanceSource};
 use hyper::Method;
 use serde_json::json;
 
+use super::host_key::HostKey;
 use super::spec::{plan, Plan};
 use super::view::LxdInstance;
-use super::{InstanceError, KEY_IDEMPOTENCY, KEY_SPEC};
+use super::{InstanceError, KEY_IDEMPOTENCY, KEY_SPEC, KEY_SSH_HOST_KEY};
 use crate::lxd::encode;
 use crate::node::Node;
 
 /// What `create_new` found or made.
 enum Created {
-    /// Made by this request; `own_range` when with a range the agent picked.
-    Made { own_range: bool },
+    /// Made by this request; `own_range` when with a range the agent picked, `host_key` when
+    /// the instance serves SSH (its public half is already in the instance's config).
+    Made {
+        own_range: bool,
+        host_key: Option<HostKey>,
+    },
     /// Made by another request meanwhile.
     Exists(LxdInstance),
 }
@@ -52,13 +57,16 @@ impl Node {
             // range starts in parallel with the others. Where no range could be picked (LXD
             // picks, or an older agent made it), the first start stays inside the lock.
             let daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
-            let own_range = match lx {
-                Some(existing) => has_own_range(&existing),
+            let (own_range, made_key, existing) = match lx {
+                Some(existing) => (has_own_range(&existing), None, Some(existing)),
                 None => match self.create_new(req, &plan).await? {
-                    Created::Made { own_range } => own_range,
+                    Created::Made {
+                        own_range,
+                        host_key,
+                    } => (own_range, host_key, None),
                     Created::Exists(existing) => {
                         same_request(&existing, req, &plan)?;
-                        has_own_range(&existing)
+                        (has_own_range(&existing), None, Some(existing))
                     }
                 },
             };
@@ -66,6 +74,13 @@ impl Node {
                 drop(daemon);
             }
             if req.start {
+                if plan.ssh.is_some() {
+                    match (made_key, existing) {
+                        (Some(key), _) => self.install_host_key(&req.name, &key).await?,
+                        (None, Some(existing)) => self.ensure_host_key(&existing).await?,
+                        (None, None) => {}
+                    }
+                }
                 self.start_unlocked(&req.name).await?;
             }
         } else if req.start {
@@ -97,6 +112,13 @@ impl Node {
         if let Some(base) = base {
             body["config"]["security.idmap.base"] = base.to_string().into();
         }
+        let host_key = match plan.ssh {
+            Some(_) => Some(HostKey::generate(&req.name)?),
+            None => None,
+        };
+        if let Some(key) = &host_key {
+            body["config"][KEY_SSH_HOST_KEY] = key.public.clone().into();
+        }
         match self
             .lxd
             .call(Method::POST, "/1.0/instances", Some(&body))
@@ -104,6 +126,7 @@ impl Node {
         {
             Ok(_) => Ok(Created::Made {
                 own_range: base.is_some(),
+                host_key,
             }),
             Err(e)
                 if e.lxd_message()

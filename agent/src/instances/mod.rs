@@ -5,6 +5,7 @@ mod create;
 mod error;
 mod exec;
 mod files;
+mod host_key;
 pub mod idmap;
 mod lifecycle;
 mod publish;
@@ -25,6 +26,8 @@ pub const KEY_IDEMPOTENCY: &str = "user.cohort.idempotency_key";
 pub const KEY_SPEC: &str = "user.cohort.spec";
 pub const KEY_SSH_USER: &str = "user.cohort.ssh_user";
 pub const KEY_GPUS: &str = "user.cohort.gpus";
+/// The public half of the SSH host key the agent wrote into the container (`host_key`).
+pub const KEY_SSH_HOST_KEY: &str = "user.cohort.ssh_host_key";
 
 /// Device names the agent owns.
 pub const DEVICE_SSH: &str = "cohort-ssh";

@@ -11,7 +11,7 @@ use futures_util::future::join_all;
 use serde::Deserialize;
 
 use super::spec::parse_size_mib;
-use super::{InstanceError, DEVICE_SSH, KEY_GPUS, KEY_IDEMPOTENCY};
+use super::{InstanceError, DEVICE_SSH, KEY_GPUS, KEY_IDEMPOTENCY, KEY_SSH_HOST_KEY};
 use crate::node::Node;
 
 /// How long a read waits for an sshd banner before calling the instance not ready.
@@ -98,6 +98,7 @@ impl LxdInstance {
             gpus,
             ssh_port: ssh.as_ref().map(|s| s.1),
             ssh_listen: ssh.map(|s| s.0),
+            ssh_host_key: self.config.get(KEY_SSH_HOST_KEY).cloned(),
             created_at: self.created_at,
             ssh_ready,
             state,

@@ -40,6 +40,9 @@ fn instance(name: &str, state: ObservedState) -> Instance {
         ],
         ssh_host: Some("gpu1.lab".into()),
         ssh_port: Some(22001),
+        ssh_host_key: Some(
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKeyOfTheHost root@cs101-alice".into(),
+        ),
         priority: 0,
         config: BTreeMap::from([("user.course".into(), "cs101".into())]),
         error: None,
@@ -167,6 +170,13 @@ fn info_reads_like_lxc() {
     );
     assert!(
         text.contains("SSH: ssh -p 22001 alice@gpu1.lab\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Known Host: [gpu1.lab]:22001 ssh-ed25519 \
+             AAAAC3NzaC1lZDI1NTE5AAAAIKeyOfTheHost root@cs101-alice\n"
+        ),
         "{text}"
     );
     assert!(text.contains("| snap0 | 2026/11/22 14:00 UTC |"), "{text}");

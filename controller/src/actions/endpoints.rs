@@ -1,5 +1,6 @@
-//! The endpoints export: each student's node, host and port as CSV, JSON or an ssh_config
-//! snippet, with the generated password of a student who came without a key.
+//! The endpoints export: each student's node, host, port and host key as CSV, JSON, an
+//! ssh_config snippet or known_hosts lines, with the generated password of a student who came
+//! without a key.
 
 use diesel::prelude::*;
 
@@ -17,6 +18,7 @@ pub enum Format {
     Csv,
     Json,
     SshConfig,
+    KnownHosts,
 }
 
 impl Format {
@@ -25,9 +27,10 @@ impl Format {
             "csv" => Ok(Format::Csv),
             "json" => Ok(Format::Json),
             "ssh-config" | "ssh_config" => Ok(Format::SshConfig),
+            "known-hosts" | "known_hosts" => Ok(Format::KnownHosts),
             other => Err(ActionError::invalid(
                 "format",
-                format!("{other:?} is not one of csv, json, ssh-config"),
+                format!("{other:?} is not one of csv, json, ssh-config, known-hosts"),
             )),
         }
     }
@@ -36,7 +39,7 @@ impl Format {
         match self {
             Format::Csv => "text/csv; charset=utf-8",
             Format::Json => "application/json",
-            Format::SshConfig => "text/plain; charset=utf-8",
+            Format::SshConfig | Format::KnownHosts => "text/plain; charset=utf-8",
         }
     }
 }
@@ -45,7 +48,8 @@ impl Format {
 pub async fn list(ctl: &Controller, caller: Caller, code: String) -> ActionResult<Vec<Endpoint>> {
     ctl.db(move |conn| {
         let course = writable(conn, &caller, &code)?;
-        let placed: Vec<(i64, String, String, String, Option<i32>)> = instances::table
+        type Placed = (i64, String, String, String, Option<i32>, Option<String>);
+        let placed: Vec<Placed> = instances::table
             .inner_join(nodes::table)
             .filter(instances::course_id.eq(course.id))
             .select((
@@ -54,12 +58,14 @@ pub async fn list(ctl: &Controller, caller: Caller, code: String) -> ActionResul
                 nodes::name,
                 nodes::ssh_host,
                 instances::ssh_port,
+                instances::ssh_host_key,
             ))
             .load(conn)?;
         Ok(Enrollment::students(conn, course.id)?
             .into_iter()
             .filter_map(|s| {
-                let (_, instance, node, host, port) = placed.iter().find(|p| p.0 == s.user.id)?;
+                let (_, instance, node, host, port, host_key) =
+                    placed.iter().find(|p| p.0 == s.user.id)?;
                 Some(Endpoint::new(
                     &s.user.username,
                     instance,
@@ -67,6 +73,7 @@ pub async fn list(ctl: &Controller, caller: Caller, code: String) -> ActionResul
                     host,
                     (*port)? as u16,
                     s.initial_password.clone(),
+                    host_key.as_deref(),
                 ))
             })
             .collect())
@@ -80,5 +87,6 @@ pub fn render(rows: &[Endpoint], format: Format) -> String {
         Format::Csv => endpoints::to_csv(rows),
         Format::Json => endpoints::to_json(rows),
         Format::SshConfig => endpoints::to_ssh_config(rows),
+        Format::KnownHosts => endpoints::to_known_hosts(rows),
     }
 }

@@ -1,6 +1,8 @@
 //! The endpoints export an instructor hands to the class: CSV
-//! (`username,instance,node,host,port,ssh_command,password`), JSON or an `ssh_config` snippet.
-//! CSV cells a spreadsheet would run as a formula are neutralised.
+//! (`username,instance,node,host,port,ssh_command,password,known_hosts`), JSON, an `ssh_config`
+//! snippet or `known_hosts` lines (each container's own host key, so a student's first login
+//! verifies the host instead of trusting it). CSV cells a spreadsheet would run as a formula are
+//! neutralised.
 
 use serde::Serialize;
 
@@ -16,6 +18,10 @@ pub struct Endpoint {
     /// The generated password of a student without a key; shown here and nowhere else.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// `[host]:port ssh-ed25519 AAAA...`, the line for `~/.ssh/known_hosts`; absent until the
+    /// container is made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_hosts: Option<String>,
 }
 
 impl Endpoint {
@@ -26,6 +32,7 @@ impl Endpoint {
         host: &str,
         port: u16,
         password: Option<String>,
+        host_key: Option<&str>,
     ) -> Self {
         Endpoint {
             username: username.to_string(),
@@ -35,7 +42,17 @@ impl Endpoint {
             port,
             ssh_command: format!("ssh -p {port} {username}@{host}"),
             password,
+            known_hosts: host_key.map(|key| known_hosts_line(host, port, key)),
         }
+    }
+}
+
+/// A `known_hosts` line; ssh writes a host on a port other than 22 as `[host]:port`.
+fn known_hosts_line(host: &str, port: u16, key: &str) -> String {
+    if port == 22 {
+        format!("{host} {key}")
+    } else {
+        format!("[{host}]:{port} {key}")
     }
 }
 
@@ -58,6 +75,7 @@ pub fn to_csv(endpoints: &[Endpoint]) -> String {
         "port",
         "ssh_command",
         "password",
+        "known_hosts",
     ];
     // Writing to a Vec cannot fail; the csv crate reports only I/O errors.
     let _ = w.write_record(header);
@@ -71,6 +89,7 @@ pub fn to_csv(endpoints: &[Endpoint]) -> String {
             &port,
             &e.ssh_command,
             e.password.as_deref().unwrap_or(""),
+            e.known_hosts.as_deref().unwrap_or(""),
         ];
         let _ = w.write_record(row.iter().map(|c| neutralise(c)));
     }
@@ -95,6 +114,15 @@ pub fn to_ssh_config(endpoints: &[Endpoint]) -> String {
         .join("\n")
 }
 
+/// The `known_hosts` lines of the containers made so far.
+pub fn to_known_hosts(endpoints: &[Endpoint]) -> String {
+    endpoints
+        .iter()
+        .filter_map(|e| e.known_hosts.as_deref())
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,7 +130,15 @@ mod tests {
     #[test]
     fn csv_has_the_documented_columns_and_neutralises_formulas() {
         let rows = [
-            Endpoint::new("alice", "demo-alice", "n1", "127.0.0.1", 20001, None),
+            Endpoint::new(
+                "alice",
+                "demo-alice",
+                "n1",
+                "127.0.0.1",
+                20001,
+                None,
+                Some("ssh-ed25519 AAAAkey root@demo-alice"),
+            ),
             Endpoint::new(
                 "bob",
                 "demo-bob",
@@ -110,21 +146,30 @@ mod tests {
                 "127.0.0.1",
                 20002,
                 Some("pw".into()),
+                None,
             ),
         ];
         let csv = to_csv(&rows);
         let mut lines = csv.lines();
         assert_eq!(
             lines.next(),
-            Some("username,instance,node,host,port,ssh_command,password")
+            Some("username,instance,node,host,port,ssh_command,password,known_hosts")
         );
         assert_eq!(
             lines.next(),
-            Some("alice,demo-alice,n1,127.0.0.1,20001,ssh -p 20001 alice@127.0.0.1,")
+            Some(
+                "alice,demo-alice,n1,127.0.0.1,20001,ssh -p 20001 alice@127.0.0.1,,\
+                 [127.0.0.1]:20001 ssh-ed25519 AAAAkey root@demo-alice"
+            )
         );
         assert_eq!(
             lines.next(),
-            Some("bob,demo-bob,'=cmd(),127.0.0.1,20002,ssh -p 20002 bob@127.0.0.1,pw")
+            Some("bob,demo-bob,'=cmd(),127.0.0.1,20002,ssh -p 20002 bob@127.0.0.1,pw,")
+        );
+        assert_eq!(
+            to_known_hosts(&rows),
+            "[127.0.0.1]:20001 ssh-ed25519 AAAAkey root@demo-alice\n",
+            "only the containers made so far"
         );
     }
 
@@ -137,6 +182,7 @@ mod tests {
             "lab.example",
             20001,
             None,
+            None,
         )];
         assert_eq!(
             to_ssh_config(&rows),
@@ -145,5 +191,8 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&to_json(&rows)).expect("json");
         assert_eq!(json[0]["port"], 20001);
         assert!(json[0].get("password").is_none());
+        assert!(json[0].get("known_hosts").is_none());
+        let standard = Endpoint::new("bob", "b", "n1", "lab.example", 22, None, Some("k"));
+        assert_eq!(standard.known_hosts.as_deref(), Some("lab.example k"));
     }
 }

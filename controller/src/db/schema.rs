@@ -143,6 +143,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         last_seen_at -> Nullable<Timestamptz>,
+        ssh_host_key -> Nullable<Text>,
     }
 }
 

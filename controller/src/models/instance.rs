@@ -32,6 +32,9 @@ pub struct Instance {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub last_seen_at: Option<DateTime<Utc>>,
+    /// `ssh-ed25519 AAAA...` as the agent made it for this container (see the agent's
+    /// `host_key`); `None` before the container is made or when it has no SSH access.
+    pub ssh_host_key: Option<String>,
 }
 
 /// What the API shows of the rows an instance refers to: its owner's name, its image's alias, its
@@ -182,6 +185,23 @@ impl Instance {
                 instances::observed_state.eq(state),
                 instances::error.eq(error),
                 instances::last_seen_at.eq(Utc::now()),
+            ))
+            .execute(conn)
+    }
+
+    /// What a create on the node returned: its state and the host key it was given.
+    pub fn set_created(
+        conn: &mut PgConnection,
+        id: i64,
+        state: &str,
+        ssh_host_key: Option<&str>,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::observed_state.eq(state),
+                instances::error.eq(None::<String>),
+                instances::last_seen_at.eq(Utc::now()),
+                instances::ssh_host_key.eq(ssh_host_key),
             ))
             .execute(conn)
     }

@@ -14,7 +14,7 @@
 //! | `POST /courses/{code}/students/{username}/snapshots` | [`StudentSnapshot`] -> `Snapshot` |
 //! | `POST /courses/{code}/students/{username}/snapshots/{snapshot}/restore` | 204         |
 //! | `POST /courses/{code}/provision`                   | operation, one item per student  |
-//! | `GET /courses/{code}/endpoints?format=csv|json|ssh-config` | text                     |
+//! | `GET /courses/{code}/endpoints?format=csv|json|ssh-config|known-hosts` | text        |
 //! | `POST /courses/{code}/teardown`                    | [`Teardown`] -> operation        |
 
 use chrono::{DateTime, Utc};
@@ -169,7 +169,7 @@ pub struct Teardown {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointsQuery {
-    /// `csv` (default), `json` or `ssh-config`.
+    /// `csv` (default), `json`, `ssh-config` or `known-hosts`.
     #[serde(default)]
     pub format: Option<String>,
 }

@@ -125,6 +125,10 @@ pub struct Instance {
     pub gpus: Vec<InstanceGpu>,
     pub ssh_host: Option<String>,
     pub ssh_port: Option<u16>,
+    /// The container's SSH host key (`ssh-ed25519 AAAA...`), made by its agent before the first
+    /// boot: `[ssh_host]:ssh_port` followed by it is the student's `known_hosts` line.
+    #[serde(default)]
+    pub ssh_host_key: Option<String>,
     /// Queue priority (meaningful while queued).
     pub priority: i32,
     pub config: BTreeMap<String, String>,

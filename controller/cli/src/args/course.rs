@@ -182,13 +182,14 @@ pub enum EndpointFormat {
     Csv,
     Json,
     SshConfig,
+    KnownHosts,
 }
 
 #[derive(Debug, Args)]
 pub struct CourseEndpoints {
     /// [<remote>:]<code>
     pub code: String,
-    /// Format (csv|json|ssh-config)
+    /// Format (csv|json|ssh-config|known-hosts)
     #[arg(short, long, value_enum, default_value = "csv")]
     pub format: EndpointFormat,
 }

@@ -80,6 +80,7 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
                 EndpointFormat::Csv => "csv",
                 EndpointFormat::Json => "json",
                 EndpointFormat::SshConfig => "ssh-config",
+                EndpointFormat::KnownHosts => "known-hosts",
             };
             let path = format!("/courses/{}/endpoints?format={format}", seg(&code));
             let text = client

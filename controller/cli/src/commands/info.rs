@@ -61,6 +61,10 @@ pub fn describe(instance: &Instance, snapshots: &[Snapshot]) -> String {
     );
     if let (Some(host), Some(port)) = (&instance.ssh_host, instance.ssh_port) {
         let _ = writeln!(out, "SSH: ssh -p {port} {}@{host}", instance.owner);
+        if let Some(key) = &instance.ssh_host_key {
+            // The line for ~/.ssh/known_hosts: the first login verifies the host.
+            let _ = writeln!(out, "Known Host: [{host}]:{port} {key}");
+        }
     }
     if let Some(error) = &instance.error {
         let _ = writeln!(out, "Error: {error}");
