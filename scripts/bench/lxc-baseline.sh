@@ -17,9 +17,11 @@ trap 'rm -f "$known"' EXIT
 
 # LXD 5.0.2 now and then never answers an `lxc exec`; an admin would interrupt it and go on, so
 # every lxc call gets a deadline and a call past it fails the attempt (which is then retried).
+# `lxc exec` passes SIGTERM on to the command inside and keeps waiting, so the deadline ends
+# with SIGKILL.
 lxc_bin=$(type -P lxc)
 export lxc_bin
-lxc() { timeout 120 "$lxc_bin" "$@"; }
+lxc() { timeout -k 5 120 "$lxc_bin" "$@"; }
 export -f lxc
 
 # One student's container, start to ssh login; fails (non-zero) if any step does.
