@@ -16,12 +16,9 @@ use crate::node::Node;
 
 /// What `create_new` found or made.
 enum Created {
-    /// Made by this request; `own_range` when with a range the agent picked, `host_key` when
-    /// the instance serves SSH (its public half is already in the instance's config).
-    Made {
-        own_range: bool,
-        host_key: Option<HostKey>,
-    },
+    /// Made by this request; `host_key` when the instance serves SSH (its public half is
+    /// already in the instance's config).
+    Made { host_key: Option<HostKey> },
     /// Made by another request meanwhile.
     Exists(LxdInstance),
 }
@@ -52,26 +49,34 @@ impl Node {
         if lx.is_none() || (req.start && never_started) {
             // LXD 5.0.2 gives a container an isolated range below /etc/subuid's while another
             // isolated container on the daemon is half-created (its range reads as 0; see
-            // `idmap`). So on one daemon, containers are created one at a time across every
-            // agent that drives it, each with a range the agent picked; one created with such a
-            // range starts in parallel with the others. Where no range could be picked (LXD
-            // picks, or an older agent made it), the first start stays inside the lock.
-            let daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
+            // `idmap`). So on one daemon, every agent that drives it picks ranges under one
+            // lock and reserves what it picked; a container made with a reserved range is
+            // created and started in parallel with the others. Where no range could be picked
+            // (LXD picks, or an older agent made it), the create and first start stay inside
+            // the lock.
+            let mut daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
             let (own_range, made_key, existing) = match lx {
                 Some(existing) => (has_own_range(&existing), None, Some(existing)),
-                None => match self.create_new(req, &plan).await? {
-                    Created::Made {
-                        own_range,
-                        host_key,
-                    } => (own_range, host_key, None),
-                    Created::Exists(existing) => {
-                        same_request(&existing, req, &plan)?;
-                        (has_own_range(&existing), None, Some(existing))
+                None => {
+                    let base = self.reserve_idmap_base().await?;
+                    if base.is_some() {
+                        drop(daemon.take());
                     }
-                },
+                    let created = self.create_new(req, &plan, base).await;
+                    if let Some(base) = base {
+                        self.release_idmap_base(base).await;
+                    }
+                    match created? {
+                        Created::Made { host_key } => (base.is_some(), host_key, None),
+                        Created::Exists(existing) => {
+                            same_request(&existing, req, &plan)?;
+                            (has_own_range(&existing), None, Some(existing))
+                        }
+                    }
+                }
             };
             if own_range {
-                drop(daemon);
+                drop(daemon.take());
             }
             if req.start {
                 if plan.ssh.is_some() {
@@ -96,19 +101,20 @@ impl Node {
         self.instance(&req.name).await
     }
 
-    /// Creates the instance with an isolated range the agent picked (when it can); the caller
-    /// holds the daemon's start lock. `Exists` when another request made it meanwhile.
+    /// Creates the instance, with the isolated range `base` the agent reserved for it when
+    /// there is one (otherwise the caller holds the daemon's start lock and LXD picks).
+    /// `Exists` when another request made it meanwhile.
     async fn create_new(
         &self,
         req: &CreateInstance,
         plan: &Plan,
+        base: Option<u64>,
     ) -> Result<Created, InstanceError> {
         self.check_source(&req.source).await?;
         if let Some(vol) = &req.home_volume {
             self.ensure_volume(vol).await?;
         }
         let mut body = plan.body.clone();
-        let base = self.free_idmap_base().await?;
         if let Some(base) = base {
             body["config"]["security.idmap.base"] = base.to_string().into();
         }
@@ -124,10 +130,7 @@ impl Node {
             .call(Method::POST, "/1.0/instances", Some(&body))
             .await
         {
-            Ok(_) => Ok(Created::Made {
-                own_range: base.is_some(),
-                host_key,
-            }),
+            Ok(_) => Ok(Created::Made { host_key }),
             Err(e)
                 if e.lxd_message()
                     .is_some_and(|m| m.contains("already exists")) =>

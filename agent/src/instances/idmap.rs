@@ -6,9 +6,11 @@
 //! start. Creating and first-starting one container at a time per daemon avoids it, at the cost
 //! of serialising every first start (a rootfs remap and a boot). With `security.idmap.base` set,
 //! LXD skips the scan and uses the range it is given, so the agent picks a free range under the
-//! daemon's lock, creates the container with it, lets go of the lock, and starts in parallel.
+//! daemon's lock and reserves it (in a file every agent on the daemon reads), lets go of the
+//! lock, and creates and starts in parallel with other creates.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -17,6 +19,10 @@ use crate::node::Node;
 
 /// Ids in one isolated container's range: LXD's default `security.idmap.size`.
 pub const RANGE_SIZE: u64 = 65536;
+
+/// How long a reservation keeps its range from other creates: far longer than a create takes,
+/// so only the reservation of an agent that died mid-create ever lapses.
+const RESERVATION_TTL_S: u64 = 600;
 
 /// The subordinate ids LXD may hand out: root's range in both `/etc/subuid` and `/etc/subgid`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,11 +105,44 @@ pub fn taken_ranges(listing: &[Value]) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Ranges handed to creates still in flight, one `BASE UNIX_SECONDS` line each, kept beside the
+/// daemon's start lock so every agent driving the daemon sees them: a container being created
+/// is not yet in LXD's listing, or is there without its range.
+pub(crate) fn reservations_path(lock: &Path) -> PathBuf {
+    lock.with_extension("idmaps")
+}
+
+/// The reservations in `text` younger than the TTL at `now`.
+fn live_reservations(text: &str, now: u64) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (base, at) = line.split_once(' ')?;
+            Some((base.parse().ok()?, at.parse().ok()?))
+        })
+        .filter(|&(_, at): &(u64, u64)| at + RESERVATION_TTL_S > now)
+        .collect()
+}
+
+fn write_reservations(path: &Path, live: &[(u64, u64)]) -> std::io::Result<()> {
+    let text: String = live.iter().map(|(b, at)| format!("{b} {at}\n")).collect();
+    let tmp = path.with_extension("idmaps.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, path)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 impl Node {
-    /// A free isolated range on this daemon for a container about to be created; the caller
-    /// holds the daemon's start lock until the container exists. `None` when the host's range
-    /// is unknown or full: LXD then picks, and the caller keeps the lock through the first start.
-    pub(crate) async fn free_idmap_base(&self) -> Result<Option<u64>, LxdError> {
+    /// Picks a free isolated range on this daemon for a container about to be created and
+    /// reserves it; the caller holds the daemon's start lock. With the range reserved the
+    /// create needs the lock no longer; `release_idmap_base` drops the reservation once the
+    /// container exists. `None` when the host's range is unknown or full, or the reservation
+    /// cannot be written: LXD then picks, and the caller keeps the lock through the first start.
+    pub(crate) async fn reserve_idmap_base(&self) -> Result<Option<u64>, LxdError> {
         let Some(host) = host_range(Path::new("/etc/subuid"), Path::new("/etc/subgid")) else {
             return Ok(None);
         };
@@ -113,7 +152,41 @@ impl Node {
             .get("/1.0/instances?all-projects=true&recursion=1")
             .await?;
         let listing = listing.as_array().map(Vec::as_slice).unwrap_or_default();
-        Ok(pick_base(host, &taken_ranges(listing)))
+        let path = reservations_path(&super::lifecycle::start_lock_path(
+            &self.config.lxd_socket(),
+        ));
+        let now = unix_now();
+        let mut live = live_reservations(&std::fs::read_to_string(&path).unwrap_or_default(), now);
+        let mut taken = taken_ranges(listing);
+        taken.extend(live.iter().map(|&(base, _)| (base, RANGE_SIZE)));
+        let Some(base) = pick_base(host, &taken) else {
+            return Ok(None);
+        };
+        live.push((base, now));
+        match write_reservations(&path, &live) {
+            Ok(()) => Ok(Some(base)),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot reserve an idmap range; creating under the daemon lock");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Drops the reservation of `base` (the container now exists, or its create failed).
+    pub(crate) async fn release_idmap_base(&self, base: u64) {
+        let lock = super::lifecycle::start_lock_path(&self.config.lxd_socket());
+        let _daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
+        let path = reservations_path(&lock);
+        let live: Vec<_> = live_reservations(
+            &std::fs::read_to_string(&path).unwrap_or_default(),
+            unix_now(),
+        )
+        .into_iter()
+        .filter(|&(b, _)| b != base)
+        .collect();
+        if let Err(e) = write_reservations(&path, &live) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot drop an idmap reservation; it lapses by itself");
+        }
     }
 }
 
@@ -190,6 +263,27 @@ mod tests {
             size: RANGE_SIZE,
         };
         assert_eq!(pick_base(tiny, &[]), None);
+    }
+
+    #[test]
+    fn reservations_lapse_after_their_ttl_and_survive_a_round_trip() {
+        let now = 1_000_000;
+        let text = format!(
+            "165536 {}\n231072 {}\ngarbage\n296608 {}\n",
+            now - 5,
+            now - RESERVATION_TTL_S,
+            now
+        );
+        assert_eq!(
+            live_reservations(&text, now),
+            vec![(165_536, now - 5), (296_608, now)]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = reservations_path(&dir.path().join("cohort-lxd-start-x.lock"));
+        assert_eq!(path.file_name().unwrap(), "cohort-lxd-start-x.idmaps");
+        write_reservations(&path, &[(165_536, now)]).unwrap();
+        let back = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(live_reservations(&back, now), vec![(165_536, now)]);
     }
 
     #[test]
