@@ -8,6 +8,7 @@ use std::time::Instant;
 use diesel::pg::PgConnection;
 
 use crate::agent_client::{AgentConnector, AgentTarget, NodeAgent};
+use crate::auth::{Bearer, Caller};
 use crate::config::Config;
 use crate::db::DbPool;
 use crate::error::{ActionError, ActionResult};
@@ -63,6 +64,20 @@ impl Controller {
         })
         .await
         .map_err(|e| ActionError::Internal(e.to_string()))?
+    }
+
+    /// Runs diesel work as the caller behind `bearer`, authenticated on the same pooled connection
+    /// and blocking thread as the work.
+    pub async fn db_as<T, F>(&self, bearer: Bearer, work: F) -> ActionResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut PgConnection, Caller) -> ActionResult<T> + Send + 'static,
+    {
+        self.db(move |conn| {
+            let caller = bearer.caller(conn)?;
+            work(conn, caller)
+        })
+        .await
     }
 
     /// The agent of a node (by id), pinned to its live certificate.
