@@ -2,10 +2,12 @@
 //! the role and ownership rules every route applies.
 
 use cohort_proto::api::users::Role;
+use diesel::pg::PgConnection;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::error::{ActionError, ActionResult};
+use crate::models::api_token::ApiToken;
 use crate::models::user::User;
 
 /// Prefix of every API token, so leaked tokens are easy to recognise.
@@ -24,6 +26,30 @@ pub fn new_api_token() -> String {
 
 pub fn sha256(secret: &str) -> Vec<u8> {
     Sha256::digest(secret.as_bytes()).to_vec()
+}
+
+/// The bearer token a request presented, not checked yet: only its SHA-256, which is all the
+/// database keeps. Actions resolve it with [`Bearer::caller`] on the connection they answer with,
+/// so a request costs one pool checkout (each one pings PostgreSQL), not one to authenticate and
+/// one to answer; the only way from a `Bearer` to a [`Caller`] is through the database.
+#[derive(Debug, Clone)]
+pub struct Bearer {
+    hash: Vec<u8>,
+}
+
+impl Bearer {
+    pub fn new(token: &str) -> Self {
+        Bearer {
+            hash: sha256(token),
+        }
+    }
+
+    /// The user behind the token; an unknown token is a 401.
+    pub fn caller(&self, conn: &mut PgConnection) -> ActionResult<Caller> {
+        ApiToken::user_for_hash(conn, &self.hash)?
+            .map(Caller::new)
+            .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into()))
+    }
 }
 
 /// The authenticated user behind a request.

@@ -69,7 +69,8 @@ impl Default for ReclaimConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// `DATABASE_URL`; default `postgres://cohort:cohort@127.0.0.1:5432/cohort`.
+    /// `DATABASE_URL`; default `postgres://cohort:cohort@127.0.0.1:5432/cohort`, without TLS on
+    /// loopback unless it names an sslmode ([`crate::db::url::without_loopback_tls`]).
     pub url: String,
     /// `COHORT_DB_POOL_SIZE`; default 16 connections.
     pub pool_size: u32,

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use diesel::pg::PgConnection;
+use tokio::sync::Semaphore;
 
 use crate::agent_client::{AgentConnector, AgentTarget, NodeAgent};
+use crate::auth::{Bearer, Caller};
 use crate::config::Config;
 use crate::db::DbPool;
 use crate::error::{ActionError, ActionResult};
@@ -18,6 +20,11 @@ use crate::pki::Pki;
 
 pub struct Controller {
     pub pool: DbPool,
+    /// One permit per pooled connection, taken before a blocking thread is: r2d2 hands a returned
+    /// connection to whichever waiting thread gets there first, so under load a few requests
+    /// waited many times longer than the rest; this semaphore serves them in order of arrival,
+    /// and keeps threads that could only wait for a connection from being started.
+    db_turns: Arc<Semaphore>,
     pub config: Config,
     pub pki: Arc<Pki>,
     pub agents: Arc<dyn AgentConnector>,
@@ -35,6 +42,7 @@ impl Controller {
         agents: Arc<dyn AgentConnector>,
     ) -> Self {
         Controller {
+            db_turns: Arc::new(Semaphore::new(pool.max_size() as usize)),
             pool,
             config,
             pki,
@@ -50,19 +58,41 @@ impl Controller {
         self.config.server.state_dir.join("images")
     }
 
-    /// Runs diesel work on a blocking thread with a pooled connection.
+    /// Runs diesel work on a blocking thread with a pooled connection, in turn (see `db_turns`);
+    /// waiting for a turn and a connection together takes at most the pool's connection timeout.
     pub async fn db<T, F>(&self, work: F) -> ActionResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut PgConnection) -> ActionResult<T> + Send + 'static,
     {
+        let deadline = Instant::now() + self.pool.connection_timeout();
+        let turn = tokio::time::timeout_at(deadline.into(), self.db_turns.clone().acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok);
         let pool = self.pool.clone();
         tokio::task::spawn_blocking(move || {
-            let mut conn = pool.get()?;
+            // Declared before the connection, so dropped after it is back in the pool.
+            let _turn = turn;
+            let mut conn = pool.get_timeout(deadline.saturating_duration_since(Instant::now()))?;
             work(&mut conn)
         })
         .await
         .map_err(|e| ActionError::Internal(e.to_string()))?
+    }
+
+    /// Runs diesel work as the caller behind `bearer`, authenticated on the same pooled connection
+    /// and blocking thread as the work.
+    pub async fn db_as<T, F>(&self, bearer: Bearer, work: F) -> ActionResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut PgConnection, Caller) -> ActionResult<T> + Send + 'static,
+    {
+        self.db(move |conn| {
+            let caller = bearer.caller(conn)?;
+            work(conn, caller)
+        })
+        .await
     }
 
     /// The agent of a node (by id), pinned to its live certificate.

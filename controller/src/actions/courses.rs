@@ -9,7 +9,7 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::db::schema::{images, instances, nodes, users};
 use crate::error::{ActionError, ActionResult};
@@ -243,8 +243,8 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
     })
 }
 
-pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireCourse>> {
-    ctl.db(move |conn| {
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireCourse>> {
+    ctl.db_as(bearer, |conn, caller| {
         let rows = match caller.role {
             Role::Admin => Course::list(conn, None)?,
             Role::Instructor => Course::list(conn, Some(caller.user.id))?,
@@ -258,8 +258,8 @@ pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireCour
     .await
 }
 
-pub async fn get(ctl: &Controller, caller: Caller, code: String) -> ActionResult<WireCourse> {
-    ctl.db(move |conn| {
+pub async fn get(ctl: &Controller, bearer: Bearer, code: String) -> ActionResult<WireCourse> {
+    ctl.db_as(bearer, move |conn, caller| {
         let course = readable(conn, &caller, &code)?;
         Ok(view(conn, &course)?)
     })

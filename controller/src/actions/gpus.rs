@@ -5,7 +5,7 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
@@ -14,9 +14,9 @@ use crate::models::gpu_allocation::GpuAllocation;
 use crate::models::node::Node;
 use crate::views;
 
-pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireGpu>> {
-    caller.require(Role::Instructor)?;
-    ctl.db(|conn| {
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireGpu>> {
+    ctl.db_as(bearer, |conn, caller| {
+        caller.require(Role::Instructor)?;
         let nodes = Node::list(conn)?;
         Ok(Gpu::list_with_use(conn)?
             .iter()

@@ -12,7 +12,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::operations::{start, Step};
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
@@ -24,8 +24,9 @@ pub fn tarball_path(ctl: &Controller, fingerprint: &str) -> PathBuf {
     ctl.images_dir().join(format!("{fingerprint}.tar"))
 }
 
-pub async fn list(ctl: &Controller, _caller: Caller) -> ActionResult<Vec<WireImage>> {
-    ctl.db(|conn| {
+/// Every image; any authenticated caller may see them.
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireImage>> {
+    ctl.db_as(bearer, |conn, _caller| {
         Image::list(conn)?
             .iter()
             .map(|i| Ok(views::image(conn, i)?))
@@ -39,8 +40,8 @@ fn find(conn: &mut PgConnection, alias_or_fp: &str) -> ActionResult<Image> {
         .ok_or_else(|| ActionError::NotFound(format!("image {alias_or_fp}")))
 }
 
-pub async fn get(ctl: &Controller, _caller: Caller, name: String) -> ActionResult<WireImage> {
-    ctl.db(move |conn| {
+pub async fn get(ctl: &Controller, bearer: Bearer, name: String) -> ActionResult<WireImage> {
+    ctl.db_as(bearer, move |conn, _caller| {
         let image = find(conn, &name)?;
         Ok(views::image(conn, &image)?)
     })

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::operations::{start, Step};
 use crate::agent_client::NodeAgent;
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
@@ -244,17 +244,17 @@ pub const MAX_PAGE: u32 = 1000;
 /// One page of the instances the caller may see, by name, and the last name when more follow.
 pub async fn list(
     ctl: &Controller,
-    caller: Caller,
+    bearer: Bearer,
     page: InstancePage,
 ) -> ActionResult<(Vec<WireInstance>, Option<String>)> {
-    let limit = page.limit.unwrap_or(MAX_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ActionError::invalid(
-            "limit",
-            format!("a page holds 1 to {MAX_PAGE} instances"),
-        ));
-    }
-    ctl.db(move |conn| {
+    ctl.db_as(bearer, move |conn, caller| {
+        let limit = page.limit.unwrap_or(MAX_PAGE);
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(ActionError::invalid(
+                "limit",
+                format!("a page holds 1 to {MAX_PAGE} instances"),
+            ));
+        }
         let mut q = instances::table.select(Instance::as_select()).into_boxed();
         match caller.role {
             Role::Admin => {}
@@ -285,8 +285,8 @@ pub async fn list(
     .await
 }
 
-pub async fn get(ctl: &Controller, caller: Caller, name: String) -> ActionResult<WireInstance> {
-    ctl.db(move |conn| {
+pub async fn get(ctl: &Controller, bearer: Bearer, name: String) -> ActionResult<WireInstance> {
+    ctl.db_as(bearer, move |conn, caller| {
         let instance = find(conn, &caller, &name)?;
         Ok(views::instances(conn, vec![instance])?.remove(0))
     })

@@ -7,7 +7,7 @@ use diesel::prelude::*;
 use serde_json::json;
 
 use super::operations::{start, Step};
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
@@ -20,18 +20,18 @@ fn find(conn: &mut PgConnection, name: &str) -> ActionResult<Node> {
     Node::by_name(conn, name)?.ok_or_else(|| ActionError::NotFound(format!("node {name}")))
 }
 
-pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireNode>> {
-    caller.require(Role::Instructor)?;
-    ctl.db(|conn| {
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireNode>> {
+    ctl.db_as(bearer, |conn, caller| {
+        caller.require(Role::Instructor)?;
         let rows = Node::list(conn)?;
         Ok(views::nodes(conn, &rows)?)
     })
     .await
 }
 
-pub async fn get(ctl: &Controller, caller: Caller, name: String) -> ActionResult<WireNode> {
-    caller.require(Role::Instructor)?;
-    ctl.db(move |conn| {
+pub async fn get(ctl: &Controller, bearer: Bearer, name: String) -> ActionResult<WireNode> {
+    ctl.db_as(bearer, move |conn, caller| {
+        caller.require(Role::Instructor)?;
         let node = find(conn, &name)?;
         Ok(views::nodes(conn, &[node])?.remove(0))
     })

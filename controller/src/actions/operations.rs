@@ -7,7 +7,7 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use uuid::Uuid;
 
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::models::operation::Operation;
@@ -55,8 +55,8 @@ pub async fn get(ctl: &Controller, caller: Caller, id: Uuid) -> ActionResult<Wir
     ctl.db(move |conn| visible(conn, &caller, id)).await
 }
 
-pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireOperation>> {
-    ctl.db(move |conn| {
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireOperation>> {
+    ctl.db_as(bearer, |conn, caller| {
         let owner = (!caller.is_admin()).then_some(caller.user.id);
         Operation::list(conn, owner)?
             .iter()

@@ -7,7 +7,7 @@ use cohort_proto::api::users::{
 use diesel::prelude::*;
 use serde_json::json;
 
-use crate::auth::{new_api_token, sha256, Caller};
+use crate::auth::{new_api_token, sha256, Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::models::api_token::ApiToken;
@@ -17,14 +17,9 @@ use crate::models::ssh_key::SshKey;
 use crate::models::user::{role_name, NewUser, User};
 use crate::{validate, views};
 
-/// The user behind a bearer token.
-pub async fn authenticate(ctl: &Controller, token: String) -> ActionResult<Caller> {
-    ctl.db(move |conn| {
-        ApiToken::user_for_hash(conn, &sha256(&token))?
-            .map(Caller::new)
-            .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into()))
-    })
-    .await
+/// The user behind a bearer token, for actions that need the caller before any query of theirs.
+pub async fn authenticate(ctl: &Controller, bearer: Bearer) -> ActionResult<Caller> {
+    ctl.db(move |conn| bearer.caller(conn)).await
 }
 
 /// Creates the first admin and returns its token; refuses when an admin exists (used by `init`).
@@ -58,8 +53,8 @@ pub fn bootstrap_admin(conn: &mut PgConnection, username: &str) -> ActionResult<
     })
 }
 
-pub async fn me(ctl: &Controller, caller: Caller) -> ActionResult<Me> {
-    ctl.db(move |conn| {
+pub async fn me(ctl: &Controller, bearer: Bearer) -> ActionResult<Me> {
+    ctl.db_as(bearer, |conn, caller| {
         let rows = Instance::list(conn, Some(caller.user.id))?;
         Ok(Me {
             user: views::user(&caller.user),
@@ -73,10 +68,12 @@ pub async fn me(ctl: &Controller, caller: Caller) -> ActionResult<Me> {
     .await
 }
 
-pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireUser>> {
-    caller.require(Role::Instructor)?;
-    ctl.db(|conn| Ok(User::list(conn)?.iter().map(views::user).collect()))
-        .await
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireUser>> {
+    ctl.db_as(bearer, |conn, caller| {
+        caller.require(Role::Instructor)?;
+        Ok(User::list(conn)?.iter().map(views::user).collect())
+    })
+    .await
 }
 
 pub async fn create(ctl: &Controller, caller: Caller, req: CreateUser) -> ActionResult<WireUser> {

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 
 use super::extract::{ApiJson, ApiQuery};
 use crate::actions::{courses, endpoints, provision, roster, teardown};
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::course::roster::MAX_BYTES;
 use crate::error::ActionError;
@@ -20,12 +20,12 @@ pub async fn create(ctl: Ctl, caller: Caller, req: ApiJson<CreateCourse>) -> Rep
     Ok(HttpResponse::Created().json(courses::create(&ctl, caller, req.0).await?))
 }
 
-pub async fn list(ctl: Ctl, caller: Caller) -> Reply {
-    Ok(HttpResponse::Ok().json(courses::list(&ctl, caller).await?))
+pub async fn list(ctl: Ctl, bearer: Bearer) -> Reply {
+    Ok(HttpResponse::Ok().json(courses::list(&ctl, bearer).await?))
 }
 
-pub async fn get(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
-    Ok(HttpResponse::Ok().json(courses::get(&ctl, caller, code.into_inner()).await?))
+pub async fn get(ctl: Ctl, bearer: Bearer, code: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(courses::get(&ctl, bearer, code.into_inner()).await?))
 }
 
 pub async fn set_quota(

@@ -9,7 +9,7 @@ use actix_web::{web, FromRequest, HttpRequest};
 use serde::de::DeserializeOwned;
 
 use crate::actions::users::authenticate;
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
@@ -26,7 +26,7 @@ fn field_of(message: &str) -> String {
         .to_string()
 }
 
-fn bearer(req: &HttpRequest) -> Result<String, ActionError> {
+fn bearer(req: &HttpRequest) -> Result<Bearer, ActionError> {
     let header = req
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)
@@ -37,8 +37,9 @@ fn bearer(req: &HttpRequest) -> Result<String, ActionError> {
         .to_str()
         .ok()
         .and_then(|h| h.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_string())
+        .map(str::trim)
         .filter(|t| !t.is_empty())
+        .map(Bearer::new)
         .ok_or_else(|| ActionError::Unauthenticated("malformed Authorization header".into()))
 }
 
@@ -48,6 +49,18 @@ fn controller(req: &HttpRequest) -> Result<web::Data<Controller>, ActionError> {
         .ok_or_else(|| ActionError::Internal("controller state missing".into()))
 }
 
+/// The token alone, for actions that authenticate on their own connection
+/// ([`Controller::db_as`]).
+impl FromRequest for Bearer {
+    type Error = ActionError;
+    type Future = std::future::Ready<Result<Bearer, ActionError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(bearer(req))
+    }
+}
+
+/// The authenticated caller, resolved before the action runs (a pool checkout of its own).
 impl FromRequest for Caller {
     type Error = ActionError;
     type Future = Pin<Box<dyn Future<Output = Result<Caller, ActionError>>>>;

@@ -5,14 +5,14 @@ use cohort_proto::api::gpus::UpdateGpu;
 
 use super::extract::ApiJson;
 use crate::actions::gpus;
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
 type Ctl = web::Data<Controller>;
 
-pub async fn list(ctl: Ctl, caller: Caller) -> Result<HttpResponse, ActionError> {
-    Ok(HttpResponse::Ok().json(gpus::list(&ctl, caller).await?))
+pub async fn list(ctl: Ctl, bearer: Bearer) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(gpus::list(&ctl, bearer).await?))
 }
 
 pub async fn update(

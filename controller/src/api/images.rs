@@ -7,19 +7,19 @@ use tokio::io::AsyncReadExt;
 
 use super::extract::{ApiJson, ApiQuery, PeerCertificate};
 use crate::actions::images::{self, ImageUpload, TarballReader};
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
 type Ctl = web::Data<Controller>;
 type Reply = Result<HttpResponse, ActionError>;
 
-pub async fn list(ctl: Ctl, caller: Caller) -> Reply {
-    Ok(HttpResponse::Ok().json(images::list(&ctl, caller).await?))
+pub async fn list(ctl: Ctl, bearer: Bearer) -> Reply {
+    Ok(HttpResponse::Ok().json(images::list(&ctl, bearer).await?))
 }
 
-pub async fn get(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
-    Ok(HttpResponse::Ok().json(images::get(&ctl, caller, name.into_inner()).await?))
+pub async fn get(ctl: Ctl, bearer: Bearer, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(images::get(&ctl, bearer, name.into_inner()).await?))
 }
 
 /// Streams the body to disk; nothing is recorded unless the whole upload arrives.

@@ -9,7 +9,7 @@ use cohort_proto::api::instances::{
 use super::extract::{ApiJson, ApiQuery};
 use crate::actions::{instances, proxy};
 use crate::agent_client::FileMeta;
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
@@ -20,16 +20,14 @@ pub async fn create(ctl: Ctl, caller: Caller, req: ApiJson<CreateInstance>) -> R
     Ok(HttpResponse::Accepted().json(instances::create(&ctl, caller, req.0).await?))
 }
 
-pub async fn list(ctl: Ctl, caller: Caller, query: ApiQuery<InstancePage>) -> Reply {
+pub async fn list(ctl: Ctl, bearer: Bearer, query: ApiQuery<InstancePage>) -> Reply {
     let page = query.0;
-    let (rows, next) = instances::list(&ctl, caller, page.clone()).await?;
+    let limit = page.limit;
+    let (rows, next) = instances::list(&ctl, bearer, page).await?;
     let mut reply = HttpResponse::Ok();
     if let Some(last) = next {
         let query = serde_urlencoded::to_string([
-            (
-                "limit",
-                page.limit.unwrap_or(instances::MAX_PAGE).to_string(),
-            ),
+            ("limit", limit.unwrap_or(instances::MAX_PAGE).to_string()),
             ("after", last),
         ])
         .unwrap_or_default();
@@ -38,8 +36,8 @@ pub async fn list(ctl: Ctl, caller: Caller, query: ApiQuery<InstancePage>) -> Re
     Ok(reply.json(rows))
 }
 
-pub async fn get(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
-    Ok(HttpResponse::Ok().json(instances::get(&ctl, caller, name.into_inner()).await?))
+pub async fn get(ctl: Ctl, bearer: Bearer, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok().json(instances::get(&ctl, bearer, name.into_inner()).await?))
 }
 
 pub async fn update(

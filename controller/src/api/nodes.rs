@@ -6,7 +6,7 @@ use cohort_proto::enroll::EnrollRequest;
 
 use super::extract::ApiJson;
 use crate::actions::{enroll, nodes};
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
@@ -30,16 +30,16 @@ pub async fn create_token(
     Ok(HttpResponse::Created().json(enroll::create_join_token(&ctl, caller, req.0).await?))
 }
 
-pub async fn list(ctl: Ctl, caller: Caller) -> Result<HttpResponse, ActionError> {
-    Ok(HttpResponse::Ok().json(nodes::list(&ctl, caller).await?))
+pub async fn list(ctl: Ctl, bearer: Bearer) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(nodes::list(&ctl, bearer).await?))
 }
 
 pub async fn get(
     ctl: Ctl,
-    caller: Caller,
+    bearer: Bearer,
     name: web::Path<String>,
 ) -> Result<HttpResponse, ActionError> {
-    Ok(HttpResponse::Ok().json(nodes::get(&ctl, caller, name.into_inner()).await?))
+    Ok(HttpResponse::Ok().json(nodes::get(&ctl, bearer, name.into_inner()).await?))
 }
 
 pub async fn cordon(

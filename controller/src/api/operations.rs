@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::extract::ApiQuery;
 use crate::actions::operations;
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
@@ -17,8 +17,8 @@ fn operation_id(raw: &str) -> Result<Uuid, ActionError> {
         .map_err(|_| ActionError::invalid("id", format!("{raw:?} is not an operation id")))
 }
 
-pub async fn list(ctl: Ctl, caller: Caller) -> Result<HttpResponse, ActionError> {
-    Ok(HttpResponse::Ok().json(operations::list(&ctl, caller).await?))
+pub async fn list(ctl: Ctl, bearer: Bearer) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(operations::list(&ctl, bearer).await?))
 }
 
 pub async fn get(

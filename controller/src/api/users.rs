@@ -5,14 +5,14 @@ use cohort_proto::api::users::{AddSshKey, CreateApiToken, CreateUser};
 
 use super::extract::ApiJson;
 use crate::actions::users;
-use crate::auth::Caller;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
 type Ctl = web::Data<Controller>;
 
-pub async fn me(ctl: Ctl, caller: Caller) -> Result<HttpResponse, ActionError> {
-    Ok(HttpResponse::Ok().json(users::me(&ctl, caller).await?))
+pub async fn me(ctl: Ctl, bearer: Bearer) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(users::me(&ctl, bearer).await?))
 }
 
 pub async fn add_ssh_key(
@@ -32,8 +32,8 @@ pub async fn delete_ssh_key(
     Ok(HttpResponse::NoContent().finish())
 }
 
-pub async fn list(ctl: Ctl, caller: Caller) -> Result<HttpResponse, ActionError> {
-    Ok(HttpResponse::Ok().json(users::list(&ctl, caller).await?))
+pub async fn list(ctl: Ctl, bearer: Bearer) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(users::list(&ctl, bearer).await?))
 }
 
 pub async fn create(

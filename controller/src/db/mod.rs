@@ -1,6 +1,7 @@
 //! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema.
 
 pub mod schema;
+pub mod url;
 
 use diesel::pg::PgConnection;
 use diesel::r2d2::{ConnectionManager, Pool, PooledConnection};
@@ -11,8 +12,10 @@ pub type DbPool = Pool<ConnectionManager<PgConnection>>;
 pub type DbConn = PooledConnection<ConnectionManager<PgConnection>>;
 
 /// Opens a pool of at most `size` connections to `url`, opened as needed (PostgreSQL's
-/// connection limit is shared by every controller process and test).
+/// connection limit is shared by every controller process and test); on loopback without TLS
+/// unless the URL asks for it ([`url::without_loopback_tls`]).
 pub fn pool(url: &str, size: u32) -> Result<DbPool, diesel::r2d2::PoolError> {
+    let url = url::without_loopback_tls(url, &url::LibpqEnv::from_process());
     Pool::builder()
         .max_size(size)
         .min_idle(Some(1))
