@@ -46,6 +46,13 @@ pub async fn run(args: JoinArgs) -> anyhow::Result<i32> {
                 args.ssh_ports
             )
         })?;
+    if let Some(warning) = ephemeral_overlap(
+        first,
+        last,
+        &std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default(),
+    ) {
+        eprintln!("Warning: {warning}");
+    }
     let hostname = nix::unistd::gethostname()
         .context("reading the hostname")?
         .to_string_lossy()
@@ -69,4 +76,44 @@ pub async fn run(args: JoinArgs) -> anyhow::Result<i32> {
         config.config_path().display()
     );
     Ok(0)
+}
+
+/// A warning when the SSH ports overlap the kernel's ephemeral ports (`ip_local_port_range`,
+/// given as its file's text): an outgoing connection can hold one of those ports for as long as
+/// it lives, and a student's proxy device then cannot listen on it.
+fn ephemeral_overlap(first: u16, last: u16, port_range: &str) -> Option<String> {
+    let mut parts = port_range.split_whitespace().map(|p| p.parse::<u16>().ok());
+    let (low, high) = (parts.next()??, parts.next()??);
+    (first <= high && low <= last).then(|| {
+        format!(
+            "--ssh-ports {first}-{last} overlaps the kernel's ephemeral ports {low}-{high}: an \
+             outgoing connection can take one of them and that student's container then cannot \
+             be reached. Use ports below {low}, or reserve these with \
+             `sysctl -w net.ipv4.ip_local_reserved_ports={first}-{last}`."
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ephemeral_overlap;
+
+    #[test]
+    fn ssh_ports_inside_the_ephemeral_range_are_warned_about() {
+        let linux = "32768\t60999\n";
+        assert_eq!(ephemeral_overlap(22000, 22099, linux), None);
+        assert_eq!(ephemeral_overlap(61000, 61099, linux), None);
+        let warning = ephemeral_overlap(32700, 32800, linux).expect("overlap at the low end");
+        assert!(warning.contains("32768-60999"), "{warning}");
+        assert!(
+            warning.contains("ip_local_reserved_ports=32700-32800"),
+            "{warning}"
+        );
+        assert!(ephemeral_overlap(40000, 40099, linux).is_some());
+        assert_eq!(
+            ephemeral_overlap(40000, 40099, ""),
+            None,
+            "unreadable: no warning"
+        );
+    }
 }
