@@ -90,3 +90,28 @@ pub fn render(rows: &[Endpoint], format: Format) -> String {
         Format::KnownHosts => endpoints::to_known_hosts(rows),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse_and_an_unknown_one_names_the_field_and_the_choices() {
+        assert_eq!(Format::parse(None).unwrap(), Format::Csv);
+        assert_eq!(
+            Format::parse(Some("known-hosts")).unwrap(),
+            Format::KnownHosts
+        );
+        assert_eq!(
+            Format::parse(Some("known_hosts")).unwrap(),
+            Format::KnownHosts
+        );
+        match Format::parse(Some("xml")) {
+            Err(ActionError::Invalid { field, message }) => {
+                assert_eq!(field, "format");
+                assert!(message.contains("known-hosts"), "{message}");
+            }
+            other => panic!("expected a 400 on format, got {other:?}"),
+        }
+    }
+}
