@@ -286,3 +286,120 @@ async fn placement_prefers_a_node_that_already_holds_the_image() {
     assert_eq!(node_of("with-image"), "node-small", "{placed:?}");
     assert_eq!(node_of("without-image"), "node-big", "{placed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_past_the_least_loaded_window_is_still_found() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    // 70 empty nodes without the NVIDIA runtime rank first (equal load, lower ids); the only
+    // GPU node comes last, outside the window of 64 a first pass reads from the index.
+    for n in 0..70 {
+        let first = 24000 + n * 10;
+        t.node(&format!("cpu-{n:02}"), (first, first + 9), 64, 256, false);
+    }
+    let gpu_node = t.node("gpu-last", (24800, 24809), 64, 256, true);
+    t.gpu(&gpu_node, "GPU-last", 0, "A100", 1);
+
+    instances::create(&t.ctl, admin.clone(), request("wants-gpu", 1, None, false))
+        .await
+        .expect("the GPU node is found past the window");
+    let (placed, slots) = allocations(&t);
+    assert_eq!(placed, [("wants-gpu".into(), "gpu-last".into(), 24800)]);
+    assert_eq!(slots["GPU-last"], vec![0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spread_takes_the_least_loaded_node_and_pack_the_most_loaded_that_fits() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    // 512 MiB instances: four fill a 2 GiB node.
+    let small = t.node("node-small", (25000, 25063), 64, 2, false);
+    t.node("node-big", (25100, 25163), 64, 8, false);
+    let mut pinned = request("seed", 0, None, false);
+    pinned.node = Some(small.name.clone());
+    instances::create(&t.ctl, admin.clone(), pinned)
+        .await
+        .unwrap();
+
+    // Spread: node-big has the least memory committed for its size.
+    instances::create(&t.ctl, admin.clone(), request("spread-1", 0, None, false))
+        .await
+        .unwrap();
+    // Pack: node-small is the most committed (1/4 against 1/16) until it is full.
+    for i in 0..4 {
+        let mut packed = request(&format!("pack-{i}"), 0, None, false);
+        packed.strategy = PlacementStrategy::Pack;
+        instances::create(&t.ctl, admin.clone(), packed)
+            .await
+            .unwrap();
+    }
+    let (placed, _) = allocations(&t);
+    let node_of = |name: &str| placed.iter().find(|(i, _, _)| i == name).unwrap().1.clone();
+    assert_eq!(node_of("spread-1"), "node-big", "{placed:?}");
+    for i in 0..3 {
+        assert_eq!(node_of(&format!("pack-{i}")), "node-small", "{placed:?}");
+    }
+    assert_eq!(
+        node_of("pack-3"),
+        "node-big",
+        "node-small was full: {placed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lowest_free_port_is_taken_after_a_gap_and_past_the_highest_without_one() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    t.node("node-a", (26000, 26004), 64, 256, false);
+    for i in 0..3 {
+        instances::create(
+            &t.ctl,
+            admin.clone(),
+            request(&format!("p-{i}"), 0, None, false),
+        )
+        .await
+        .unwrap();
+    }
+    let port_of = |name: &str| {
+        let (placed, _) = allocations(&t);
+        placed.iter().find(|(i, _, _)| i == name).unwrap().2
+    };
+    assert_eq!(
+        [port_of("p-0"), port_of("p-1"), port_of("p-2")],
+        [26000, 26001, 26002]
+    );
+
+    // A gap below the highest taken port is filled first, then the range goes on above it.
+    let mut conn = t.conn();
+    let middle = Instance::by_name(&mut conn, "p-1").unwrap().unwrap();
+    Instance::delete(&mut conn, middle.id).unwrap();
+    instances::create(&t.ctl, admin.clone(), request("fills-gap", 0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(port_of("fills-gap"), 26001);
+    instances::create(&t.ctl, admin.clone(), request("next", 0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(port_of("next"), 26003);
+
+    // The first port freed is found too, and a full range takes no more.
+    let first = Instance::by_name(&mut conn, "p-0").unwrap().unwrap();
+    Instance::delete(&mut conn, first.id).unwrap();
+    instances::create(
+        &t.ctl,
+        admin.clone(),
+        request("fills-first", 0, None, false),
+    )
+    .await
+    .unwrap();
+    assert_eq!(port_of("fills-first"), 26000);
+    instances::create(&t.ctl, admin.clone(), request("last", 0, None, false))
+        .await
+        .unwrap();
+    assert_eq!(port_of("last"), 26004);
+    let full = instances::create(&t.ctl, admin.clone(), request("no-port", 0, None, false)).await;
+    assert!(matches!(full, Err(ActionError::NoCapacity(_))), "{full:?}");
+}
