@@ -49,9 +49,15 @@ fn seed(url: &str, instances: u32) -> Result<()> {
            FROM instances i JOIN gpus g
              ON g.node_id = i.node_id AND g.idx = (i.ssh_port - 20000) % 8
            WHERE i.gpu_count = 1;
-         ANALYZE;"
+         "
     ))
-    .context("seed the inventory")
+    .context("seed the inventory")?;
+    // One transaction wrote every instance, so each node's counters (see the
+    // `placement_counters` migration) went through as many row versions; a deployment's
+    // autovacuum clears those long before a page is read. VACUUM runs alone, outside the
+    // transaction a batch of statements is.
+    conn.batch_execute("VACUUM ANALYZE")
+        .context("vacuum the seeded inventory")
 }
 
 /// Latencies in milliseconds of every answered request, and the number of errors.

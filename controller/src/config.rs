@@ -72,7 +72,8 @@ pub struct DatabaseConfig {
     /// `DATABASE_URL`; default `postgres://cohort:cohort@127.0.0.1:5432/cohort`, without TLS on
     /// loopback unless it names an sslmode ([`crate::db::url::without_loopback_tls`]).
     pub url: String,
-    /// `COHORT_DB_POOL_SIZE`; default 16 connections.
+    /// `COHORT_DB_POOL_SIZE`; default two connections per CPU core plus two
+    /// ([`default_pool_size`]).
     pub pool_size: u32,
 }
 
@@ -165,9 +166,18 @@ impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
             url: "postgres://cohort:cohort@127.0.0.1:5432/cohort".into(),
-            pool_size: 16,
+            pool_size: default_pool_size(),
         }
     }
+}
+
+/// Two database connections per CPU core of this host, plus two. More connections than the
+/// cores can run only add waiting: with 16 on 2 cores, a page of `GET /instances` under 64
+/// clients had a p99 of 84-100 ms, with 5-8 of 51-60 ms at the same throughput (BENCHMARKS.md,
+/// benchmark 3). Requests beyond it queue for a connection in arrival order.
+pub fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(cores * 2 + 2).unwrap_or(u32::MAX)
 }
 
 impl Default for ServerConfig {
@@ -261,6 +271,13 @@ impl Config {
                 });
             }
         }
+        if self.database.pool_size == 0 {
+            return Err(ConfigError::Range {
+                setting: "database.pool_size",
+                rule: "at least 1",
+                value: "0".into(),
+            });
+        }
         Ok(())
     }
 
@@ -340,5 +357,15 @@ mod overcommit_tests {
         config.placement.disk_overcommit = 1.0;
         config.placement.cpu_overcommit = f64::NAN;
         assert!(config.check().is_err());
+    }
+
+    #[test]
+    fn the_pool_is_two_connections_a_core_plus_two_and_never_empty() {
+        let cores = std::thread::available_parallelism().unwrap().get() as u32;
+        let mut config = Config::default();
+        assert_eq!(config.database.pool_size, cores * 2 + 2);
+        config.database.pool_size = 0;
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("database.pool_size"), "{err}");
     }
 }
