@@ -173,7 +173,7 @@ impl Default for DatabaseConfig {
 
 /// Two database connections per CPU core of this host, plus two. More connections than the
 /// cores can run only add waiting: with 16 on 2 cores, a page of `GET /instances` under 64
-/// clients had a p99 of 84-100 ms, with 5-8 of 51-60 ms at the same throughput (BENCHMARKS.md,
+/// clients had a p99 of 75-101 ms, with 5-8 of 48-60 ms at the same throughput (BENCHMARKS.md,
 /// benchmark 3). Requests beyond it queue for a connection in arrival order.
 pub fn default_pool_size() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

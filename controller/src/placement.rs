@@ -24,7 +24,7 @@ pub struct Placement {
 /// and as many of those holding the image, read from an index. Wide enough that concurrent
 /// placements, each skipping the nodes the others hold, still find one; 32 placed about 10%
 /// more a second than 64 in benchmark 2, and 16 no more than 32.
-const SHORTLIST: i64 = 32;
+const WINDOW: i64 = 32;
 
 /// Nodes one pass may find unable to take the instance once locked (the GPU test ran on a
 /// snapshot) before the next pass.
@@ -34,7 +34,7 @@ const TRIES_PER_PASS: usize = 4;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pass {
     /// The best of the window that no other transaction holds.
-    Shortlist,
+    Window,
     /// The best of every node that no other transaction holds.
     Everything,
     /// The best of every node, waiting for its lock.
@@ -59,7 +59,7 @@ pub fn place(
     config: &PlacementConfig,
 ) -> QueryResult<Option<Placement>> {
     let mut tried: Vec<i64> = Vec::new();
-    for pass in [Pass::Shortlist, Pass::Everything, Pass::Wait] {
+    for pass in [Pass::Window, Pass::Everything, Pass::Wait] {
         for _ in 0..TRIES_PER_PASS {
             let outcome = try_once(conn, instance, pinned, config, pass, &tried)?;
             let Some(node_id) = outcome.placed_node else {
@@ -109,7 +109,7 @@ fn try_once(
     pass: Pass,
     tried: &[i64],
 ) -> QueryResult<Try> {
-    let window = (pass == Pass::Shortlist).then_some(SHORTLIST);
+    let window = (pass == Pass::Window).then_some(WINDOW);
     diesel::sql_query(
         "SELECT * FROM cohort_place_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
          $14, $15, $16)",
