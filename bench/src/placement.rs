@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use cohort_controller::config::PlacementConfig;
-use cohort_controller::models::instance::{Instance, NewInstance};
+use cohort_controller::models::instance::NewInstance;
 use cohort_controller::placement;
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
@@ -85,27 +85,24 @@ pub fn worker(url: &str, worker: u32, count: u32, threads: u32, batch: u32) -> R
                                 let name = format!("b{worker}-{t}-{i}");
                                 // Every other instance asks for a shared GPU, like a mixed class.
                                 let gpus = i32::from(i % 2 == 0);
-                                let row = Instance::insert(
-                                    conn,
-                                    &NewInstance {
-                                        name: &name,
-                                        owner_id: owner,
-                                        course_id: None,
-                                        image_id: image,
-                                        desired_state: "running",
-                                        observed_state: "queued",
-                                        cpu: 2,
-                                        memory_mib: 4096,
-                                        disk_gib: 20,
-                                        gpu_count: gpus,
-                                        gpu_model: None,
-                                        gpu_share: "shared",
-                                        strategy: "spread",
-                                        priority: 0,
-                                        config: serde_json::json!({}),
-                                    },
-                                )?;
-                                placement::place(conn, &row, None, &config)
+                                let new = NewInstance {
+                                    name: &name,
+                                    owner_id: owner,
+                                    course_id: None,
+                                    image_id: image,
+                                    desired_state: "running",
+                                    observed_state: "queued",
+                                    cpu: 2,
+                                    memory_mib: 4096,
+                                    disk_gib: 20,
+                                    gpu_count: gpus,
+                                    gpu_model: None,
+                                    gpu_share: "shared",
+                                    strategy: "spread",
+                                    priority: 0,
+                                    config: serde_json::json!({}),
+                                };
+                                placement::insert(conn, &new, None, &config).map(|(_, p)| p)
                             })
                             .collect::<QueryResult<Vec<_>>>()
                     });

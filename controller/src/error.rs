@@ -71,6 +71,25 @@ impl ActionError {
             other => ActionError::Database(other),
         }
     }
+
+    /// Like [`ActionError::from_unique`] for a statement that writes more than one table: only a
+    /// violation of `constraint` is the caller's conflict, any other stays a database error.
+    pub fn from_unique_on(
+        err: diesel::result::Error,
+        constraint: &str,
+        field: &str,
+        message: &str,
+    ) -> Self {
+        use diesel::result::{DatabaseErrorKind, Error};
+        match err {
+            Error::DatabaseError(DatabaseErrorKind::UniqueViolation, ref info)
+                if info.constraint_name() == Some(constraint) =>
+            {
+                ActionError::conflict(Some(field), message)
+            }
+            other => ActionError::Database(other),
+        }
+    }
 }
 
 pub type ActionResult<T> = Result<T, ActionError>;

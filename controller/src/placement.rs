@@ -5,14 +5,15 @@
 //! commit together; the unique indexes are the last guard.
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Nullable, Text};
+use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Jsonb, Nullable, Text};
 
 use crate::config::PlacementConfig;
-use crate::models::instance::Instance;
+use crate::models::instance::{Instance, NewInstance};
 
 /// Where an instance went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
+    pub instance_id: i64,
     pub node_id: i64,
     pub node_name: String,
     pub ssh_port: i32,
@@ -41,32 +42,102 @@ enum Pass {
     Wait,
 }
 
-/// Tries to place `instance`; `None` when no node can hold it now. Only the node `pinned` names
-/// is considered when it is set.
+/// Inserts `new`, placed when a node can hold it now (only the node `pinned` names, when set),
+/// queued otherwise (the row as given). Returns its id and where it went.
 ///
-/// Each try is one call of `cohort_place_try` (the `placement_functions` and `placement_window`
-/// migrations): it reads a window of the least loaded nodes from an index, filters them on the
-/// usage counters the database keeps (see the `placement_counters` migration), ranks them and
-/// locks the best one no other placement holds (`FOR UPDATE SKIP LOCKED`), so concurrent
-/// placements spread over nodes instead of queueing on the single best one; then the GPU slots
-/// and the port are taken under that lock. A pass that finds nothing in the window looks at
-/// every node, and only when every node that fits is held does a pass wait for one. The function
-/// runs as one round trip with plans PostgreSQL keeps for the session.
+/// A placed row is written once, on its node, by the try that placed it, rather than inserted
+/// queued and then updated with its node and port.
+pub fn insert(
+    conn: &mut PgConnection,
+    new: &NewInstance<'_>,
+    pinned: Option<i64>,
+    config: &PlacementConfig,
+) -> QueryResult<(i64, Option<Placement>)> {
+    let row = serde_json::to_value(new)
+        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+    let ask = Ask {
+        instance: None,
+        row: Some(row),
+        gpu_count: new.gpu_count,
+        cpu: new.cpu,
+        memory_mib: new.memory_mib,
+        disk_gib: new.disk_gib,
+        gpu_model: new.gpu_model,
+        exclusive: new.gpu_share == "exclusive",
+        image_id: new.image_id,
+        pack: new.strategy == "pack",
+    };
+    match place_ask(conn, &ask, pinned, config)? {
+        Some(p) => Ok((p.instance_id, Some(p))),
+        None => Ok((Instance::insert(conn, new)?.id, None)),
+    }
+}
+
+/// Tries to place the queued `instance`; `None` when no node can hold it now. Only the node
+/// `pinned` names is considered when it is set.
 pub fn place(
     conn: &mut PgConnection,
     instance: &Instance,
     pinned: Option<i64>,
     config: &PlacementConfig,
 ) -> QueryResult<Option<Placement>> {
+    let ask = Ask {
+        instance: Some(instance.id),
+        row: None,
+        gpu_count: instance.gpu_count,
+        cpu: instance.cpu,
+        memory_mib: instance.memory_mib,
+        disk_gib: instance.disk_gib,
+        gpu_model: instance.gpu_model.as_deref(),
+        exclusive: instance.gpu_share == "exclusive",
+        image_id: instance.image_id,
+        pack: instance.strategy == "pack",
+    };
+    place_ask(conn, &ask, pinned, config)
+}
+
+/// What is placed: a queued instance (`instance`) or a new row (`row`, its columns by name), and
+/// what it needs.
+struct Ask<'a> {
+    instance: Option<i64>,
+    row: Option<serde_json::Value>,
+    gpu_count: i32,
+    cpu: i32,
+    memory_mib: i64,
+    disk_gib: i64,
+    gpu_model: Option<&'a str>,
+    exclusive: bool,
+    image_id: i64,
+    pack: bool,
+}
+
+/// Each try is one call of `cohort_place_try` (the `placement_functions`, `placement_window` and
+/// `placement_insert` migrations): it reads a window of the least loaded nodes from an index,
+/// filters them on the usage counters the database keeps (see the `placement_counters`
+/// migration), ranks them and locks the best one no other placement holds (`FOR UPDATE SKIP
+/// LOCKED`), so concurrent placements spread over nodes instead of queueing on the single best
+/// one; then the port and GPU slots are taken under that lock and the instance written. A pass
+/// that finds nothing in the window looks at every node, and only when every node that fits is
+/// held does a pass wait for one. The function runs as one round trip with plans PostgreSQL
+/// keeps for the session.
+fn place_ask(
+    conn: &mut PgConnection,
+    ask: &Ask<'_>,
+    pinned: Option<i64>,
+    config: &PlacementConfig,
+) -> QueryResult<Option<Placement>> {
     let mut tried: Vec<i64> = Vec::new();
     for pass in [Pass::Window, Pass::Everything, Pass::Wait] {
         for _ in 0..TRIES_PER_PASS {
-            let outcome = try_once(conn, instance, pinned, config, pass, &tried)?;
+            let outcome = try_once(conn, ask, pinned, config, pass, &tried)?;
             let Some(node_id) = outcome.placed_node else {
                 break;
             };
-            let (Some(node_name), Some(ssh_port)) = (outcome.placed_node_name, outcome.placed_port)
-            else {
+            let (Some(instance_id), Some(node_name), Some(ssh_port)) = (
+                outcome.placed_instance,
+                outcome.placed_node_name,
+                outcome.placed_port,
+            ) else {
                 // The locked node could not take the instance after all; the function let it go.
                 tried.push(node_id);
                 continue;
@@ -74,6 +145,7 @@ pub fn place(
             let gpus = outcome.placed_gpus.unwrap_or_default();
             let slots = outcome.placed_slots.unwrap_or_default();
             return Ok(Some(Placement {
+                instance_id,
                 node_id,
                 node_name,
                 ssh_port,
@@ -89,6 +161,8 @@ pub fn place(
 #[derive(QueryableByName)]
 struct Try {
     #[diesel(sql_type = Nullable<BigInt>)]
+    placed_instance: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
     placed_node: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
     placed_node_name: Option<String>,
@@ -103,7 +177,7 @@ struct Try {
 /// One try at the best node `pass` looks at, skipping the nodes in `tried`.
 fn try_once(
     conn: &mut PgConnection,
-    instance: &Instance,
+    ask: &Ask<'_>,
     pinned: Option<i64>,
     config: &PlacementConfig,
     pass: Pass,
@@ -112,23 +186,24 @@ fn try_once(
     let window = (pass == Pass::Window).then_some(WINDOW);
     diesel::sql_query(
         "SELECT * FROM cohort_place_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-         $14, $15, $16)",
+         $14, $15, $16, $17)",
     )
-    .bind::<BigInt, _>(instance.id)
+    .bind::<Nullable<BigInt>, _>(ask.instance)
     .bind::<Nullable<BigInt>, _>(pinned)
-    .bind::<Integer, _>(instance.gpu_count)
-    .bind::<Integer, _>(instance.cpu)
-    .bind::<BigInt, _>(instance.memory_mib)
-    .bind::<BigInt, _>(instance.disk_gib)
-    .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-    .bind::<Bool, _>(instance.gpu_share == "exclusive")
-    .bind::<BigInt, _>(instance.image_id)
-    .bind::<Bool, _>(instance.strategy == "pack")
+    .bind::<Integer, _>(ask.gpu_count)
+    .bind::<Integer, _>(ask.cpu)
+    .bind::<BigInt, _>(ask.memory_mib)
+    .bind::<BigInt, _>(ask.disk_gib)
+    .bind::<Nullable<Text>, _>(ask.gpu_model)
+    .bind::<Bool, _>(ask.exclusive)
+    .bind::<BigInt, _>(ask.image_id)
+    .bind::<Bool, _>(ask.pack)
     .bind::<Double, _>(config.cpu_overcommit)
     .bind::<Double, _>(config.memory_overcommit)
     .bind::<Double, _>(config.disk_overcommit)
     .bind::<Nullable<BigInt>, _>(window)
     .bind::<Bool, _>(pass == Pass::Wait)
     .bind::<Array<BigInt>, _>(tried)
+    .bind::<Nullable<Jsonb>, _>(ask.row.as_ref())
     .get_result(conn)
 }

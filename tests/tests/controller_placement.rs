@@ -403,3 +403,83 @@ async fn the_lowest_free_port_is_taken_after_a_gap_and_past_the_highest_without_
     let full = instances::create(&t.ctl, admin.clone(), request("no-port", 0, None, false)).await;
     assert!(matches!(full, Err(ActionError::NoCapacity(_))), "{full:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_instance_is_inserted_placed_and_a_refused_one_leaves_nothing() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    let a = t.node("node-a", (27000, 27001), 8, 16, true);
+    t.gpu(&a, "GPU-one", 0, "T4", 2);
+    let counters = |t: &TestController| -> (i64, i64, i64, i32, i32) {
+        let mut conn = t.conn();
+        let (cpu, memory, disk, count) = nodes::table
+            .find(a.id)
+            .select((
+                nodes::cpu_used,
+                nodes::memory_used_mib,
+                nodes::disk_used_gib,
+                nodes::instance_count,
+            ))
+            .first(&mut conn)
+            .unwrap();
+        let allocated = gpus::table
+            .filter(gpus::uuid.eq("GPU-one"))
+            .select(gpus::allocated)
+            .first(&mut conn)
+            .unwrap();
+        (cpu, memory, disk, count, allocated)
+    };
+
+    // The row holds what was asked for, its node, port and GPU slot, and is pending; the node's
+    // counters and the GPU's count moved once.
+    let mut req = request("placed", 1, Some("T4"), false);
+    req.priority = 7;
+    req.config = BTreeMap::from([("limits.processes".to_string(), "500".to_string())]);
+    instances::create(&t.ctl, admin.clone(), req).await.unwrap();
+    let row = Instance::by_name(&mut t.conn(), "placed").unwrap().unwrap();
+    assert_eq!(
+        (row.node_id, row.ssh_port, row.observed_state.as_str()),
+        (Some(a.id), Some(27000), "pending")
+    );
+    assert_eq!((row.cpu, row.memory_mib, row.disk_gib), (1, 512, 1));
+    assert_eq!((row.gpu_count, row.gpu_model.as_deref()), (1, Some("T4")));
+    assert_eq!((row.priority, row.owner_id), (7, admin.user.id));
+    assert_eq!(row.config["limits.processes"], "500");
+    assert_eq!(allocations(&t).1["GPU-one"], vec![0]);
+    assert_eq!(counters(&t), (1, 512, 1, 1, 1));
+
+    // A taken name is a conflict on `name`, and the node keeps nothing of it.
+    let taken = instances::create(&t.ctl, admin.clone(), request("placed", 1, None, false)).await;
+    assert!(
+        matches!(&taken, Err(ActionError::Conflict { field: Some(f), .. }) if f == "name"),
+        "{taken:?}"
+    );
+    assert_eq!(counters(&t), (1, 512, 1, 1, 1));
+    assert_eq!(allocations(&t).1["GPU-one"], vec![0]);
+
+    // The last port goes; then a request that may not queue leaves no row, one that may is
+    // written queued, with no node, port or slot.
+    instances::create(&t.ctl, admin.clone(), request("second", 0, None, false))
+        .await
+        .unwrap();
+    let refused =
+        instances::create(&t.ctl, admin.clone(), request("refused", 0, None, false)).await;
+    assert!(
+        matches!(refused, Err(ActionError::NoCapacity(_))),
+        "{refused:?}"
+    );
+    assert!(Instance::by_name(&mut t.conn(), "refused")
+        .unwrap()
+        .is_none());
+    instances::create(&t.ctl, admin.clone(), request("waits", 1, None, true))
+        .await
+        .unwrap();
+    let waits = Instance::by_name(&mut t.conn(), "waits").unwrap().unwrap();
+    assert_eq!(
+        (waits.node_id, waits.ssh_port, waits.observed_state.as_str()),
+        (None, None, "queued")
+    );
+    assert_eq!(counters(&t), (2, 1024, 2, 2, 1));
+    assert_eq!(allocations(&t).1["GPU-one"], vec![0]);
+}

@@ -147,9 +147,7 @@ fn create_tx(
             Some(name) => Some(Node::by_name(conn, name)?.ok_or_else(|| ActionError::invalid("node", format!("no node {name}")))?.id),
             None => None,
         };
-        let instance = Instance::insert(
-            conn,
-            &NewInstance {
+        let new = NewInstance {
                 name: &req.name,
                 owner_id: owner.id,
                 course_id: None,
@@ -171,10 +169,9 @@ fn create_tx(
                 },
                 priority: req.priority,
                 config: serde_json::to_value(&req.config).unwrap_or_default(),
-            },
-        )
-        .map_err(|e| ActionError::from_unique(e, "name", "an instance with this name exists"))?;
-        let placed = placement::place(conn, &instance, pinned, ctl_placement)?;
+        };
+        let (instance_id, placed) = placement::insert(conn, &new, pinned, ctl_placement)
+            .map_err(|e| ActionError::from_unique_on(e, "instances_name_key", "name", "an instance with this name exists"))?;
         if placed.is_none() && !req.queue {
             return Err(ActionError::NoCapacity(format!(
                 "no node can hold {} now (cpu {}, memory {} MiB, disk {} GiB, {} GPUs{})",
@@ -195,7 +192,7 @@ fn create_tx(
             &[Step {
                 action: "create",
                 target: &req.name,
-                instance_id: Some(instance.id),
+                instance_id: Some(instance_id),
             }],
         )?;
         if let Some(p) = &placed {

@@ -135,9 +135,9 @@ pub async fn provision(
             for student in &students {
                 match existing.iter().find(|i| i.owner_id == student.user.id) {
                     None => {
-                        let row = insert_instance(conn, &course, student)?;
-                        placement::place(conn, &row, None, &placement_config)?;
-                        steps.push((row.name, "create", row.id));
+                        let (name, id) =
+                            insert_instance(conn, &course, student, &placement_config)?;
+                        steps.push((name, "create", id));
                     }
                     Some(i) if i.desired_state == "deleted" => {}
                     Some(i) if i.node_id.is_some_and(|n| unreachable.contains(&n)) => {}
@@ -186,11 +186,14 @@ pub async fn provision(
     .await
 }
 
+/// A student's instance of `course`, placed when a node can hold it, queued otherwise: its name
+/// and id.
 fn insert_instance(
     conn: &mut PgConnection,
     course: &Course,
     student: &Enrolled,
-) -> ActionResult<Instance> {
+    placement_config: &crate::config::PlacementConfig,
+) -> ActionResult<(String, i64)> {
     let image_id = course.image_id.ok_or_else(|| {
         ActionError::conflict(
             Some("image"),
@@ -198,7 +201,7 @@ fn insert_instance(
         )
     })?;
     let name = naming::instance_name(&course.code, &student.user.username);
-    Instance::insert(
+    placement::insert(
         conn,
         &NewInstance {
             name: &name,
@@ -217,10 +220,14 @@ fn insert_instance(
             priority: 0,
             config: json!({}),
         },
+        None,
+        placement_config,
     )
+    .map(|(id, _)| (name.clone(), id))
     .map_err(|e| {
-        ActionError::from_unique(
+        ActionError::from_unique_on(
             e,
+            "instances_name_key",
             "username",
             &format!("instance name {name} is taken by another instance"),
         )

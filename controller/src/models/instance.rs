@@ -61,7 +61,8 @@ pub struct InstanceRefs {
     pub usage: Option<InstanceUsage>,
 }
 
-#[derive(Debug, Insertable)]
+/// A new row; `Serialize` gives the columns by name, as placement inserts a placed row with them.
+#[derive(Debug, Insertable, serde::Serialize)]
 #[diesel(table_name = instances)]
 pub struct NewInstance<'a> {
     pub name: &'a str,
