@@ -4,8 +4,10 @@
 //! one. Runs inside the caller's transaction, so the instance row, its port and its GPU slots
 //! commit together; the unique indexes are the last guard.
 
+use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Jsonb, Nullable, Text};
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Jsonb, Nullable, Text, Untyped};
 
 use crate::config::PlacementConfig;
 use crate::models::instance::{Instance, NewInstance};
@@ -183,27 +185,78 @@ fn try_once(
     pass: Pass,
     tried: &[i64],
 ) -> QueryResult<Try> {
-    let window = (pass == Pass::Window).then_some(WINDOW);
-    diesel::sql_query(
-        "SELECT * FROM cohort_place_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-         $14, $15, $16, $17)",
-    )
-    .bind::<Nullable<BigInt>, _>(ask.instance)
-    .bind::<Nullable<BigInt>, _>(pinned)
-    .bind::<Integer, _>(ask.gpu_count)
-    .bind::<Integer, _>(ask.cpu)
-    .bind::<BigInt, _>(ask.memory_mib)
-    .bind::<BigInt, _>(ask.disk_gib)
-    .bind::<Nullable<Text>, _>(ask.gpu_model)
-    .bind::<Bool, _>(ask.exclusive)
-    .bind::<BigInt, _>(ask.image_id)
-    .bind::<Bool, _>(ask.pack)
-    .bind::<Double, _>(config.cpu_overcommit)
-    .bind::<Double, _>(config.memory_overcommit)
-    .bind::<Double, _>(config.disk_overcommit)
-    .bind::<Nullable<BigInt>, _>(window)
-    .bind::<Bool, _>(pass == Pass::Wait)
-    .bind::<Array<BigInt>, _>(tried)
-    .bind::<Nullable<Jsonb>, _>(ask.row.as_ref())
+    PlaceTry {
+        ask,
+        pinned,
+        config,
+        window: (pass == Pass::Window).then_some(WINDOW),
+        wait: pass == Pass::Wait,
+        tried,
+    }
     .get_result(conn)
+}
+
+/// The call of `cohort_place_try`. Its own query type rather than `sql_query`, which diesel never
+/// keeps prepared: this one is prepared once per connection, so PostgreSQL neither parses nor
+/// plans the call again.
+struct PlaceTry<'a> {
+    ask: &'a Ask<'a>,
+    pinned: Option<i64>,
+    config: &'a PlacementConfig,
+    window: Option<i64>,
+    wait: bool,
+    tried: &'a [i64],
+}
+
+impl QueryId for PlaceTry<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl Query for PlaceTry<'_> {
+    type SqlType = Untyped;
+}
+
+impl RunQueryDsl<PgConnection> for PlaceTry<'_> {}
+
+impl QueryFragment<Pg> for PlaceTry<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        let ask = self.ask;
+        out.push_sql("SELECT * FROM cohort_place_try(");
+        out.push_bind_param::<Nullable<BigInt>, _>(&ask.instance)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<BigInt>, _>(&self.pinned)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Integer, _>(&ask.gpu_count)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Integer, _>(&ask.cpu)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&ask.memory_mib)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&ask.disk_gib)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&ask.gpu_model)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&ask.exclusive)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&ask.image_id)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&ask.pack)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Double, _>(&self.config.cpu_overcommit)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Double, _>(&self.config.memory_overcommit)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Double, _>(&self.config.disk_overcommit)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<BigInt>, _>(&self.window)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&self.wait)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<BigInt>, _>(&self.tried)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Jsonb>, _>(&ask.row)?;
+        out.push_sql(")");
+        Ok(())
+    }
 }
