@@ -41,6 +41,56 @@ fn doctor_reports_this_machine() {
     assert!(row(&table, "NVIDIA container tools").contains("WARN"));
 }
 
+/// Runs `lxc` on this machine's LXD; its stdout, or a panic with its stderr.
+fn lxc(args: &[&str]) -> String {
+    let out = Command::new("lxc").args(args).output().expect("run lxc");
+    assert!(
+        out.status.success(),
+        "lxc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Deletes the container it names when dropped.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("lxc").args(["delete", "-f", &self.0]).output();
+    }
+}
+
+#[test]
+fn doctor_warns_exactly_when_lxd_remaps_a_new_containers_files() {
+    let out = agent(&["doctor"], &[]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let first = row(&table, "first start without remapping").to_string();
+
+    // What LXD does here: an isolated container starts with its files unshifted (`[]`); LXD
+    // either mounts them idmapped, leaving that as it is, or remaps them, recording the map.
+    let c = Container(format!("doctor-remap-{}", std::process::id()));
+    lxc(&[
+        "init",
+        "cohort/base",
+        &c.0,
+        "-s",
+        "cohort",
+        "-c",
+        "security.idmap.isolated=true",
+    ]);
+    let key = "volatile.last_state.idmap";
+    assert_eq!(lxc(&["config", "get", &c.0, key]).trim(), "[]");
+    lxc(&["start", &c.0]);
+    let after = lxc(&["config", "get", &c.0, key]);
+    let remapped = after.trim() != "[]";
+    assert_eq!(
+        first.contains("WARN"),
+        remapped,
+        "doctor: {first}\n{key} after the first start: {after}"
+    );
+}
+
 #[test]
 fn doctor_fails_without_lxd() {
     let out = agent(

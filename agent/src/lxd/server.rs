@@ -32,6 +32,10 @@ pub struct ServerEnvironment {
     pub server_version: String,
     #[serde(default)]
     pub kernel_version: String,
+    /// What LXD found the kernel can do (`idmapped_mounts`, `shiftfs`, ...), `"true"` or
+    /// `"false"`.
+    #[serde(default)]
+    pub kernel_features: std::collections::BTreeMap<String, String>,
 }
 
 impl ServerInfo {
