@@ -243,9 +243,9 @@ pub fn idmap_check(subuid: &Path) -> Check {
 }
 
 /// Whether this LXD release tests a filesystem for idmapped mounts with a user namespace it
-/// writes no mapping into. Kernels since about 6.x refuse such a mount, so these releases decide
-/// they cannot mount a container's root idmapped and chown every file of it on its first start
-/// instead. Fixed in 5.0.4, 5.21.2 and 6.1 (LXD commit ec223f75, "Make get_userns_fd configure
+/// writes no mapping into. Newer kernels (6.18 here) refuse such a mount, and these releases then
+/// decide they cannot mount a container's root idmapped and chown every file of it on its first
+/// start instead. Fixed in 5.0.4, 5.21.2 and 6.1 (LXD commit ec223f75, "Make get_userns_fd configure
 /// the userns").
 pub fn lxd_probes_unmapped(version: &str) -> bool {
     let mut parts = version
