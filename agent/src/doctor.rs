@@ -162,15 +162,20 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
             "create the pool (scripts/setup) or set storage_pool",
         ),
     });
-    let kernel_idmapped =
-        info.environment.kernel_features.get("idmapped_mounts") == Some(&"true".to_string());
+    let kernel_idmapped = info
+        .environment
+        .kernel_features
+        .get("idmapped_mounts")
+        .is_some_and(|v| v == "true");
     let pool_dir = socket
         .parent()
         .unwrap_or(Path::new("/"))
         .join("storage-pools")
         .join(&config.storage_pool);
     let probe = if kernel_idmapped && lxd_probes_unmapped(&info.environment.server_version) {
-        Some(unmapped_idmap_probe(&pool_dir))
+        // It waits on a child process: off the async runtime.
+        let probe = tokio::task::spawn_blocking(move || unmapped_idmap_probe(&pool_dir)).await;
+        Some(probe.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))))
     } else {
         None
     };
