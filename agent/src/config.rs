@@ -48,6 +48,11 @@ pub struct AgentConfig {
     /// Must be a loopback address. Default: none (metrics only behind mutual TLS, `/v1/metrics`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Move a new container's files into its id range before its first start, where LXD would
+    /// otherwise chown them on the start (no idmapped mounts for LXD; `cohort-agent doctor`
+    /// says when). Default `true`.
+    #[serde(default = "default_true")]
+    pub shift_before_first_start: bool,
 }
 
 fn default_listen() -> SocketAddr {
@@ -67,6 +72,9 @@ fn default_ssh_listen() -> String {
 }
 fn default_ssh_ready_timeout() -> u64 {
     120
+}
+fn default_true() -> bool {
+    true
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +119,7 @@ impl AgentConfig {
 
     /// Overrides from `COHORT_AGENT_NODE_NAME`, `_LISTEN`, `_STATE_DIR`, `_LXD_SOCKET`,
     /// `_LXD_PROJECT`, `_STORAGE_POOL`, `_SSH_LISTEN`, `_MAX_CONCURRENT_CREATES`,
-    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`.
+    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`, `_SHIFT_BEFORE_FIRST_START`.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         fn parsed<T: std::str::FromStr>(var: &str, value: String) -> Result<T, ConfigError>
         where
@@ -156,6 +164,9 @@ impl AgentConfig {
         }
         if let Some(v) = get(&var("METRICS_LISTEN")) {
             self.metrics_listen = Some(parsed(&var("METRICS_LISTEN"), v)?);
+        }
+        if let Some(v) = get(&var("SHIFT_BEFORE_FIRST_START")) {
+            self.shift_before_first_start = parsed(&var("SHIFT_BEFORE_FIRST_START"), v)?;
         }
         Ok(())
     }

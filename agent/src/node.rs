@@ -2,6 +2,7 @@
 //! on concurrent creates, and what it reports (health, inventory).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cohort_proto::agent::{GpuInventory, Health, Inventory, LxdFacts};
@@ -18,6 +19,26 @@ pub struct Node {
     pub(crate) creates: Arc<Semaphore>,
     lxd_version: String,
     storage_driver: String,
+    /// Whether LXD chowns each new container's files on its first start (see
+    /// `instances::shift`), so the agent does it first.
+    remaps_first_start: bool,
+    /// Containers shifted before their first start, and the microseconds it took.
+    shifts: AtomicU64,
+    shift_us: AtomicU64,
+}
+
+/// What [`Node::first_start_shifts`] reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShiftTotals {
+    pub count: u64,
+    pub seconds: f64,
+}
+
+/// Where LXD mounts `config`'s storage pool.
+fn pool_path(config: &AgentConfig) -> PathBuf {
+    let socket = config.lxd_socket();
+    let dir = socket.parent().map(PathBuf::from).unwrap_or_default();
+    dir.join("storage-pools").join(&config.storage_pool)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,12 +61,28 @@ impl Node {
         let info = lxd.check_server().await?;
         let storage_driver = lxd.pool_driver(&config.storage_pool).await?;
         let creates = Arc::new(Semaphore::new(config.max_concurrent_creates()));
+        let remaps_first_start = match storage_driver.as_str() {
+            // The drivers whose volumes stay mounted while the container is stopped.
+            "btrfs" | "dir" if config.shift_before_first_start => {
+                let env = info.environment.clone();
+                let pool = pool_path(&config);
+                tokio::task::spawn_blocking(move || {
+                    crate::doctor::lxd_remaps_first_start(&env, &pool)
+                })
+                .await
+                .unwrap_or(false)
+            }
+            _ => false,
+        };
         Ok(Node {
             config,
             lxd,
             creates,
             lxd_version: info.environment.server_version,
             storage_driver,
+            remaps_first_start,
+            shifts: AtomicU64::new(0),
+            shift_us: AtomicU64::new(0),
         })
     }
 
@@ -60,9 +97,28 @@ impl Node {
 
     /// Where LXD mounts the storage pool (next to its socket, under `storage-pools/`).
     pub fn pool_path(&self) -> PathBuf {
-        let socket = self.config.lxd_socket();
-        let dir = socket.parent().map(PathBuf::from).unwrap_or_default();
-        dir.join("storage-pools").join(&self.config.storage_pool)
+        pool_path(&self.config)
+    }
+
+    /// Whether the agent moves each new container's files into its range before the first
+    /// start, because LXD would do it (slowly) on the start.
+    pub fn lxd_remaps_first_start(&self) -> bool {
+        self.remaps_first_start
+    }
+
+    /// Counts a container shifted before its first start.
+    pub(crate) fn record_shift(&self, took: std::time::Duration) {
+        self.shifts.fetch_add(1, Ordering::Relaxed);
+        self.shift_us
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Containers shifted before their first start since the agent started, and the time it took.
+    pub fn first_start_shifts(&self) -> ShiftTotals {
+        ShiftTotals {
+            count: self.shifts.load(Ordering::Relaxed),
+            seconds: self.shift_us.load(Ordering::Relaxed) as f64 / 1e6,
+        }
     }
 
     /// The names of this project's instances (one LXD call, `recursion=0`).

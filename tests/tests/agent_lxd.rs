@@ -485,3 +485,154 @@ async fn home_volumes_are_deleted_only_when_ours_and_unused() {
         "{left}"
     );
 }
+
+/// The change time of `path`, to the nanosecond: any chown or chmod moves it.
+fn ctime(path: &std::path::Path) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).expect("stat");
+    (m.ctime(), m.ctime_nsec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_container_is_shifted_before_its_first_start_and_lxd_leaves_its_files_alone() {
+    use std::os::unix::fs::MetadataExt;
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let key = "volatile.last_state.idmap";
+
+    // What this LXD does by itself: a plain isolated container either starts with its files
+    // as they are (mounted idmapped) or is remapped on the start, recording the map.
+    lxd.lxc_create(&[
+        "init",
+        "cohort/base",
+        "reference",
+        "-c",
+        "security.idmap.isolated=true",
+    ]);
+    lxd.lxc(&["start", "reference"]);
+    let lxd_remaps = lxd.lxc(&["config", "get", "reference", key]).trim() != "[]";
+    lxd.lxc(&["delete", "-f", "reference"]);
+    assert_eq!(
+        agent.node.lxd_remaps_first_start(),
+        lxd_remaps,
+        "the agent's view of LXD's first start is wrong"
+    );
+
+    created(&agent, &spec("shifted", "op-shift")).await;
+    let next = lxd.lxc(&["config", "get", "shifted", "volatile.idmap.next"]);
+    assert_eq!(lxd.lxc(&["config", "get", "shifted", key]).trim(), "[]");
+    let rootfs = agent.node.rootfs("shifted");
+    // Files nothing in the container changes as it boots.
+    let files = [
+        "usr/bin/passwd",
+        "usr/sbin/sshd",
+        "usr/lib/os-release",
+        "usr/bin",
+    ]
+    .map(|f| rootfs.join(f));
+    assert_eq!(
+        std::fs::metadata(&files[0]).unwrap().uid(),
+        0,
+        "an unstarted container's files are the image's"
+    );
+
+    let shifted = agent
+        .node
+        .shift_before_first_start("shifted")
+        .await
+        .expect("shift");
+    assert_eq!(shifted, lxd_remaps, "shifted only where LXD would remap");
+    if !lxd_remaps {
+        assert_eq!(lxd.lxc(&["config", "get", "shifted", key]).trim(), "[]");
+        return;
+    }
+    assert_eq!(
+        lxd.lxc(&["config", "get", "shifted", key]).trim(),
+        next.trim(),
+        "the shift is recorded as LXD records its own"
+    );
+    let base: u32 = lxd
+        .lxc(&["config", "get", "shifted", "volatile.idmap.base"])
+        .trim()
+        .parse()
+        .unwrap();
+    let passwd = std::fs::metadata(&files[0]).unwrap();
+    assert_eq!(
+        (passwd.uid(), passwd.gid(), passwd.mode() & 0o7777),
+        (base, base, 0o4755)
+    );
+    assert_eq!(agent.node.first_start_shifts().count, 1);
+    let before: Vec<_> = files.iter().map(|f| ctime(f)).collect();
+
+    state(&agent, "shifted", "start").await;
+    let after: Vec<_> = files.iter().map(|f| ctime(f)).collect();
+    assert_eq!(before, after, "LXD remapped the files again on the start");
+    let out = lxd.lxc(&[
+        "exec",
+        "shifted",
+        "--",
+        "sh",
+        "-c",
+        "stat -c '%u %g %a %n' /usr/bin/passwd /etc/shadow /var/log/journal; \
+         find / -xdev \\( -nouser -o -nogroup \\) | wc -l",
+    ]);
+    assert_eq!(
+        out, "0 0 4755 /usr/bin/passwd\n0 42 640 /etc/shadow\n0 999 2755 /var/log/journal\n0\n",
+        "owners and modes inside the container"
+    );
+    assert!(
+        !agent
+            .node
+            .shift_before_first_start("shifted")
+            .await
+            .unwrap(),
+        "a started container is never shifted again"
+    );
+
+    // A copy of a template that was started has the template's map on its files, where LXD
+    // would unshift and shift again: the agent moves them from one range to the other at once.
+    state(&agent, "shifted", "stop").await;
+    let mut copy = spec("copy", "op-copy");
+    copy.source = InstanceSource::Copy {
+        template: "shifted".into(),
+    };
+    created(&agent, &copy).await;
+    let template_map = lxd.lxc(&["config", "get", "shifted", key]);
+    assert_eq!(lxd.lxc(&["config", "get", "copy", key]), template_map);
+    assert!(agent.node.shift_before_first_start("copy").await.unwrap());
+    assert_eq!(
+        lxd.lxc(&["config", "get", "copy", key]),
+        lxd.lxc(&["config", "get", "copy", "volatile.idmap.next"])
+    );
+    let copy_base: u32 = lxd
+        .lxc(&["config", "get", "copy", "volatile.idmap.base"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(copy_base, base, "the copy has a range of its own");
+    let copy_files = files.map(|f| {
+        agent
+            .node
+            .rootfs("copy")
+            .join(f.strip_prefix(&rootfs).unwrap())
+    });
+    assert_eq!(std::fs::metadata(&copy_files[0]).unwrap().uid(), copy_base);
+    let before: Vec<_> = copy_files.iter().map(|f| ctime(f)).collect();
+    state(&agent, "copy", "start").await;
+    let after: Vec<_> = copy_files.iter().map(|f| ctime(f)).collect();
+    assert_eq!(
+        before, after,
+        "LXD remapped the copy's files again on the start"
+    );
+    let out = lxd.lxc(&[
+        "exec",
+        "copy",
+        "--",
+        "sh",
+        "-c",
+        "stat -c '%u %g %a %n' /usr/bin/passwd /etc/shadow; \
+         find / -xdev \\( -nouser -o -nogroup \\) | wc -l",
+    ]);
+    assert_eq!(out, "0 0 4755 /usr/bin/passwd\n0 42 640 /etc/shadow\n0\n");
+    assert_eq!(agent.node.first_start_shifts().count, 2);
+}

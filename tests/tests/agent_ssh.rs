@@ -57,6 +57,12 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
     eprintln!("create with SSH, ready: {:?}", started.elapsed());
     let inst: Instance = serde_json::from_str(&text).expect("Instance JSON");
     assert!(inst.ssh_ready, "reported before sshd answered");
+    // Where LXD would remap the new container's files on its first start, the agent moved them
+    // first (`a_new_container_is_shifted_before_its_first_start...` checks LXD then leaves them).
+    assert_eq!(
+        agent.node.first_start_shifts().count,
+        u64::from(agent.node.lxd_remaps_first_start())
+    );
     assert_eq!(inst.ssh_port, Some(port));
     assert_eq!(inst.ssh_listen.as_deref(), Some("127.0.0.1"));
 

@@ -13,6 +13,7 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::Response;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -138,6 +139,23 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
         "container_gpu_processes",
         "A container's compute processes on a GPU",
         share_procs,
+    );
+
+    let shifts = node.first_start_shifts();
+    let shifted = Counter::<u64>::default();
+    shifted.inc_by(shifts.count);
+    registry.register(
+        "first_start_shifts",
+        "New containers whose files the agent moved into their id range before the first start, \
+         where LXD would have remapped them on the start",
+        shifted,
+    );
+    let shift_seconds = Counter::<f64, AtomicU64>::default();
+    shift_seconds.inc_by(shifts.seconds);
+    registry.register(
+        "first_start_shift_seconds",
+        "Time spent moving new containers' files into their id range",
+        shift_seconds,
     );
 
     let mut text = String::new();

@@ -86,6 +86,7 @@ impl Node {
                         (None, None) => {}
                     }
                 }
+                self.shift_before_first_start(&req.name).await?;
                 self.start_unlocked(&req.name).await?;
             }
         } else if req.start {

@@ -36,6 +36,23 @@ pub struct ServerEnvironment {
     /// `"false"`.
     #[serde(default)]
     pub kernel_features: std::collections::BTreeMap<String, String>,
+    /// What liblxc can do (`idmapped_mounts_v2`, ...), `"true"` or `"false"`.
+    #[serde(default)]
+    pub lxc_features: std::collections::BTreeMap<String, String>,
+}
+
+impl ServerEnvironment {
+    fn has(features: &std::collections::BTreeMap<String, String>, key: &str) -> bool {
+        features.get(key).is_some_and(|v| v == "true")
+    }
+
+    pub fn kernel_has(&self, feature: &str) -> bool {
+        Self::has(&self.kernel_features, feature)
+    }
+
+    pub fn lxc_has(&self, feature: &str) -> bool {
+        Self::has(&self.lxc_features, feature)
+    }
 }
 
 impl ServerInfo {
