@@ -352,7 +352,7 @@ impl Walk<'_> {
 pub fn shift_acl(acl: &[u8], map: &Remap) -> Option<Vec<u8>> {
     const ACL_USER: u16 = 0x02;
     const ACL_GROUP: u16 = 0x08;
-    if acl.len() < 4 || (acl.len() - 4) % 8 != 0 {
+    if acl.len() < 4 || !(acl.len() - 4).is_multiple_of(8) {
         return None;
     }
     let mut out = acl.to_vec();
