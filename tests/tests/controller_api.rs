@@ -580,3 +580,54 @@ async fn instances_are_listed_in_pages_linked_by_next() {
     let resp = test::call_service(&app, get(&admin_token, "/api/v1/instances?page=2")).await;
     assert_eq!(resp.status(), 400);
 }
+
+/// Connections the database cuts (a restart, `pg_terminate_backend`) are found by the pool's
+/// check on checkout and replaced: work goes on, and no cut connection fails more than once.
+#[actix_web::test]
+async fn connections_the_database_cuts_are_replaced_and_work_goes_on() {
+    use diesel::sql_types::{BigInt, Integer};
+    #[derive(QueryableByName)]
+    struct Cut {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let tc = TestController::new();
+    let one = |ctl: std::sync::Arc<cohort_controller::controller::Controller>| async move {
+        ctl.db(|conn| Ok(diesel::select(1.into_sql::<Integer>()).get_result::<i32>(conn)?))
+            .await
+    };
+    // Several connections in the pool, each just used.
+    let warm = futures_util::future::join_all((0..4).map(|_| one(tc.ctl.clone()))).await;
+    assert!(warm.iter().all(|r| matches!(r, Ok(1))), "{warm:?}");
+
+    let cut = diesel::sql_query(
+        "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .get_result::<Cut>(&mut tc.conn())
+    .unwrap()
+    .n;
+    assert!(cut >= 1, "no controller connection was open");
+
+    // Let the cut backends exit.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+
+    let mut results = Vec::new();
+    for _ in 0..(cut + 20) {
+        results.push(one(tc.ctl.clone()).await);
+    }
+    let failures = results.iter().filter(|r| r.is_err()).count() as i64;
+    assert!(
+        failures <= cut,
+        "{failures} failures for {cut} cut connections: {results:?}"
+    );
+    let (first_ok, _) = results
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.is_ok())
+        .expect("work never went on");
+    assert!(
+        results[first_ok..].iter().all(|r| matches!(r, Ok(1))),
+        "work failed again after going on: {results:?}"
+    );
+}
