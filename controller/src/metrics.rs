@@ -189,36 +189,13 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition format (0.0.4), which `promtool check metrics` and every
-    /// Prometheus read: prometheus-client writes OpenMetrics, whose counter families are named
-    /// without the `_total` their samples carry, so those names are given it here.
+    /// The Prometheus text exposition format (0.0.4): see [`cohort_proto::metrics`].
     pub fn render(&self) -> String {
         let mut open = String::new();
         if encode(&mut open, &self.registry).is_err() {
             return String::new();
         }
-        let counters: Vec<String> = open
-            .lines()
-            .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
-            .map(String::from)
-            .collect();
-        let mut out = String::with_capacity(open.len());
-        for line in open.lines() {
-            if line == "# EOF" {
-                continue;
-            }
-            let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
-                let rest = line.strip_prefix(prefix)?;
-                let (name, tail) = rest.split_once(' ')?;
-                counters
-                    .iter()
-                    .any(|c| c == name)
-                    .then(|| format!("{prefix}{name}_total {tail}"))
-            });
-            out.push_str(renamed.as_deref().unwrap_or(line));
-            out.push('\n');
-        }
-        out
+        cohort_proto::metrics::prometheus_text(&open)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod api;
 pub mod enroll;
 pub mod error;
+pub mod metrics;
 pub mod schema;
 pub mod validate;
 

@@ -160,14 +160,14 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
 
     let mut text = String::new();
     encode(&mut text, &registry).expect("writing to a String cannot fail");
-    Ok(text)
+    Ok(cohort_proto::metrics::prometheus_text(&text))
 }
 
 pub async fn render(node: &Node) -> Result<Response<Full<Bytes>>, ApiError> {
     let mut resp = Response::new(Full::new(Bytes::from(text(node).await?)));
     resp.headers_mut().insert(
         CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     Ok(resp)
 }
