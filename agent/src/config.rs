@@ -257,6 +257,16 @@ mod tests {
         assert_eq!(back.max_concurrent_creates(), 3);
         let bad = back.apply_env(|k| (k == "COHORT_AGENT_LISTEN").then(|| "nope".into()));
         assert!(bad.unwrap_err().to_string().contains("COHORT_AGENT_LISTEN"));
+        assert!(back.shift_before_first_start, "on by default");
+        back.apply_env(|k| (k == "COHORT_AGENT_SHIFT_BEFORE_FIRST_START").then(|| "false".into()))
+            .unwrap();
+        assert!(!back.shift_before_first_start);
+        let bad = back
+            .apply_env(|k| (k == "COHORT_AGENT_SHIFT_BEFORE_FIRST_START").then(|| "maybe".into()));
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("COHORT_AGENT_SHIFT_BEFORE_FIRST_START=\"maybe\""));
     }
 
     #[test]

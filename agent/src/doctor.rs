@@ -163,27 +163,19 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
             "create the pool (scripts/setup) or set storage_pool",
         ),
     });
-    let kernel_idmapped = info
-        .environment
-        .kernel_features
-        .get("idmapped_mounts")
-        .is_some_and(|v| v == "true");
+    let env = info.environment.clone();
     let pool_dir = socket
         .parent()
         .unwrap_or(Path::new("/"))
         .join("storage-pools")
         .join(&config.storage_pool);
-    let probe = if kernel_idmapped && lxd_probes_unmapped(&info.environment.server_version) {
-        // It waits on a child process: off the async runtime.
-        let probe = tokio::task::spawn_blocking(move || unmapped_idmap_probe(&pool_dir)).await;
-        Some(probe.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))))
-    } else {
-        None
-    };
+    // The release's test waits on a child process: off the async runtime.
+    let how = tokio::task::spawn_blocking(move || first_start(&env, &pool_dir))
+        .await
+        .unwrap_or_else(|e| FirstStart::TestRefused(std::io::Error::other(e.to_string())));
     out.push(first_start_check(
         &info.environment.server_version,
-        kernel_idmapped,
-        probe,
+        &how,
         config.shift_before_first_start,
     ));
     let project = format!("/1.0/projects/{}", crate::lxd::encode(&config.lxd_project));
@@ -271,17 +263,47 @@ pub fn lxd_probes_unmapped(version: &str) -> bool {
     }
 }
 
-/// Whether LXD chowns every file of each new isolated container on its first start instead of
-/// mounting its root idmapped (or through shiftfs): the kernel or liblxc lacks idmapped mounts,
-/// or the release's test of them fails here ([`unmapped_idmap_probe`] on `pool_dir`). Blocking.
-pub fn lxd_remaps_first_start(env: &ServerEnvironment, pool_dir: &Path) -> bool {
+/// How LXD gives a new isolated container's files its id range on the first start.
+#[derive(Debug)]
+pub enum FirstStart {
+    /// Mounted through shiftfs.
+    Shiftfs,
+    /// Mounted idmapped.
+    Idmapped,
+    /// Every file remapped: the kernel has no idmapped mounts.
+    NoKernelSupport,
+    /// Every file remapped: liblxc has no idmapped mounts.
+    NoLxcSupport,
+    /// Every file remapped: the release's test of idmapped mounts fails here
+    /// ([`lxd_probes_unmapped`]).
+    TestRefused(std::io::Error),
+}
+
+impl FirstStart {
+    /// Whether LXD chowns every file of the container on its first start.
+    pub fn remaps(&self) -> bool {
+        !matches!(self, FirstStart::Shiftfs | FirstStart::Idmapped)
+    }
+}
+
+/// What this LXD does on a new container's first start, with the release's own test of the pool
+/// (`pool_dir`) where the release needs it ([`unmapped_idmap_probe`]). Blocking.
+pub fn first_start(env: &ServerEnvironment, pool_dir: &Path) -> FirstStart {
     if env.kernel_has("shiftfs") {
-        return false;
+        return FirstStart::Shiftfs;
     }
-    if !env.kernel_has("idmapped_mounts") || !env.lxc_has("idmapped_mounts_v2") {
-        return true;
+    if !env.kernel_has("idmapped_mounts") {
+        return FirstStart::NoKernelSupport;
     }
-    lxd_probes_unmapped(&env.server_version) && unmapped_idmap_probe(pool_dir).is_err()
+    if !env.lxc_has("idmapped_mounts_v2") {
+        return FirstStart::NoLxcSupport;
+    }
+    if lxd_probes_unmapped(&env.server_version) {
+        if let Err(e) = unmapped_idmap_probe(pool_dir) {
+            return FirstStart::TestRefused(e);
+        }
+    }
+    FirstStart::Idmapped
 }
 
 /// LXD's own test, done the way the releases of [`lxd_probes_unmapped`] do it: an idmapped
@@ -361,15 +383,9 @@ pub fn unmapped_idmap_probe(dir: &Path) -> std::io::Result<()> {
     result
 }
 
-/// Whether LXD copies each new isolated container's files into its id range on the first start
-/// (seconds of a class's bring-up) or mounts the root idmapped. `probe` is
-/// [`unmapped_idmap_probe`] on the pool, run only where the release needs it.
-pub fn first_start_check(
-    version: &str,
-    kernel_idmapped: bool,
-    probe: Option<std::io::Result<()>>,
-    agent_shifts: bool,
-) -> Check {
+/// The doctor's row for [`first_start`]: a warning wherever LXD remaps each new container's
+/// files (seconds of a class's bring-up), saying who does that work.
+pub fn first_start_check(version: &str, how: &FirstStart, agent_shifts: bool) -> Check {
     const NAME: &str = "first start without remapping";
     let who = if agent_shifts {
         "the agent moves them itself before the start (shift_before_first_start), about a \
@@ -378,35 +394,48 @@ pub fn first_start_check(
         "shift_before_first_start is off, so LXD does it on the start (about 0.5 s alone, \
          seconds when a class starts at once)"
     };
-    if !kernel_idmapped {
-        return check(
-            NAME,
-            Level::Warn,
-            format!(
-                "the kernel has no idmapped mounts: every file of each new container must be \
-                 remapped on its first start; {who}"
-            ),
+    let (detail, fix) = match how {
+        FirstStart::Shiftfs => {
+            return check(
+                NAME,
+                Level::Ok,
+                format!("LXD {version} mounts each container's root through shiftfs"),
+                "",
+            )
+        }
+        FirstStart::Idmapped => {
+            return check(
+                NAME,
+                Level::Ok,
+                format!("LXD {version} mounts each container's root idmapped"),
+                "",
+            )
+        }
+        FirstStart::NoKernelSupport => (
+            "the kernel has no idmapped mounts".to_string(),
             "a kernel with idmapped mounts (5.19 or later for btrfs, ext4 and xfs)",
-        );
-    }
-    match probe {
-        Some(Err(e)) => check(
-            NAME,
-            Level::Warn,
+        ),
+        FirstStart::NoLxcSupport => (
+            "liblxc has no idmapped mounts (LXD's lxc_features.idmapped_mounts_v2)".to_string(),
+            "an LXD built with liblxc 5.0 or later",
+        ),
+        FirstStart::TestRefused(e) => (
             format!(
                 "LXD {version} tests idmapped mounts with an unmapped user namespace, which this \
-                 kernel refuses ({e}), so it remaps every file of each new container on its \
-                 first start instead of mounting it idmapped; {who}"
+                 kernel refuses ({e})"
             ),
             "upgrade LXD to 5.0.4, 5.21.2, 6.1 or later, whose test works on this kernel",
         ),
-        _ => check(
-            NAME,
-            Level::Ok,
-            format!("LXD {version} mounts each container's root idmapped"),
-            "",
+    };
+    check(
+        NAME,
+        Level::Warn,
+        format!(
+            "{detail}: LXD remaps every file of each new container on its first start instead \
+             of mounting it idmapped; {who}"
         ),
-    }
+        fix,
+    )
 }
 
 #[cfg(test)]
@@ -455,8 +484,8 @@ mod tests {
 
     #[test]
     fn a_failed_unmapped_probe_warns_with_the_upgrade() {
-        let refused = || std::io::Error::from_raw_os_error(libc::EINVAL);
-        let c = first_start_check("5.0.2", true, Some(Err(refused())), true);
+        let refused = || FirstStart::TestRefused(std::io::Error::from_raw_os_error(libc::EINVAL));
+        let c = first_start_check("5.0.2", &refused(), true);
         assert_eq!(c.level, Level::Warn);
         assert!(c.detail.contains("LXD 5.0.2") && c.detail.contains("remaps"));
         assert!(
@@ -465,16 +494,22 @@ mod tests {
             c.detail
         );
         assert!(c.fix.contains("5.0.4"));
-        let off = first_start_check("5.0.2", true, Some(Err(refused())), false);
+        let off = first_start_check("5.0.2", &refused(), false);
         assert!(off.detail.contains("shift_before_first_start is off"));
         assert_eq!(
-            first_start_check("5.0.2", true, Some(Ok(())), true).level,
+            first_start_check("6.1", &FirstStart::Idmapped, true).level,
             Level::Ok
         );
-        assert_eq!(first_start_check("6.1", true, None, true).level, Level::Ok);
-        let no_kernel = first_start_check("6.1", false, None, true);
+        assert_eq!(
+            first_start_check("5.0.2", &FirstStart::Shiftfs, true).level,
+            Level::Ok
+        );
+        let no_kernel = first_start_check("6.1", &FirstStart::NoKernelSupport, true);
         assert_eq!(no_kernel.level, Level::Warn);
         assert!(no_kernel.detail.contains("no idmapped mounts"));
+        let no_lxc = first_start_check("6.1", &FirstStart::NoLxcSupport, true);
+        assert_eq!(no_lxc.level, Level::Warn);
+        assert!(no_lxc.detail.contains("liblxc"));
     }
 
     #[test]
@@ -495,24 +530,28 @@ mod tests {
         };
         let idmapped = [("idmapped_mounts", "true")];
         let v2 = [("idmapped_mounts_v2", "true")];
-        // The probe of an old release fails on a pool that is not there.
+        // The test of an old release fails on a pool that is not there.
         let nowhere = Path::new("/nonexistent/pool");
-        assert!(!lxd_remaps_first_start(
-            &env("6.1", &idmapped, &v2),
-            nowhere
+        let how = |e: &ServerEnvironment| first_start(e, nowhere);
+        assert!(matches!(
+            how(&env("6.1", &idmapped, &v2)),
+            FirstStart::Idmapped
         ));
-        assert!(lxd_remaps_first_start(
-            &env("5.0.2", &idmapped, &v2),
-            nowhere
+        assert!(matches!(
+            how(&env("5.0.2", &idmapped, &v2)),
+            FirstStart::TestRefused(_)
         ));
-        assert!(lxd_remaps_first_start(&env("6.1", &[], &v2), nowhere));
-        assert!(lxd_remaps_first_start(
-            &env("6.1", &idmapped, &[("idmapped_mounts_v2", "false")]),
-            nowhere
+        assert!(matches!(
+            how(&env("6.1", &[], &v2)),
+            FirstStart::NoKernelSupport
         ));
-        assert!(!lxd_remaps_first_start(
-            &env("5.0.2", &[("shiftfs", "true")], &[]),
-            nowhere
+        assert!(matches!(
+            how(&env("6.1", &idmapped, &[("idmapped_mounts_v2", "false")])),
+            FirstStart::NoLxcSupport
         ));
+        let shiftfs = how(&env("5.0.2", &[("shiftfs", "true")], &[]));
+        assert!(matches!(shiftfs, FirstStart::Shiftfs) && !shiftfs.remaps());
+        assert!(how(&env("5.0.2", &idmapped, &v2)).remaps());
+        assert!(!how(&env("6.1", &idmapped, &v2)).remaps());
     }
 }

@@ -67,7 +67,7 @@ impl Node {
                 let env = info.environment.clone();
                 let pool = pool_path(&config);
                 tokio::task::spawn_blocking(move || {
-                    crate::doctor::lxd_remaps_first_start(&env, &pool)
+                    crate::doctor::first_start(&env, &pool).remaps()
                 })
                 .await
                 .unwrap_or(false)
