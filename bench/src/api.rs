@@ -15,6 +15,41 @@ pub struct Outcome {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub baseline_p99_ms: f64,
+    /// CPU time per answered page request, in milliseconds: the controller's, and PostgreSQL's
+    /// (every `postgres` process). Unlike latency, this hardly moves with the machine's load.
+    pub controller_cpu_ms: f64,
+    pub postgres_cpu_ms: f64,
+}
+
+/// CPU seconds (user and system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces:
+    // state is field 3, utime 14 and stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100);
+    Some(ticks as f64 / hz as f64)
+}
+
+/// CPU seconds of every `postgres` process on the machine (the server, its backends and its
+/// background workers).
+fn postgres_cpu_seconds() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "postgres")
+        })
+        .filter_map(cpu_seconds)
+        .sum()
 }
 
 /// Seeds `instances` placed instances over 100 nodes, one in four with a GPU slot.
@@ -158,7 +193,17 @@ pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<
         let health = format!("{base}/healthz");
         let (base_lat, base_err) = load(&client, &health, &token, connections, seconds).await;
         ensure!(base_err == 0, "{base_err} /healthz requests failed");
+        let pid = cluster.controller.pid();
+        let before = (
+            cpu_seconds(pid).context("controller CPU time")?,
+            postgres_cpu_seconds(),
+        );
         let (lat, errors) = load(&client, &page_url, &token, connections, seconds).await;
+        let after = (
+            cpu_seconds(pid).context("controller CPU time")?,
+            postgres_cpu_seconds(),
+        );
+        let per_request = |seconds: f64| seconds * 1000.0 / lat.len().max(1) as f64;
         let log = cluster.controller_log();
         let error_lines = log.lines().filter(|l| l.contains("ERROR")).count();
         ensure!(
@@ -171,6 +216,8 @@ pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<
             p50_ms: percentile(&lat, 0.50),
             p99_ms: percentile(&lat, 0.99),
             baseline_p99_ms: percentile(&base_lat, 0.99),
+            controller_cpu_ms: per_request(after.0 - before.0),
+            postgres_cpu_ms: per_request(after.1 - before.1),
         })
     })
 }

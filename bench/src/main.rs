@@ -116,7 +116,7 @@ fn main() -> Result<()> {
         } => {
             let out = api::run(instances, connections, seconds, page)?;
             println!(
-                "| api latency | GET /api/v1/instances?limit={}, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms |",
+                "| api latency | GET /api/v1/instances?limit={}, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms | CPU a request: controller {:.2} ms, PostgreSQL {:.2} ms |",
                 page,
                 instances,
                 connections,
@@ -126,6 +126,8 @@ fn main() -> Result<()> {
                 out.p50_ms,
                 out.p99_ms,
                 out.baseline_p99_ms,
+                out.controller_cpu_ms,
+                out.postgres_cpu_ms,
             );
         }
     }

@@ -14,9 +14,9 @@ use diesel::prelude::*;
 
 use crate::db::schema::{gpus, instances};
 use crate::models::gpu::Gpu;
-use crate::models::gpu_allocation::GpuAllocation;
+use crate::models::gpu_allocation::{GpuAllocation, HeldGpu};
 use crate::models::image::Image;
-use crate::models::instance::{Instance, InstanceRefs};
+use crate::models::instance::{InstanceRefs, ShownInstance};
 use crate::models::node::Node;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
@@ -146,7 +146,10 @@ pub fn observed_state(s: &str) -> ObservedState {
 
 /// Instances with their owner, node, image, course, usage and GPUs: two queries whatever the
 /// number of rows, one when none of them holds a GPU.
-pub fn instances(conn: &mut PgConnection, rows: Vec<Instance>) -> QueryResult<Vec<wire::Instance>> {
+pub fn instances(
+    conn: &mut PgConnection,
+    rows: Vec<ShownInstance>,
+) -> QueryResult<Vec<wire::Instance>> {
     let ids: Vec<i64> = rows.iter().map(|i| i.id).collect();
     let mut refs: HashMap<i64, InstanceRefs> = InstanceRefs::of_many(conn, &ids)?
         .into_iter()
@@ -160,7 +163,7 @@ pub fn instances(conn: &mut PgConnection, rows: Vec<Instance>) -> QueryResult<Ve
     let mut slots = if gpu_ids.is_empty() {
         HashMap::new()
     } else {
-        GpuAllocation::for_instances(conn, &gpu_ids)?
+        GpuAllocation::held_by(conn, &gpu_ids)?
     };
     Ok(rows
         .into_iter()
@@ -173,8 +176,8 @@ pub fn instances(conn: &mut PgConnection, rows: Vec<Instance>) -> QueryResult<Ve
 }
 
 /// One instance on the wire from its row, what it refers to (missing only when it was deleted
-/// since its row was read) and its GPU slots.
-fn instance(i: Instance, refs: Option<InstanceRefs>, gpus: Vec<(Gpu, i32)>) -> wire::Instance {
+/// since its row was read) and its GPUs.
+fn instance(i: ShownInstance, refs: Option<InstanceRefs>, gpus: Vec<HeldGpu>) -> wire::Instance {
     let InstanceRefs {
         owner,
         image,
@@ -200,10 +203,10 @@ fn instance(i: Instance, refs: Option<InstanceRefs>, gpus: Vec<(Gpu, i32)>) -> w
         },
         gpus: gpus
             .into_iter()
-            .map(|(g, slot)| InstanceGpu {
+            .map(|g| InstanceGpu {
                 uuid: g.uuid,
                 model: g.model,
-                slot: slot as u32,
+                slot: g.slot as u32,
             })
             .collect(),
         ssh_host,

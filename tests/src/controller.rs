@@ -256,6 +256,11 @@ impl ControllerProcess {
         format!("https://127.0.0.1:{}", self.port)
     }
 
+    /// The process id, for benchmarks that account its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn wait_healthy(&self, state_dir: &Path) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {

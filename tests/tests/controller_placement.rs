@@ -483,3 +483,111 @@ async fn a_new_instance_is_inserted_placed_and_a_refused_one_leaves_nothing() {
     assert_eq!(counters(&t), (2, 1024, 2, 2, 1));
     assert_eq!(allocations(&t).1["GPU-one"], vec![0]);
 }
+
+/// A page of `GET /instances` and `GET /instances/{name}` show the same instance: its owner,
+/// image, node, SSH address, GPUs in index order with their slots, and what the poller and the
+/// reclaimer recorded of it; paging by name covers every instance once.
+#[tokio::test]
+async fn a_page_of_instances_shows_what_each_holds_and_agrees_with_get() {
+    use cohort_controller::auth::Bearer;
+    use cohort_controller::models::instance_usage::{InstanceUsage, Observed};
+    use cohort_proto::api::instances::InstancePage;
+
+    let t = TestController::new();
+    let (admin, token) = t.user("admin", "admin");
+    t.image("base");
+    let a = t.node("node-a", (21000, 21063), 64, 256, true);
+    // Inserted out of index order: the view orders a multi-GPU instance's GPUs by index.
+    t.gpu(&a, "GPU-a1", 1, "A100", 2);
+    t.gpu(&a, "GPU-a0", 0, "A100", 2);
+    for (name, gpus) in [("two-gpus", 2), ("one-gpu", 1), ("no-gpu", 0)] {
+        let model = (gpus > 0).then_some("A100");
+        instances::create(&t.ctl, admin.clone(), request(name, gpus, model, false))
+            .await
+            .unwrap();
+    }
+    let mut conn = t.conn();
+    let id = |conn: &mut PgConnection, name: &str| -> i64 {
+        inst::table
+            .filter(inst::name.eq(name))
+            .select(inst::id)
+            .first(conn)
+            .unwrap()
+    };
+    let one = id(&mut conn, "one-gpu");
+    InstanceUsage::observe(
+        &mut conn,
+        one,
+        &Observed {
+            running: true,
+            gpus: serde_json::json!({"GPU-a0": {"processes": 1, "memory_used_bytes": 1024,
+                                                "memory_share": 0.5}}),
+            gpu_processes: 1,
+            gpu_memory_used_bytes: 1024,
+        },
+    )
+    .unwrap();
+    let none = id(&mut conn, "no-gpu");
+    InstanceUsage::set_stopped(&mut conn, none, "idle for 2h").unwrap();
+    // What the database holds: each instance's (uuid, model, slot) in GPU index order.
+    let held: Vec<(String, String, String, i32)> = gpu_allocations::table
+        .inner_join(gpus::table.on(gpus::id.eq(gpu_allocations::gpu_id)))
+        .inner_join(inst::table.on(inst::id.eq(gpu_allocations::instance_id)))
+        .order((inst::name, gpus::idx))
+        .select((inst::name, gpus::uuid, gpus::model, gpu_allocations::slot))
+        .load(&mut conn)
+        .unwrap();
+    assert_eq!(held.len(), 3, "{held:?}");
+
+    let page = |after: Option<String>| {
+        instances::list(
+            &t.ctl,
+            Bearer::new(&token),
+            InstancePage {
+                limit: Some(2),
+                after,
+            },
+        )
+    };
+    let (first, next) = page(None).await.unwrap();
+    assert_eq!(next.as_deref(), Some("one-gpu"));
+    let (second, next) = page(next).await.unwrap();
+    assert_eq!(next, None);
+    let listed: Vec<_> = first.into_iter().chain(second).collect();
+    let names: Vec<&str> = listed.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["no-gpu", "one-gpu", "two-gpus"]);
+    for i in &listed {
+        assert_eq!(i.owner, "admin");
+        assert_eq!(i.image, "base");
+        assert_eq!(i.node.as_deref(), Some("node-a"));
+        assert_eq!(i.ssh_host.as_deref(), Some("127.0.0.1"));
+        assert!(i.ssh_port.is_some_and(|p| (21000..=21063).contains(&p)));
+        assert_eq!(i.limits.cpu, 1);
+        let expected: Vec<(String, String, u32)> = held
+            .iter()
+            .filter(|(name, ..)| *name == i.name)
+            .map(|(_, uuid, model, slot)| (uuid.clone(), model.clone(), *slot as u32))
+            .collect();
+        let shown: Vec<(String, String, u32)> = i
+            .gpus
+            .iter()
+            .map(|g| (g.uuid.clone(), g.model.clone(), g.slot))
+            .collect();
+        assert_eq!(shown, expected, "{}", i.name);
+        let got = instances::get(&t.ctl, Bearer::new(&token), i.name.clone())
+            .await
+            .unwrap();
+        assert_eq!(&got, i, "GET of {} differs from its page", i.name);
+    }
+    let uuids: Vec<&str> = listed[2].gpus.iter().map(|g| g.uuid.as_str()).collect();
+    assert_eq!(uuids, ["GPU-a0", "GPU-a1"]);
+    assert_eq!(listed[1].gpu_usage.len(), 1);
+    assert_eq!(listed[1].gpu_usage[0].gpu, "GPU-a0");
+    assert_eq!(listed[1].gpu_usage[0].processes, 1);
+    assert_eq!(listed[1].gpu_usage[0].memory_used_bytes, 1024);
+    assert!(listed[1].gpu_active_at.is_some());
+    assert_eq!(listed[1].stop_reason, None);
+    assert_eq!(listed[0].stop_reason.as_deref(), Some("idle for 2h"));
+    assert!(listed[0].stopped_at.is_some());
+    assert!(listed[0].gpu_usage.is_empty());
+}

@@ -20,7 +20,7 @@ use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::image::Image;
-use crate::models::instance::{Instance, NewInstance};
+use crate::models::instance::{Instance, NewInstance, ShownInstance};
 use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
@@ -252,7 +252,9 @@ pub async fn list(
                 format!("a page holds 1 to {MAX_PAGE} instances"),
             ));
         }
-        let mut q = instances::table.select(Instance::as_select()).into_boxed();
+        let mut q = instances::table
+            .select(ShownInstance::as_select())
+            .into_boxed();
         match caller.role {
             Role::Admin => {}
             Role::Student => q = q.filter(instances::owner_id.eq(caller.user.id)),
@@ -285,7 +287,7 @@ pub async fn list(
 pub async fn get(ctl: &Controller, bearer: Bearer, name: String) -> ActionResult<WireInstance> {
     ctl.db_as(bearer, move |conn, caller| {
         let instance = find(conn, &caller, &name)?;
-        Ok(views::instances(conn, vec![instance])?.remove(0))
+        Ok(views::instances(conn, vec![instance.into()])?.remove(0))
     })
     .await
 }

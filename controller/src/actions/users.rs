@@ -58,7 +58,7 @@ pub async fn me(ctl: &Controller, bearer: Bearer) -> ActionResult<Me> {
         let rows = Instance::list(conn, Some(caller.user.id))?;
         Ok(Me {
             user: views::user(&caller.user),
-            instances: views::instances(conn, rows)?,
+            instances: views::instances(conn, rows.into_iter().map(Into::into).collect())?,
             ssh_keys: SshKey::for_user(conn, caller.user.id)?
                 .iter()
                 .map(views::ssh_key)

@@ -1,5 +1,6 @@
 //! `/api/v1/instances` and the routes under an instance.
 
+use actix_web::http::header::ContentType;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cohort_proto::api::instances::{
     CreateInstance, CreateSnapshot, DeleteInstanceQuery, ExecRequest, FileQuery, InstancePage,
@@ -33,8 +34,15 @@ pub async fn list(ctl: Ctl, bearer: Bearer, query: ApiQuery<InstancePage>) -> Re
         .unwrap_or_default();
         reply.insert_header(("Link", format!("</api/v1/instances?{query}>; rel=\"next\"")));
     }
-    Ok(reply.json(rows))
+    // Written into a buffer the size of the page (an instance is about 600 bytes of JSON) rather
+    // than one grown and copied a dozen times from 128 bytes, as `json` would.
+    let mut body = Vec::with_capacity(rows.len() * PAGE_BYTES_PER_INSTANCE + 2);
+    serde_json::to_writer(&mut body, &rows).map_err(|e| ActionError::Internal(e.to_string()))?;
+    Ok(reply.content_type(ContentType::json()).body(body))
 }
+
+/// Room in a page's buffer for one instance, a little above a typical instance's JSON.
+const PAGE_BYTES_PER_INSTANCE: usize = 768;
 
 pub async fn get(ctl: Ctl, bearer: Bearer, name: web::Path<String>) -> Reply {
     Ok(HttpResponse::Ok().json(instances::get(&ctl, bearer, name.into_inner()).await?))

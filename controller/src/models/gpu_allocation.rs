@@ -14,6 +14,17 @@ pub struct GpuAllocation {
     pub instance_id: i64,
 }
 
+/// A GPU slot an instance holds, as the API shows it.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = gpu_allocations, check_for_backend(diesel::pg::Pg))]
+pub struct HeldGpu {
+    #[diesel(select_expression = gpus::uuid)]
+    pub uuid: String,
+    #[diesel(select_expression = gpus::model)]
+    pub model: String,
+    pub slot: i32,
+}
+
 impl GpuAllocation {
     /// The slots taken on a GPU.
     pub fn slots(conn: &mut PgConnection, gpu_id: i64) -> QueryResult<Vec<i32>> {
@@ -36,24 +47,21 @@ impl GpuAllocation {
             .load(conn)
     }
 
-    /// The GPUs (with slot) each of these instances holds, by instance id.
-    pub fn for_instances(
+    /// The GPUs each of these instances holds, as the API shows them, in GPU index order, by
+    /// instance id.
+    pub fn held_by(
         conn: &mut PgConnection,
         instance_ids: &[i64],
-    ) -> QueryResult<std::collections::HashMap<i64, Vec<(super::gpu::Gpu, i32)>>> {
-        let rows: Vec<(i64, super::gpu::Gpu, i32)> = gpu_allocations::table
+    ) -> QueryResult<std::collections::HashMap<i64, Vec<HeldGpu>>> {
+        let rows: Vec<(i64, HeldGpu)> = gpu_allocations::table
             .inner_join(gpus::table.on(gpus::id.eq(gpu_allocations::gpu_id)))
             .filter(gpu_allocations::instance_id.eq_any(instance_ids))
             .order((gpu_allocations::instance_id, gpus::idx))
-            .select((
-                gpu_allocations::instance_id,
-                super::gpu::Gpu::as_select(),
-                gpu_allocations::slot,
-            ))
+            .select((gpu_allocations::instance_id, HeldGpu::as_select()))
             .load(conn)?;
         let mut by_instance = std::collections::HashMap::<i64, Vec<_>>::new();
-        for (instance, gpu, slot) in rows {
-            by_instance.entry(instance).or_default().push((gpu, slot));
+        for (instance, gpu) in rows {
+            by_instance.entry(instance).or_default().push(gpu);
         }
         Ok(by_instance)
     }

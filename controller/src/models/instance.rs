@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use diesel::dsl;
 use diesel::prelude::*;
 
-use super::instance_usage::InstanceUsage;
+use super::instance_usage::UsageShown;
 use crate::db::schema::{courses, images, instance_usage, instances, nodes, users};
 
 #[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
@@ -58,7 +58,52 @@ pub struct InstanceRefs {
     #[diesel(select_expression_type = dsl::Nullable<courses::code>)]
     pub course: Option<String>,
     #[diesel(embed)]
-    pub usage: Option<InstanceUsage>,
+    pub usage: Option<UsageShown>,
+}
+
+/// The columns of an instance the API shows (its references come with [`InstanceRefs`]): a page
+/// of `GET /instances` reads these rather than every column of [`Instance`], as a third of the
+/// values a page moved from PostgreSQL through libpq and diesel were never shown.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = instances, check_for_backend(diesel::pg::Pg))]
+pub struct ShownInstance {
+    pub id: i64,
+    pub name: String,
+    pub ssh_port: Option<i32>,
+    pub desired_state: String,
+    pub observed_state: String,
+    pub cpu: i32,
+    pub memory_mib: i64,
+    pub disk_gib: i64,
+    pub gpu_count: i32,
+    pub priority: i32,
+    pub config: serde_json::Value,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    pub ssh_host_key: Option<String>,
+}
+
+impl From<Instance> for ShownInstance {
+    fn from(i: Instance) -> Self {
+        ShownInstance {
+            id: i.id,
+            name: i.name,
+            ssh_port: i.ssh_port,
+            desired_state: i.desired_state,
+            observed_state: i.observed_state,
+            cpu: i.cpu,
+            memory_mib: i.memory_mib,
+            disk_gib: i.disk_gib,
+            gpu_count: i.gpu_count,
+            priority: i.priority,
+            config: i.config,
+            error: i.error,
+            created_at: i.created_at,
+            last_seen_at: i.last_seen_at,
+            ssh_host_key: i.ssh_host_key,
+        }
+    }
 }
 
 /// A new row; `Serialize` gives the columns by name, as placement inserts a placed row with them.

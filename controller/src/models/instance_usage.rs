@@ -23,6 +23,18 @@ pub struct InstanceUsage {
     pub detach_reason: Option<String>,
 }
 
+/// What the API shows of a row (see `views::instance`).
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = instance_usage, check_for_backend(diesel::pg::Pg))]
+pub struct UsageShown {
+    pub gpus: serde_json::Value,
+    pub gpu_active_at: Option<DateTime<Utc>>,
+    pub stop_reason: Option<String>,
+    pub stopped_at: Option<DateTime<Utc>>,
+    pub gpus_detached_at: Option<DateTime<Utc>>,
+    pub detach_reason: Option<String>,
+}
+
 /// One poll's view of an instance.
 pub struct Observed {
     pub running: bool,

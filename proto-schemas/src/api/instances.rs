@@ -134,7 +134,9 @@ pub struct Instance {
     pub config: BTreeMap<String, String>,
     /// The last error the controller met making it what is desired.
     pub error: Option<String>,
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::rfc3339::option")]
     pub last_seen_at: Option<DateTime<Utc>>,
     /// GPU use of the instance's processes at the node's last poll, per GPU (found by mapping
     /// the GPU's compute processes to containers through their cgroups).
@@ -142,18 +144,21 @@ pub struct Instance {
     pub gpu_usage: Vec<InstanceGpuUsage>,
     /// Last poll that found a compute process of this instance on a GPU.
     #[serde(default)]
+    #[serde(serialize_with = "crate::rfc3339::option")]
     pub gpu_active_at: Option<DateTime<Utc>>,
     /// Why Cohort stopped the instance (idle GPU, longest run, course end), until it is started
     /// again.
     #[serde(default)]
     pub stop_reason: Option<String>,
     #[serde(default)]
+    #[serde(serialize_with = "crate::rfc3339::option")]
     pub stopped_at: Option<DateTime<Utc>>,
     /// Why Cohort took the instance's GPUs while leaving it running (a course whose
     /// `idle_action` is `detach`).
     #[serde(default)]
     pub gpu_detach_reason: Option<String>,
     #[serde(default)]
+    #[serde(serialize_with = "crate::rfc3339::option")]
     pub gpus_detached_at: Option<DateTime<Utc>>,
 }
 
