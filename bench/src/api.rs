@@ -19,6 +19,8 @@ pub struct Outcome {
     /// (every `postgres` process). Unlike latency, this hardly moves with the machine's load.
     pub controller_cpu_ms: f64,
     pub postgres_cpu_ms: f64,
+    /// The load generator's own (this process).
+    pub client_cpu_ms: f64,
 }
 
 /// CPU seconds (user and system) a process has used, from `/proc/<pid>/stat`.
@@ -194,15 +196,17 @@ pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<
         let (base_lat, base_err) = load(&client, &health, &token, connections, seconds).await;
         ensure!(base_err == 0, "{base_err} /healthz requests failed");
         let pid = cluster.controller.pid();
-        let before = (
-            cpu_seconds(pid).context("controller CPU time")?,
-            postgres_cpu_seconds(),
-        );
+        let me = std::process::id();
+        let cpu = || -> Result<(f64, f64, f64)> {
+            Ok((
+                cpu_seconds(pid).context("controller CPU time")?,
+                postgres_cpu_seconds(),
+                cpu_seconds(me).context("own CPU time")?,
+            ))
+        };
+        let before = cpu()?;
         let (lat, errors) = load(&client, &page_url, &token, connections, seconds).await;
-        let after = (
-            cpu_seconds(pid).context("controller CPU time")?,
-            postgres_cpu_seconds(),
-        );
+        let after = cpu()?;
         let per_request = |seconds: f64| seconds * 1000.0 / lat.len().max(1) as f64;
         let log = cluster.controller_log();
         let error_lines = log.lines().filter(|l| l.contains("ERROR")).count();
@@ -218,6 +222,7 @@ pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<
             baseline_p99_ms: percentile(&base_lat, 0.99),
             controller_cpu_ms: per_request(after.0 - before.0),
             postgres_cpu_ms: per_request(after.1 - before.1),
+            client_cpu_ms: per_request(after.2 - before.2),
         })
     })
 }

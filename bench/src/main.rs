@@ -116,7 +116,7 @@ fn main() -> Result<()> {
         } => {
             let out = api::run(instances, connections, seconds, page)?;
             println!(
-                "| api latency | GET /api/v1/instances?limit={}, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms | CPU a request: controller {:.2} ms, PostgreSQL {:.2} ms |",
+                "| api latency | GET /api/v1/instances?limit={}, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms | CPU a request: controller {:.2} ms, PostgreSQL {:.2} ms, load generator {:.2} ms |",
                 page,
                 instances,
                 connections,
@@ -128,6 +128,7 @@ fn main() -> Result<()> {
                 out.baseline_p99_ms,
                 out.controller_cpu_ms,
                 out.postgres_cpu_ms,
+                out.client_cpu_ms,
             );
         }
     }
