@@ -179,6 +179,13 @@ impl AgentConfig {
         default_lxd_socket(std::env::var_os("LXD_DIR").map(PathBuf::from))
     }
 
+    /// Where LXD mounts the storage pool: next to its socket, under `storage-pools/`.
+    pub fn pool_path(&self) -> PathBuf {
+        let socket = self.lxd_socket();
+        let dir = socket.parent().map(PathBuf::from).unwrap_or_default();
+        dir.join("storage-pools").join(&self.storage_pool)
+    }
+
     pub fn max_concurrent_creates(&self) -> usize {
         self.max_concurrent_creates
             .unwrap_or_else(|| 2 * crate::host::cores() as usize)
@@ -281,6 +288,17 @@ mod tests {
         assert_eq!(
             default_lxd_socket(Some(dir.path().to_path_buf())),
             dir.path().join("unix.socket")
+        );
+    }
+
+    #[test]
+    fn the_pool_is_mounted_next_to_the_socket() {
+        let mut config: AgentConfig = toml::from_str("node_name = \"a\"").unwrap();
+        config.lxd_socket = Some("/srv/lxd/unix.socket".into());
+        config.storage_pool = "cohort".into();
+        assert_eq!(
+            config.pool_path(),
+            std::path::Path::new("/srv/lxd/storage-pools/cohort")
         );
     }
 }

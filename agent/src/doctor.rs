@@ -164,11 +164,7 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
         ),
     });
     let env = info.environment.clone();
-    let pool_dir = socket
-        .parent()
-        .unwrap_or(Path::new("/"))
-        .join("storage-pools")
-        .join(&config.storage_pool);
+    let pool_dir = config.pool_path();
     // The release's test waits on a child process: off the async runtime.
     let how = tokio::task::spawn_blocking(move || first_start(&env, &pool_dir))
         .await

@@ -34,13 +34,6 @@ pub struct ShiftTotals {
     pub seconds: f64,
 }
 
-/// Where LXD mounts `config`'s storage pool.
-fn pool_path(config: &AgentConfig) -> PathBuf {
-    let socket = config.lxd_socket();
-    let dir = socket.parent().map(PathBuf::from).unwrap_or_default();
-    dir.join("storage-pools").join(&config.storage_pool)
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// LXD is unusable for this agent
@@ -65,7 +58,7 @@ impl Node {
             // The drivers whose volumes stay mounted while the container is stopped.
             "btrfs" | "dir" if config.shift_before_first_start => {
                 let env = info.environment.clone();
-                let pool = pool_path(&config);
+                let pool = config.pool_path();
                 tokio::task::spawn_blocking(move || {
                     crate::doctor::first_start(&env, &pool).remaps()
                 })
@@ -95,9 +88,9 @@ impl Node {
         }
     }
 
-    /// Where LXD mounts the storage pool (next to its socket, under `storage-pools/`).
+    /// Where LXD mounts the storage pool (see [`AgentConfig::pool_path`]).
     pub fn pool_path(&self) -> PathBuf {
-        pool_path(&self.config)
+        self.config.pool_path()
     }
 
     /// Whether the agent moves each new container's files into its range before the first
