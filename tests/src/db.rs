@@ -2,6 +2,7 @@
 //! process, dropped on `Drop`; databases left by crashed processes are dropped at first use.
 
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
 use diesel::sql_types::Text;
@@ -45,16 +46,37 @@ fn drop_leftovers(conn: &mut PgConnection) {
             .split('_')
             .nth(2)
             .and_then(|p| p.parse::<u32>().ok());
+        // Another process's leftover is not this test's to fail on: if it cannot go yet, the
+        // next process to start tries again.
         if pid.is_some_and(crate::pid_is_dead) {
-            drop_database(conn, &datname);
+            if let Err(e) = drop_database(conn, &datname) {
+                eprintln!("left database {datname} for later: {e}");
+            }
         }
     }
 }
 
-fn drop_database(conn: &mut PgConnection, name: &str) {
-    diesel::sql_query(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-        .execute(conn)
-        .unwrap_or_else(|e| panic!("drop database {name}: {e}"));
+/// How long a refused `DROP DATABASE` is retried.
+const DROP_PATIENCE: Duration = Duration::from_secs(15);
+
+/// Drops a database and ends the sessions in it.
+///
+/// `WITH (FORCE)` ends only sessions the caller may signal. The harness's role has CREATEDB and
+/// nothing more, so PostgreSQL refuses while a session of another role is in the database. An
+/// autovacuum worker is such a session: it carries no role, so no role but a superuser or a
+/// member of `pg_signal_backend` may end it. Its pass takes moments, so a refusal is retried
+/// until the database is free or `DROP_PATIENCE` runs out.
+pub fn drop_database(conn: &mut PgConnection, name: &str) -> QueryResult<()> {
+    let deadline = Instant::now() + DROP_PATIENCE;
+    loop {
+        match diesel::sql_query(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+            .execute(conn)
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
 }
 
 /// The per-process template database, migrated once.
@@ -64,7 +86,7 @@ fn template() -> &'static str {
         let mut conn = admin();
         drop_leftovers(&mut conn);
         let name = format!("cohort_tpl_{}", std::process::id());
-        drop_database(&mut conn, &name);
+        drop_database(&mut conn, &name).unwrap_or_else(|e| panic!("drop database {name}: {e}"));
         diesel::sql_query(format!("CREATE DATABASE \"{name}\""))
             .execute(&mut conn)
             .expect("create template database");
@@ -127,12 +149,11 @@ impl Default for TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        // A database that cannot be dropped now is a leftover the next process drops.
         if let Ok(mut conn) = PgConnection::establish(&admin_url()) {
-            let _ = diesel::sql_query(format!(
-                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                self.name
-            ))
-            .execute(&mut conn);
+            if let Err(e) = drop_database(&mut conn, &self.name) {
+                eprintln!("left database {} for later: {e}", self.name);
+            }
         }
     }
 }

@@ -132,6 +132,47 @@ fn test_db_is_migrated_private_and_dropped() {
     assert!(!cohort_e2e::db::database_exists(&name));
 }
 
+/// The harness's role may not end a session of another role, and an autovacuum worker is one:
+/// `DROP DATABASE ... WITH (FORCE)` is refused while it is in the database. `drop_database`
+/// waits such a session out instead of failing the test that happened to meet it.
+#[test]
+fn a_database_held_by_a_session_the_harness_may_not_end_is_dropped_once_it_leaves() {
+    use diesel::prelude::*;
+    let pg = cohort_e2e::pg::PrivatePg::start();
+    let url = |role: &str, db: &str| format!("postgres://{role}@127.0.0.1:{}/{db}", pg.port);
+    let mut superuser = PgConnection::establish(&pg.url()).expect("connect as superuser");
+    diesel::sql_query("CREATE ROLE harness LOGIN CREATEDB")
+        .execute(&mut superuser)
+        .expect("create the harness's role");
+    diesel::sql_query("CREATE ROLE other LOGIN")
+        .execute(&mut superuser)
+        .expect("create another role");
+    let mut harness = PgConnection::establish(&url("harness", "cohort")).expect("connect");
+    diesel::sql_query("CREATE DATABASE held")
+        .execute(&mut harness)
+        .expect("create held");
+    let other = PgConnection::establish(&url("other", "held")).expect("other joins held");
+
+    let refused = diesel::sql_query("DROP DATABASE held WITH (FORCE)")
+        .execute(&mut harness)
+        .expect_err("PostgreSQL let the harness end another role's session");
+    assert!(
+        refused.to_string().contains("must be a member of the role"),
+        "refused for another reason: {refused}"
+    );
+
+    let leaves = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        drop(other);
+    });
+    cohort_e2e::db::drop_database(&mut harness, "held").expect("dropped once the session left");
+    leaves.join().expect("the other session's thread");
+    let left = diesel::sql_query("SELECT 1 FROM pg_database WHERE datname = 'held'")
+        .execute(&mut harness)
+        .expect("query pg_database");
+    assert_eq!(left, 0, "held is still there");
+}
+
 #[test]
 fn port_ranges_never_overlap() {
     let ranges: Vec<PortRange> = (0..4).map(|_| PortRange::claim()).collect();
