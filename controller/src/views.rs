@@ -155,10 +155,33 @@ pub fn instances(
         .into_iter()
         .map(|r| (r.instance_id, r))
         .collect();
+    let rows = rows
+        .into_iter()
+        .map(|i| {
+            let r = refs.remove(&i.id);
+            (i, r)
+        })
+        .collect();
+    with_gpus(conn, rows)
+}
+
+/// Instances read with what they refer to (as a page of `GET /instances` reads them), with
+/// their GPUs: one query, none when no instance holds a GPU.
+pub fn instances_with_refs(
+    conn: &mut PgConnection,
+    rows: Vec<(ShownInstance, InstanceRefs)>,
+) -> QueryResult<Vec<wire::Instance>> {
+    with_gpus(conn, rows.into_iter().map(|(i, r)| (i, Some(r))).collect())
+}
+
+fn with_gpus(
+    conn: &mut PgConnection,
+    rows: Vec<(ShownInstance, Option<InstanceRefs>)>,
+) -> QueryResult<Vec<wire::Instance>> {
     let gpu_ids: Vec<i64> = rows
         .iter()
-        .filter(|i| i.gpu_count > 0)
-        .map(|i| i.id)
+        .filter(|(i, _)| i.gpu_count > 0)
+        .map(|(i, _)| i.id)
         .collect();
     let mut slots = if gpu_ids.is_empty() {
         HashMap::new()
@@ -167,9 +190,8 @@ pub fn instances(
     };
     Ok(rows
         .into_iter()
-        .map(|i| {
+        .map(|(i, refs)| {
             let gpus = slots.remove(&i.id).unwrap_or_default();
-            let refs = refs.remove(&i.id);
             instance(i, refs, gpus)
         })
         .collect())

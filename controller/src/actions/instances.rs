@@ -16,11 +16,12 @@ use super::operations::{start, Step};
 use crate::agent_client::NodeAgent;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
-use crate::db::schema::{courses, instances};
+use crate::db::literal_limit::LiteralLimitDsl;
+use crate::db::schema::{courses, images, instance_usage, instances, nodes, users};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::image::Image;
-use crate::models::instance::{Instance, NewInstance, ShownInstance};
+use crate::models::instance::{Instance, InstanceRefs, NewInstance, ShownInstance};
 use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
@@ -252,34 +253,39 @@ pub async fn list(
                 format!("a page holds 1 to {MAX_PAGE} instances"),
             ));
         }
+        // The page and what each instance refers to, in one statement.
         let mut q = instances::table
-            .select(ShownInstance::as_select())
+            .inner_join(users::table)
+            .inner_join(images::table)
+            .left_join(nodes::table)
+            .left_join(courses::table)
+            .left_join(instance_usage::table)
+            .select((ShownInstance::as_select(), InstanceRefs::as_select()))
             .into_boxed();
         match caller.role {
             Role::Admin => {}
             Role::Student => q = q.filter(instances::owner_id.eq(caller.user.id)),
             Role::Instructor => {
-                let taught = courses::table
-                    .filter(courses::instructor_id.eq(caller.user.id))
-                    .select(courses::id.nullable());
                 q = q.filter(
                     instances::owner_id
                         .eq(caller.user.id)
-                        .or(instances::course_id.eq_any(taught)),
+                        .or(courses::instructor_id.eq(caller.user.id)),
                 );
             }
         }
         if let Some(after) = &page.after {
             q = q.filter(instances::name.gt(after));
         }
-        let mut rows = q
+        let mut rows: Vec<(ShownInstance, InstanceRefs)> = q
             .order(instances::name)
-            .limit(i64::from(limit) + 1)
+            .literal_limit(limit + 1)
             .load(conn)?;
         let more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
-        let next = more.then(|| rows.last().map(|i| i.name.clone())).flatten();
-        Ok((views::instances(conn, rows)?, next))
+        let next = more
+            .then(|| rows.last().map(|(i, _)| i.name.clone()))
+            .flatten();
+        Ok((views::instances_with_refs(conn, rows)?, next))
     })
     .await
 }

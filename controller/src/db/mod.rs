@@ -1,5 +1,6 @@
 //! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema.
 
+pub mod literal_limit;
 pub mod schema;
 pub mod url;
 
