@@ -43,10 +43,19 @@ pub(crate) struct LxdState {
     disk: Option<BTreeMap<String, Usage>>,
 }
 
+/// A usage figure of LXD's instance state. LXD's type is a signed integer and it answers -1
+/// for one it could not read (seen here on a container's state while the container changed
+/// state), so it is read signed and such a figure counts as unknown, like an absent one.
 #[derive(Debug, Deserialize)]
 struct Usage {
     #[serde(default)]
-    usage: u64,
+    usage: i64,
+}
+
+impl Usage {
+    fn known(&self) -> u64 {
+        u64::try_from(self.usage).unwrap_or(0)
+    }
 }
 
 impl LxdInstance {
@@ -83,11 +92,11 @@ impl LxdInstance {
             .unwrap_or_default();
         let state = self.state.map(|s| InstanceState {
             processes: s.processes,
-            cpu_usage_ns: s.cpu.map_or(0, |c| c.usage),
-            memory_bytes: s.memory.map_or(0, |m| m.usage),
+            cpu_usage_ns: s.cpu.map_or(0, |c| c.known()),
+            memory_bytes: s.memory.map_or(0, |m| m.known()),
             disk_bytes: s
                 .disk
-                .and_then(|d| d.get("root").map(|r| r.usage))
+                .and_then(|d| d.get("root").map(Usage::known))
                 .unwrap_or(0),
         });
         Instance {
@@ -159,5 +168,37 @@ impl Node {
             .zip(ready)
             .map(|(lx, r)| lx.into_instance(r))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_usage_lxd_could_not_read_counts_as_unknown_and_the_rest_is_kept() {
+        let lx: LxdInstance = serde_json::from_value(serde_json::json!({
+            "name": "s1",
+            "status": "Running",
+            "config": {"limits.cpu": "2", "limits.memory": "4096MiB"},
+            "devices": {"root": {"type": "disk", "path": "/", "pool": "p", "size": "20GiB"}},
+            "state": {
+                "processes": 12,
+                "cpu": {"usage": -1},
+                "memory": {"usage": 52_428_800, "usage_peak": -1},
+                "disk": {"root": {"usage": -1}}
+            }
+        }))
+        .expect("LXD's -1 is read, not refused");
+        let state = lx.into_instance(true).state.expect("state");
+        assert_eq!(
+            state,
+            InstanceState {
+                processes: 12,
+                cpu_usage_ns: 0,
+                memory_bytes: 52_428_800,
+                disk_bytes: 0,
+            }
+        );
     }
 }
