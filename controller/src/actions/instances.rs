@@ -17,11 +17,11 @@ use crate::agent_client::NodeAgent;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::db::literal_limit::LiteralLimitDsl;
-use crate::db::schema::{courses, images, instance_usage, instances, nodes, users};
+use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::image::Image;
-use crate::models::instance::{Instance, InstanceRefs, NewInstance, ShownInstance};
+use crate::models::instance::{self, Instance, InstanceRefs, NewInstance, ShownInstance};
 use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
@@ -254,12 +254,7 @@ pub async fn list(
             ));
         }
         // The page and what each instance refers to, in one statement.
-        let mut q = instances::table
-            .inner_join(users::table)
-            .inner_join(images::table)
-            .left_join(nodes::table)
-            .left_join(courses::table)
-            .left_join(instance_usage::table)
+        let mut q = instance::with_refs()
             .select((ShownInstance::as_select(), InstanceRefs::as_select()))
             .into_boxed();
         match caller.role {

@@ -268,17 +268,22 @@ impl Instance {
     }
 }
 
+/// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a
+/// node, a course and usage when there are.
+#[dsl::auto_type(no_type_alias)]
+pub fn with_refs() -> _ {
+    instances::table
+        .inner_join(users::table)
+        .inner_join(images::table)
+        .left_join(nodes::table)
+        .left_join(courses::table)
+        .left_join(instance_usage::table)
+}
+
 impl InstanceRefs {
-    /// Those of these instances, in one query: a page of `GET /instances` costs one round trip
-    /// for these instead of one per table. It has no `LIMIT` to bind, so PostgreSQL settles on a
-    /// generic plan instead of planning a six-table join on every page.
+    /// Those of these instances, in one query (one round trip instead of one per table).
     pub fn of_many(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<InstanceRefs>> {
-        instances::table
-            .inner_join(users::table)
-            .inner_join(images::table)
-            .left_join(nodes::table)
-            .left_join(courses::table)
-            .left_join(instance_usage::table)
+        with_refs()
             .filter(instances::id.eq_any(ids))
             .select(InstanceRefs::as_select())
             .load(conn)
