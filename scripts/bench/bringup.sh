@@ -17,7 +17,41 @@ state=${COHORT_QUICKSTART_DIR:-/var/lib/cohort-quickstart}
 export COHORT_CONF="$state/cli/config.yml"
 cohort=target/debug/cohort
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+
+# What a run makes is removed on any exit, and what a run that was killed (or whose machine
+# restarted under it) left behind is removed before this one starts: LXD starts such leftovers'
+# containers again when it starts, and their proxies would hold the ports the baseline listens on.
+drop_project() {
+  lxc project show "$1" >/dev/null 2>&1 || return 0
+  for c in $(lxc list --project "$1" -f csv -c n); do
+    lxc delete -f "$c" --project "$1" >/dev/null
+  done
+  lxc project delete "$1" >/dev/null
+}
+drop_course() {
+  "$cohort" course teardown "$1" --delete --force --quiet >/dev/null
+}
+alive() { grep -qs bringup.sh "/proc/$1/cmdline"; }
+for p in $(lxc project list -f csv | cut -d, -f1); do
+  case "$p" in
+    bench-baseline-* | bench-floor-*)
+      alive "${p##*-}" || { echo "removing project $p, left by an earlier run" >&2; drop_project "$p"; } ;;
+  esac
+done
+while IFS=, read -r code _ _ _ course_state _; do
+  case "$code" in bench[0-9]*) ;; *) continue ;; esac
+  [ "$course_state" = TORN_DOWN ] || alive "${code#bench}" ||
+    { echo "tearing down course $code, left by an earlier run" >&2; drop_course "$code"; }
+done < <("$cohort" course list --format csv)
+
+course="" project="" sampler=""
+cleanup() {
+  [ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true
+  [ -z "$course" ] || drop_course "$course" || true
+  [ -z "$project" ] || drop_project "$project" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 ssh-keygen -q -t ed25519 -N '' -f "$work/key"
 
 rss_mib() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo "-"; }
@@ -82,9 +116,11 @@ wait_ok=0
 for job in $(jobs -p); do [ "$job" = "$sampler" ] || wait "$job" || wait_ok=1; done
 cohort_s=$(elapsed "$start" "$(now)")
 kill "$sampler" 2>/dev/null || true
+sampler=""
 read -r peak_agent peak_controller peak_lxd <"$peak_file"
 [ "$wait_ok" -eq 0 ] || echo "warning: some cohort logins failed" >&2
-"$cohort" course teardown "$course" --delete --force --quiet >/dev/null
+drop_course "$course"
+course=""
 
 # --- baseline and floor ---------------------------------------------------------------------
 for mode in baseline floor; do
@@ -99,10 +135,8 @@ for mode in baseline floor; do
   eval "${mode}_retries=$retries ${mode}_lost=$lost"
   secs=$(echo "$out" | awk '/^elapsed_s/ {print $2}')
   eval "${mode}_s=$secs"
-  for c in $(lxc list --project "$project" -f csv -c n); do
-    lxc delete -f "$c" --project "$project"
-  done
-  lxc project delete "$project" >/dev/null
+  drop_project "$project"
+  project=""
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
