@@ -21,10 +21,16 @@ work=$(mktemp -d)
 # What a run makes is removed on any exit, and what a run that was killed (or whose machine
 # restarted under it) left behind is removed before this one starts: LXD starts such leftovers'
 # containers again when it starts, and their proxies would hold the ports the baseline listens on.
+# A container whose launch was cut off stays busy in LXD until its start ends ("Instance is busy
+# running a start operation"), so its delete is tried again for up to a minute.
 drop_project() {
   lxc project show "$1" >/dev/null 2>&1 || return 0
-  for c in $(lxc list --project "$1" -f csv -c n); do
-    lxc delete -f "$c" --project "$1" >/dev/null
+  local left
+  for _ in $(seq 1 30); do
+    left=$(lxc list --project "$1" -f csv -c n)
+    [ -n "$left" ] || break
+    for c in $left; do lxc delete -f "$c" --project "$1" >/dev/null 2>&1 || true; done
+    [ -z "$(lxc list --project "$1" -f csv -c n)" ] || sleep 2
   done
   lxc project delete "$1" >/dev/null
 }
