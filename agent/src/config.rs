@@ -179,11 +179,27 @@ impl AgentConfig {
         default_lxd_socket(std::env::var_os("LXD_DIR").map(PathBuf::from))
     }
 
+    /// LXD's own directory (`LXD_DIR`): where its socket is.
+    pub fn lxd_dir(&self) -> PathBuf {
+        let socket = self.lxd_socket();
+        socket.parent().map(PathBuf::from).unwrap_or_default()
+    }
+
     /// Where LXD mounts the storage pool: next to its socket, under `storage-pools/`.
     pub fn pool_path(&self) -> PathBuf {
-        let socket = self.lxd_socket();
-        let dir = socket.parent().map(PathBuf::from).unwrap_or_default();
-        dir.join("storage-pools").join(&self.storage_pool)
+        self.lxd_dir()
+            .join("storage-pools")
+            .join(&self.storage_pool)
+    }
+
+    /// The name LXD gives an instance's volume and log directory on this host: the instance's
+    /// own in the default project, `project_name` in any other.
+    pub fn lxd_local_name(&self, instance: &str) -> String {
+        if self.lxd_project == "default" {
+            instance.to_string()
+        } else {
+            format!("{}_{instance}", self.lxd_project)
+        }
     }
 
     pub fn max_concurrent_creates(&self) -> usize {
@@ -246,6 +262,18 @@ mod tests {
             2 * crate::host::cores() as usize
         );
         assert!(c.nvml_library.is_none());
+    }
+
+    #[test]
+    fn lxd_paths_follow_the_socket_and_the_project() {
+        let mut c = AgentConfig::new("gpu-01");
+        c.lxd_socket = Some("/srv/lxd/unix.socket".into());
+        c.storage_pool = "fast".into();
+        assert_eq!(c.lxd_dir(), PathBuf::from("/srv/lxd"));
+        assert_eq!(c.pool_path(), PathBuf::from("/srv/lxd/storage-pools/fast"));
+        assert_eq!(c.lxd_local_name("alice"), "alice");
+        c.lxd_project = "cs101".into();
+        assert_eq!(c.lxd_local_name("alice"), "cs101_alice");
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Node {
     /// Containers shifted before their first start, and the microseconds it took.
     shifts: AtomicU64,
     shift_us: AtomicU64,
+    /// File calls tried again after LXD's file helper lost its socket (`instances::files`).
+    file_helper_retries: AtomicU64,
 }
 
 /// What [`Node::first_start_shifts`] reports.
@@ -76,6 +78,7 @@ impl Node {
             remaps_first_start,
             shifts: AtomicU64::new(0),
             shift_us: AtomicU64::new(0),
+            file_helper_retries: AtomicU64::new(0),
         })
     }
 
@@ -112,6 +115,16 @@ impl Node {
             count: self.shifts.load(Ordering::Relaxed),
             seconds: self.shift_us.load(Ordering::Relaxed) as f64 / 1e6,
         }
+    }
+
+    pub(crate) fn record_file_helper_retries(&self, n: u32) {
+        self.file_helper_retries
+            .fetch_add(u64::from(n), Ordering::Relaxed);
+    }
+
+    /// File calls tried again since the agent started, after LXD's file helper lost its socket.
+    pub fn file_helper_retries(&self) -> u64 {
+        self.file_helper_retries.load(Ordering::Relaxed)
     }
 
     /// The names of this project's instances (one LXD call, `recursion=0`).

@@ -636,3 +636,60 @@ async fn a_new_container_is_shifted_before_its_first_start_and_lxd_leaves_its_fi
     assert_eq!(out, "0 0 4755 /usr/bin/passwd\n0 42 640 /etc/shadow\n0\n");
     assert_eq!(agent.node.first_start_shifts().count, 2);
 }
+
+/// LXD 5.0.2 loses the socket of a stopped container's file helper when another container's
+/// helper exits at the wrong moment (canonical/lxd#18403), and then fails that container's file
+/// calls for as long as they keep coming (`instances::files`). Its own regression test makes the
+/// race likely: copies of a stopped container made, written to at once and deleted by a dozen
+/// workers. Every write through the agent must land; how many met the race is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn file_writes_to_fresh_copies_outlast_lxds_file_helper_race() {
+    const WORKERS: usize = 12;
+    const ROUNDS: usize = 12;
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    lxd.lxc_create(&["init", "cohort/base", "ff-base"]);
+    let project = lxd.project().to_string();
+    let started = std::time::Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..WORKERS {
+        let node = agent.node.clone();
+        let project = project.clone();
+        workers.spawn(async move {
+            let lxc = move |args: Vec<String>| {
+                let project = project.clone();
+                async move {
+                    tokio::task::spawn_blocking(move || {
+                        let mut all = vec!["--project".to_string(), project];
+                        all.extend(args);
+                        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+                        cohort_e2e::lxd::lxc(&all)
+                    })
+                    .await
+                    .expect("lxc task")
+                }
+            };
+            for r in 0..ROUNDS {
+                let name = format!("ff-{w}-{r}");
+                lxc(vec!["copy".into(), "ff-base".into(), name.clone()]).await;
+                let body = format!("{name}\n");
+                node.push_file(&name, "/root/written", body.clone().into(), 0o644, 0, 0)
+                    .await
+                    .unwrap_or_else(|e| panic!("writing into {name}: {e}"));
+                let back = node.pull_file(&name, "/root/written").await;
+                let back = back.unwrap_or_else(|e| panic!("reading from {name}: {e}"));
+                assert_eq!(back.bytes, body.as_bytes(), "{name}");
+                lxc(vec!["delete".into(), name]).await;
+            }
+        });
+    }
+    while let Some(done) = workers.join_next().await {
+        done.expect("worker");
+    }
+    eprintln!(
+        "{} copies written and read in {:?}; calls tried again after LXD's helper race: {}",
+        WORKERS * ROUNDS,
+        started.elapsed(),
+        agent.node.file_helper_retries()
+    );
+}

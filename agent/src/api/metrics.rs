@@ -158,6 +158,14 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
         shift_seconds,
     );
 
+    let helper_retries = Counter::<u64>::default();
+    helper_retries.inc_by(node.file_helper_retries());
+    registry.register(
+        "lxd_file_helper_retries",
+        "File calls tried again after LXD's file helper lost its socket (canonical/lxd#18403)",
+        helper_retries,
+    );
+
     let mut text = String::new();
     encode(&mut text, &registry).expect("writing to a String cannot fail");
     Ok(cohort_proto::metrics::prometheus_text(&text))

@@ -495,15 +495,9 @@ impl Node {
     /// The instance's root filesystem on this host, where LXD keeps it (mounted for as long as
     /// the pool is, on the btrfs and dir drivers).
     pub fn rootfs(&self, name: &str) -> PathBuf {
-        let project = &self.config.lxd_project;
-        let volume = if project == "default" {
-            name.to_string()
-        } else {
-            format!("{project}_{name}")
-        };
         self.pool_path()
             .join("containers")
-            .join(volume)
+            .join(self.config.lxd_local_name(name))
             .join("rootfs")
     }
 }
