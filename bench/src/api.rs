@@ -21,6 +21,11 @@ pub struct Outcome {
     pub postgres_cpu_ms: f64,
     /// The load generator's own (this process).
     pub client_cpu_ms: f64,
+    /// Writes made to the inventory while the pages were read, and the pages the controller
+    /// served again unchanged / read afresh meanwhile (`cohort_controller_instance_pages_total`).
+    pub writes: u64,
+    pub pages_hit: u64,
+    pub pages_read: u64,
 }
 
 /// CPU seconds (user and system) a process has used, from `/proc/<pid>/stat`.
@@ -97,6 +102,43 @@ fn seed(url: &str, instances: u32) -> Result<()> {
         .context("vacuum the seeded inventory")
 }
 
+/// Writes to the inventory at `per_second` until `deadline`, as a fleet's polls do: each a
+/// node's heartbeat (`nodes.last_heartbeat_at`), the nodes in turn. Returns how many it made.
+fn write_heartbeats(url: &str, per_second: u32, deadline: Instant) -> Result<u64> {
+    use diesel::Connection;
+    if per_second == 0 {
+        return Ok(0);
+    }
+    let mut conn = diesel::PgConnection::establish(url)?;
+    let every = Duration::from_secs(1) / per_second;
+    let (start, mut made) = (Instant::now(), 0u64);
+    while Instant::now() < deadline {
+        conn.batch_execute(&format!(
+            "UPDATE nodes SET last_heartbeat_at = now() WHERE name = 'sim-{}'",
+            made % 100 + 1
+        ))?;
+        made += 1;
+        let due = start + every * made as u32;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+    }
+    Ok(made)
+}
+
+/// A counter of the controller's `/metrics` by its series (name and labels).
+async fn counter(client: &reqwest::Client, base: &str, series: &str) -> Result<u64> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(Ok(0), |n| n.trim().parse::<f64>().map(|n| n as u64))?)
+}
+
 /// Latencies in milliseconds of every answered request, and the number of errors.
 async fn load(
     client: &reqwest::Client,
@@ -149,8 +191,15 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx]
 }
 
-/// `page` instances per request; 0 asks for the whole list (no `limit`).
-pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<Outcome> {
+/// `page` instances per request; 0 asks for the whole list (no `limit`). `writes_per_second`
+/// inventory writes run alongside the page requests.
+pub fn run(
+    instances: u32,
+    connections: u32,
+    seconds: u64,
+    page: u32,
+    writes_per_second: u32,
+) -> Result<Outcome> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         // The simulated nodes have no agent: poll them rarely, or the poller's failed polls
@@ -204,9 +253,25 @@ pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<
                 cpu_seconds(me).context("own CPU time")?,
             ))
         };
+        let pages = |outcome: &'static str| {
+            let (client, base) = (client.clone(), base.clone());
+            async move {
+                let series =
+                    format!("cohort_controller_instance_pages_total{{outcome=\"{outcome}\"}}");
+                counter(&client, &base, &series).await
+            }
+        };
+        let (hit0, read0) = (pages("hit").await?, pages("miss").await?);
+        let db_url = cluster.db_url.clone();
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let writer = tokio::task::spawn_blocking(move || {
+            write_heartbeats(&db_url, writes_per_second, deadline)
+        });
         let before = cpu()?;
         let (lat, errors) = load(&client, &page_url, &token, connections, seconds).await;
         let after = cpu()?;
+        let writes = writer.await??;
+        let (hit1, read1) = (pages("hit").await?, pages("miss").await?);
         let per_request = |seconds: f64| seconds * 1000.0 / lat.len().max(1) as f64;
         let log = cluster.controller_log();
         let error_lines = log.lines().filter(|l| l.contains("ERROR")).count();
@@ -223,6 +288,9 @@ pub fn run(instances: u32, connections: u32, seconds: u64, page: u32) -> Result<
             controller_cpu_ms: per_request(after.0 - before.0),
             postgres_cpu_ms: per_request(after.1 - before.1),
             client_cpu_ms: per_request(after.2 - before.2),
+            writes,
+            pages_hit: hit1 - hit0,
+            pages_read: read1 - read0,
         })
     })
 }

@@ -64,6 +64,10 @@ enum Bench {
         /// Instances per page (`?limit=`); 0 asks for the whole list.
         #[arg(long, default_value_t = 100)]
         page: u32,
+        /// Inventory writes a second during the load (node heartbeats, as a fleet's polls make:
+        /// 100 nodes polled every 10 s is 10); each changes what a page shows.
+        #[arg(long, default_value_t = 10)]
+        writes_per_second: u32,
     },
 }
 
@@ -113,16 +117,20 @@ fn main() -> Result<()> {
             connections,
             seconds,
             page,
+            writes_per_second,
         } => {
-            let out = api::run(instances, connections, seconds, page)?;
+            let out = api::run(instances, connections, seconds, page, writes_per_second)?;
             println!(
-                "| api latency | GET /api/v1/instances?limit={}, {} instances, {} connections, {} s | {} requests, {} errors | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms | CPU a request: controller {:.2} ms, PostgreSQL {:.2} ms, load generator {:.2} ms |",
+                "| api latency | GET /api/v1/instances?limit={}, {} instances, {} connections, {} s, {} inventory writes | {} requests, {} errors; pages served again {}, read {} | p50 {:.1} ms | p99 {:.1} ms | healthz p99 {:.1} ms | CPU a request: controller {:.2} ms, PostgreSQL {:.2} ms, load generator {:.2} ms |",
                 page,
                 instances,
                 connections,
                 seconds,
+                out.writes,
                 out.requests,
                 out.errors,
+                out.pages_hit,
+                out.pages_read,
                 out.p50_ms,
                 out.p99_ms,
                 out.baseline_p99_ms,

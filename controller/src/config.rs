@@ -75,6 +75,10 @@ pub struct DatabaseConfig {
     /// `COHORT_DB_POOL_SIZE`; default two connections per CPU core plus two
     /// ([`default_pool_size`]).
     pub pool_size: u32,
+    /// `COHORT_PAGE_CACHE_ENTRIES`: pages of `GET /instances` kept in memory and served again
+    /// while the database shows no change to them ([`crate::page_cache`]); default 256, 0 keeps
+    /// none.
+    pub page_cache_entries: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -167,6 +171,7 @@ impl Default for DatabaseConfig {
         DatabaseConfig {
             url: "postgres://cohort:cohort@127.0.0.1:5432/cohort".into(),
             pool_size: default_pool_size(),
+            page_cache_entries: 256,
         }
     }
 }
@@ -284,6 +289,10 @@ impl Config {
     fn apply_env(&mut self) -> Result<(), ConfigError> {
         env_parse("DATABASE_URL", &mut self.database.url)?;
         env_parse("COHORT_DB_POOL_SIZE", &mut self.database.pool_size)?;
+        env_parse(
+            "COHORT_PAGE_CACHE_ENTRIES",
+            &mut self.database.page_cache_entries,
+        )?;
         env_parse("COHORT_LISTEN", &mut self.server.listen)?;
         env_parse("COHORT_STATE_DIR", &mut self.server.state_dir)?;
         if let Ok(url) = std::env::var("COHORT_PUBLIC_URL") {

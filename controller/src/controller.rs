@@ -16,6 +16,7 @@ use crate::error::{ActionError, ActionResult};
 use crate::metrics::Metrics;
 use crate::models::node::Node;
 use crate::models::node_certificate::NodeCertificate;
+use crate::page_cache::PageCache;
 use crate::pki::Pki;
 
 pub struct Controller {
@@ -32,6 +33,8 @@ pub struct Controller {
     pub started: Instant,
     /// Signalled when capacity may have freed, so the queue is tried at once.
     pub capacity_freed: tokio::sync::Notify,
+    /// Pages of `GET /instances` served again while unchanged.
+    pub pages: Arc<PageCache>,
 }
 
 impl Controller {
@@ -41,13 +44,19 @@ impl Controller {
         pki: Arc<Pki>,
         agents: Arc<dyn AgentConnector>,
     ) -> Self {
+        let metrics = Metrics::default();
+        let pages = Arc::new(PageCache::new(
+            config.database.page_cache_entries,
+            metrics.instance_pages.clone(),
+        ));
         Controller {
+            pages,
+            metrics,
             db_turns: Arc::new(Semaphore::new(pool.max_size() as usize)),
             pool,
             config,
             pki,
             agents,
-            metrics: Metrics::default(),
             started: Instant::now(),
             capacity_freed: tokio::sync::Notify::new(),
         }

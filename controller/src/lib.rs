@@ -13,6 +13,7 @@ pub mod error;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
+pub mod page_cache;
 pub mod pki;
 pub mod placement;
 pub mod poller;

@@ -65,6 +65,7 @@ pub struct Metrics {
     pub course_instances: Family<CourseLabels, Gauge>,
     pub course_gpu_processes: Family<CourseLabels, Gauge>,
     pub course_gpu_memory: Family<CourseLabels, Gauge>,
+    pub instance_pages: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -83,6 +84,7 @@ impl Default for Metrics {
             course_instances: Family::default(),
             course_gpu_processes: Family::default(),
             course_gpu_memory: Family::default(),
+            instance_pages: Family::default(),
         };
         registry.register(
             "http_requests",
@@ -130,6 +132,11 @@ impl Default for Metrics {
             "course_gpu_memory_used_bytes",
             "GPU memory held by a course's instances at the last poll",
             m.course_gpu_memory.clone(),
+        );
+        registry.register(
+            "instance_pages",
+            "Pages of GET /instances: served again unchanged (hit) or read (miss)",
+            m.instance_pages.clone(),
         );
         Metrics { registry, ..m }
     }

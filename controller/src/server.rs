@@ -2,6 +2,7 @@
 //! their node certificate) plus the job worker, the queue, the node poller and the reclaimer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::{web, App, HttpServer};
 use rustls::pki_types::CertificateDer;
@@ -57,6 +58,7 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     tokio::spawn(crate::queue::run(ctl.clone()));
     tokio::spawn(crate::poller::run(ctl.clone()));
     tokio::spawn(crate::reclaim::run(ctl.clone()));
+    tokio::spawn(crate::page_cache::run(ctl.clone(), Duration::from_secs(30)));
     let listen = ctl.config.server.listen;
     let data = web::Data::from(ctl);
     tracing::info!(%listen, "serving the API");

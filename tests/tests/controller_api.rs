@@ -631,3 +631,185 @@ async fn connections_the_database_cuts_are_replaced_and_work_goes_on() {
         "work failed again after going on: {results:?}"
     );
 }
+
+/// `cohort_controller_instance_pages_total{outcome}` as the controller counts it.
+fn page_reads(ctl: &cohort_controller::controller::Controller, outcome: &str) -> u64 {
+    let text = ctl.metrics.render();
+    let series = format!("cohort_controller_instance_pages_total{{outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
+/// A page of instances served again from memory is always what the database holds: a write
+/// made straight in the database (as another controller process or an operator would), one
+/// still uncommitted when the page was read and committed after, and a change to any table the
+/// page shows each make the next request read it afresh; without one the page is served again.
+#[actix_web::test]
+async fn a_page_served_again_never_outlives_a_committed_change() {
+    let t = TestController::new();
+    let (admin, admin_token) = t.user("admin", "admin");
+    let (_, alice_token) = t.user("alice", "student");
+    t.image("base");
+    for name in ["a1", "a2"] {
+        instances::create(&t.ctl, admin.clone(), queued(name, "alice"))
+            .await
+            .unwrap();
+    }
+    instances::create(&t.ctl, admin.clone(), queued("z-admin", "admin"))
+        .await
+        .unwrap();
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let page = |token: &str| {
+        let req = test::TestRequest::get()
+            .uri("/api/v1/instances?limit=10")
+            .insert_header(("Authorization", format!("Bearer {token}")))
+            .to_request();
+        let app = &app;
+        async move {
+            let resp = test::call_service(app, req).await;
+            assert_eq!(resp.status(), 200);
+            let page: Vec<Instance> = test::read_body_json(resp).await;
+            page.into_iter()
+                .map(|i| (i.name, i.priority))
+                .collect::<Vec<_>>()
+        }
+    };
+    let priorities = |p: &[(String, i32)]| p.iter().map(|(_, p)| *p).collect::<Vec<_>>();
+    let (hits, misses) = (|| page_reads(&t.ctl, "hit"), || page_reads(&t.ctl, "miss"));
+
+    let first = page(&admin_token).await;
+    assert_eq!(
+        first.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["a1", "a2", "z-admin"]
+    );
+    assert_eq!((hits(), misses()), (0, 1));
+    assert_eq!(page(&admin_token).await, first);
+    assert_eq!((hits(), misses()), (1, 1), "unchanged: served again");
+
+    // Each caller's own page: the student's holds only hers, never the admin's kept one.
+    let alices = page(&alice_token).await;
+    assert_eq!(
+        alices.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["a1", "a2"]
+    );
+    assert_eq!(page(&alice_token).await, alices);
+
+    // A write straight in the database.
+    let mut other = t.db.connect();
+    diesel::sql_query("UPDATE instances SET priority = 7 WHERE name = 'a1'")
+        .execute(&mut other)
+        .unwrap();
+    assert_eq!(priorities(&page(&admin_token).await), [7, 0, 0]);
+    assert_eq!(priorities(&page(&alice_token).await), [7, 0]);
+
+    // A write in flight while the page is read, committed after.
+    diesel::sql_query("BEGIN").execute(&mut other).unwrap();
+    diesel::sql_query("UPDATE instances SET priority = 9 WHERE name = 'a2'")
+        .execute(&mut other)
+        .unwrap();
+    assert_eq!(
+        priorities(&page(&admin_token).await),
+        [7, 0, 0],
+        "uncommitted"
+    );
+    assert_eq!(priorities(&page(&admin_token).await), [7, 0, 0]);
+    diesel::sql_query("COMMIT").execute(&mut other).unwrap();
+    assert_eq!(
+        priorities(&page(&admin_token).await),
+        [7, 9, 0],
+        "committed"
+    );
+
+    // A rolled-back write changes nothing, and the page is served again.
+    diesel::sql_query("BEGIN").execute(&mut other).unwrap();
+    diesel::sql_query("UPDATE instances SET priority = 1")
+        .execute(&mut other)
+        .unwrap();
+    diesel::sql_query("ROLLBACK").execute(&mut other).unwrap();
+    let before = hits();
+    assert_eq!(priorities(&page(&admin_token).await), [7, 9, 0]);
+    assert_eq!(hits(), before + 1, "a rollback is no change");
+
+    // Every table the page shows: a committed statement on it (even one that changes no row)
+    // makes the next request read the page again.
+    for table in [
+        "instances",
+        "instance_usage",
+        "gpu_allocations",
+        "gpus",
+        "nodes",
+        "images",
+        "courses",
+        "users",
+    ] {
+        page(&admin_token).await;
+        let before = misses();
+        diesel::sql_query(format!("DELETE FROM {table} WHERE false"))
+            .execute(&mut other)
+            .unwrap();
+        page(&admin_token).await;
+        assert_eq!(misses(), before + 1, "a write to {table}");
+    }
+}
+
+/// `inventory_writes` is pruned only below transactions that had ended by a mark old enough that
+/// no kept page can be older.
+#[actix_web::test]
+async fn inventory_writes_are_pruned_below_an_old_mark_only() {
+    use cohort_controller::page_cache::{oldest_running, prune_below, unchanged_since};
+    #[derive(QueryableByName)]
+    struct Snap {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        s: String,
+    }
+    let t = TestController::new();
+    t.user("admin", "admin");
+    let mut conn = t.db.connect();
+    let snapshot = |conn: &mut PgConnection| {
+        diesel::sql_query("SELECT pg_current_snapshot()::text AS s")
+            .get_result::<Snap>(conn)
+            .unwrap()
+            .s
+    };
+    // Ids below and at or above `mark`.
+    let written = |conn: &mut PgConnection, mark: &str| {
+        let mut count = |op: &str| {
+            diesel::sql_query(format!(
+                "SELECT count(*)::text AS s FROM inventory_writes WHERE xid {op} $1::xid8"
+            ))
+            .bind::<diesel::sql_types::Text, _>(mark)
+            .get_result::<Snap>(conn)
+            .unwrap()
+            .s
+            .parse::<u64>()
+            .unwrap()
+        };
+        (count("<"), count(">="))
+    };
+    let seen = snapshot(&mut conn);
+    assert!(unchanged_since(&mut conn, &seen).unwrap());
+    diesel::sql_query("UPDATE users SET full_name = full_name")
+        .execute(&mut conn)
+        .unwrap();
+    assert!(!unchanged_since(&mut conn, &seen).unwrap());
+    let mark = oldest_running(&mut conn).unwrap();
+    diesel::sql_query("UPDATE users SET full_name = full_name")
+        .execute(&mut conn)
+        .unwrap();
+    let (below, above) = written(&mut conn, &mark);
+    assert!(above >= 1, "the write after the mark");
+    // (Below the mark: the writes before it, unless another database's transaction, older than
+    // them, was still running when the mark was read.)
+    let pruned = prune_below(&mut conn, &mark).unwrap();
+    assert_eq!(pruned as u64, below);
+    assert_eq!(
+        written(&mut conn, &mark),
+        (0, above),
+        "only ids below the mark go"
+    );
+    // A snapshot taken before the mark still sees the later write as a change.
+    assert!(!unchanged_since(&mut conn, &seen).unwrap());
+}

@@ -5,8 +5,9 @@ use cohort_controller::db::{revert_all, run_migrations};
 use cohort_e2e::TestDb;
 use diesel::prelude::*;
 
-/// Every table of the domain (as `schema.rs` names them).
-const TABLES: [&str; 18] = [
+/// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
+/// reads: `page_cache`).
+const TABLES: [&str; 19] = [
     "api_tokens",
     "audit_log",
     "course_reclaim",
@@ -17,6 +18,7 @@ const TABLES: [&str; 18] = [
     "images",
     "instance_usage",
     "instances",
+    "inventory_writes",
     "join_tokens",
     "node_certificates",
     "node_images",

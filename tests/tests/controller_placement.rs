@@ -549,11 +549,14 @@ async fn a_page_of_instances_shows_what_each_holds_and_agrees_with_get() {
             },
         )
     };
-    let (first, next) = page(None).await.unwrap();
-    assert_eq!(next.as_deref(), Some("one-gpu"));
-    let (second, next) = page(next).await.unwrap();
-    assert_eq!(next, None);
-    let listed: Vec<_> = first.into_iter().chain(second).collect();
+    let first = page(None).await.unwrap();
+    assert_eq!(first.next.as_deref(), Some("one-gpu"));
+    let second = page(first.next.clone()).await.unwrap();
+    assert_eq!(second.next, None);
+    let listed: Vec<cohort_proto::api::instances::Instance> = [first, second]
+        .iter()
+        .flat_map(|p| serde_json::from_slice::<Vec<_>>(&p.json).expect("a page's JSON"))
+        .collect();
     let names: Vec<&str> = listed.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["no-gpu", "one-gpu", "two-gpus"]);
     for i in &listed {

@@ -26,6 +26,7 @@ use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
 use crate::models::user::User;
+use crate::page_cache::{Page, PageKey};
 use crate::{placement, validate, views};
 
 /// Defaults when a request gives no limits: 1 core, 1024 MiB, 10 GiB.
@@ -240,11 +241,13 @@ pub async fn create(
 pub const MAX_PAGE: u32 = 1000;
 
 /// One page of the instances the caller may see, by name, and the last name when more follow.
-pub async fn list(
-    ctl: &Controller,
-    bearer: Bearer,
-    page: InstancePage,
-) -> ActionResult<(Vec<WireInstance>, Option<String>)> {
+/// `GET /api/v1/instances`: one page of the instances the caller may see, as JSON, and the
+/// name the next page starts after. Served from the controller's [`PageCache`] while the
+/// database holds what it showed.
+///
+/// [`PageCache`]: crate::page_cache::PageCache
+pub async fn list(ctl: &Controller, bearer: Bearer, page: InstancePage) -> ActionResult<Page> {
+    let pages = ctl.pages.clone();
     ctl.db_as(bearer, move |conn, caller| {
         let limit = page.limit.unwrap_or(MAX_PAGE);
         if !(1..=MAX_PAGE).contains(&limit) {
@@ -253,6 +256,35 @@ pub async fn list(
                 format!("a page holds 1 to {MAX_PAGE} instances"),
             ));
         }
+        let key = PageKey::new(&caller, page.after.as_deref(), limit);
+        pages.page(conn, key, |conn| {
+            let (rows, next) = read_page(conn, &caller, page.after.as_deref(), limit)?;
+            // Written into a buffer the size of the page (an instance is about 600 bytes of
+            // JSON) rather than one grown and copied a dozen times from 128 bytes.
+            let mut json = Vec::with_capacity(rows.len() * PAGE_BYTES_PER_INSTANCE + 2);
+            serde_json::to_writer(&mut json, &rows)
+                .map_err(|e| ActionError::Internal(e.to_string()))?;
+            Ok(Page {
+                json: json.into(),
+                next,
+            })
+        })
+    })
+    .await
+}
+
+/// Room in a page's buffer for one instance, a little above a typical instance's JSON.
+const PAGE_BYTES_PER_INSTANCE: usize = 768;
+
+/// The page itself: up to `limit` instances the caller may see, by name after `after`, and the
+/// last one's name when more follow.
+fn read_page(
+    conn: &mut PgConnection,
+    caller: &Caller,
+    after: Option<&str>,
+    limit: u32,
+) -> ActionResult<(Vec<WireInstance>, Option<String>)> {
+    {
         // The page and what each instance refers to, in one statement.
         let mut q = instance::with_refs()
             .select((ShownInstance::as_select(), InstanceRefs::as_select()))
@@ -268,7 +300,7 @@ pub async fn list(
                 );
             }
         }
-        if let Some(after) = &page.after {
+        if let Some(after) = after {
             q = q.filter(instances::name.gt(after));
         }
         let mut rows: Vec<(ShownInstance, InstanceRefs)> = q
@@ -281,8 +313,7 @@ pub async fn list(
             .then(|| rows.last().map(|(i, _)| i.name.clone()))
             .flatten();
         Ok((views::instances_with_refs(conn, rows)?, next))
-    })
-    .await
+    }
 }
 
 pub async fn get(ctl: &Controller, bearer: Bearer, name: String) -> ActionResult<WireInstance> {

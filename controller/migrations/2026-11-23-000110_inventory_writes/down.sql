@@ -1,0 +1,10 @@
+DROP TRIGGER inventory_write ON users;
+DROP TRIGGER inventory_write ON courses;
+DROP TRIGGER inventory_write ON images;
+DROP TRIGGER inventory_write ON nodes;
+DROP TRIGGER inventory_write ON gpus;
+DROP TRIGGER inventory_write ON gpu_allocations;
+DROP TRIGGER inventory_write ON instance_usage;
+DROP TRIGGER inventory_write ON instances;
+DROP FUNCTION cohort_note_inventory_write();
+DROP TABLE inventory_writes;
