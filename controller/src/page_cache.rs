@@ -15,8 +15,8 @@
 //! seen. A page is served for at most [`MAX_AGE`]; an id is pruned only once it is older than
 //! the oldest snapshot of [`PRUNE_AFTER`] ago, which no kept page can be older than.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use actix_web::web::Bytes;
@@ -85,16 +85,44 @@ struct Kept {
 /// The pages kept by this process; at most `capacity`, none when it is 0.
 pub struct PageCache {
     capacity: usize,
-    kept: Mutex<HashMap<PageKey, Kept>>,
+    state: Mutex<State>,
+    /// Signalled when a read of a page ends.
+    read_done: Condvar,
     /// Pages served again (`hit`) and read (`miss`).
     counts: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Default)]
+struct State {
+    kept: HashMap<PageKey, Kept>,
+    /// Pages being read now: a request that finds its page stale while another reads it waits
+    /// for that read instead of making the same one (after a write, every client asking for the
+    /// page at that moment would read it: five reads a write under 64 clients).
+    reading: HashSet<PageKey>,
+}
+
+/// The longest a request waits for another's read of its page before reading it itself.
+const READ_WAIT: Duration = Duration::from_secs(1);
+
+/// Marks a page as being read while alive; unmarks it, and wakes who waits, when dropped.
+struct Reading<'a> {
+    cache: &'a PageCache,
+    key: PageKey,
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.cache.lock().reading.remove(&self.key);
+        self.cache.read_done.notify_all();
+    }
 }
 
 impl PageCache {
     pub fn new(capacity: usize, counts: Family<OutcomeLabels, Counter>) -> Self {
         PageCache {
             capacity,
-            kept: Mutex::new(HashMap::new()),
+            state: Mutex::new(State::default()),
+            read_done: Condvar::new(),
             counts,
         }
     }
@@ -103,17 +131,24 @@ impl PageCache {
         self.capacity > 0
     }
 
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the map whole (every change is one call).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The page kept for `key` and the snapshot it was read under, unless older than
     /// [`MAX_AGE`].
     fn kept(&self, key: &PageKey) -> Option<(String, Page)> {
-        let kept = self.kept.lock().expect("page cache lock");
-        kept.get(key)
+        self.lock()
+            .kept
+            .get(key)
             .filter(|k| k.at.elapsed() < MAX_AGE)
             .map(|k| (k.snapshot.clone(), k.page.clone()))
     }
 
     fn keep(&self, key: PageKey, snapshot: String, page: Page) {
-        let mut kept = self.kept.lock().expect("page cache lock");
+        let mut state = self.lock();
+        let kept = &mut state.kept;
         if kept.len() >= self.capacity && !kept.contains_key(&key) {
             kept.retain(|_, k| k.at.elapsed() < MAX_AGE);
             if kept.len() >= self.capacity {
@@ -131,9 +166,28 @@ impl PageCache {
         );
     }
 
+    /// Marks `key` as being read by the caller, unless another request is reading it: then
+    /// waits (once, at most [`READ_WAIT`]) for that read to end and returns `None`.
+    fn read_or_wait(&self, key: &PageKey, waited: &mut bool) -> Option<Reading<'_>> {
+        let mut state = self.lock();
+        if state.reading.contains(key) && !*waited {
+            *waited = true;
+            let _ = self
+                .read_done
+                .wait_timeout_while(state, READ_WAIT, |s| s.reading.contains(key));
+            return None;
+        }
+        state.reading.insert(key.clone());
+        Some(Reading {
+            cache: self,
+            key: key.clone(),
+        })
+    }
+
     /// The page for `key`: the kept one when the database has committed no change to what
     /// pages show since it was read, else `read` inside a `REPEATABLE READ` read-only
-    /// transaction, kept for the next request.
+    /// transaction, kept for the next request. While another request reads the same page, waits
+    /// for it and checks what it kept the same way.
     pub fn page(
         &self,
         conn: &mut PgConnection,
@@ -141,14 +195,21 @@ impl PageCache {
         read: impl FnOnce(&mut PgConnection) -> crate::error::ActionResult<Page>,
     ) -> crate::error::ActionResult<Page> {
         if !self.enabled() {
+            Metrics::count(&self.counts, "miss");
             return read(conn);
         }
-        if let Some((snapshot, page)) = self.kept(&key) {
-            if unchanged_since(conn, &snapshot)? {
-                Metrics::count(&self.counts, "hit");
-                return Ok(page);
+        let mut waited = false;
+        let reading = loop {
+            if let Some((snapshot, page)) = self.kept(&key) {
+                if unchanged_since(conn, &snapshot)? {
+                    Metrics::count(&self.counts, "hit");
+                    return Ok(page);
+                }
             }
-        }
+            if let Some(reading) = self.read_or_wait(&key, &mut waited) {
+                break reading;
+            }
+        };
         Metrics::count(&self.counts, "miss");
         let (snapshot, page) =
             conn.build_transaction()
@@ -159,6 +220,7 @@ impl PageCache {
                     Ok::<_, crate::error::ActionError>((snapshot, read(conn)?))
                 })?;
         self.keep(key, snapshot, page.clone());
+        drop(reading);
         Ok(page)
     }
 }
@@ -295,6 +357,38 @@ mod tests {
             cache.kept(&key(Scope::Instructor(7))).unwrap().1,
             page("course")
         );
+    }
+
+    #[test]
+    fn a_request_waits_for_anothers_read_of_its_page_once() {
+        let cache = Arc::new(PageCache::new(4, Family::default()));
+        let mut waited = false;
+        let reading = cache.read_or_wait(&key(Scope::All), &mut waited).unwrap();
+        assert!(!waited);
+        // Another page is not held up.
+        let mut other = false;
+        assert!(cache.read_or_wait(&key(Scope::Owner(1)), &mut other).is_some());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                let mut waited = false;
+                let started = Instant::now();
+                let first = cache.read_or_wait(&key(Scope::All), &mut waited).is_none();
+                tx.send(started.elapsed()).unwrap();
+                // Having waited once, it reads itself.
+                let second = cache.read_or_wait(&key(Scope::All), &mut waited).is_some();
+                (first, waited, second)
+            })
+        };
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the waiter must wait while the page is read"
+        );
+        drop(reading);
+        let waited_for = rx.recv_timeout(READ_WAIT).expect("woken when the read ended");
+        assert!(waited_for >= Duration::from_millis(200), "{waited_for:?}");
+        assert_eq!(waiter.join().unwrap(), (true, true, true));
     }
 
     #[test]

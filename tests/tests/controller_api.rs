@@ -733,6 +733,19 @@ async fn a_page_served_again_never_outlives_a_committed_change() {
     assert_eq!(priorities(&page(&admin_token).await), [7, 9, 0]);
     assert_eq!(hits(), before + 1, "a rollback is no change");
 
+    // A write whose first note of the transaction was rolled back to a savepoint is noted again.
+    for sql in [
+        "BEGIN",
+        "SAVEPOINT s",
+        "UPDATE instances SET priority = 2 WHERE name = 'a1'",
+        "ROLLBACK TO SAVEPOINT s",
+        "UPDATE instances SET priority = 3 WHERE name = 'a1'",
+        "COMMIT",
+    ] {
+        diesel::sql_query(sql).execute(&mut other).unwrap();
+    }
+    assert_eq!(priorities(&page(&admin_token).await), [3, 9, 0], "after a savepoint");
+
     // Every table the page shows: a committed statement on it (even one that changes no row)
     // makes the next request read the page again.
     for table in [

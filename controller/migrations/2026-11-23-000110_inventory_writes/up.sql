@@ -6,10 +6,17 @@ CREATE TABLE inventory_writes (
     xid xid8 PRIMARY KEY
 );
 
+-- Once a transaction: a placement changes three of these tables, and a second insert of the same
+-- id would only find the first. The mark is a transaction-local setting, so a subtransaction
+-- rolled back with its insert takes the mark with it.
 CREATE FUNCTION cohort_note_inventory_write() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF current_setting('cohort.inventory_noted', true) = 'yes' THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO inventory_writes (xid) VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING;
+    PERFORM set_config('cohort.inventory_noted', 'yes', true);
     RETURN NULL;
 END
 $$;
