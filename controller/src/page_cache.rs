@@ -367,7 +367,9 @@ mod tests {
         assert!(!waited);
         // Another page is not held up.
         let mut other = false;
-        assert!(cache.read_or_wait(&key(Scope::Owner(1)), &mut other).is_some());
+        assert!(cache
+            .read_or_wait(&key(Scope::Owner(1)), &mut other)
+            .is_some());
         let (tx, rx) = std::sync::mpsc::channel();
         let waiter = {
             let cache = cache.clone();
@@ -386,7 +388,9 @@ mod tests {
             "the waiter must wait while the page is read"
         );
         drop(reading);
-        let waited_for = rx.recv_timeout(READ_WAIT).expect("woken when the read ended");
+        let waited_for = rx
+            .recv_timeout(READ_WAIT)
+            .expect("woken when the read ended");
         assert!(waited_for >= Duration::from_millis(200), "{waited_for:?}");
         assert_eq!(waiter.join().unwrap(), (true, true, true));
     }

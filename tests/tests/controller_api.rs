@@ -744,7 +744,11 @@ async fn a_page_served_again_never_outlives_a_committed_change() {
     ] {
         diesel::sql_query(sql).execute(&mut other).unwrap();
     }
-    assert_eq!(priorities(&page(&admin_token).await), [3, 9, 0], "after a savepoint");
+    assert_eq!(
+        priorities(&page(&admin_token).await),
+        [3, 9, 0],
+        "after a savepoint"
+    );
 
     // Every table the page shows: a committed statement on it (even one that changes no row)
     // makes the next request read the page again.
