@@ -502,20 +502,27 @@ async fn bad_input_is_a_400_naming_the_field_and_creates_nothing() {
     assert_eq!(err.error.field.as_deref(), Some("public_key"));
 }
 
-#[actix_web::test]
-async fn instances_are_listed_in_pages_linked_by_next() {
+/// A controller with an admin, a student alice who owns `alices` (queued instances), and the
+/// admin's own `z-admin`; the admin's and alice's tokens.
+async fn listing(alices: &[&str]) -> (TestController, String, String) {
     let t = TestController::new();
     let (admin, admin_token) = t.user("admin", "admin");
     let (_, alice_token) = t.user("alice", "student");
     t.image("base");
-    for name in ["a1", "a2", "a3", "a4", "a5"] {
+    for name in alices {
         instances::create(&t.ctl, admin.clone(), queued(name, "alice"))
             .await
             .unwrap();
     }
-    instances::create(&t.ctl, admin.clone(), queued("z-admin", "admin"))
+    instances::create(&t.ctl, admin, queued("z-admin", "admin"))
         .await
         .unwrap();
+    (t, admin_token, alice_token)
+}
+
+#[actix_web::test]
+async fn instances_are_listed_in_pages_linked_by_next() {
+    let (t, admin_token, alice_token) = listing(&["a1", "a2", "a3", "a4", "a5"]).await;
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
@@ -647,18 +654,7 @@ fn page_reads(ctl: &cohort_controller::controller::Controller, outcome: &str) ->
 /// page shows each make the next request read it afresh; without one the page is served again.
 #[actix_web::test]
 async fn a_page_served_again_never_outlives_a_committed_change() {
-    let t = TestController::new();
-    let (admin, admin_token) = t.user("admin", "admin");
-    let (_, alice_token) = t.user("alice", "student");
-    t.image("base");
-    for name in ["a1", "a2"] {
-        instances::create(&t.ctl, admin.clone(), queued(name, "alice"))
-            .await
-            .unwrap();
-    }
-    instances::create(&t.ctl, admin.clone(), queued("z-admin", "admin"))
-        .await
-        .unwrap();
+    let (t, admin_token, alice_token) = listing(&["a1", "a2"]).await;
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;

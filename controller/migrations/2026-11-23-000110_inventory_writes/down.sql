@@ -1,10 +1,12 @@
-DROP TRIGGER inventory_write ON users;
-DROP TRIGGER inventory_write ON courses;
-DROP TRIGGER inventory_write ON images;
-DROP TRIGGER inventory_write ON nodes;
-DROP TRIGGER inventory_write ON gpus;
-DROP TRIGGER inventory_write ON gpu_allocations;
-DROP TRIGGER inventory_write ON instance_usage;
-DROP TRIGGER inventory_write ON instances;
+DO $$
+DECLARE
+    shown TEXT;
+BEGIN
+    FOREACH shown IN ARRAY ARRAY['instances', 'instance_usage', 'gpu_allocations', 'gpus', 'nodes',
+                                 'images', 'courses', 'users'] LOOP
+        EXECUTE format('DROP TRIGGER inventory_write ON %I', shown);
+    END LOOP;
+END
+$$;
 DROP FUNCTION cohort_note_inventory_write();
 DROP TABLE inventory_writes;

@@ -21,19 +21,16 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON instances
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON instance_usage
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON gpu_allocations
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON gpus
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON nodes
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON images
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON courses
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
-CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON users
-    FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write();
+-- The tables a page of instances shows.
+DO $$
+DECLARE
+    shown TEXT;
+BEGIN
+    FOREACH shown IN ARRAY ARRAY['instances', 'instance_usage', 'gpu_allocations', 'gpus', 'nodes',
+                                 'images', 'courses', 'users'] LOOP
+        EXECUTE format('CREATE TRIGGER inventory_write AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE '
+                       'ON %I FOR EACH STATEMENT EXECUTE FUNCTION cohort_note_inventory_write()',
+                       shown);
+    END LOOP;
+END
+$$;
