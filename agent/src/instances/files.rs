@@ -333,12 +333,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pid_file = dir.path().join("forkfile.pid");
         assert!(!helper_alive(&pid_file), "no pid file");
-        // A process whose arguments read like LXD's helper (`lxd forkfile -- 3 4 -1 -1`).
+        // A process whose arguments read like LXD's helper (`lxd forkfile -- 3 4 -1 -1`). It
+        // says so once it runs (until the exec, the child's arguments are still this test's),
+        // then waits on its input with no child of its own to outlive it.
         let mut helper = Command::new("bash")
-            .args(["-c", "sleep 30; true", "forkfile"])
-            .stdin(Stdio::null())
+            .args(["-c", "echo ready; read -r -t 30 _", "forkfile"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap();
+        let _input = helper.stdin.take();
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(helper.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        assert_eq!(ready, "ready\n");
         std::fs::write(&pid_file, format!("{}\n", helper.id())).unwrap();
         assert!(helper_alive(&pid_file));
         helper.kill().unwrap();
