@@ -240,7 +240,6 @@ pub async fn create(
 /// Most instances on one page of `GET /instances`, and the page size when none is asked for.
 pub const MAX_PAGE: u32 = 1000;
 
-/// One page of the instances the caller may see, by name, and the last name when more follow.
 /// `GET /api/v1/instances`: one page of the instances the caller may see, as JSON, and the
 /// name the next page starts after. Served from the controller's [`PageCache`] while the
 /// database holds what it showed.
@@ -284,36 +283,34 @@ fn read_page(
     after: Option<&str>,
     limit: u32,
 ) -> ActionResult<(Vec<WireInstance>, Option<String>)> {
-    {
-        // The page and what each instance refers to, in one statement.
-        let mut q = instance::with_refs()
-            .select((ShownInstance::as_select(), InstanceRefs::as_select()))
-            .into_boxed();
-        match caller.role {
-            Role::Admin => {}
-            Role::Student => q = q.filter(instances::owner_id.eq(caller.user.id)),
-            Role::Instructor => {
-                q = q.filter(
-                    instances::owner_id
-                        .eq(caller.user.id)
-                        .or(courses::instructor_id.eq(caller.user.id)),
-                );
-            }
+    // The page and what each instance refers to, in one statement.
+    let mut q = instance::with_refs()
+        .select((ShownInstance::as_select(), InstanceRefs::as_select()))
+        .into_boxed();
+    match caller.role {
+        Role::Admin => {}
+        Role::Student => q = q.filter(instances::owner_id.eq(caller.user.id)),
+        Role::Instructor => {
+            q = q.filter(
+                instances::owner_id
+                    .eq(caller.user.id)
+                    .or(courses::instructor_id.eq(caller.user.id)),
+            );
         }
-        if let Some(after) = after {
-            q = q.filter(instances::name.gt(after));
-        }
-        let mut rows: Vec<(ShownInstance, InstanceRefs)> = q
-            .order(instances::name)
-            .literal_limit(limit + 1)
-            .load(conn)?;
-        let more = rows.len() > limit as usize;
-        rows.truncate(limit as usize);
-        let next = more
-            .then(|| rows.last().map(|(i, _)| i.name.clone()))
-            .flatten();
-        Ok((views::instances_with_refs(conn, rows)?, next))
     }
+    if let Some(after) = after {
+        q = q.filter(instances::name.gt(after));
+    }
+    let mut rows: Vec<(ShownInstance, InstanceRefs)> = q
+        .order(instances::name)
+        .literal_limit(limit + 1)
+        .load(conn)?;
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let next = more
+        .then(|| rows.last().map(|(i, _)| i.name.clone()))
+        .flatten();
+    Ok((views::instances_with_refs(conn, rows)?, next))
 }
 
 pub async fn get(ctl: &Controller, bearer: Bearer, name: String) -> ActionResult<WireInstance> {
