@@ -96,6 +96,12 @@ impl Node {
         self.config.pool_path()
     }
 
+    /// Whether a stopped container's root filesystem stays mounted on this host, where the
+    /// agent can reach it (the btrfs and dir drivers).
+    pub fn rootfs_on_host(&self) -> bool {
+        matches!(self.storage_driver.as_str(), "btrfs" | "dir")
+    }
+
     /// Whether the agent moves each new container's files into its range before the first
     /// start, because LXD would do it (slowly) on the start.
     pub fn lxd_remaps_first_start(&self) -> bool {

@@ -260,3 +260,111 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
         assert_eq!(same.len(), 1, "{name}: range {base} held by {same:?}");
     }
 }
+
+/// The host key goes into a new container before its first boot. Copies of a template that was
+/// started (its files in the template's range) get theirs as the container's root; and where the
+/// template's `/etc/ssh/sshd_config.d` is a link to a path that also exists on the host, the
+/// agent, root on the host, must not write through it: the files go in through LXD, inside the
+/// container, and the host's directory stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_a_template_get_their_host_key_and_a_link_in_it_never_leads_out() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let ports = PortRange::claim();
+    let key = SshKey::generate();
+    let spec = |name: &str, source: InstanceSource, port: Option<u16>| CreateInstance {
+        idempotency_key: format!("op-{name}"),
+        name: name.into(),
+        source,
+        limits: Limits {
+            cpu: 1,
+            memory_mib: 256,
+            disk_gib: 2,
+        },
+        gpus: Vec::new(),
+        ssh: port.map(|port| SshAccess {
+            username: "s".into(),
+            authorized_keys: vec![key.public_key()],
+            password_hash: None,
+            sudo: false,
+            listen_address: "127.0.0.1".into(),
+            port,
+        }),
+        home_volume: None,
+        config: BTreeMap::new(),
+        start: true,
+    };
+    let create = |req: CreateInstance| {
+        let client = agent.controller();
+        let url = agent.url("/v1/instances");
+        async move {
+            let resp = client.post(url).json(&req).send().await.expect("POST");
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            assert_eq!(status, 201, "{}: {text}", req.name);
+            serde_json::from_str::<Instance>(&text).expect("Instance JSON")
+        }
+    };
+    let image = InstanceSource::Image {
+        alias: "cohort/base".into(),
+    };
+    let copy_of = |template: &str| InstanceSource::Copy {
+        template: template.into(),
+    };
+    let logs_in = |inst: &Instance, port: u16| {
+        let host_key = inst.ssh_host_key.as_deref().expect("ssh_host_key reported");
+        let out = key.run_verified("127.0.0.1", port, host_key, "s", "cat /etc/hostname");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            inst.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}\n", inst.name)
+        );
+    };
+
+    // A template started once (its files now in its own range), then stopped.
+    create(spec("tpl", image, None)).await;
+    lxd.lxc(&["stop", "tpl"]);
+    let a = create(spec("copy-a", copy_of("tpl"), Some(ports.port(0)))).await;
+    logs_in(&a, ports.port(0));
+
+    // The template's drop-in directory made a link to an absolute path that exists both in the
+    // container and on the host.
+    let host_dir = tempfile::Builder::new()
+        .prefix("cohort-link-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::write(host_dir.path().join("sentinel"), "the host's\n").unwrap();
+    let target = host_dir.path().to_str().unwrap();
+    lxd.lxc(&["start", "tpl"]);
+    lxd.lxc(&[
+        "exec",
+        "tpl",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "mkdir -p {target} && rm -rf /etc/ssh/sshd_config.d && \
+             ln -s {target} /etc/ssh/sshd_config.d"
+        ),
+    ]);
+    lxd.lxc(&["stop", "tpl"]);
+    let b = create(spec("copy-b", copy_of("tpl"), Some(ports.port(1)))).await;
+    logs_in(&b, ports.port(1));
+    assert_ne!(a.ssh_host_key, b.ssh_host_key, "every copy has its own key");
+    let mut on_host: Vec<_> = std::fs::read_dir(host_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    on_host.sort();
+    assert_eq!(on_host, ["sentinel"], "the agent wrote through the link");
+    let inside = lxd.lxc(&["exec", "copy-b", "--", "ls", target]);
+    assert_eq!(
+        inside, "cohort-host-key.conf\n",
+        "the drop-in went in through LXD"
+    );
+}

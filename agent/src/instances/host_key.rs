@@ -15,6 +15,7 @@ use hyper::Method;
 use serde_json::json;
 use ssh_key::{Algorithm, LineEnding, PrivateKey};
 
+use super::rootfs::{self, RootFile};
 use super::view::LxdInstance;
 use super::{InstanceError, KEY_SSH_HOST_KEY};
 use crate::node::Node;
@@ -51,29 +52,87 @@ impl HostKey {
     }
 }
 
+impl HostKey {
+    /// The three files: the key, its public half and the drop-in.
+    fn files(&self) -> [RootFile<'static>; 3] {
+        [
+            RootFile {
+                path: KEY_PATH,
+                content: self.private.clone().into_bytes(),
+                mode: 0o600,
+            },
+            RootFile {
+                path: PUBLIC_PATH,
+                content: format!("{}\n", self.public).into_bytes(),
+                mode: 0o644,
+            },
+            RootFile {
+                path: DROP_IN_PATH,
+                content: DROP_IN.as_bytes().to_vec(),
+                mode: 0o644,
+            },
+        ]
+    }
+}
+
 impl Node {
-    /// Writes the key and the drop-in into the (stopped) container. LXD maps the owner through
-    /// the container's idmap, so root's files stay root's after the first start shifts them.
+    /// Writes the key and the drop-in into the (stopped) container, owned by its root: straight
+    /// into its root filesystem where that is on this host (see `rootfs`), otherwise, or where
+    /// the tree is not as an image makes it, through LXD's file API, one file at a time (calls
+    /// at once to one stopped instance meet LXD's helper race the more; see `files`).
     pub(crate) async fn install_host_key(
         &self,
         name: &str,
         key: &HostKey,
     ) -> Result<(), InstanceError> {
-        let private = Bytes::from(key.private.clone());
-        let public = Bytes::from(format!("{}\n", key.public));
-        let (a, b, c) = tokio::join!(
-            self.push_file(name, KEY_PATH, private, 0o600, 0, 0),
-            self.push_file(name, PUBLIC_PATH, public, 0o644, 0, 0),
-            self.push_file(
-                name,
-                DROP_IN_PATH,
-                Bytes::from_static(DROP_IN.as_bytes()),
-                0o644,
-                0,
-                0
-            ),
-        );
-        a.and(b).and(c)
+        let files = key.files();
+        if self.rootfs_on_host() {
+            let rootfs = self.rootfs(name);
+            let to_write = files.clone();
+            match tokio::task::spawn_blocking(move || rootfs::write_files(&rootfs, &to_write)).await
+            {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => {
+                    tracing::info!(instance = name, error = %e, "writing the host key through LXD instead")
+                }
+                Err(e) => {
+                    tracing::warn!(instance = name, error = %e, "writing the host key through LXD instead")
+                }
+            }
+        }
+        for file in files {
+            let content = Bytes::from(file.content);
+            self.push_file(name, file.path, content, file.mode, 0, 0)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The public half of the key in the (stopped) container, where `install_host_key` wrote
+    /// it; `None` when there is none.
+    async fn installed_public_key(&self, name: &str) -> Result<Option<String>, InstanceError> {
+        if self.rootfs_on_host() {
+            let rootfs = self.rootfs(name);
+            match tokio::task::spawn_blocking(move || rootfs::read_file(&rootfs, PUBLIC_PATH)).await
+            {
+                Ok(Ok(bytes)) => {
+                    return Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_string()))
+                }
+                Ok(Err(e)) => {
+                    tracing::info!(instance = name, error = %e, "reading the host key through LXD instead")
+                }
+                Err(e) => {
+                    tracing::warn!(instance = name, error = %e, "reading the host key through LXD instead")
+                }
+            }
+        }
+        match self.pull_file(name, PUBLIC_PATH).await {
+            Ok(file) => Ok(Some(
+                String::from_utf8_lossy(&file.bytes).trim().to_string(),
+            )),
+            Err(InstanceError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Before the first start of an instance an earlier request made (and maybe died before
@@ -81,12 +140,8 @@ impl Node {
     /// and otherwise writes a new one and records that.
     pub(crate) async fn ensure_host_key(&self, lx: &LxdInstance) -> Result<(), InstanceError> {
         if let Some(recorded) = lx.config.get(KEY_SSH_HOST_KEY) {
-            match self.pull_file(&lx.name, PUBLIC_PATH).await {
-                Ok(file) if String::from_utf8_lossy(&file.bytes).trim() == recorded => {
-                    return Ok(())
-                }
-                Ok(_) | Err(InstanceError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
+            if self.installed_public_key(&lx.name).await?.as_deref() == Some(recorded.as_str()) {
+                return Ok(());
             }
         }
         let key = HostKey::generate(&lx.name)?;

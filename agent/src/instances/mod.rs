@@ -9,6 +9,7 @@ mod host_key;
 pub mod idmap;
 mod lifecycle;
 mod publish;
+mod rootfs;
 pub mod shift;
 mod snapshots;
 pub mod spec;
