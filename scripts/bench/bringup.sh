@@ -5,8 +5,9 @@
 #   floor    - `lxc launch` of the same number of containers, nothing else
 # Needs the quickstart deployment (scripts/quickstart) running with room for STUDENTS one-core
 # containers: on a small machine start it with COHORT_CPU_OVERCOMMIT raised (scripts/bench/run
-# does). Each container gets 1 core, 512 MiB and a 1 GiB root quota, as the baseline's do (no disk
-# limit there; btrfs quotas reserve nothing). Prints one table of seconds and ratios, then
+# does, with COHORT_QUICKSTART_PROFILE=release so that what is measured is optimised code; this
+# script uses the CLI of the same profile). Each container gets 1 core, 512 MiB and a 1 GiB root
+# quota, as the baseline's do (no disk limit there; btrfs quotas reserve nothing). Prints one table of seconds and ratios, then
 # resident memory of the agent, the controller and LXD, idle and during the run.
 #
 #   scripts/bench/bringup.sh [STUDENTS]      (default 30)
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/../.."
 n=${1:-30}
 state=${COHORT_QUICKSTART_DIR:-/var/lib/cohort-quickstart}
 export COHORT_CONF="$state/cli/config.yml"
-cohort=target/debug/cohort
+cohort=target/${COHORT_QUICKSTART_PROFILE:-debug}/cohort
 work=$(mktemp -d)
 
 # What a run makes is removed on any exit, and what a run that was killed (or whose machine

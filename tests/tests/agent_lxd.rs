@@ -120,6 +120,13 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd() {
     assert_eq!(get("user.course"), "cs101");
     let size = lxd.lxc(&["config", "device", "get", "life-1", "root", "size"]);
     assert_eq!(size.trim(), "3GiB");
+    // Where the agent shifts the new container's files, it holds the quota back until the walk
+    // is done; by the start it is set, on the volume too, and nothing is left of it in config.
+    assert_eq!(get(cohort_agent::instances::KEY_ROOT_SIZE), "");
+    assert_eq!(
+        root_quota(&agent, "life-1"),
+        pool_is_btrfs().then_some(3 << 30)
+    );
     let cpus = exec(&agent, "life-1", json!({"command": ["nproc"]})).await;
     assert_eq!(
         b64(&cpus.stdout_base64).trim(),
@@ -174,6 +181,82 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd() {
         .await
         .unwrap();
     assert_eq!(error_of(gone, 404).await.error.code, "not_found");
+}
+
+/// Whether the test pool is btrfs (the one `scripts/setup` makes), where a root disk's quota is
+/// a qgroup limit.
+fn pool_is_btrfs() -> bool {
+    let pool: serde_json::Value = serde_json::from_str(&cohort_e2e::lxd::lxc(&[
+        "query",
+        "/1.0/storage-pools/cohort",
+    ]))
+    .expect("pool JSON");
+    pool["driver"] == "btrfs"
+}
+
+/// The referenced-bytes limit btrfs holds for the instance's root volume, `None` where the
+/// pool is not btrfs or the volume has none.
+fn root_quota(agent: &TestAgent, name: &str) -> Option<u64> {
+    if !pool_is_btrfs() {
+        return None;
+    }
+    let volume = agent.node.rootfs(name);
+    let volume = volume.parent().unwrap();
+    let pool = agent.node.pool_path();
+    let relative = volume.strip_prefix(&pool).unwrap().to_str().unwrap();
+    let out = std::process::Command::new("btrfs")
+        .args(["qgroup", "show", "-re", "--raw"])
+        .arg(&pool)
+        .output()
+        .expect("btrfs qgroup show");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().last() == Some(relative))
+        .unwrap_or_else(|| panic!("no qgroup for {relative}:\n{text}"));
+    line.split_whitespace().nth(3).unwrap().parse().ok()
+}
+
+/// A create cut off between making the container and setting the quota it held back leaves
+/// the size in config: whichever request starts the container next sets it first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_held_back_at_the_create_is_set_before_any_start() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    let key = cohort_agent::instances::KEY_ROOT_SIZE;
+    lxd.lxc_create(&[
+        "init",
+        "cohort/base",
+        "cut-off",
+        "-s",
+        "cohort",
+        "-c",
+        &format!("{key}=2GiB"),
+    ]);
+    assert_eq!(
+        lxd.lxc(&["config", "device", "get", "cut-off", "root", "size"])
+            .trim(),
+        ""
+    );
+    assert_eq!(root_quota(&agent, "cut-off"), None);
+
+    let inst = state(&agent, "cut-off", "start").await;
+    assert_eq!(inst.status, "Running");
+    assert_eq!(
+        lxd.lxc(&["config", "device", "get", "cut-off", "root", "size"])
+            .trim(),
+        "2GiB"
+    );
+    assert_eq!(lxd.lxc(&["config", "get", "cut-off", key]).trim(), "");
+    assert_eq!(
+        root_quota(&agent, "cut-off"),
+        pool_is_btrfs().then_some(2 << 30)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

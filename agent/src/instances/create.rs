@@ -10,7 +10,7 @@ use serde_json::json;
 use super::host_key::HostKey;
 use super::spec::{plan, Plan};
 use super::view::LxdInstance;
-use super::{InstanceError, KEY_IDEMPOTENCY, KEY_SPEC, KEY_SSH_HOST_KEY};
+use super::{InstanceError, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY};
 use crate::lxd::encode;
 use crate::node::Node;
 
@@ -62,7 +62,12 @@ impl Node {
                     if base.is_some() {
                         drop(daemon.take());
                     }
-                    let created = self.create_new(req, &plan, base).await;
+                    // The agent is about to walk every file of the new container (`shift`). A
+                    // quota on the fresh snapshot makes btrfs commit its transaction again and
+                    // again during that walk (each change reserves metadata against the quota),
+                    // so the quota is set once the walk is done, before the start.
+                    let defer_size = req.start && self.lxd_remaps_first_start();
+                    let created = self.create_new(req, &plan, base, defer_size).await;
                     if let Some(base) = base {
                         self.release_idmap_base(base).await;
                     }
@@ -87,6 +92,7 @@ impl Node {
                     }
                 }
                 self.shift_before_first_start(&req.name).await?;
+                self.apply_deferred_root_size(&req.name).await?;
                 self.start_unlocked(&req.name).await?;
             }
         } else if req.start {
@@ -103,13 +109,15 @@ impl Node {
     }
 
     /// Creates the instance, with the isolated range `base` the agent reserved for it when
-    /// there is one (otherwise the caller holds the daemon's start lock and LXD picks).
-    /// `Exists` when another request made it meanwhile.
+    /// there is one (otherwise the caller holds the daemon's start lock and LXD picks), and with
+    /// its root disk's quota held back in `KEY_ROOT_SIZE` when `defer_size` (see
+    /// [`Node::apply_deferred_root_size`]). `Exists` when another request made it meanwhile.
     async fn create_new(
         &self,
         req: &CreateInstance,
         plan: &Plan,
         base: Option<u64>,
+        defer_size: bool,
     ) -> Result<Created, InstanceError> {
         self.check_source(&req.source).await?;
         if let Some(vol) = &req.home_volume {
@@ -118,6 +126,14 @@ impl Node {
         let mut body = plan.body.clone();
         if let Some(base) = base {
             body["config"]["security.idmap.base"] = base.to_string().into();
+        }
+        if defer_size {
+            let size = body["devices"]["root"]
+                .as_object_mut()
+                .and_then(|root| root.remove("size"));
+            if let Some(size) = size {
+                body["config"][KEY_ROOT_SIZE] = size;
+            }
         }
         let host_key = match plan.ssh {
             Some(_) => Some(HostKey::generate(&req.name)?),
@@ -144,6 +160,26 @@ impl Node {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Gives the root disk the quota `create_new` held back, if it did: a container never starts
+    /// without it, whichever request starts it.
+    pub(crate) async fn apply_deferred_root_size(&self, name: &str) -> Result<(), InstanceError> {
+        let Some(lx) = self.lxd_instance(name).await? else {
+            return Ok(());
+        };
+        let Some(size) = lx.config.get(KEY_ROOT_SIZE) else {
+            return Ok(());
+        };
+        let mut root = lx.devices.get("root").cloned().ok_or_else(|| {
+            InstanceError::Internal(format!("instance {name} has no root disk of its own"))
+        })?;
+        root.insert("size".into(), size.clone());
+        let patch = json!({"devices": {"root": root}, "config": {KEY_ROOT_SIZE: ""}});
+        self.lxd
+            .call(Method::PATCH, &super::path(name), Some(&patch))
+            .await?;
+        Ok(())
     }
 
     /// The image alias (or fingerprint) exists; the template exists and is stopped.

@@ -57,6 +57,7 @@ impl Node {
 
     pub(crate) async fn start_instance(&self, name: &str) -> Result<(), InstanceError> {
         let _daemon = start_lock(&self.config.lxd_socket()).await;
+        self.apply_deferred_root_size(name).await?;
         self.start_unlocked(name).await
     }
 

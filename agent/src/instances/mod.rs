@@ -30,6 +30,8 @@ pub const KEY_SSH_USER: &str = "user.cohort.ssh_user";
 pub const KEY_GPUS: &str = "user.cohort.gpus";
 /// The public half of the SSH host key the agent wrote into the container (`host_key`).
 pub const KEY_SSH_HOST_KEY: &str = "user.cohort.ssh_host_key";
+/// The root disk's quota while it waits for the shift before the first start (`create`).
+pub const KEY_ROOT_SIZE: &str = "user.cohort.root_size";
 
 /// Device names the agent owns.
 pub const DEVICE_SSH: &str = "cohort-ssh";
