@@ -326,9 +326,11 @@ async fn copies_of_a_template_get_their_host_key_and_a_link_in_it_never_leads_ou
         );
     };
 
-    // A template started once (its files now in its own range), then stopped.
+    // A template started once (its files now in its own range), then stopped. Forced: a
+    // container stopped moments after its start may not yet heed the clean-shutdown signal, and
+    // `lxc stop` would wait for ever; a template has nothing running to save.
     create(spec("tpl", image, None)).await;
-    lxd.lxc(&["stop", "tpl"]);
+    lxd.lxc(&["stop", "--force", "tpl"]);
     let a = create(spec("copy-a", copy_of("tpl"), Some(ports.port(0)))).await;
     logs_in(&a, ports.port(0));
 
@@ -352,7 +354,7 @@ async fn copies_of_a_template_get_their_host_key_and_a_link_in_it_never_leads_ou
              ln -s {target} /etc/ssh/sshd_config.d"
         ),
     ]);
-    lxd.lxc(&["stop", "tpl"]);
+    lxd.lxc(&["stop", "--force", "tpl"]);
     let b = create(spec("copy-b", copy_of("tpl"), Some(ports.port(1)))).await;
     logs_in(&b, ports.port(1));
     assert_ne!(a.ssh_host_key, b.ssh_host_key, "every copy has its own key");

@@ -86,19 +86,14 @@ impl Node {
         key: &HostKey,
     ) -> Result<(), InstanceError> {
         let files = key.files();
-        if self.rootfs_on_host() {
-            let rootfs = self.rootfs(name);
-            let to_write = files.clone();
-            match tokio::task::spawn_blocking(move || rootfs::write_files(&rootfs, &to_write)).await
-            {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(e)) => {
-                    tracing::info!(instance = name, error = %e, "writing the host key through LXD instead")
-                }
-                Err(e) => {
-                    tracing::warn!(instance = name, error = %e, "writing the host key through LXD instead")
-                }
-            }
+        let to_write = files.clone();
+        let written = self
+            .on_host(name, "writing the host key", move |rootfs| {
+                rootfs::write_files(rootfs, &to_write)
+            })
+            .await;
+        if written.is_some() {
+            return Ok(());
         }
         for file in files {
             let content = Bytes::from(file.content);
@@ -111,20 +106,13 @@ impl Node {
     /// The public half of the key in the (stopped) container, where `install_host_key` wrote
     /// it; `None` when there is none.
     async fn installed_public_key(&self, name: &str) -> Result<Option<String>, InstanceError> {
-        if self.rootfs_on_host() {
-            let rootfs = self.rootfs(name);
-            match tokio::task::spawn_blocking(move || rootfs::read_file(&rootfs, PUBLIC_PATH)).await
-            {
-                Ok(Ok(bytes)) => {
-                    return Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_string()))
-                }
-                Ok(Err(e)) => {
-                    tracing::info!(instance = name, error = %e, "reading the host key through LXD instead")
-                }
-                Err(e) => {
-                    tracing::warn!(instance = name, error = %e, "reading the host key through LXD instead")
-                }
-            }
+        let read = self
+            .on_host(name, "reading the host key", |rootfs| {
+                rootfs::read_file(rootfs, PUBLIC_PATH)
+            })
+            .await;
+        if let Some(bytes) = read {
+            return Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_string()));
         }
         match self.pull_file(name, PUBLIC_PATH).await {
             Ok(file) => Ok(Some(
@@ -132,6 +120,31 @@ impl Node {
             )),
             Err(InstanceError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Runs `f` on the stopped container's root filesystem where it is on this host (see
+    /// `rootfs`), off the async runtime; `None`, logged as `what` going through LXD instead,
+    /// where it is not or `f` failed.
+    async fn on_host<T, F>(&self, name: &str, what: &str, f: F) -> Option<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&std::path::Path) -> Result<T, rootfs::RootfsError> + Send + 'static,
+    {
+        if !self.rootfs_on_host() {
+            return None;
+        }
+        let rootfs = self.rootfs(name);
+        match tokio::task::spawn_blocking(move || f(&rootfs)).await {
+            Ok(Ok(done)) => Some(done),
+            Ok(Err(e)) => {
+                tracing::info!(instance = name, error = %e, "{what} through LXD instead");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(instance = name, error = %e, "{what} through LXD instead");
+                None
+            }
         }
     }
 
