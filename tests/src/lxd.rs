@@ -34,6 +34,43 @@ pub fn lxc_output(args: &[&str]) -> Output {
         .expect("run lxc (is lxd-client installed? run scripts/setup)")
 }
 
+/// Deletes `name` of `project`, giving `lxc delete` at most `deadline`: LXD 5.0.2 now and then
+/// never reports the end of a delete (seen in a test of many copies made and deleted at once:
+/// the instance was gone, the client waited for ever). Past the deadline the client is killed,
+/// and the instance must then be gone within another `deadline`.
+pub fn delete_instance(project: &str, name: &str, deadline: std::time::Duration) {
+    let secs = deadline.as_secs().max(1).to_string();
+    let out = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            &secs,
+            "lxc",
+            "--project",
+            project,
+            "delete",
+            "--force",
+            name,
+        ])
+        .env("LXD_DIR", lxd_dir())
+        .output()
+        .expect("run timeout lxc");
+    if out.status.success() {
+        return;
+    }
+    let path = format!("/1.0/instances/{name}?project={project}");
+    let until = std::time::Instant::now() + deadline;
+    while lxc_output(&["query", &path]).status.success() {
+        assert!(
+            std::time::Instant::now() < until,
+            "lxc delete {name} failed ({}) and {name} is still there: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 /// The daemon's directory: `LXD_DIR`, else Debian's, else the snap's.
 pub fn lxd_dir() -> String {
     if let Ok(dir) = std::env::var("LXD_DIR") {

@@ -739,6 +739,7 @@ async fn file_writes_to_fresh_copies_outlast_lxds_file_helper_race() {
         let node = agent.node.clone();
         let project = project.clone();
         workers.spawn(async move {
+            let own_project = project.clone();
             let lxc = move |args: Vec<String>| {
                 let project = project.clone();
                 async move {
@@ -762,7 +763,16 @@ async fn file_writes_to_fresh_copies_outlast_lxds_file_helper_race() {
                 let back = node.pull_file(&name, "/root/written").await;
                 let back = back.unwrap_or_else(|e| panic!("reading from {name}: {e}"));
                 assert_eq!(back.bytes, body.as_bytes(), "{name}");
-                lxc(vec!["delete".into(), name]).await;
+                let project = own_project.clone();
+                tokio::task::spawn_blocking(move || {
+                    cohort_e2e::lxd::delete_instance(
+                        &project,
+                        &name,
+                        std::time::Duration::from_secs(60),
+                    )
+                })
+                .await
+                .expect("delete task");
             }
         });
     }
