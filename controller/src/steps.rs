@@ -250,30 +250,24 @@ async fn create(
     Ok(StepOutcome::Done)
 }
 
-/// The owner's way into the instance. Without a key or a password there is no login to set
-/// up; the port stays reserved for when the owner adds a key.
+/// The owner's way into the instance. An owner with neither a key nor a password still gets
+/// their user (and home) with no way in: nothing is open until they add a key, which then
+/// reaches the running container at once.
 pub fn ssh_access(
     owner: &User,
     keys: &[SshKey],
     instance: &Instance,
     node: &Node,
 ) -> Option<SshAccess> {
-    instance
-        .ssh_port
-        .filter(|_| !keys.is_empty() || owner.password_hash.is_some())
-        .map(|port| SshAccess {
-            username: owner.username.clone(),
-            authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
-            password_hash: owner.password_hash.clone(),
-            sudo: true,
-            listen_address: listen_address(&node.ssh_host),
-            port: port as u16,
-        })
+    instance.ssh_port.map(|port| SshAccess {
+        username: owner.username.clone(),
+        authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
+        password_hash: owner.password_hash.clone(),
+        sudo: true,
+        listen_address: listen_address(&node.ssh_host),
+        port: port as u16,
+    })
 }
-
-/// Empties the user's authorized_keys: the access left when their last key goes and they have
-/// no password (the agent's `PUT /ssh` needs a key or a password).
-const REVOKE_KEYS: &str = r#"h=$(getent passwd "$1" | cut -d: -f6) && [ -n "$h" ] && [ -f "$h/.ssh/authorized_keys" ] && : > "$h/.ssh/authorized_keys" || true"#;
 
 /// Applies the owner's current keys (or password) to one running instance on its node.
 pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), ActionError> {
@@ -293,34 +287,11 @@ pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), Actio
         })
         .await?;
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
-    match ssh_access(&owner, &keys, instance, &node) {
-        Some(access) => {
-            agent
-                .set_ssh(instance.name.clone(), access)
-                .await
-                .map_err(agent_err(&node.name))?;
-        }
-        None => {
-            let request = cohort_proto::agent::ExecRequest {
-                command: vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    REVOKE_KEYS.into(),
-                    "cohort-revoke".into(),
-                    owner.username.clone(),
-                ],
-                environment: Default::default(),
-                user: None,
-                group: None,
-                cwd: None,
-                stdin_base64: None,
-                timeout_s: Some(60),
-            };
-            agent
-                .exec(instance.name.clone(), request)
-                .await
-                .map_err(agent_err(&node.name))?;
-        }
+    if let Some(access) = ssh_access(&owner, &keys, instance, &node) {
+        agent
+            .set_ssh(instance.name.clone(), access)
+            .await
+            .map_err(agent_err(&node.name))?;
     }
     Ok(())
 }

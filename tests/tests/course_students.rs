@@ -237,3 +237,104 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
     let left = volumes(&cluster);
     assert!(!left.contains("home-homes1-stu"), "{left}");
 }
+
+/// The critical attack of issue 25: instructor B lists instructor A's student in B's own roster
+/// with B's key. A roster gives credentials only to accounts it creates, so after a routine
+/// restart of the student's container in A's course B's key is refused there (and in B's own
+/// course), the student's own key still works, an existing account with no credentials gets no
+/// generated password, and B's report and the audit log say the key was ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roster_never_gives_credentials_to_an_account_it_did_not_create() {
+    let own = SshKey::generate();
+    let (cluster, teacher_a, port) = one_student("victim1", &own).await;
+    cluster
+        .admin(
+            Method::POST,
+            "/users",
+            Some(json!({"username": "bare", "role": "student"})),
+        )
+        .await;
+    let intruder = SshKey::generate();
+    let teacher_b = cluster.user("prof-other1", "instructor").await;
+    call(
+        &cluster,
+        Method::POST,
+        "/courses",
+        &teacher_b,
+        Some(
+            json!({"code": "other1", "title": "Takeover", "image": "cohort/base",
+                    "memory_mib": 256, "disk_gib": 2}),
+        ),
+        201,
+    )
+    .await;
+    let res = cluster
+        .request(Method::POST, "/courses/other1/roster", &teacher_b)
+        .header("content-type", "text/csv")
+        .body(format!(
+            "username,name,email,ssh_key\nstu,Stu,,{key}\nbare,,,\nnewbie,,,{key}\n",
+            key = intruder.public_key()
+        ))
+        .send()
+        .await
+        .expect("roster");
+    assert_eq!(res.status(), 200);
+    let report: Value = res.json().await.expect("report");
+    assert_eq!(
+        report["added"],
+        json!(["stu", "bare", "newbie"]),
+        "{report}"
+    );
+    assert_eq!(report["passwords_generated"], json!([]), "{report}");
+    assert_eq!(
+        report["existing_accounts"],
+        json!([
+            {"username": "stu", "roster_key_ignored": true, "without_credentials": false},
+            {"username": "bare", "roster_key_ignored": false, "without_credentials": true},
+        ]),
+        "{report}"
+    );
+
+    // The routine restart that used to carry B's key into A's container.
+    run_op(
+        &cluster,
+        "/courses/victim1/students/stu/restart",
+        &teacher_a,
+        json!({}),
+    )
+    .await;
+    refused(&intruder, port);
+    assert_eq!(logs_in(&own, port, "whoami"), "stu\n");
+
+    // B's own container for the student carries the student's key, not B's.
+    run_op(&cluster, "/courses/other1/provision", &teacher_b, json!({})).await;
+    let students = call(
+        &cluster,
+        Method::GET,
+        "/courses/other1/students",
+        &teacher_b,
+        None,
+        200,
+    )
+    .await;
+    let port_b = students
+        .as_array()
+        .expect("students")
+        .iter()
+        .find(|s| s["username"] == "stu")
+        .and_then(|s| s["ssh_port"].as_u64())
+        .expect("stu's port in other1") as u16;
+    refused(&intruder, port_b);
+    assert_eq!(logs_in(&own, port_b, "whoami"), "stu\n");
+
+    let audit = cluster
+        .admin(Method::GET, "/audit?actor=prof-other1&object=stu", None)
+        .await;
+    let actions: Vec<&str> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert!(actions.contains(&"roster_key_ignored"), "{audit}");
+}

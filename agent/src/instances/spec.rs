@@ -202,16 +202,12 @@ fn check_ssh(ssh: &mut SshAccess) -> Result<(), InstanceError> {
         *key = validate::ssh_public_key(key)
             .map_err(|e| InstanceError::invalid(format!("ssh.authorized_keys[{i}]"), e.0))?;
     }
-    match &ssh.password_hash {
-        Some(hash) => validate::password_hash(hash)
-            .map_err(|e| InstanceError::invalid("ssh.password_hash", e.0))?,
-        None if ssh.authorized_keys.is_empty() => {
-            return Err(InstanceError::invalid(
-                "ssh.authorized_keys",
-                "give at least one key or a password_hash",
-            ))
-        }
-        None => {}
+    // Neither keys nor a password is allowed: the user is made with a locked password and an
+    // empty authorized_keys (an account whose person has not added a key yet, or removed
+    // their last one), so nothing is open until a key arrives.
+    if let Some(hash) = &ssh.password_hash {
+        validate::password_hash(hash)
+            .map_err(|e| InstanceError::invalid("ssh.password_hash", e.0))?;
     }
     ssh.listen_address
         .parse::<IpAddr>()

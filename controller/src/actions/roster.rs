@@ -1,10 +1,14 @@
 //! Roster import: every row checked first (`crate::course::roster`), then, in one transaction,
-//! new students are created or found, their keys added and they are enrolled. Students already
-//! enrolled but absent from the new roster are reported, never removed.
+//! students are created or found and enrolled. Credentials belong to the person: a roster gives
+//! a key or a generated password only to an account it creates. An account that already exists
+//! (a student of another course, say) is enrolled as it is, with its own keys; a key the roster
+//! gave for it is reported as ignored and audited, never added, so no instructor can put their
+//! own key on another instructor's student. Students already enrolled but absent from the new
+//! roster are reported, never removed.
 
 use std::collections::HashSet;
 
-use cohort_proto::api::courses::RosterReport;
+use cohort_proto::api::courses::{ExistingAccount, RosterReport};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -59,9 +63,10 @@ pub async fn import(
                 already_enrolled: Vec::new(),
                 not_in_roster: Vec::new(),
                 passwords_generated: Vec::new(),
+                existing_accounts: Vec::new(),
             };
             for (i, entry) in entries.iter().enumerate() {
-                let user = match User::by_username(conn, &entry.username)? {
+                let (user, initial) = match User::by_username(conn, &entry.username)? {
                     Some(user) if user.role() != Role::Student => {
                         return Err(ActionError::invalid(
                             &format!("roster[{}].username", i + 1),
@@ -71,30 +76,24 @@ pub async fn import(
                             ),
                         ));
                     }
-                    Some(user) => user,
-                    None => User::insert(
-                        conn,
-                        &NewUser {
-                            username: &entry.username,
-                            role: "student",
-                            full_name: (!entry.name.is_empty()).then_some(entry.name.as_str()),
-                            email: (!entry.email.is_empty()).then_some(entry.email.as_str()),
-                        },
-                    )?,
-                };
-                let keys = SshKey::for_user(conn, user.id)?;
-                if let Some(key) = &entry.ssh_key {
-                    if !keys.iter().any(|k| &k.public_key == key) {
-                        SshKey::insert(conn, user.id, key, &key_fingerprint(key)?)?;
+                    Some(user) => {
+                        let existing = existing_account(conn, &user, entry)?;
+                        if existing.roster_key_ignored {
+                            audit::record(
+                                conn,
+                                caller.name(),
+                                "roster_key_ignored",
+                                "user",
+                                &user.username,
+                                json!({"course": code}),
+                            )?;
+                        }
+                        report.existing_accounts.push(existing);
+                        (user, None)
                     }
-                }
-                let needs_password =
-                    entry.ssh_key.is_none() && keys.is_empty() && user.password_hash.is_none();
-                let initial = needs_password.then(password::generate);
-                if let Some(pw) = &initial {
-                    diesel::update(users::table.find(user.id))
-                        .set(users::password_hash.eq(password::crypt_hash(pw)))
-                        .execute(conn)?;
+                    None => create_student(conn, entry)?,
+                };
+                if initial.is_some() {
                     report.passwords_generated.push(user.username.clone());
                 }
                 if Enrollment::insert(conn, course.id, user.id, initial.as_deref())? {
@@ -121,4 +120,53 @@ pub async fn import(
         })
     })
     .await
+}
+
+/// Makes the account a roster row describes, with the row's key, or with a generated password
+/// (returned, for the endpoints export) when the row has none.
+fn create_student(
+    conn: &mut PgConnection,
+    entry: &roster::RosterEntry,
+) -> ActionResult<(User, Option<String>)> {
+    let user = User::insert(
+        conn,
+        &NewUser {
+            username: &entry.username,
+            role: "student",
+            full_name: (!entry.name.is_empty()).then_some(entry.name.as_str()),
+            email: (!entry.email.is_empty()).then_some(entry.email.as_str()),
+        },
+    )?;
+    let initial = match &entry.ssh_key {
+        Some(key) => {
+            SshKey::insert(conn, user.id, key, &key_fingerprint(key)?)?;
+            None
+        }
+        None => {
+            let pw = password::generate();
+            diesel::update(users::table.find(user.id))
+                .set(users::password_hash.eq(password::crypt_hash(&pw)))
+                .execute(conn)?;
+            Some(pw)
+        }
+    };
+    Ok((user, initial))
+}
+
+/// What a roster row means for an account that exists: nothing about its credentials changes.
+fn existing_account(
+    conn: &mut PgConnection,
+    user: &User,
+    entry: &roster::RosterEntry,
+) -> ActionResult<ExistingAccount> {
+    let keys = SshKey::for_user(conn, user.id)?;
+    let roster_key_ignored = entry
+        .ssh_key
+        .as_ref()
+        .is_some_and(|key| !keys.iter().any(|k| &k.public_key == key));
+    Ok(ExistingAccount {
+        username: user.username.clone(),
+        roster_key_ignored,
+        without_credentials: keys.is_empty() && user.password_hash.is_none(),
+    })
 }

@@ -120,8 +120,24 @@ pub struct RosterReport {
     pub already_enrolled: Vec<String>,
     /// Enrolled but absent from this roster: remove them explicitly if meant.
     pub not_in_roster: Vec<String>,
-    /// Students without a key, who got a generated password (see the endpoints export).
+    /// Students this roster created without a key, who got a generated password (see the
+    /// endpoints export).
     pub passwords_generated: Vec<String>,
+    /// Students who already had an account: enrolled with their own keys and password, which a
+    /// roster never changes (only the person or an admin does).
+    pub existing_accounts: Vec<ExistingAccount>,
+}
+
+/// A roster row that named an account which already existed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExistingAccount {
+    pub username: String,
+    /// The roster gave a key that this account does not have; it was not added.
+    pub roster_key_ignored: bool,
+    /// The account has neither a key nor a password: the person (or an admin) must add one
+    /// before they can log in.
+    pub without_credentials: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
