@@ -9,7 +9,7 @@ use cohort_controller::agent_client::MtlsConnector;
 use cohort_controller::config::Config;
 use cohort_controller::controller::Controller;
 use cohort_controller::pki::Pki;
-use cohort_controller::{actions, db, server};
+use cohort_controller::{actions, backup, db, server};
 use diesel::Connection;
 
 #[derive(Parser)]
@@ -33,8 +33,24 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Apply pending database migrations.
-    Migrate,
+    /// Apply pending database migrations. Refused while another client (a running controller,
+    /// say) is connected to the database, since it may not know the new schema: stop every
+    /// controller, migrate, then start the new ones.
+    Migrate {
+        /// Migrate even though other sessions are connected (only when none is a controller).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Write the database and the state directory (CA, certificates, image catalog) into one
+    /// archive.
+    Backup {
+        /// Archive to write (default: cohort-backup-<UTC time>.tar.gz here).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Restore an archive written by `backup` into an empty database and an empty state
+    /// directory (a fresh host). Run `migrate` afterwards if this controller is newer.
+    Restore { archive: PathBuf },
     /// Create the CA and certificates in the state directory, migrate, create the first admin
     /// and print its API token (shown once).
     Init {
@@ -45,9 +61,29 @@ enum Command {
     Serve,
 }
 
-fn migrate(config: &Config) -> anyhow::Result<diesel::PgConnection> {
+fn migrate(config: &Config, force: bool) -> anyhow::Result<diesel::PgConnection> {
     let mut conn = diesel::PgConnection::establish(&config.database.url)
         .with_context(|| "connecting to the database (DATABASE_URL)")?;
+    let pending = db::pending_migrations(&mut conn)?;
+    if !pending.is_empty() && !force {
+        let others = db::other_sessions(&mut conn)?;
+        if !others.is_empty() {
+            anyhow::bail!(
+                "{} migration(s) to apply ({}), but {} other session(s) are connected to this \
+                 database and may be controllers that do not know the new schema:\n  {}\n\
+                 Stop every controller, run `cohort-controller migrate` again, then start the \
+                 new controllers (`--force` migrates anyway, when none of these is a controller)",
+                pending.len(),
+                pending.join(", "),
+                others.len(),
+                others
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n  ")
+            );
+        }
+    }
     for version in db::run_migrations(&mut conn)? {
         println!("applied migration {version}");
     }
@@ -65,15 +101,50 @@ fn main() -> anyhow::Result<()> {
     }
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
-        Command::Migrate => {
-            migrate(&config)?;
+        Command::Migrate { force } => {
+            migrate(&config, force)?;
+        }
+        Command::Backup { output } => {
+            let output = output.unwrap_or_else(|| {
+                PathBuf::from(format!(
+                    "cohort-backup-{}.tar.gz",
+                    chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+                ))
+            });
+            let manifest = backup::backup(&config.database.url, &config.server.state_dir, &output)?;
+            println!(
+                "backed up the database (schema {}) and {} file(s) of {} into {}",
+                manifest.schema_version,
+                manifest.state_files.len(),
+                config.server.state_dir.display(),
+                output.display()
+            );
+        }
+        Command::Restore { archive } => {
+            let manifest =
+                backup::restore(&config.database.url, &config.server.state_dir, &archive)?;
+            println!(
+                "restored the backup of {} (schema {}, controller {}) into the database and {}",
+                manifest.created_at.to_rfc3339(),
+                manifest.schema_version,
+                manifest.controller_version,
+                config.server.state_dir.display()
+            );
+            let mut conn = diesel::PgConnection::establish(&config.database.url)?;
+            let pending = db::pending_migrations(&mut conn)?;
+            if !pending.is_empty() {
+                println!(
+                    "this controller has {} newer migration(s): run `cohort-controller migrate`",
+                    pending.len()
+                );
+            }
         }
         Command::Init { admin } => {
             let dir = &config.server.state_dir;
             Pki::create(dir, &config.server.server_names)
                 .with_context(|| format!("creating the CA in {}", dir.display()))?;
             println!("created the CA and certificates in {}", dir.display());
-            let mut conn = migrate(&config)?;
+            let mut conn = migrate(&config, false)?;
             let token = actions::users::bootstrap_admin(&mut conn, &admin)?;
             println!("admin user: {admin}");
             println!("admin token (shown once): {token}");

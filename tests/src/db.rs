@@ -139,6 +139,17 @@ impl TestDb {
     pub fn connect(&self) -> PgConnection {
         PgConnection::establish(&self.url).expect("connect to test database")
     }
+
+    /// Drops this database (ending its sessions) and creates it again empty, under the same
+    /// name: a controller's database destroyed and replaced by a fresh one.
+    pub fn recreate_empty(&self) {
+        let mut conn = admin();
+        drop_database(&mut conn, &self.name)
+            .unwrap_or_else(|e| panic!("drop database {}: {e}", self.name));
+        diesel::sql_query(format!("CREATE DATABASE \"{}\"", self.name))
+            .execute(&mut conn)
+            .unwrap_or_else(|e| panic!("create {}: {e}", self.name));
+    }
 }
 
 impl Default for TestDb {

@@ -1,9 +1,12 @@
 //! Every migration runs up, down and up again on an empty database, and the schema's invariants
 //! hold in the database itself.
 
-use cohort_controller::db::{revert_all, run_migrations};
+use cohort_controller::db::{revert_all, run_migrations, MIGRATIONS};
 use cohort_e2e::TestDb;
+use diesel::migration::MigrationSource;
+use diesel::pg::Pg;
 use diesel::prelude::*;
+use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
@@ -147,4 +150,136 @@ fn the_database_refuses_a_slot_past_share_limit_a_reused_port_and_a_lower_limit_
         "INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id) VALUES (1, 3, 2, 3)",
     )
     .expect("slot 2 fits under 3");
+}
+
+#[derive(QueryableByName, Debug, PartialEq, Eq)]
+struct Counts {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    users: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    nodes: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    instances: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    allocations: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    enrollments: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    items: i64,
+}
+
+fn counts(conn: &mut PgConnection) -> Counts {
+    diesel::sql_query(
+        "SELECT (SELECT count(*) FROM users) AS users, (SELECT count(*) FROM nodes) AS nodes, \
+                (SELECT count(*) FROM instances) AS instances, \
+                (SELECT count(*) FROM gpu_allocations) AS allocations, \
+                (SELECT count(*) FROM enrollments) AS enrollments, \
+                (SELECT count(*) FROM operation_items) AS items",
+    )
+    .get_result(conn)
+    .expect("count rows")
+}
+
+/// A lab a few terms in: 3,000 students with a container each over 100 nodes (one in four with
+/// a GPU slot), 30 courses, a provisioning operation per course with an item per student, and
+/// an audit trail.
+fn populate(conn: &mut PgConnection) {
+    use diesel::connection::SimpleConnection;
+    conn.batch_execute(
+        "INSERT INTO users (username, role) SELECT 'u' || n, 'student'
+           FROM generate_series(1, 3000) AS n;
+         INSERT INTO users (username, role) SELECT 'prof' || n, 'instructor'
+           FROM generate_series(1, 30) AS n;
+         INSERT INTO images (fingerprint, alias, description, gpu_ready, size_bytes)
+           VALUES (repeat('c', 64), 'lab/base', 'lab', true, 1);
+         INSERT INTO nodes (name, agent_url, ssh_host, ssh_port_first, ssh_port_last, state,
+                            cores, memory_bytes, disk_total_bytes, disk_free_bytes, nvidia_runtime)
+           SELECT 'gpu-' || n, 'https://127.0.0.1:1', '127.0.0.1', 20000, 21000, 'online',
+                  64, 549755813888, 10995116277760, 10995116277760, true
+           FROM generate_series(1, 100) AS n;
+         INSERT INTO gpus (node_id, uuid, idx, model, memory_bytes, pci_address, share_limit,
+                           present)
+           SELECT nodes.id, 'GPU-' || nodes.id || '-' || g, g, 'NVIDIA A100', 42949672960,
+                  '0000:0' || g || ':00.0', 4, true
+           FROM nodes, generate_series(0, 7) AS g;
+         INSERT INTO courses (code, title, instructor_id, image_id, cpu, memory_mib, disk_gib,
+                              gpus, gpu_share, state)
+           SELECT 'c' || n, 'Course ' || n, (SELECT id FROM users WHERE username = 'prof' || n),
+                  (SELECT id FROM images LIMIT 1), 2, 4096, 20, 1, 'shared', 'active'
+           FROM generate_series(1, 30) AS n;
+         INSERT INTO enrollments (course_id, user_id)
+           SELECT (SELECT id FROM courses WHERE code = 'c' || (1 + u.id % 30)), u.id
+           FROM users u WHERE u.role = 'student';
+         INSERT INTO instances (name, owner_id, image_id, node_id, ssh_port, desired_state,
+                                observed_state, cpu, memory_mib, disk_gib, gpu_count,
+                                gpu_share, strategy, priority, config)
+           SELECT 'inst-' || u.id, u.id, (SELECT id FROM images LIMIT 1),
+                  (SELECT id FROM nodes ORDER BY id OFFSET (u.id % 100) LIMIT 1),
+                  20000 + u.id / 100, 'running', 'running', 2, 4096, 20,
+                  CASE WHEN u.id % 4 = 0 THEN 1 ELSE 0 END, 'shared', 'spread', 0, '{}'
+           FROM users u WHERE u.role = 'student';
+         INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id)
+           SELECT g.id, g.share_limit, ((i.ssh_port - 20000) / 8) % 4, i.id
+           FROM instances i JOIN gpus g
+             ON g.node_id = i.node_id AND g.idx = (i.ssh_port - 20000) % 8
+           WHERE i.gpu_count = 1
+           ON CONFLICT DO NOTHING;
+         INSERT INTO operations (id, kind, status, target, payload)
+           SELECT gen_random_uuid(), 'provision_course', 'success', code, '{}' FROM courses;
+         INSERT INTO operation_items (id, operation_id, position, action, target, instance_id,
+                                      status, attempts)
+           SELECT gen_random_uuid(), o.id, row_number() OVER (PARTITION BY o.id), 'create',
+                  i.name, i.id, 'success', 1
+           FROM operations o JOIN courses c ON c.code = o.target
+             JOIN enrollments e ON e.course_id = c.id JOIN instances i ON i.owner_id = e.user_id;
+         INSERT INTO audit_log (actor, action, object_kind, object, detail)
+           SELECT 'admin', 'create_instance', 'instance', name, '{}' FROM instances;",
+    )
+    .expect("populate the inventory");
+}
+
+#[test]
+fn every_migration_goes_down_and_up_again_on_a_populated_database() {
+    let db = TestDb::new();
+    let mut conn = db.connect();
+    populate(&mut conn);
+    let populated = counts(&mut conn);
+    assert_eq!(populated.instances, 3000);
+    assert!(populated.allocations > 500, "{populated:?}");
+    assert_eq!(populated.items, 3000);
+
+    // The newest migrations, as an upgrade that is rolled back and done again: every row stays.
+    let newest: Vec<String> = (0..3)
+        .map(|_| {
+            conn.revert_last_migration(MIGRATIONS)
+                .unwrap_or_else(|e| {
+                    panic!("a newest migration's down on a populated database: {e}")
+                })
+                .to_string()
+        })
+        .collect();
+    let mut again = run_migrations(&mut conn).expect("up again");
+    again.reverse();
+    assert_eq!(again, newest);
+    assert_eq!(
+        counts(&mut conn),
+        populated,
+        "a down and up lost or made rows"
+    );
+
+    // Every down runs on the populated database, one migration at a time, then every up.
+    let total = MigrationSource::<Pg>::migrations(&MIGRATIONS)
+        .expect("the embedded migrations")
+        .len();
+    for n in 0..total {
+        conn.revert_last_migration(MIGRATIONS).unwrap_or_else(|e| {
+            panic!(
+                "down number {} of {total} on a populated database: {e}",
+                n + 1
+            )
+        });
+    }
+    assert!(tables(&mut conn).is_empty(), "down must drop every table");
+    assert_eq!(run_migrations(&mut conn).expect("up").len(), total);
+    assert_eq!(tables(&mut conn), TABLES);
 }

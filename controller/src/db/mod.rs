@@ -5,7 +5,8 @@ pub mod schema;
 pub mod url;
 
 use diesel::pg::PgConnection;
-use diesel::r2d2::{ConnectionManager, Pool, PooledConnection};
+use diesel::prelude::*;
+use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, PooledConnection};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
 /// The shared connection pool; diesel is synchronous, so callers run queries on blocking threads.
@@ -21,7 +22,62 @@ pub fn pool(url: &str, size: u32) -> Result<DbPool, diesel::r2d2::PoolError> {
         .max_size(size)
         .min_idle(Some(1))
         .connection_timeout(std::time::Duration::from_secs(10))
+        .connection_customizer(Box::new(Named))
         .build(ConnectionManager::new(url))
+}
+
+/// The `application_name` of every pooled connection, so `pg_stat_activity` (and
+/// `cohort-controller migrate`, which refuses to change the schema under a running controller)
+/// can tell a controller's sessions from others.
+pub const APPLICATION_NAME: &str = concat!("cohort-controller ", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug)]
+struct Named;
+
+impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for Named {
+    fn on_acquire(&self, conn: &mut PgConnection) -> Result<(), diesel::r2d2::Error> {
+        diesel::sql_query(format!("SET application_name = '{APPLICATION_NAME}'"))
+            .execute(conn)
+            .map(|_| ())
+            .map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
+/// Another client's session in the same database, as `pg_stat_activity` shows it.
+#[derive(Debug, QueryableByName)]
+pub struct Session {
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub pid: i32,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub application_name: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub client: String,
+}
+
+impl std::fmt::Display for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.application_name.as_str() {
+            "" => "(no application name)",
+            name => name,
+        };
+        write!(f, "{name} from {} (server pid {})", self.client, self.pid)
+    }
+}
+
+/// Every other client session in this connection's database (background workers such as
+/// autovacuum are not clients and are left out).
+pub fn other_sessions(conn: &mut PgConnection) -> QueryResult<Vec<Session>> {
+    diesel::sql_query(
+        "SELECT pid, coalesce(application_name, '') AS application_name, \
+                CASE WHEN client_port = -1 THEN 'a local socket' \
+                     WHEN client_addr IS NULL THEN 'an address this role may not see' \
+                     ELSE host(client_addr) END AS client \
+         FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+           AND backend_type = 'client backend' \
+         ORDER BY pid",
+    )
+    .load(conn)
 }
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
