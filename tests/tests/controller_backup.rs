@@ -234,3 +234,46 @@ fn migrate_refuses_to_change_the_schema_under_a_running_controller() {
         text(&out)
     );
 }
+
+/// A primary with standbys: the URL lists several hosts and libpq finds the one that takes
+/// writes. Here the first host is down (nothing listens on its port); the controller
+/// initialises, serves and writes through the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_url_with_several_hosts_finds_the_one_that_writes() {
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let (_, rest) = db.url().split_once('@').expect("user@host in the test URL");
+    let (hostport, name) = rest.split_once('/').expect("host/database");
+    let url = format!(
+        "postgres://cohort:cohort@127.0.0.1:{},{hostport}/{name}?target_session_attrs=read-write",
+        ports.port(1)
+    );
+    let state = tempfile::tempdir().expect("state dir");
+    let init = controller(&["init", "--admin", "dba"], &url, state.path());
+    assert!(init.status.success(), "init: {}", text(&init));
+    let token = String::from_utf8_lossy(&init.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("admin token (shown once): "))
+        .expect("the admin token")
+        .trim()
+        .to_string();
+    let _serving = ControllerProcess::start(&url, state.path(), ports.port(0), &[]);
+    let ca = std::fs::read(state.path().join("ca.crt")).expect("CA");
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("pem"))
+        .build()
+        .expect("client");
+    let created = http
+        .post(format!("https://127.0.0.1:{}/api/v1/users", ports.port(0)))
+        .bearer_auth(&token)
+        .json(&json!({"username": "writer", "role": "student"}))
+        .send()
+        .await
+        .expect("controller answers");
+    assert_eq!(
+        created.status(),
+        201,
+        "{}",
+        created.text().await.unwrap_or_default()
+    );
+}
