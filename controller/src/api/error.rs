@@ -13,6 +13,9 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
         ActionError::Invalid { field, .. } => {
             (StatusCode::BAD_REQUEST, "invalid_field", Some(field))
         }
+        ActionError::TooLarge { field, .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large", Some(field))
+        }
         ActionError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated", None),
         ActionError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", None),
         ActionError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),

@@ -7,7 +7,7 @@ use cohort_proto::api::instances::{
     InstanceStateChange, UpdateInstance,
 };
 
-use super::extract::{ApiJson, ApiQuery};
+use super::extract::{ApiJson, ApiQuery, FileBody};
 use crate::actions::{instances, proxy};
 use crate::agent_client::FileMeta;
 use crate::auth::{Bearer, Caller};
@@ -108,7 +108,7 @@ pub async fn put_file(
     name: web::Path<String>,
     query: ApiQuery<FileQuery>,
     req: HttpRequest,
-    body: web::Bytes,
+    body: FileBody,
 ) -> Reply {
     let header = |h: &str| {
         req.headers()
@@ -126,7 +126,7 @@ pub async fn put_file(
         caller,
         name.into_inner(),
         query.0.path,
-        body.to_vec(),
+        body.0.to_vec(),
         meta,
     )
     .await?;
