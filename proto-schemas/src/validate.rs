@@ -168,8 +168,16 @@ pub fn password_hash(hash: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// Free text (a display name, a title) that is safe wherever it is shown: no control characters,
-/// at most `max` characters, and nothing a spreadsheet would run as a formula.
+/// Characters that reorder the text shown around them (Unicode's bidirectional embeddings,
+/// overrides, isolates and marks): a title with U+202E shows its tail reversed, so what a reader
+/// sees is not what was written.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Free text (a display name, a title) that is safe wherever it is shown: no control or
+/// bidirectional control characters, at most `max` characters, and nothing a spreadsheet would
+/// run as a formula.
 pub fn display_text(text: &str, max: usize) -> Result<(), Invalid> {
     if text.chars().count() > max {
         return invalid(format!("must be at most {max} characters"));
@@ -177,10 +185,23 @@ pub fn display_text(text: &str, max: usize) -> Result<(), Invalid> {
     if text.chars().any(char::is_control) {
         return invalid("must not contain control characters (newline, tab, NUL, ...)");
     }
+    if text.chars().any(is_bidi_control) {
+        return invalid(
+            "must not contain bidirectional control characters (U+202A-U+202E, U+2066-U+2069, ...)",
+        );
+    }
     if text.starts_with(['=', '+', '-', '@']) {
         return invalid("must not start with '=', '+', '-' or '@' (a spreadsheet formula)");
     }
     Ok(())
+}
+
+/// A title that must say something: [`display_text`], and not empty or only spaces.
+pub fn title(text: &str, max: usize) -> Result<(), Invalid> {
+    if text.trim().is_empty() {
+        return invalid("must not be empty");
+    }
+    display_text(text, max)
 }
 
 /// Config keys a request may set (at create or live) besides `user.*` and `environment.*`.

@@ -189,3 +189,155 @@ async fn a_bad_token_is_a_401_before_its_body_is_read_or_parsed() {
         .to_request();
     too_large(test::call_service(&app, req).await, "authenticated 2 MiB").await;
 }
+
+/// An answer as the one error shape: status, then the parsed body.
+async fn error_of(resp: actix_web::dev::ServiceResponse) -> (u16, ErrorBody) {
+    let status = resp.status().as_u16();
+    let body = test::read_body(resp).await;
+    let err = serde_json::from_slice(&body).unwrap_or_else(|e| {
+        panic!(
+            "{status}: not the JSON error shape ({e}): {:?}",
+            String::from_utf8_lossy(&body)
+        )
+    });
+    (status, err)
+}
+
+#[actix_web::test]
+async fn wrong_requests_get_a_json_4xx_naming_the_field() {
+    let t = TestController::new();
+    let (_, admin) = t.user("labadmin", "admin");
+    let (_, prof) = t.user("prof", "instructor");
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let as_ = |token: &str, method: &str, uri: &str, body: Option<serde_json::Value>| {
+        let mut req = test::TestRequest::default()
+            .method(method.parse().unwrap())
+            .uri(uri)
+            .insert_header(("Authorization", format!("Bearer {token}")));
+        if let Some(body) = body {
+            req = req.set_json(body);
+        }
+        req.to_request()
+    };
+
+    // Unknown routes, and path segments of the wrong type, are the JSON 404.
+    for (method, uri) in [
+        ("GET", "/nope"),
+        ("GET", "/api/v1/nope"),
+        ("DELETE", "/api/v1/me/ssh-keys/abc"),
+        ("PATCH", "/api/v1/users"),
+    ] {
+        let (status, err) =
+            error_of(test::call_service(&app, as_(&admin, method, uri, None)).await).await;
+        assert_eq!(
+            (status, err.error.code.as_str()),
+            (404, "not_found"),
+            "{method} {uri}"
+        );
+    }
+
+    // A value of the wrong type names its field, nested ones by their path.
+    for (body, field) in [
+        (
+            serde_json::json!({"name": "ok", "image": "base", "gpus": "two"}),
+            "gpus",
+        ),
+        (
+            serde_json::json!({"name": "ok", "image": "base", "limits": {"cpu": "x", "memory_mib": 1, "disk_gib": 1}}),
+            "limits.cpu",
+        ),
+        (
+            serde_json::json!({"name": "ok", "image": "base", "limits": {"cpu": 1, "memory_mib": 1, "disk_gib": 1, "gpu": 1}}),
+            "limits.gpu",
+        ),
+        (
+            serde_json::json!({"name": "ok", "image": "base", "limits": {"cpu": 1, "memory_mib": 1}}),
+            "limits.disk_gib",
+        ),
+        (
+            serde_json::json!({"name": "ok", "image": "base", "config": {"user.a": 1}}),
+            "config.user.a",
+        ),
+    ] {
+        let (status, err) = error_of(
+            test::call_service(
+                &app,
+                as_(&admin, "POST", "/api/v1/instances", Some(body.clone())),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(err.error.field.as_deref(), Some(field), "{body}: {err:?}");
+    }
+
+    // Course titles must say something, and say it in the order written.
+    for title in [
+        "",
+        "   ",
+        "homework\u{202E}fdp.exe",
+        "a\u{2066}b",
+        "\u{200F}x",
+    ] {
+        let body = serde_json::json!({"code": "cs101", "title": title, "image": "base"});
+        let (status, err) = error_of(
+            test::call_service(&app, as_(&prof, "POST", "/api/v1/courses", Some(body))).await,
+        )
+        .await;
+        assert_eq!(status, 400, "{title:?}");
+        assert_eq!(
+            err.error.field.as_deref(),
+            Some("title"),
+            "{title:?}: {err:?}"
+        );
+    }
+
+    // An admin cannot make an account a roster would refuse.
+    for (body, field) in [
+        (
+            serde_json::json!({"username": "root", "role": "student"}),
+            "username",
+        ),
+        (
+            serde_json::json!({"username": "Alice", "role": "student"}),
+            "username",
+        ),
+        (
+            serde_json::json!({"username": "alice", "role": "student", "full_name": "=HYPERLINK(\"x\")"}),
+            "full_name",
+        ),
+        (
+            serde_json::json!({"username": "alice", "role": "student", "full_name": "evil\u{202E}txt"}),
+            "full_name",
+        ),
+        (
+            serde_json::json!({"username": "alice", "role": "student", "email": "not an address"}),
+            "email",
+        ),
+    ] {
+        let (status, err) = error_of(
+            test::call_service(
+                &app,
+                as_(&admin, "POST", "/api/v1/users", Some(body.clone())),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(err.error.field.as_deref(), Some(field), "{body}: {err:?}");
+    }
+    let ok = test::call_service(
+        &app,
+        as_(
+            &admin,
+            "POST",
+            "/api/v1/users",
+            Some(serde_json::json!({"username": "alice", "role": "student", "full_name": "Alice Liddell", "email": "alice@example.org"})),
+        ),
+    )
+    .await;
+    assert_eq!(ok.status(), 201, "a good user was refused");
+}

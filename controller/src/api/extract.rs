@@ -27,6 +27,22 @@ fn field_of(message: &str) -> String {
         .to_string()
 }
 
+/// The field a JSON body's error is about: the path where decoding stopped (`limits.cpu`; an
+/// unknown field's path ends with it), with the field a missing field error names under it.
+fn field_at(path: &str, message: &str) -> String {
+    let path = (path != ".").then_some(path);
+    let named = (message.starts_with("unknown field") || message.starts_with("missing field"))
+        .then(|| message.split('`').nth(1))
+        .flatten();
+    match (path, named) {
+        (Some(path), Some(field)) if path.rsplit('.').next() == Some(field) => path.to_string(),
+        (Some(path), Some(field)) => format!("{path}.{field}"),
+        (Some(path), None) => path.to_string(),
+        (None, Some(field)) => field.to_string(),
+        (None, None) => "body".to_string(),
+    }
+}
+
 fn bearer(req: &HttpRequest) -> Result<Bearer, ActionError> {
     let header = req
         .headers()
@@ -97,12 +113,13 @@ impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
             } else {
                 bytes
             };
-            serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
-                ActionError::invalid(
-                    &field_of(&e.to_string()),
-                    format!("invalid request body: {e}"),
-                )
-            })
+            let mut json = serde_json::Deserializer::from_slice(&bytes);
+            serde_path_to_error::deserialize(&mut json)
+                .map(ApiJson)
+                .map_err(|e| {
+                    let field = field_at(&e.path().to_string(), &e.inner().to_string());
+                    ActionError::invalid(&field, format!("invalid request body: {}", e.inner()))
+                })
         })
     }
 }

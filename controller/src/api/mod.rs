@@ -32,6 +32,12 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             // Bodies are read by `body::PendingBody` with a limit per route; this bounds any
             // plain `web::Bytes` a route might still take. Image uploads and rosters stream.
             .app_data(web::PayloadConfig::new(extract::JSON_LIMIT))
+            // A path segment of the wrong type (`/operations/abc`) names nothing that exists:
+            // the same JSON 404 as an unknown route, never actix's plain-text one.
+            .app_data(
+                web::PathConfig::default()
+                    .error_handler(|_, req| ActionError::NotFound(req.path().to_string()).into()),
+            )
             .route("/healthz", get().to(meta::healthz))
             .route("/metrics", get().to(meta::metrics))
             .service(
