@@ -35,6 +35,11 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
             code,
             field.as_deref(),
         ),
+        // The command ran out of its own time (the agent killed it): the caller's timeout.
+        ActionError::Agent {
+            source: AgentError::Status { status: 504, .. },
+            ..
+        } => (StatusCode::GATEWAY_TIMEOUT, "timeout", None),
         ActionError::Agent { .. } => (StatusCode::BAD_GATEWAY, "agent_error", None),
         ActionError::Pool(_) => (
             StatusCode::SERVICE_UNAVAILABLE,
