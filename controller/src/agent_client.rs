@@ -393,9 +393,12 @@ impl NodeAgent for HttpAgent {
         request: ExecRequest,
         limit: u64,
     ) -> AgentFuture<AgentStream> {
+        // The agent answers only once the command has ended: wait as long as it may run.
+        let runs = u64::from(request.timeout_s.unwrap_or(300));
         let request = self
             .instance(Method::POST, &name, "/exec")
             .header(LIMIT_HEADER, limit)
+            .timeout(std::time::Duration::from_secs(runs + 60))
             .json(&request);
         Box::pin(async move { Ok(stream_of(send(request).await?)) })
     }
