@@ -222,6 +222,15 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
         format!("3 MB of output: {} {:.200}", flood.0, flood.1)
     });
 
+    // No exec leaves its output on the host (LXD keeps exec logs until they are deleted).
+    let logs = cohort_e2e::lxd::lxc(&[
+        "query",
+        &format!("/1.0/instances/io-alice/logs?project={}", lxd.project()),
+    ]);
+    found.check(!logs.contains("exec_"), || {
+        format!("exec logs left on the host: {logs}")
+    });
+
     // A NUL no command can carry is the caller's 400, naming the argument.
     for (body, field) in [
         (json!({"command": ["echo", "a\u{0}b"]}), "command.1"),

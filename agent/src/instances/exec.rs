@@ -111,12 +111,13 @@ impl Node {
     ) -> Result<ExecOutput, InstanceError> {
         let meta = self.run_exec(name, body, timeout, None).await?;
         let stderr = match meta.output.get("2") {
-            Some(log) => self.lxd.get_raw(log).await?.bytes,
-            None => Bytes::new(),
+            Some(log) => self.lxd.get_raw(log).await.map(|f| f.bytes),
+            None => Ok(Bytes::new()),
         };
+        self.forget_logs(&meta).await;
         Ok(ExecOutput {
             exit_code: meta.exit_code,
-            stderr,
+            stderr: stderr?,
         })
     }
 
@@ -145,6 +146,16 @@ impl Node {
             *slot = Some(stream);
         }
         Ok(streams)
+    }
+
+    /// Removes the exec's output logs from the host, where LXD would keep them for ever. A log
+    /// being streamed stays readable: LXD opened it before it answered.
+    async fn forget_logs(&self, meta: &ExecMetadata) {
+        for log in meta.output.values() {
+            if let Err(e) = self.lxd.call(Method::DELETE, log, None).await {
+                tracing::info!(%log, "exec log not removed: {e}");
+            }
+        }
     }
 
     /// `POST /v1/instances/{name}/exec`: runs the command to its end, then hands over its output
@@ -204,7 +215,9 @@ impl Node {
         }
         let timeout = Duration::from_secs(seconds.into());
         let meta = self.run_exec(name, body, timeout, Some(&tag)).await?;
-        let [stdout, stderr] = self.output_streams(&meta, limit).await?;
+        let streams = self.output_streams(&meta, limit).await;
+        self.forget_logs(&meta).await;
+        let [stdout, stderr] = streams?;
         Ok(ExecStreams {
             exit_code: meta.exit_code,
             stdout,
