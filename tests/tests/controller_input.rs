@@ -190,13 +190,21 @@ async fn a_bad_token_is_a_401_before_its_body_is_read_or_parsed() {
     too_large(test::call_service(&app, req).await, "authenticated 2 MiB").await;
 }
 
-/// An answer as the one error shape: status, then the parsed body.
-async fn error_of(resp: actix_web::dev::ServiceResponse) -> (u16, ErrorBody) {
+/// `base` with the keys of `extra` added.
+fn merged(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
+        base.extend(extra.clone());
+    }
+    base
+}
+
+/// An answer as the one error shape: status, then the parsed body (or why it is not one).
+async fn error_of(resp: actix_web::dev::ServiceResponse) -> (u16, Result<ErrorBody, String>) {
     let status = resp.status().as_u16();
     let body = test::read_body(resp).await;
-    let err = serde_json::from_slice(&body).unwrap_or_else(|e| {
-        panic!(
-            "{status}: not the JSON error shape ({e}): {:?}",
+    let err = serde_json::from_slice(&body).map_err(|e| {
+        format!(
+            "not the JSON error shape ({e}): {:?}",
             String::from_utf8_lossy(&body)
         )
     });
@@ -212,132 +220,187 @@ async fn wrong_requests_get_a_json_4xx_naming_the_field() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let as_ = |token: &str, method: &str, uri: &str, body: Option<serde_json::Value>| {
+    use serde_json::json;
+    let instance = |extra| merged(json!({"name": "ok", "image": "base"}), extra);
+    let course = |title: &str| json!({"code": "cs101", "title": title, "image": "base"});
+    let user = |extra| merged(json!({"username": "alice", "role": "student"}), extra);
+    // (token, method, uri, body, status, the field named, or the code when no field)
+    let cases: Vec<(&str, &str, &str, Option<serde_json::Value>, u16, &str)> = vec![
+        // Unknown routes, and path segments of the wrong type, are the JSON 404.
+        (&admin, "GET", "/nope", None, 404, "not_found"),
+        (&admin, "GET", "/api/v1/nope", None, 404, "not_found"),
+        (
+            &admin,
+            "DELETE",
+            "/api/v1/me/ssh-keys/abc",
+            None,
+            404,
+            "not_found",
+        ),
+        (&admin, "PATCH", "/api/v1/users", None, 404, "not_found"),
+        // A value of the wrong type names its field, nested ones by their path.
+        (
+            &admin,
+            "POST",
+            "/api/v1/instances",
+            Some(instance(json!({"gpus": "two"}))),
+            400,
+            "gpus",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/instances",
+            Some(instance(
+                json!({"limits": {"cpu": "x", "memory_mib": 1, "disk_gib": 1}}),
+            )),
+            400,
+            "limits.cpu",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/instances",
+            Some(
+                instance(json!({"limits": {"cpu": 1, "memory_mib": 1, "disk_gib": 1, "gpu": 1}}))
+                    .into(),
+            ),
+            400,
+            "limits.gpu",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/instances",
+            Some(instance(json!({"limits": {"cpu": 1, "memory_mib": 1}}))),
+            400,
+            "limits.disk_gib",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/instances",
+            Some(instance(json!({"config": {"user.a": 1}}))),
+            400,
+            "config.user.a",
+        ),
+        // Course titles must say something, and say it in the order written.
+        (
+            &prof,
+            "POST",
+            "/api/v1/courses",
+            Some(course("")),
+            400,
+            "title",
+        ),
+        (
+            &prof,
+            "POST",
+            "/api/v1/courses",
+            Some(course("   ")),
+            400,
+            "title",
+        ),
+        (
+            &prof,
+            "POST",
+            "/api/v1/courses",
+            Some(course("homework\u{202E}fdp.exe")),
+            400,
+            "title",
+        ),
+        (
+            &prof,
+            "POST",
+            "/api/v1/courses",
+            Some(course("a\u{2066}b")),
+            400,
+            "title",
+        ),
+        (
+            &prof,
+            "POST",
+            "/api/v1/courses",
+            Some(course("\u{200F}x")),
+            400,
+            "title",
+        ),
+        // An admin cannot make an account a roster would refuse.
+        (
+            &admin,
+            "POST",
+            "/api/v1/users",
+            Some(json!({"username": "root", "role": "student"})),
+            400,
+            "username",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/users",
+            Some(json!({"username": "Alice", "role": "student"})),
+            400,
+            "username",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/users",
+            Some(user(json!({"full_name": "=HYPERLINK(\"x\")"}))),
+            400,
+            "full_name",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/users",
+            Some(user(json!({"full_name": "evil\u{202E}txt"}))),
+            400,
+            "full_name",
+        ),
+        (
+            &admin,
+            "POST",
+            "/api/v1/users",
+            Some(user(json!({"email": "not an address"}))),
+            400,
+            "email",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (token, method, uri, body, status, named) in cases {
         let mut req = test::TestRequest::default()
             .method(method.parse().unwrap())
             .uri(uri)
             .insert_header(("Authorization", format!("Bearer {token}")));
-        if let Some(body) = body {
+        if let Some(body) = &body {
             req = req.set_json(body);
         }
-        req.to_request()
-    };
-
-    // Unknown routes, and path segments of the wrong type, are the JSON 404.
-    for (method, uri) in [
-        ("GET", "/nope"),
-        ("GET", "/api/v1/nope"),
-        ("DELETE", "/api/v1/me/ssh-keys/abc"),
-        ("PATCH", "/api/v1/users"),
-    ] {
-        let (status, err) =
-            error_of(test::call_service(&app, as_(&admin, method, uri, None)).await).await;
-        assert_eq!(
-            (status, err.error.code.as_str()),
-            (404, "not_found"),
-            "{method} {uri}"
-        );
+        let (got, err) = error_of(test::call_service(&app, req.to_request()).await).await;
+        let names = err
+            .as_ref()
+            .is_ok_and(|e| e.error.field.as_deref().unwrap_or(&e.error.code) == named);
+        if got != status || !names {
+            wrong.push(format!("{method} {uri} {body:?}: {got} {err:?}"));
+        }
     }
+    assert!(
+        wrong.is_empty(),
+        "{} answers wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 
-    // A value of the wrong type names its field, nested ones by their path.
-    for (body, field) in [
-        (
-            serde_json::json!({"name": "ok", "image": "base", "gpus": "two"}),
-            "gpus",
-        ),
-        (
-            serde_json::json!({"name": "ok", "image": "base", "limits": {"cpu": "x", "memory_mib": 1, "disk_gib": 1}}),
-            "limits.cpu",
-        ),
-        (
-            serde_json::json!({"name": "ok", "image": "base", "limits": {"cpu": 1, "memory_mib": 1, "disk_gib": 1, "gpu": 1}}),
-            "limits.gpu",
-        ),
-        (
-            serde_json::json!({"name": "ok", "image": "base", "limits": {"cpu": 1, "memory_mib": 1}}),
-            "limits.disk_gib",
-        ),
-        (
-            serde_json::json!({"name": "ok", "image": "base", "config": {"user.a": 1}}),
-            "config.user.a",
-        ),
-    ] {
-        let (status, err) = error_of(
-            test::call_service(
-                &app,
-                as_(&admin, "POST", "/api/v1/instances", Some(body.clone())),
-            )
-            .await,
-        )
-        .await;
-        assert_eq!(status, 400, "{body}");
-        assert_eq!(err.error.field.as_deref(), Some(field), "{body}: {err:?}");
-    }
-
-    // Course titles must say something, and say it in the order written.
-    for title in [
-        "",
-        "   ",
-        "homework\u{202E}fdp.exe",
-        "a\u{2066}b",
-        "\u{200F}x",
-    ] {
-        let body = serde_json::json!({"code": "cs101", "title": title, "image": "base"});
-        let (status, err) = error_of(
-            test::call_service(&app, as_(&prof, "POST", "/api/v1/courses", Some(body))).await,
-        )
-        .await;
-        assert_eq!(status, 400, "{title:?}");
-        assert_eq!(
-            err.error.field.as_deref(),
-            Some("title"),
-            "{title:?}: {err:?}"
-        );
-    }
-
-    // An admin cannot make an account a roster would refuse.
-    for (body, field) in [
-        (
-            serde_json::json!({"username": "root", "role": "student"}),
-            "username",
-        ),
-        (
-            serde_json::json!({"username": "Alice", "role": "student"}),
-            "username",
-        ),
-        (
-            serde_json::json!({"username": "alice", "role": "student", "full_name": "=HYPERLINK(\"x\")"}),
-            "full_name",
-        ),
-        (
-            serde_json::json!({"username": "alice", "role": "student", "full_name": "evil\u{202E}txt"}),
-            "full_name",
-        ),
-        (
-            serde_json::json!({"username": "alice", "role": "student", "email": "not an address"}),
-            "email",
-        ),
-    ] {
-        let (status, err) = error_of(
-            test::call_service(
-                &app,
-                as_(&admin, "POST", "/api/v1/users", Some(body.clone())),
-            )
-            .await,
-        )
-        .await;
-        assert_eq!(status, 400, "{body}");
-        assert_eq!(err.error.field.as_deref(), Some(field), "{body}: {err:?}");
-    }
-    let ok = test::call_service(
-        &app,
-        as_(
-            &admin,
-            "POST",
-            "/api/v1/users",
-            Some(serde_json::json!({"username": "alice", "role": "student", "full_name": "Alice Liddell", "email": "alice@example.org"})),
-        ),
-    )
-    .await;
-    assert_eq!(ok.status(), 201, "a good user was refused");
+    let ok = test::TestRequest::post()
+        .uri("/api/v1/users")
+        .insert_header(("Authorization", format!("Bearer {admin}")))
+        .set_json(user(
+            json!({"full_name": "Alice Liddell", "email": "alice@example.org"}),
+        ))
+        .to_request();
+    assert_eq!(
+        test::call_service(&app, ok).await.status(),
+        201,
+        "a good user was refused"
+    );
 }
