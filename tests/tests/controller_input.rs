@@ -190,6 +190,17 @@ async fn a_bad_token_is_a_401_before_its_body_is_read_or_parsed() {
     too_large(test::call_service(&app, req).await, "authenticated 2 MiB").await;
 }
 
+/// A wrong request: token, method, uri, body, and the answer's status and the field it names
+/// (or its code when it names none).
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<serde_json::Value>,
+    u16,
+    &'a str,
+);
+
 /// `base` with the keys of `extra` added.
 fn merged(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
     if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
@@ -224,8 +235,7 @@ async fn wrong_requests_get_a_json_4xx_naming_the_field() {
     let instance = |extra| merged(json!({"name": "ok", "image": "base"}), extra);
     let course = |title: &str| json!({"code": "cs101", "title": title, "image": "base"});
     let user = |extra| merged(json!({"username": "alice", "role": "student"}), extra);
-    // (token, method, uri, body, status, the field named, or the code when no field)
-    let cases: Vec<(&str, &str, &str, Option<serde_json::Value>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         // Unknown routes, and path segments of the wrong type, are the JSON 404.
         (&admin, "GET", "/nope", None, 404, "not_found"),
         (&admin, "GET", "/api/v1/nope", None, 404, "not_found"),
@@ -261,10 +271,9 @@ async fn wrong_requests_get_a_json_4xx_naming_the_field() {
             &admin,
             "POST",
             "/api/v1/instances",
-            Some(
-                instance(json!({"limits": {"cpu": 1, "memory_mib": 1, "disk_gib": 1, "gpu": 1}}))
-                    .into(),
-            ),
+            Some(instance(
+                json!({"limits": {"cpu": 1, "memory_mib": 1, "disk_gib": 1, "gpu": 1}}),
+            )),
             400,
             "limits.gpu",
         ),
