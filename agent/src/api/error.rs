@@ -48,28 +48,16 @@ impl From<LxdError> for ApiError {
     fn from(e: LxdError) -> Self {
         let status = match &e {
             LxdError::Api { status: 404, .. } => StatusCode::NOT_FOUND,
-            // LXD's 4xx are about what it was asked (a stopped instance, a bad name): the
-            // caller's to mend, never a failing node.
-            LxdError::Api { status: 409, .. } => StatusCode::CONFLICT,
-            LxdError::Api {
-                status: 400,
-                message,
-                ..
-            } if message.contains("running") => StatusCode::CONFLICT,
-            LxdError::Api {
-                status: 400..=499, ..
-            } => StatusCode::BAD_REQUEST,
             LxdError::Unreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LxdError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             LxdError::Api { .. } | LxdError::Operation { .. } | LxdError::Decode { .. } => {
                 StatusCode::BAD_GATEWAY
             }
         };
-        let code = match status {
-            StatusCode::NOT_FOUND => "not_found",
-            StatusCode::CONFLICT => "conflict",
-            StatusCode::BAD_REQUEST => "lxd_refused",
-            _ => "lxd_error",
+        let code = if status == StatusCode::NOT_FOUND {
+            "not_found"
+        } else {
+            "lxd_error"
         };
         ApiError::new(status, code, e.to_string())
     }

@@ -214,7 +214,20 @@ impl Node {
             body["cwd"] = cwd.clone().into();
         }
         let timeout = Duration::from_secs(seconds.into());
-        let meta = self.run_exec(name, body, timeout, Some(&tag)).await?;
+        let meta = match self.run_exec(name, body, timeout, Some(&tag)).await {
+            // The caller's to mend (start it), not a failing node; Cohort's own commands keep
+            // LXD's answer, which the worker retries.
+            Err(InstanceError::Lxd(LxdError::Api {
+                status: 400,
+                message,
+                ..
+            })) if message.contains("not running") => {
+                return Err(InstanceError::Conflict(format!(
+                    "{name} is not running (LXD: {message})"
+                )))
+            }
+            other => other?,
+        };
         let streams = self.output_streams(&meta, limit).await;
         self.forget_logs(&meta).await;
         let [stdout, stderr] = streams?;
