@@ -51,6 +51,20 @@ impl AgentError {
 
 pub type AgentFuture<T> = Pin<Box<dyn Future<Output = Result<T, AgentError>> + Send>>;
 
+/// A body the agent streams (a file, an exec's output), relayed as it comes.
+pub type AgentStream = futures_util::stream::BoxStream<'static, Result<bytes::Bytes, AgentError>>;
+
+/// A file being read from a container: its owner and mode, its length when the agent knows it,
+/// and its content still on the way.
+pub struct FileDownload {
+    pub meta: FileMeta,
+    pub length: Option<u64>,
+    pub body: AgentStream,
+}
+
+/// The header that tells the agent how many bytes an answer may stream back.
+const LIMIT_HEADER: &str = "X-Cohort-Limit";
+
 /// A file read from or written to a container, with its ownership and mode.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileMeta {
@@ -78,8 +92,18 @@ pub trait NodeAgent: Send + Sync {
     fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance>;
     /// Succeeds also when the instance is already gone.
     fn delete_instance(&self, name: String) -> AgentFuture<()>;
+    /// An exec whose result is read whole (Cohort's own commands).
     fn exec(&self, name: String, request: ExecRequest) -> AgentFuture<ExecResult>;
-    fn get_file(&self, name: String, path: String) -> AgentFuture<(Vec<u8>, FileMeta)>;
+    /// An exec whose result (the JSON of [`ExecResult`]) streams back, at most `limit` bytes of
+    /// output.
+    fn exec_stream(
+        &self,
+        name: String,
+        request: ExecRequest,
+        limit: u64,
+    ) -> AgentFuture<AgentStream>;
+    /// A file of at most `limit` bytes, streamed.
+    fn get_file(&self, name: String, path: String, limit: u64) -> AgentFuture<FileDownload>;
     fn put_file(
         &self,
         name: String,
@@ -299,6 +323,16 @@ async fn empty(request: reqwest::RequestBuilder) -> Result<(), AgentError> {
     send(request).await.map(|_| ())
 }
 
+/// The rest of an answer as it arrives; a connection cut midway is the stream's last item.
+fn stream_of(response: reqwest::Response) -> AgentStream {
+    use futures_util::TryStreamExt;
+    Box::pin(
+        response
+            .bytes_stream()
+            .map_err(|e| AgentError::Unreachable(format!("{e:#}"))),
+    )
+}
+
 fn header(response: &reqwest::Response, name: &str) -> Option<String> {
     response
         .headers()
@@ -353,9 +387,25 @@ impl NodeAgent for HttpAgent {
             self.instance(Method::POST, &name, "/exec").json(&request),
         ))
     }
-    fn get_file(&self, name: String, path: String) -> AgentFuture<(Vec<u8>, FileMeta)> {
+    fn exec_stream(
+        &self,
+        name: String,
+        request: ExecRequest,
+        limit: u64,
+    ) -> AgentFuture<AgentStream> {
+        // The agent answers only once the command has ended: wait as long as it may run.
+        let runs = u64::from(request.timeout_s.unwrap_or(300));
+        let request = self
+            .instance(Method::POST, &name, "/exec")
+            .header(LIMIT_HEADER, limit)
+            .timeout(std::time::Duration::from_secs(runs + 60))
+            .json(&request);
+        Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
+    fn get_file(&self, name: String, path: String, limit: u64) -> AgentFuture<FileDownload> {
         let request = self
             .instance(Method::GET, &name, "/files")
+            .header(LIMIT_HEADER, limit)
             .query(&[("path", path)]);
         Box::pin(async move {
             let response = send(request).await?;
@@ -364,11 +414,11 @@ impl NodeAgent for HttpAgent {
                 uid: header(&response, "X-Cohort-Uid"),
                 gid: header(&response, "X-Cohort-Gid"),
             };
-            let body = response
-                .bytes()
-                .await
-                .map_err(|e| AgentError::Decode(e.to_string()))?;
-            Ok((body.to_vec(), meta))
+            Ok(FileDownload {
+                meta,
+                length: response.content_length(),
+                body: stream_of(response),
+            })
         })
     }
     fn put_file(

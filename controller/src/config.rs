@@ -41,6 +41,38 @@ pub struct Config {
     pub worker: WorkerConfig,
     pub placement: PlacementConfig,
     pub reclaim: ReclaimConfig,
+    pub limits: LimitsConfig,
+}
+
+/// How much of a request or of an instance's output one call may move.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// `COHORT_FILE_LIMIT_MIB`: largest file pushed into or pulled from an instance, in MiB;
+    /// default 256. A pull past it ends with an error instead of the rest of the file.
+    pub file_mib: u64,
+    /// `COHORT_EXEC_OUTPUT_LIMIT_MIB`: largest stdout plus stderr an exec returns, in MiB;
+    /// default 16. A command that writes more gets a 413 naming `stdout` or `stderr`.
+    pub exec_output_mib: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            file_mib: 256,
+            exec_output_mib: 16,
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub fn file_bytes(&self) -> usize {
+        usize::try_from(self.file_mib << 20).unwrap_or(usize::MAX)
+    }
+
+    pub fn exec_output_bytes(&self) -> u64 {
+        self.exec_output_mib << 20
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -322,6 +354,11 @@ impl Config {
         env_parse(
             "COHORT_DELETE_AFTER_END_S",
             &mut self.reclaim.delete_after_end_s,
+        )?;
+        env_parse("COHORT_FILE_LIMIT_MIB", &mut self.limits.file_mib)?;
+        env_parse(
+            "COHORT_EXEC_OUTPUT_LIMIT_MIB",
+            &mut self.limits.exec_output_mib,
         )?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
             self.worker.id = Some(id);

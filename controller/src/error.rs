@@ -8,6 +8,9 @@ pub enum ActionError {
     /// the request is malformed; `field` names the part at fault
     #[error("{message}")]
     Invalid { field: String, message: String },
+    /// a body or an answer is larger than its limit; `field` names it
+    #[error("{field} is larger than the limit of {limit} bytes")]
+    TooLarge { field: String, limit: usize },
     /// no valid bearer token or credential
     #[error("{0}")]
     Unauthenticated(String),

@@ -27,7 +27,13 @@ pub fn config(field: &str, config: &BTreeMap<String, String>) -> ActionResult<()
         cohort_proto::validate::config_value(value)
             .map_err(|e| ActionError::invalid(&path, e.0))?;
     }
-    Ok(())
+    config_size(field, config)
+}
+
+/// The `user.*` and `environment.*` keys an instance would carry, within the shared bounds.
+pub fn config_size(field: &str, config: &BTreeMap<String, String>) -> ActionResult<()> {
+    cohort_proto::validate::free_config_size(config.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| ActionError::invalid(field, e.0))
 }
 
 /// Refuses control characters (newline, NUL, ...) in a text field.

@@ -11,8 +11,8 @@
 //! | `PUT /v1/instances/{name}/state`              | [`StateChange`] -> [`Instance`]    |
 //! | `POST /v1/instances/{name}/publish`           | [`PublishInstance`] -> tarball; `X-Cohort-Fingerprint` |
 //! | `DELETE /v1/instances/{name}`                 | 204 (also when already absent)     |
-//! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`]  |
-//! | `GET /v1/instances/{name}/files?path=P`       | raw bytes; `X-Cohort-Mode/Uid/Gid` |
+//! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`] (streamed; `X-Cohort-Limit`) |
+//! | `GET /v1/instances/{name}/files?path=P`       | raw bytes, streamed; `X-Cohort-Mode/Uid/Gid`, `X-Cohort-Limit` |
 //! | `PUT /v1/instances/{name}/files?path=P`       | raw bytes in; same headers         |
 //! | `PUT /v1/instances/{name}/ssh`                | [`SshAccess`] (replace keys/user)  |
 //! | `GET /v1/instances/{name}/snapshots`          | `Vec<Snapshot>`                    |
@@ -24,7 +24,9 @@
 //! | `GET /v1/metrics`                             | Prometheus text                    |
 //!
 //! Errors use [`crate::ErrorBody`]; a 409 `conflict` answers a create whose name exists with
-//! another idempotency key or spec.
+//! another idempotency key or spec. `X-Cohort-Limit: BYTES` on an exec or a file pull is the
+//! most output (stdout and stderr together) or file the answer may carry: more is a 413
+//! `too_large` naming `stdout`, `stderr` or `path` before anything streams.
 
 use std::collections::BTreeMap;
 

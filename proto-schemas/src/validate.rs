@@ -168,8 +168,16 @@ pub fn password_hash(hash: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// Free text (a display name, a title) that is safe wherever it is shown: no control characters,
-/// at most `max` characters, and nothing a spreadsheet would run as a formula.
+/// Characters that reorder the text shown around them (Unicode's bidirectional embeddings,
+/// overrides, isolates and marks): a title with U+202E shows its tail reversed, so what a reader
+/// sees is not what was written.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Free text (a display name, a title) that is safe wherever it is shown: no control or
+/// bidirectional control characters, at most `max` characters, and nothing a spreadsheet would
+/// run as a formula.
 pub fn display_text(text: &str, max: usize) -> Result<(), Invalid> {
     if text.chars().count() > max {
         return invalid(format!("must be at most {max} characters"));
@@ -177,10 +185,23 @@ pub fn display_text(text: &str, max: usize) -> Result<(), Invalid> {
     if text.chars().any(char::is_control) {
         return invalid("must not contain control characters (newline, tab, NUL, ...)");
     }
+    if text.chars().any(is_bidi_control) {
+        return invalid(
+            "must not contain bidirectional control characters (U+202A-U+202E, U+2066-U+2069, ...)",
+        );
+    }
     if text.starts_with(['=', '+', '-', '@']) {
         return invalid("must not start with '=', '+', '-' or '@' (a spreadsheet formula)");
     }
     Ok(())
+}
+
+/// A title that must say something: [`display_text`], and not empty or only spaces.
+pub fn title(text: &str, max: usize) -> Result<(), Invalid> {
+    if text.trim().is_empty() {
+        return invalid("must not be empty");
+    }
+    display_text(text, max)
 }
 
 /// Config keys a request may set (at create or live) besides `user.*` and `environment.*`.
@@ -233,13 +254,98 @@ pub fn config_key(key: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// A config value: one line of at most 4096 bytes, no control characters.
+/// Longest config value a request may set.
+pub const MAX_CONFIG_VALUE: usize = 4096;
+/// Most `user.*` and `environment.*` keys one instance may carry.
+pub const MAX_FREE_CONFIG_KEYS: usize = 64;
+/// Most bytes (keys and values) of all `user.*` and `environment.*` keys of one instance.
+pub const MAX_FREE_CONFIG_BYTES: usize = 64 * 1024;
+
+/// A config value: one line of at most [`MAX_CONFIG_VALUE`] bytes, no control characters.
 pub fn config_value(value: &str) -> Result<(), Invalid> {
-    if value.len() > 4096 || value.chars().any(char::is_control) {
-        return invalid("value must be one line of at most 4096 bytes without control characters");
+    if value.len() > MAX_CONFIG_VALUE || value.chars().any(char::is_control) {
+        return invalid(format!(
+            "value must be one line of at most {MAX_CONFIG_VALUE} bytes without control characters"
+        ));
     }
     Ok(())
 }
+
+/// Whether a caller names the key freely (`user.*`, `environment.*`), as opposed to one of
+/// LXD's own keys or Cohort's `user.cohort.*`.
+fn is_free_key(key: &str) -> bool {
+    (key.starts_with("user.") || key.starts_with("environment.")) && config_key(key).is_ok()
+}
+
+/// The `user.*` and `environment.*` keys an instance would carry (all of its config, the
+/// other keys are skipped): at most [`MAX_FREE_CONFIG_KEYS`] keys and
+/// [`MAX_FREE_CONFIG_BYTES`] bytes, so a caller cannot grow an instance's LXD config (stored by
+/// LXD and copied into every snapshot) without bound.
+pub fn free_config_size<'a>(
+    config: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), Invalid> {
+    let (mut keys, mut bytes) = (0usize, 0usize);
+    for (key, value) in config.into_iter().filter(|(k, _)| is_free_key(k)) {
+        keys += 1;
+        bytes += key.len() + value.len();
+    }
+    if keys > MAX_FREE_CONFIG_KEYS {
+        return invalid(format!(
+            "an instance may carry at most {MAX_FREE_CONFIG_KEYS} user.* and environment.* keys; this change leaves {keys}"
+        ));
+    }
+    if bytes > MAX_FREE_CONFIG_BYTES {
+        return invalid(format!(
+            "an instance's user.* and environment.* keys may hold at most {MAX_FREE_CONFIG_BYTES} bytes; this change leaves {bytes}"
+        ));
+    }
+    Ok(())
+}
+
+/// An exec's command, environment and working directory as the kernel takes them: no NUL in
+/// any of them (`execve` cannot pass one), no `=` in a variable's name, no variable named like
+/// the one the agent tags every exec with. Names the field at fault (`command.1`,
+/// `environment.NAME`, `cwd`).
+pub fn exec_request(
+    command: &[String],
+    environment: &BTreeMap<String, String>,
+    cwd: Option<&str>,
+) -> Result<(), FieldInvalid> {
+    let fail = |field: String, message: &str| {
+        Err(FieldInvalid {
+            field,
+            message: message.to_string(),
+        })
+    };
+    if command.first().is_none_or(String::is_empty) {
+        return fail("command".into(), "must name a program");
+    }
+    if let Some(i) = command.iter().position(|arg| arg.contains('\0')) {
+        return fail(format!("command.{i}"), "must not contain a NUL character");
+    }
+    for (name, value) in environment {
+        let field = format!("environment.{name}");
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return fail(
+                field,
+                "a variable name must be non-empty, without '=' or NUL",
+            );
+        }
+        if name == EXEC_TAG_VAR {
+            return fail(field, "this variable is set by Cohort");
+        }
+        if value.contains('\0') {
+            return fail(field, "must not contain a NUL character");
+        }
+    }
+    if cwd.is_some_and(|c| c.contains('\0')) {
+        return fail("cwd".into(), "must not contain a NUL character");
+    }
+    Ok(())
+}
+
+/// The environment variable the agent tags every exec's processes with, to find them again.
+pub const EXEC_TAG_VAR: &str = "COHORT_EXEC";
 
 /// The root disk and the devices the agent makes (SSH proxy, home volume, allocated GPUs).
 pub fn is_cohort_device(name: &str) -> bool {
@@ -266,6 +372,8 @@ pub struct DeviceRules {
     pub allow_host_path: bool,
     /// Addresses a `proxy` may listen on (loopback is always allowed).
     pub listen_addresses: Vec<IpAddr>,
+    /// State directories of this side besides [`DEFAULT_STATE_DIRS`], refused as host paths.
+    pub state_dirs: Vec<String>,
 }
 
 /// A device an admin adds to a live instance: a `disk` (a custom volume of the node's pool, or
@@ -346,6 +454,48 @@ fn safe_absolute(path: &str) -> bool {
     path.starts_with('/') && !path.split('/').any(|c| c == ".." || c == ".")
 }
 
+/// Host trees never mounted into a container, with everything under them: the kernel's views
+/// (`/proc/self/root` is the host's `/`) and devices.
+pub const REFUSED_HOST_TREES: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// Where Cohort and LXD keep their state by default: never mounted, nor any directory above
+/// them (mounting `/var/lib` exposes them all). The agent adds the directories it really uses.
+pub const DEFAULT_STATE_DIRS: &[&str] = &[
+    "/var/lib/cohort",
+    "/var/lib/cohort-agent",
+    "/var/lib/lxd",
+    "/var/snap/lxd",
+    "/var/lib/incus",
+];
+
+/// A host path a disk device may mount: absolute, not `/`, outside [`REFUSED_HOST_TREES`], and
+/// neither inside nor above any of `state_dirs`. Lexical only: the agent checks the path again
+/// once it has resolved its links on the host.
+pub fn host_path(path: &str, state_dirs: &[String]) -> Result<(), Invalid> {
+    let trimmed = path.trim_end_matches('/');
+    if !safe_absolute(path) || trimmed.is_empty() || path.contains("//") {
+        return invalid("a host path must be absolute, not / and without . or .. parts");
+    }
+    let p = std::path::Path::new(trimmed);
+    if let Some(tree) = REFUSED_HOST_TREES.iter().find(|t| p.starts_with(t)) {
+        return invalid(format!("host paths under {tree} may not be mounted"));
+    }
+    let state = state_dirs
+        .iter()
+        .map(String::as_str)
+        .chain(DEFAULT_STATE_DIRS.iter().copied());
+    for dir in state {
+        let dir = std::path::Path::new(dir);
+        if p.starts_with(dir) || dir.starts_with(p) {
+            return invalid(format!(
+                "{path} holds or lies within {}, which Cohort or LXD keeps its state in",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn disk(
     base: &str,
     dev: &BTreeMap<String, String>,
@@ -369,11 +519,8 @@ fn disk(
         if !rules.allow_host_path {
             return fail("source", "only an admin may mount a host path");
         }
-        if !safe_absolute(source) || source.trim_end_matches('/').is_empty() {
-            return fail(
-                "source",
-                "a host path must be absolute, not / and without . or .. parts",
-            );
+        if let Err(e) = host_path(source, &rules.state_dirs) {
+            return fail("source", &e.0);
         }
         if dev.contains_key("pool") {
             return fail("pool", "a host path has no pool");
@@ -559,6 +706,7 @@ mod tests {
         let rules = DeviceRules {
             allow_host_path: false,
             listen_addresses: vec!["10.0.0.5".parse().unwrap()],
+            state_dirs: vec!["/srv/cohort-state".into()],
         };
         let dev = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs
@@ -615,5 +763,55 @@ mod tests {
             ("shift", "true"),
         ]);
         assert_eq!(field("d", extra, &admin), "devices.d.shift");
+        for source in [
+            "/proc/self/root",
+            "/proc",
+            "/sys/kernel",
+            "/dev/sda",
+            "/var/lib/lxd",
+            "/var/lib/lxd/storage-pools",
+            "/var/lib",
+            "/var",
+            "/srv/cohort-state/ca.key",
+            "/srv",
+            "//",
+            "/proc//self",
+        ] {
+            let d = dev(&[("type", "disk"), ("source", source), ("path", "/x")]);
+            assert_eq!(field("h", d, &admin), "devices.h.source", "{source} passed");
+        }
+        for source in ["/srv/data", "/home/shared", "/procfs-not", "/var/lib-data"] {
+            assert!(
+                host_path(source, &admin.state_dirs).is_ok(),
+                "{source} refused"
+            );
+        }
+    }
+
+    #[test]
+    fn free_config_keys_are_bounded_in_count_and_bytes() {
+        let big = "v".repeat(MAX_CONFIG_VALUE);
+        let keys: Vec<(String, String)> = (0..MAX_FREE_CONFIG_KEYS + 1)
+            .map(|i| (format!("user.k{i}"), "x".to_string()))
+            .collect();
+        let pairs = |c: &[(String, String)]| {
+            free_config_size(c.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        };
+        assert!(pairs(&keys[..MAX_FREE_CONFIG_KEYS]).is_ok());
+        assert!(pairs(&keys).is_err());
+        let heavy: Vec<(String, String)> = (0..MAX_FREE_CONFIG_BYTES / MAX_CONFIG_VALUE)
+            .map(|i| (format!("user.k{i}"), big.clone()))
+            .collect();
+        assert!(
+            pairs(&heavy).is_err(),
+            "{} bytes passed",
+            heavy.len() * big.len()
+        );
+        // Cohort's own and LXD's keys are not the caller's to count.
+        let own: Vec<(String, String)> = (0..MAX_FREE_CONFIG_KEYS * 2)
+            .map(|i| (format!("user.cohort.k{i}"), "x".to_string()))
+            .chain([("limits.cpu".to_string(), "1".to_string())])
+            .collect();
+        assert!(pairs(&own).is_ok());
     }
 }

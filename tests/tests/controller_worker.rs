@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use cohort_controller::actions::instances;
 use cohort_controller::agent_client::{
-    AgentConnector, AgentError, AgentFuture, AgentTarget, FileMeta, NodeAgent, ReceivedTarball,
+    AgentConnector, AgentError, AgentFuture, AgentStream, AgentTarget, FileDownload, FileMeta,
+    NodeAgent, ReceivedTarball,
 };
 use cohort_controller::models::operation::Operation;
 use cohort_controller::models::operation_item::OperationItem;
@@ -141,7 +142,10 @@ impl NodeAgent for FakeAgents {
     fn exec(&self, _: String, _: ExecRequest) -> AgentFuture<ExecResult> {
         unused()
     }
-    fn get_file(&self, _: String, _: String) -> AgentFuture<(Vec<u8>, FileMeta)> {
+    fn exec_stream(&self, _: String, _: ExecRequest, _: u64) -> AgentFuture<AgentStream> {
+        unused()
+    }
+    fn get_file(&self, _: String, _: String, _: u64) -> AgentFuture<FileDownload> {
         unused()
     }
     fn put_file(&self, _: String, _: String, _: Vec<u8>, _: FileMeta) -> AgentFuture<()> {

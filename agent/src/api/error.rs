@@ -71,6 +71,14 @@ impl From<InstanceError> for ApiError {
                 field,
                 ..ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
             },
+            InstanceError::TooLarge { field, size, limit } => {
+                let message =
+                    format!("{field} is {size} bytes, larger than the limit of {limit} bytes");
+                ApiError {
+                    field: Some(field),
+                    ..ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+                }
+            }
             InstanceError::Conflict(message) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }

@@ -8,8 +8,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::Response;
 use prometheus_client::encoding::text::encode;
@@ -19,6 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::error::ApiError;
+use super::stream::{full, Body};
 use crate::node::Node;
 
 type Labels = Vec<(String, String)>;
@@ -171,8 +170,8 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
     Ok(cohort_proto::metrics::prometheus_text(&text))
 }
 
-pub async fn render(node: &Node) -> Result<Response<Full<Bytes>>, ApiError> {
-    let mut resp = Response::new(Full::new(Bytes::from(text(node).await?)));
+pub async fn render(node: &Node) -> Result<Response<Body>, ApiError> {
+    let mut resp = Response::new(full(text(node).await?));
     resp.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -4,6 +4,7 @@
 mod error;
 mod metrics;
 mod routes;
+mod stream;
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use cohort_proto::agent::{
     CreateInstance, CreateSnapshot, ExecRequest, ImportImage, PublishInstance, SshAccess,
     StateChange, UpdateInstance,
 };
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -16,16 +16,22 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::error::ApiError;
+use super::stream::{self, full, Body};
 use crate::node::Node;
 
 /// Largest JSON body, file and image accepted.
 const MAX_JSON: usize = 4 * 1024 * 1024;
 const MAX_FILE: usize = 256 * 1024 * 1024;
 const MAX_IMAGE: usize = 4 * 1024 * 1024 * 1024;
+/// Most exec output (stdout and stderr together) sent when the controller names no limit.
+const MAX_EXEC_OUTPUT: u64 = 64 * 1024 * 1024;
+/// The controller's limit for what an answer streams back (a file pulled, an exec's output):
+/// the agent refuses more than it with a 413 before streaming, and stops past it.
+const LIMIT_HEADER: &str = "X-Cohort-Limit";
 
-type Answer = Result<Response<Full<Bytes>>, ApiError>;
+type Answer = Result<Response<Body>, ApiError>;
 
-pub async fn handle(node: &Node, req: Request<Incoming>) -> Response<Full<Bytes>> {
+pub async fn handle(node: &Node, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let answer = route(node, req).await;
@@ -71,7 +77,7 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
         (&M::POST, ["v1", "instances", name, "publish"]) => {
             let body: PublishInstance = read_json(req).await?;
             let published = node.publish_instance(name, &body).await?;
-            let mut resp = Response::new(Full::new(published.tarball));
+            let mut resp = Response::new(full(published.tarball));
             let h = resp.headers_mut();
             h.insert(
                 CONTENT_TYPE,
@@ -85,24 +91,39 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
             ok(&node.change_state(name, &body).await?)
         }
         (&M::POST, ["v1", "instances", name, "exec"]) => {
+            let limit = limit(&req, MAX_EXEC_OUTPUT)?;
             let body: ExecRequest = read_json(req).await?;
-            ok(&node.exec(name, &body).await?)
+            let out = node.exec(name, &body, limit).await?;
+            let mut resp = Response::new(stream::exec(out, limit));
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            Ok(resp)
         }
         (&M::PUT, ["v1", "instances", name, "ssh"]) => {
             let body: SshAccess = read_json(req).await?;
             ok(&node.set_ssh(name, &body).await?)
         }
         (&M::GET, ["v1", "instances", name, "files"]) => {
-            let file = node.pull_file(name, file_path(&query)?).await?;
-            let mut resp = Response::new(Full::new(file.bytes));
+            let limit = limit(&req, MAX_FILE as u64)?;
+            let file = node
+                .pull_file_stream(name, file_path(&query)?, limit)
+                .await?;
+            let (mode, uid, gid, length) = (file.mode, file.uid, file.gid, file.body.length());
+            let mut resp = Response::new(stream::file(file, limit));
             let h = resp.headers_mut();
+            if let Some(length) = length {
+                h.insert(
+                    hyper::header::CONTENT_LENGTH,
+                    header_value(length.to_string()),
+                );
+            }
             h.insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
             );
-            h.insert("X-Cohort-Mode", header_value(format!("{:04o}", file.mode)));
-            h.insert("X-Cohort-Uid", header_value(file.uid.to_string()));
-            h.insert("X-Cohort-Gid", header_value(file.gid.to_string()));
+            h.insert("X-Cohort-Mode", header_value(format!("{mode:04o}")));
+            h.insert("X-Cohort-Uid", header_value(uid.to_string()));
+            h.insert("X-Cohort-Gid", header_value(gid.to_string()));
             Ok(resp)
         }
         (&M::PUT, ["v1", "instances", name, "files"]) => {
@@ -159,9 +180,9 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
     }
 }
 
-pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
+pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
     let body = serde_json::to_vec(value).expect("API types serialise");
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    let mut resp = Response::new(full(body));
     *resp.status_mut() = status;
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -177,7 +198,7 @@ fn created<T: Serialize>(value: &T) -> Answer {
 }
 
 fn no_content() -> Answer {
-    let mut resp = Response::new(Full::new(Bytes::new()));
+    let mut resp = Response::new(full(Bytes::new()));
     *resp.status_mut() = StatusCode::NO_CONTENT;
     Ok(resp)
 }
@@ -191,6 +212,23 @@ fn file_path(query: &HashMap<String, String>) -> Result<&str, ApiError> {
         .get("path")
         .map(String::as_str)
         .ok_or_else(|| ApiError::invalid("path", "query parameter path is required"))
+}
+
+/// The controller's limit for this answer, at most `most`.
+fn limit(req: &Request<Incoming>, most: u64) -> Result<u64, ApiError> {
+    Ok(header_num64(req, LIMIT_HEADER)?.map_or(most, |l| l.min(most)))
+}
+
+fn header_num64(req: &Request<Incoming>, name: &str) -> Result<Option<u64>, ApiError> {
+    match req.headers().get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid(name, "must be a number")),
+    }
 }
 
 fn header_num(req: &Request<Incoming>, name: &str, radix: u32) -> Result<Option<u32>, ApiError> {

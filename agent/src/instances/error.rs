@@ -26,6 +26,13 @@ pub enum InstanceError {
     /// the command ran past its timeout (504)
     #[error("command in {instance} did not finish within {seconds}s")]
     ExecTimeout { instance: String, seconds: u64 },
+    /// a file or an exec's output is larger than the caller's limit (413, naming it)
+    #[error("{field} is {size} bytes, larger than the limit of {limit} bytes")]
+    TooLarge {
+        field: String,
+        size: u64,
+        limit: u64,
+    },
     /// LXD refused or failed (its message inside)
     #[error(transparent)]
     Lxd(#[from] LxdError),

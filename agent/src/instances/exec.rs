@@ -1,18 +1,20 @@
 //! Non-interactive exec through LXD's `record-output`: the command runs to completion, its
-//! stdout and stderr are read back from the instance's exec logs and its exit code from the
-//! operation. Stdin, when given, is pushed as a file the command reads and that is removed at once.
+//! stdout and stderr are read back from the instance's exec logs (streamed on for a caller's
+//! exec, within its limit) and its exit code from the operation. Stdin, when given, is pushed as
+//! a file the command reads and that is removed at once.
 
 use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
-use cohort_proto::agent::{ExecRequest, ExecResult};
+use cohort_proto::agent::ExecRequest;
+use cohort_proto::validate;
 use hyper::Method;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::InstanceError;
-use crate::lxd::LxdError;
+use crate::lxd::{LxdError, RawStream};
 use crate::node::Node;
 
 /// Default and largest command timeouts.
@@ -22,10 +24,16 @@ const MAX_TIMEOUT_S: u32 = 3600;
 /// Opens the pushed stdin file, removes it, then runs the command with it as stdin.
 const WITH_STDIN: &str = r#"exec 0<"$1"; rm -f "$1"; shift; exec "$@""#;
 
-/// What a command left behind.
+/// A command's exit code and its output logs, not read yet.
+pub struct ExecStreams {
+    pub exit_code: i32,
+    pub stdout: Option<RawStream>,
+    pub stderr: Option<RawStream>,
+}
+
+/// What an internal command left behind: its exit code and what it said went wrong.
 pub struct ExecOutput {
     pub exit_code: i32,
-    pub stdout: Bytes,
     pub stderr: Bytes,
 }
 
@@ -55,12 +63,15 @@ impl Node {
         self.exec_body(name, body, timeout).await
     }
 
-    async fn exec_body(
+    /// Runs the exec `body` asks for; past `timeout`, the processes tagged `tag` in their
+    /// environment (the command and its children) are killed before the timeout is answered.
+    async fn run_exec(
         &self,
         name: &str,
         body: serde_json::Value,
         timeout: Duration,
-    ) -> Result<ExecOutput, InstanceError> {
+        tag: Option<&str>,
+    ) -> Result<ExecMetadata, InstanceError> {
         let path = format!("{}/exec", super::path(name));
         let meta = match self
             .lxd
@@ -69,42 +80,95 @@ impl Node {
         {
             Ok(m) => m,
             Err(LxdError::Timeout { .. }) => {
+                if let Some(tag) = tag {
+                    let killed = super::exec_tag::kill_tagged(tag).await;
+                    tracing::info!(
+                        instance = name,
+                        killed,
+                        "exec timed out; its processes killed"
+                    );
+                }
                 return Err(InstanceError::ExecTimeout {
                     instance: name.to_string(),
                     seconds: timeout.as_secs(),
-                })
+                });
             }
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),
         };
-        let meta: ExecMetadata = serde_json::from_value(meta).map_err(|e| LxdError::Decode {
+        Ok(serde_json::from_value(meta).map_err(|e| LxdError::Decode {
             what: format!("exec in {name}"),
             detail: e.to_string(),
-        })?;
-        let read = |fd: &str| {
-            let log = meta.output.get(fd).cloned();
-            async move {
-                match log {
-                    Some(p) => self.lxd.get_raw(&p).await.map(|f| f.bytes),
-                    None => Ok(Bytes::new()),
-                }
-            }
+        })?)
+    }
+
+    /// An internal command's exit code and stderr, read whole (Cohort's own commands say little).
+    async fn exec_body(
+        &self,
+        name: &str,
+        body: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<ExecOutput, InstanceError> {
+        let meta = self.run_exec(name, body, timeout, None).await?;
+        let stderr = match meta.output.get("2") {
+            Some(log) => self.lxd.get_raw(log).await.map(|f| f.bytes),
+            None => Ok(Bytes::new()),
         };
-        let stdout = read("1").await?;
-        let stderr = read("2").await?;
+        self.forget_logs(&meta).await;
         Ok(ExecOutput {
             exit_code: meta.exit_code,
-            stdout,
-            stderr,
+            stderr: stderr?,
         })
     }
 
-    /// `POST /v1/instances/{name}/exec`.
-    pub async fn exec(&self, name: &str, req: &ExecRequest) -> Result<ExecResult, InstanceError> {
-        super::check_name(name)?;
-        if req.command.is_empty() || req.command[0].is_empty() {
-            return Err(InstanceError::invalid("command", "must name a program"));
+    /// The exec's output logs as LXD streams them, within `limit` bytes together: stdout past it
+    /// is refused naming `stdout`, the two together naming `stderr`.
+    async fn output_streams(
+        &self,
+        meta: &ExecMetadata,
+        limit: u64,
+    ) -> Result<[Option<RawStream>; 2], InstanceError> {
+        let mut streams = [None, None];
+        let mut total = 0u64;
+        for (slot, (fd, field)) in streams.iter_mut().zip([("1", "stdout"), ("2", "stderr")]) {
+            let Some(log) = meta.output.get(fd) else {
+                continue;
+            };
+            let stream = self.lxd.get_stream(log).await?;
+            total += stream.length().unwrap_or(0);
+            if total > limit {
+                return Err(InstanceError::TooLarge {
+                    field: field.into(),
+                    size: total,
+                    limit,
+                });
+            }
+            *slot = Some(stream);
         }
+        Ok(streams)
+    }
+
+    /// Removes the exec's output logs from the host, where LXD would keep them for ever. A log
+    /// being streamed stays readable: LXD opened it before it answered.
+    async fn forget_logs(&self, meta: &ExecMetadata) {
+        for log in meta.output.values() {
+            if let Err(e) = self.lxd.call(Method::DELETE, log, None).await {
+                tracing::info!(%log, "exec log not removed: {e}");
+            }
+        }
+    }
+
+    /// `POST /v1/instances/{name}/exec`: runs the command to its end, then hands over its output
+    /// unread, at most `limit` bytes of it.
+    pub async fn exec(
+        &self,
+        name: &str,
+        req: &ExecRequest,
+        limit: u64,
+    ) -> Result<ExecStreams, InstanceError> {
+        super::check_name(name)?;
+        validate::exec_request(&req.command, &req.environment, req.cwd.as_deref())
+            .map_err(|e| InstanceError::invalid(e.field, e.message))?;
         let seconds = req.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
         if seconds == 0 || seconds > MAX_TIMEOUT_S {
             return Err(InstanceError::invalid(
@@ -112,10 +176,9 @@ impl Node {
                 format!("must be 1-{MAX_TIMEOUT_S}"),
             ));
         }
-        let b64 = base64::engine::general_purpose::STANDARD;
         let mut command = req.command.clone();
         if let Some(stdin) = &req.stdin_base64 {
-            let bytes = b64
+            let bytes = base64::engine::general_purpose::STANDARD
                 .decode(stdin)
                 .map_err(|e| InstanceError::invalid("stdin_base64", e.to_string()))?;
             let file = format!("/tmp/.cohort-stdin-{}", uuid::Uuid::new_v4());
@@ -131,9 +194,12 @@ impl Node {
             wrapped.append(&mut command);
             command = wrapped;
         }
+        let tag = uuid::Uuid::new_v4().to_string();
+        let mut environment = req.environment.clone();
+        environment.insert(validate::EXEC_TAG_VAR.into(), tag.clone());
         let mut body = json!({
             "command": command,
-            "environment": req.environment,
+            "environment": environment,
             "interactive": false,
             "wait-for-websocket": false,
             "record-output": true,
@@ -147,13 +213,28 @@ impl Node {
         if let Some(cwd) = &req.cwd {
             body["cwd"] = cwd.clone().into();
         }
-        let out = self
-            .exec_body(name, body, Duration::from_secs(seconds.into()))
-            .await?;
-        Ok(ExecResult {
-            exit_code: out.exit_code,
-            stdout_base64: b64.encode(&out.stdout),
-            stderr_base64: b64.encode(&out.stderr),
+        let timeout = Duration::from_secs(seconds.into());
+        let meta = match self.run_exec(name, body, timeout, Some(&tag)).await {
+            // The caller's to mend (start it), not a failing node; Cohort's own commands keep
+            // LXD's answer, which the worker retries.
+            Err(InstanceError::Lxd(LxdError::Api {
+                status: 400,
+                message,
+                ..
+            })) if message.contains("not running") => {
+                return Err(InstanceError::Conflict(format!(
+                    "{name} is not running (LXD: {message})"
+                )))
+            }
+            other => other?,
+        };
+        let streams = self.output_streams(&meta, limit).await;
+        self.forget_logs(&meta).await;
+        let [stdout, stderr] = streams?;
+        Ok(ExecStreams {
+            exit_code: meta.exit_code,
+            stdout,
+            stderr,
         })
     }
 }

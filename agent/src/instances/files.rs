@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::InstanceError;
-use crate::lxd::{encode, LxdError};
+use hyper::header::HeaderMap;
+
+use crate::lxd::{encode, LxdError, RawStream};
 use crate::node::Node;
 
 /// Calls in all for one file operation that keeps meeting the helper race.
@@ -79,6 +81,50 @@ pub struct FileContent {
     pub gid: u32,
 }
 
+/// A file being read from an instance: its owner and mode, and LXD's answer to stream on.
+pub struct FileStream {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub body: RawStream,
+}
+
+/// LXD's 404 for a file: the path is missing (the instance was found to serve the call).
+fn missing_path(name: &str, path: &str, e: LxdError) -> InstanceError {
+    if e.is_not_found() {
+        InstanceError::NotFound {
+            field: Some("path".into()),
+            message: format!(
+                "{path} not found in {name} (LXD: {})",
+                e.lxd_message().unwrap_or_default()
+            ),
+        }
+    } else {
+        e.into()
+    }
+}
+
+/// Mode, uid and gid from LXD's file headers; a directory is not a file to pull.
+fn file_meta(headers: &HeaderMap, path: &str) -> Result<(u32, u32, u32), InstanceError> {
+    let header = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
+    if header("X-LXD-type") == Some("directory") {
+        return Err(InstanceError::invalid(
+            "path",
+            format!("{path} is a directory"),
+        ));
+    }
+    let num = |k: &str, radix: u32| {
+        header(k)
+            .and_then(|v| u32::from_str_radix(v.trim_start_matches("0o"), radix).ok())
+            .unwrap_or(0)
+    };
+    Ok((
+        num("X-LXD-mode", 8),
+        num("X-LXD-uid", 10),
+        num("X-LXD-gid", 10),
+    ))
+}
+
 fn files_path(name: &str, path: &str) -> Result<String, InstanceError> {
     if !path.starts_with('/') || path.contains('\0') {
         return Err(InstanceError::invalid("path", "must be an absolute path"));
@@ -93,41 +139,42 @@ impl Node {
         let raw = self
             .past_helper_races(name, || self.lxd.get_raw(&url))
             .await
-            .map_err(|e| {
-                if e.is_not_found() {
-                    InstanceError::NotFound {
-                        field: Some("path".into()),
-                        message: format!(
-                            "{path} not found in {name} (LXD: {})",
-                            e.lxd_message().unwrap_or_default()
-                        ),
-                    }
-                } else {
-                    e.into()
-                }
-            })?;
-        let header = |k: &str| {
-            raw.headers
-                .get(k)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        if header("X-LXD-type").as_deref() == Some("directory") {
-            return Err(InstanceError::invalid(
-                "path",
-                format!("{path} is a directory"),
-            ));
-        }
-        let num = |k: &str, radix: u32| {
-            header(k)
-                .and_then(|v| u32::from_str_radix(v.trim_start_matches("0o"), radix).ok())
-                .unwrap_or(0)
-        };
+            .map_err(|e| missing_path(name, path, e))?;
+        let (mode, uid, gid) = file_meta(&raw.headers, path)?;
         Ok(FileContent {
-            mode: num("X-LXD-mode", 8),
-            uid: num("X-LXD-uid", 10),
-            gid: num("X-LXD-gid", 10),
+            mode,
+            uid,
+            gid,
             bytes: raw.bytes,
+        })
+    }
+
+    /// A file as LXD sends it, unread, if LXD declares it no longer than `limit` bytes.
+    pub async fn pull_file_stream(
+        &self,
+        name: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<FileStream, InstanceError> {
+        super::check_name(name)?;
+        let url = files_path(name, path)?;
+        let raw = self
+            .past_helper_races(name, || self.lxd.get_stream(&url))
+            .await
+            .map_err(|e| missing_path(name, path, e))?;
+        let (mode, uid, gid) = file_meta(&raw.headers, path)?;
+        if let Some(size) = raw.length().filter(|size| *size > limit) {
+            return Err(InstanceError::TooLarge {
+                field: "path".into(),
+                size,
+                limit,
+            });
+        }
+        Ok(FileStream {
+            mode,
+            uid,
+            gid,
+            body: raw,
         })
     }
 
@@ -153,19 +200,25 @@ impl Node {
             ("X-LXD-uid", uid.to_string()),
             ("X-LXD-gid", gid.to_string()),
         ];
-        self.past_helper_races(name, || {
-            self.lxd
-                .post_raw(&url, &headers, bytes.clone(), Duration::from_secs(300))
-        })
-        .await
-        .map_err(|e| {
-            if e.is_not_found() {
-                InstanceError::instance_missing(name, &e)
-            } else {
-                e.into()
-            }
-        })?;
-        Ok(())
+        let pushed = self
+            .past_helper_races(name, || {
+                self.lxd
+                    .post_raw(&url, &headers, bytes.clone(), Duration::from_secs(300))
+            })
+            .await;
+        match pushed {
+            Ok(_) => Ok(()),
+            // LXD answers a bare 404 both for a missing instance and for a missing directory
+            // above the file: only the first is "instance not found".
+            Err(e) if e.is_not_found() => match self.lxd.get(&super::path(name)).await {
+                Ok(_) => Err(InstanceError::NotFound {
+                    field: Some("path".into()),
+                    message: format!("the directory of {path} does not exist in {name}"),
+                }),
+                Err(_) => Err(InstanceError::instance_missing(name, &e)),
+            },
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// A file call, tried again after the helper race (see the module) once the instance's

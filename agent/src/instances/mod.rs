@@ -4,8 +4,10 @@
 mod create;
 mod error;
 mod exec;
+mod exec_tag;
 mod files;
 mod host_key;
+mod host_path;
 pub mod idmap;
 mod lifecycle;
 mod publish;
@@ -19,7 +21,8 @@ mod view;
 mod volumes;
 
 pub use error::InstanceError;
-pub use files::FileContent;
+pub use exec::ExecStreams;
+pub use files::{FileContent, FileStream};
 pub use publish::Published;
 
 /// Instance config keys where the agent records what it was asked, so the controller keeps no

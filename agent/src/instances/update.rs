@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::spec::check_config_key;
 use super::InstanceError;
-use crate::lxd::encode;
+use crate::lxd::{encode, LxdError};
 use crate::node::Node;
 
 impl Node {
@@ -53,12 +53,15 @@ impl Node {
             }
         }
         for (dev, conf) in req.add_devices.iter_mut() {
-            if conf.get("type").is_some_and(|t| t == "disk")
-                && !conf.get("source").is_some_and(|s| s.starts_with('/'))
-            {
-                self.check_volume(dev, conf).await?;
+            if conf.get("type").is_some_and(|t| t == "disk") {
+                if conf.get("source").is_some_and(|s| s.starts_with('/')) {
+                    self.resolve_host_source(dev, conf)?;
+                } else {
+                    self.check_volume(dev, conf).await?;
+                }
             }
         }
+        check_config_size(&current, &req)?;
 
         let mut sets: Map<String, Value> = req
             .config
@@ -75,7 +78,10 @@ impl Node {
                 sets.insert(key.clone(), Value::String(String::new()));
             }
             let body = json!({"config": sets, "devices": added});
-            self.lxd.call(Method::PATCH, &path, Some(&body)).await?;
+            self.lxd
+                .call(Method::PATCH, &path, Some(&body))
+                .await
+                .map_err(|e| refused_values(e, &req))?;
         } else {
             let mut config: Map<String, Value> = current
                 .get("config")
@@ -91,7 +97,10 @@ impl Node {
             }
             devices.extend(added);
             let body = replacement(&current, Value::Object(config), devices);
-            self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
+            self.lxd
+                .put_if_match(&path, &body, etag.as_deref())
+                .await
+                .map_err(|e| refused_values(e, &req))?;
         }
         self.instance(name).await
     }
@@ -143,6 +152,7 @@ impl Node {
         let rules = DeviceRules {
             allow_host_path: req.allow_host_path,
             listen_addresses: self.node_addresses(),
+            state_dirs: self.state_dirs(),
         };
         for (dev, conf) in &req.add_devices {
             validate::device(dev, conf, &rules)
@@ -206,6 +216,42 @@ impl Node {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// LXD 5.0 answers a config value or device it refuses with a 500 starting `Invalid config` or
+/// `Invalid devices`: the caller's values, so a 400 naming them (the key when there is one).
+fn refused_values(e: LxdError, req: &UpdateInstance) -> InstanceError {
+    let message = e.lxd_message().unwrap_or_default().to_string();
+    let one = |keys: Vec<&String>, base: &str| match keys.as_slice() {
+        [key] => format!("{base}.{key}"),
+        _ => base.to_string(),
+    };
+    if message.starts_with("Invalid config") {
+        let keys = req.config.keys().collect();
+        return InstanceError::invalid(one(keys, "config"), message);
+    }
+    if message.starts_with("Invalid devices") {
+        let names = req.add_devices.keys().collect();
+        return InstanceError::invalid(one(names, "devices"), message);
+    }
+    e.into()
+}
+
+/// The `user.*` and `environment.*` keys the instance would carry after `req`, within the
+/// shared bounds (the controller checks its record; this is LXD's own config).
+fn check_config_size(current: &Value, req: &UpdateInstance) -> Result<(), InstanceError> {
+    let mut config: BTreeMap<&str, &str> = current
+        .get("config")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+        .collect();
+    for key in &req.unset {
+        config.remove(key.as_str());
+    }
+    config.extend(req.config.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    validate::free_config_size(config).map_err(|e| InstanceError::invalid("config", e.0))
 }
 
 /// The body of a `PUT` that replaces `current` (an instance as LXD returned it) with `config` and

@@ -30,6 +30,22 @@ pub struct Lxd {
     pub default_timeout: Duration,
 }
 
+/// A file (or exec log) LXD is sending: the headers that describe it and its body, not read yet.
+pub struct RawStream {
+    pub headers: HeaderMap,
+    pub body: hyper::body::Incoming,
+}
+
+impl RawStream {
+    /// The length LXD declared, if it did.
+    pub fn length(&self) -> Option<u64> {
+        self.headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+    }
+}
+
 /// A file (or exec log) read from LXD with the headers that describe it.
 pub struct RawFile {
     pub headers: HeaderMap,
@@ -307,6 +323,42 @@ impl Lxd {
             return Err(Self::raw_error(path, status, &bytes));
         }
         Ok(RawFile { headers, bytes })
+    }
+
+    /// A GET whose body is handed over unread (a file pull, an exec log), so that it can be
+    /// streamed on; an error answer is read (bounded) for its message.
+    pub async fn get_stream(&self, path: &str) -> Result<RawStream, LxdError> {
+        let uri: hyper::Uri = hyperlocal::Uri::new(&self.socket, &self.url(path)).into();
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(uri)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| LxdError::Decode {
+                what: path.to_string(),
+                detail: e.to_string(),
+            })?;
+        let resp = self
+            .http
+            .request(req)
+            .await
+            .map_err(|e| LxdError::Unreachable {
+                socket: self.socket.display().to_string(),
+                message: format!("{e:#}"),
+            })?;
+        let status = resp.status().as_u16();
+        if status >= 300 {
+            let bytes = Limited::new(resp.into_body(), 64 * 1024)
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            return Err(Self::raw_error(path, status, &bytes));
+        }
+        let (parts, body) = resp.into_parts();
+        Ok(RawStream {
+            headers: parts.headers,
+            body,
+        })
     }
 
     /// POST of a raw body with extra headers (file push, image upload); waits when async.

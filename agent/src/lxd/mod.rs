@@ -5,5 +5,5 @@ mod client;
 mod envelope;
 pub mod server;
 
-pub use client::{encode, Lxd, RawFile};
+pub use client::{encode, Lxd, RawFile, RawStream};
 pub use envelope::LxdError;

@@ -82,7 +82,7 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
             format!("must be at most {MAX_CODE} characters"),
         ));
     }
-    cohort_proto::validate::display_text(&req.title, 200)
+    cohort_proto::validate::title(&req.title, 200)
         .map_err(|e| ActionError::invalid("title", e.0))?;
     validate::text("image", &req.image)?;
     if let Some(model) = &req.gpu_model {

@@ -453,10 +453,12 @@ pub async fn audit_proxied(
     .await
 }
 
-/// The shared device rules for a node: proxies may listen on loopback or its SSH address.
-fn device_rules(node: &Node, admin: bool) -> cohort_proto::validate::DeviceRules {
+/// The shared device rules for a node: proxies may listen on loopback or its SSH address; no
+/// host path holds this controller's state.
+fn device_rules(ctl: &Controller, node: &Node, admin: bool) -> cohort_proto::validate::DeviceRules {
     cohort_proto::validate::DeviceRules {
         allow_host_path: admin,
+        state_dirs: vec![ctl.config.server.state_dir.display().to_string()],
         listen_addresses: node
             .ssh_host
             .parse::<std::net::IpAddr>()
@@ -468,7 +470,12 @@ fn device_rules(node: &Node, admin: bool) -> cohort_proto::validate::DeviceRules
 }
 
 /// Every key and device against the rules the agent applies too, before anything is sent.
-fn check_update(caller: &Caller, node: &Node, req: &UpdateInstance) -> ActionResult<()> {
+fn check_update(
+    ctl: &Controller,
+    caller: &Caller,
+    node: &Node,
+    req: &UpdateInstance,
+) -> ActionResult<()> {
     validate::config("config", &req.config)?;
     for key in &req.unset {
         cohort_proto::validate::config_key(key)
@@ -480,7 +487,7 @@ fn check_update(caller: &Caller, node: &Node, req: &UpdateInstance) -> ActionRes
         }
         return Ok(());
     }
-    let rules = device_rules(node, caller.is_admin());
+    let rules = device_rules(ctl, node, caller.is_admin());
     for (name, dev) in &req.add_devices {
         cohort_proto::validate::device(name, dev, &rules)
             .map_err(|e| ActionError::invalid(&e.field, e.message))?;
@@ -531,7 +538,14 @@ pub async fn update(
         .await?
     };
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
-    check_update(&caller, &node, &req)?;
+    check_update(ctl, &caller, &node, &req)?;
+    let mut recorded: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    for key in &req.unset {
+        recorded.remove(key);
+    }
+    recorded.extend(req.config.clone());
+    validate::config_size("config", &recorded)?;
     let request = cohort_proto::agent::UpdateInstance {
         config: req.config.clone(),
         unset: req.unset.clone(),
@@ -546,12 +560,6 @@ pub async fn update(
             node: node.name.clone(),
             source,
         })?;
-    let mut recorded: std::collections::BTreeMap<String, String> =
-        serde_json::from_value(instance.config.clone()).unwrap_or_default();
-    for key in &req.unset {
-        recorded.remove(key);
-    }
-    recorded.extend(req.config.clone());
     let (id, actor) = (instance.id, caller.name().to_string());
     ctl.db(move |conn| {
         conn.transaction(|conn| {

@@ -1,11 +1,11 @@
 //! Calls passed through to the agent holding an instance: exec, files and snapshots. The
 //! caller's right to the instance is checked first; changes are audited.
 
-use cohort_proto::api::instances::{CreateSnapshot, ExecRequest, ExecResult, Snapshot};
+use cohort_proto::api::instances::{CreateSnapshot, ExecRequest, Snapshot};
 use serde_json::json;
 
 use super::instances::{agent_of, audit_proxied};
-use crate::agent_client::{AgentError, FileMeta};
+use crate::agent_client::{AgentError, AgentStream, FileDownload, FileMeta};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
@@ -15,18 +15,44 @@ fn agent_error(node: String) -> impl FnOnce(AgentError) -> ActionError {
     move |source| ActionError::Agent { node, source }
 }
 
+/// Relays `body`, failing once more than `limit` bytes came (the agent checks its own side; a
+/// relay never grows past the limit whatever it is sent).
+fn bounded(body: AgentStream, limit: u64) -> AgentStream {
+    use futures_util::StreamExt;
+    Box::pin(body.scan(0u64, move |seen, chunk| {
+        let chunk = chunk.and_then(|c| {
+            *seen += c.len() as u64;
+            if *seen > limit {
+                Err(AgentError::Decode(format!(
+                    "answer larger than {limit} bytes"
+                )))
+            } else {
+                Ok(c)
+            }
+        });
+        std::future::ready(Some(chunk))
+    }))
+}
+
+/// `POST /instances/{name}/exec`: the result (the JSON of `ExecResult`) streams back as the
+/// agent reads the output, at most `limits.exec_output_mib` of it.
 pub async fn exec(
     ctl: &Controller,
     caller: Caller,
     name: String,
     req: ExecRequest,
-) -> ActionResult<ExecResult> {
-    if req.command.is_empty() {
-        return Err(ActionError::invalid("command", "must not be empty"));
-    }
+) -> ActionResult<AgentStream> {
+    cohort_proto::validate::exec_request(&req.command, &req.environment, req.cwd.as_deref())
+        .map_err(|e| ActionError::invalid(&e.field, e.message))?;
     let (node, agent) = agent_of(ctl, caller.clone(), name.clone()).await?;
     audit_proxied(ctl, &caller, "exec", &name, json!({"command": req.command})).await?;
-    agent.exec(name, req).await.map_err(agent_error(node))
+    let limit = ctl.config.limits.exec_output_bytes();
+    let body = agent
+        .exec_stream(name, req, limit)
+        .await
+        .map_err(agent_error(node))?;
+    // Base64 makes four bytes of three, and the JSON around it is short.
+    Ok(bounded(body, limit / 3 * 4 + 1024))
 }
 
 fn check_path(path: &str) -> ActionResult<()> {
@@ -37,15 +63,30 @@ fn check_path(path: &str) -> ActionResult<()> {
     Ok(())
 }
 
+/// `GET /instances/{name}/files`: the file streams through, at most `limits.file_mib` of it.
 pub async fn get_file(
     ctl: &Controller,
     caller: Caller,
     name: String,
     path: String,
-) -> ActionResult<(Vec<u8>, FileMeta)> {
+) -> ActionResult<FileDownload> {
     check_path(&path)?;
     let (node, agent) = agent_of(ctl, caller, name.clone()).await?;
-    agent.get_file(name, path).await.map_err(agent_error(node))
+    let limit = ctl.config.limits.file_bytes() as u64;
+    let file = agent
+        .get_file(name, path, limit)
+        .await
+        .map_err(agent_error(node))?;
+    if file.length.is_some_and(|l| l > limit) {
+        return Err(ActionError::TooLarge {
+            field: "path".into(),
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        });
+    }
+    Ok(FileDownload {
+        body: bounded(file.body, limit),
+        ..file
+    })
 }
 
 pub async fn put_file(

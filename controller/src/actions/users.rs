@@ -78,11 +78,14 @@ pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireUser
 
 pub async fn create(ctl: &Controller, caller: Caller, req: CreateUser) -> ActionResult<WireUser> {
     caller.require(Role::Admin)?;
+    // The roster's rules, so no account exists that a roster would have refused.
     validate::username("username", &req.username)?;
-    for (field, value) in [("full_name", &req.full_name), ("email", &req.email)] {
-        if let Some(value) = value {
-            validate::text(field, value)?;
-        }
+    if let Some(name) = &req.full_name {
+        cohort_proto::validate::display_text(name, 200)
+            .map_err(|e| ActionError::invalid("full_name", e.0))?;
+    }
+    if let Some(email) = &req.email {
+        crate::course::roster::email(email).map_err(|e| ActionError::invalid("email", e))?;
     }
     ctl.db(move |conn| {
         conn.transaction(|conn| {

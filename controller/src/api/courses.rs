@@ -49,10 +49,10 @@ pub async fn import_roster(
         let chunk = chunk.map_err(|e| ActionError::invalid("roster", e.to_string()))?;
         bytes.extend_from_slice(&chunk);
         if bytes.len() > MAX_BYTES {
-            return Err(ActionError::invalid(
-                "roster",
-                format!("roster is larger than {MAX_BYTES} bytes (1 MiB)"),
-            ));
+            return Err(ActionError::TooLarge {
+                field: "roster".into(),
+                limit: MAX_BYTES,
+            });
         }
     }
     Ok(HttpResponse::Ok().json(roster::import(&ctl, caller, code.into_inner(), bytes).await?))
@@ -101,16 +101,11 @@ pub async fn student_snapshot(
     ctl: Ctl,
     caller: Caller,
     path: web::Path<(String, String)>,
-    body: web::Bytes,
+    req: ApiJson<StudentSnapshot>,
 ) -> Reply {
     let (code, username) = path.into_inner();
-    let req: StudentSnapshot = if body.iter().all(u8::is_ascii_whitespace) {
-        StudentSnapshot::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| ActionError::invalid("name", e.to_string()))?
-    };
     Ok(HttpResponse::Created()
-        .json(teardown::student_snapshot(&ctl, caller, code, username, req).await?))
+        .json(teardown::student_snapshot(&ctl, caller, code, username, req.0).await?))
 }
 
 pub async fn student_restore(

@@ -13,6 +13,9 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
         ActionError::Invalid { field, .. } => {
             (StatusCode::BAD_REQUEST, "invalid_field", Some(field))
         }
+        ActionError::TooLarge { field, .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large", Some(field))
+        }
         ActionError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated", None),
         ActionError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", None),
         ActionError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
@@ -32,6 +35,11 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
             code,
             field.as_deref(),
         ),
+        // The command ran out of its own time (the agent killed it): the caller's timeout.
+        ActionError::Agent {
+            source: AgentError::Status { status: 504, .. },
+            ..
+        } => (StatusCode::GATEWAY_TIMEOUT, "timeout", None),
         ActionError::Agent { .. } => (StatusCode::BAD_GATEWAY, "agent_error", None),
         ActionError::Pool(_) => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -1,5 +1,5 @@
 //! Request extractors: the bearer-token [`Caller`], JSON and query bodies whose errors name the
-//! field at fault, and the node certificate a TLS client presented.
+//! field at fault, a bounded raw body, and the node certificate a TLS client presented.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,13 +8,14 @@ use actix_web::dev::Payload;
 use actix_web::{web, FromRequest, HttpRequest};
 use serde::de::DeserializeOwned;
 
+use super::body::{AuthOutcome, PendingBody};
 use crate::actions::users::authenticate;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
-/// Largest JSON body accepted.
-const JSON_LIMIT: usize = 1 << 20;
+/// Largest JSON body accepted: 1 MiB.
+pub const JSON_LIMIT: usize = 1 << 20;
 
 /// The field a serde error names (`unknown field `x``, `missing field `x``), if any.
 fn field_of(message: &str) -> String {
@@ -24,6 +25,22 @@ fn field_of(message: &str) -> String {
         .filter(|_| message.contains("field"))
         .unwrap_or("body")
         .to_string()
+}
+
+/// The field a JSON body's error is about: the path where decoding stopped (`limits.cpu`; an
+/// unknown field's path ends with it), with the field a missing field error names under it.
+fn field_at(path: &str, message: &str) -> String {
+    let path = (path != ".").then_some(path);
+    let named = (message.starts_with("unknown field") || message.starts_with("missing field"))
+        .then(|| message.split('`').nth(1))
+        .flatten();
+    match (path, named) {
+        (Some(path), Some(field)) if path.rsplit('.').next() == Some(field) => path.to_string(),
+        (Some(path), Some(field)) => format!("{path}.{field}"),
+        (Some(path), None) => path.to_string(),
+        (None, Some(field)) => field.to_string(),
+        (None, None) => "body".to_string(),
+    }
 }
 
 fn bearer(req: &HttpRequest) -> Result<Bearer, ActionError> {
@@ -68,9 +85,14 @@ impl FromRequest for Caller {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let token = bearer(req);
         let ctl = controller(req);
+        let outcome = AuthOutcome::open(req);
         Box::pin(async move {
-            let ctl = ctl?;
-            authenticate(&ctl, token?).await
+            let caller = match (ctl, token) {
+                (Ok(ctl), Ok(token)) => authenticate(&ctl, token).await,
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            };
+            outcome.settle(caller.is_ok());
+            caller
         })
     }
 }
@@ -83,26 +105,37 @@ impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
     type Future = Pin<Box<dyn Future<Output = Result<ApiJson<T>, ActionError>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let body = web::Bytes::from_request(req, payload);
+        let body = PendingBody::take(req, payload);
         Box::pin(async move {
-            let bytes = body
-                .await
-                .map_err(|e| ActionError::invalid("body", e.to_string()))?;
-            if bytes.len() > JSON_LIMIT {
-                return Err(ActionError::invalid("body", "body too large"));
-            }
-            let bytes = if bytes.is_empty() {
+            let bytes = body.read("body", JSON_LIMIT).await?;
+            let bytes = if bytes.iter().all(u8::is_ascii_whitespace) {
                 web::Bytes::from_static(b"{}")
             } else {
                 bytes
             };
-            serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
-                ActionError::invalid(
-                    &field_of(&e.to_string()),
-                    format!("invalid request body: {e}"),
-                )
-            })
+            let mut json = serde_json::Deserializer::from_slice(&bytes);
+            serde_path_to_error::deserialize(&mut json)
+                .map(ApiJson)
+                .map_err(|e| {
+                    let field = field_at(&e.path().to_string(), &e.inner().to_string());
+                    ActionError::invalid(&field, format!("invalid request body: {}", e.inner()))
+                })
         })
+    }
+}
+
+/// A raw body (a file pushed into an instance) of at most the controller's
+/// `limits.file_mib`.
+pub struct FileBody(pub web::Bytes);
+
+impl FromRequest for FileBody {
+    type Error = ActionError;
+    type Future = Pin<Box<dyn Future<Output = Result<FileBody, ActionError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let body = PendingBody::take(req, payload);
+        let limit = controller(req).map(|ctl| ctl.config.limits.file_bytes());
+        Box::pin(async move { Ok(FileBody(body.read("body", limit?).await?)) })
     }
 }
 

@@ -7,7 +7,7 @@ use cohort_proto::api::instances::{
     InstanceStateChange, UpdateInstance,
 };
 
-use super::extract::{ApiJson, ApiQuery};
+use super::extract::{ApiJson, ApiQuery, FileBody};
 use crate::actions::{instances, proxy};
 use crate::agent_client::FileMeta;
 use crate::auth::{Bearer, Caller};
@@ -80,7 +80,10 @@ pub async fn exec(
     name: web::Path<String>,
     req: ApiJson<ExecRequest>,
 ) -> Reply {
-    Ok(HttpResponse::Ok().json(proxy::exec(&ctl, caller, name.into_inner(), req.0).await?))
+    let result = proxy::exec(&ctl, caller, name.into_inner(), req.0).await?;
+    Ok(HttpResponse::Ok()
+        .content_type(ContentType::json())
+        .streaming(result))
 }
 
 const FILE_HEADERS: [&str; 3] = ["X-Cohort-Mode", "X-Cohort-Uid", "X-Cohort-Gid"];
@@ -91,15 +94,19 @@ pub async fn get_file(
     name: web::Path<String>,
     query: ApiQuery<FileQuery>,
 ) -> Reply {
-    let (body, meta) = proxy::get_file(&ctl, caller, name.into_inner(), query.0.path).await?;
+    let file = proxy::get_file(&ctl, caller, name.into_inner(), query.0.path).await?;
     let mut reply = HttpResponse::Ok();
     reply.content_type("application/octet-stream");
+    let meta = file.meta;
     for (header, value) in FILE_HEADERS.iter().zip([meta.mode, meta.uid, meta.gid]) {
         if let Some(value) = value {
             reply.insert_header((*header, value));
         }
     }
-    Ok(reply.body(body))
+    if let Some(length) = file.length {
+        reply.no_chunking(length);
+    }
+    Ok(reply.streaming(file.body))
 }
 
 pub async fn put_file(
@@ -108,7 +115,7 @@ pub async fn put_file(
     name: web::Path<String>,
     query: ApiQuery<FileQuery>,
     req: HttpRequest,
-    body: web::Bytes,
+    body: FileBody,
 ) -> Reply {
     let header = |h: &str| {
         req.headers()
@@ -126,7 +133,7 @@ pub async fn put_file(
         caller,
         name.into_inner(),
         query.0.path,
-        body.to_vec(),
+        body.0.to_vec(),
         meta,
     )
     .await?;

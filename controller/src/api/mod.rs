@@ -2,6 +2,7 @@
 //! ownership are enforced by the actions, so no route can forget them.
 
 mod audit;
+mod body;
 mod courses;
 mod error;
 mod extract;
@@ -21,9 +22,6 @@ use actix_web::web::{self, delete, get, patch, post, put};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
-/// Largest request body read into memory: 64 MiB.
-const MAX_BODY: usize = 64 << 20;
-
 /// Registers every route with the controller as shared state.
 pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg| {
@@ -31,8 +29,15 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             Err::<actix_web::HttpResponse, _>(ActionError::NotFound("route".into()))
         };
         cfg.app_data(ctl)
-            // Raw bodies (file pushes, JSON) are read whole: bound them. Image uploads stream.
-            .app_data(web::PayloadConfig::new(MAX_BODY))
+            // Bodies are read by `body::PendingBody` with a limit per route; this bounds any
+            // plain `web::Bytes` a route might still take. Image uploads and rosters stream.
+            .app_data(web::PayloadConfig::new(extract::JSON_LIMIT))
+            // A path segment of the wrong type (`/operations/abc`) names nothing that exists:
+            // the same JSON 404 as an unknown route, never actix's plain-text one.
+            .app_data(
+                web::PathConfig::default()
+                    .error_handler(|_, req| ActionError::NotFound(req.path().to_string()).into()),
+            )
             .route("/healthz", get().to(meta::healthz))
             .route("/metrics", get().to(meta::metrics))
             .service(

@@ -169,7 +169,8 @@ fn validate_rows(raw: Vec<RosterEntry>, first_row: usize) -> Result<Vec<RosterEn
 }
 
 /// The shape of an address, not its deliverability: one '@', a local part, a dotted domain.
-fn email(addr: &str) -> Result<(), String> {
+/// Shared with user creation, so an admin cannot make an account a roster would refuse.
+pub fn email(addr: &str) -> Result<(), String> {
     let bad = || Err(format!("'{}' is not an email address", addr.escape_debug()));
     if addr.len() > 254 || addr.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return bad();

@@ -6,7 +6,9 @@
 //! `POST /api/v1/instances/{name}/snapshots/{snapshot}/restore`,
 //! `DELETE /api/v1/instances/{name}/snapshots/{snapshot}`.
 //! Create, delete and state changes answer 202 with an operation; the rest are proxied to the
-//! node's agent and answer with its types.
+//! node's agent and answer with its types. An exec's result and a pulled file stream through
+//! the controller; more than its limits (`COHORT_EXEC_OUTPUT_LIMIT_MIB`,
+//! `COHORT_FILE_LIMIT_MIB`) is a 413 `too_large` naming `stdout`, `stderr` or `path`.
 
 use std::collections::BTreeMap;
 
