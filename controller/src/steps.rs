@@ -258,8 +258,10 @@ pub fn ssh_access(
     instance: &Instance,
     node: &Node,
 ) -> Option<SshAccess> {
+    // A disabled owner has no way in: the login is removed, not set up.
     instance
         .ssh_port
+        .filter(|_| !owner.is_disabled())
         .filter(|_| !keys.is_empty() || owner.password_hash.is_some())
         .map(|port| SshAccess {
             username: owner.username.clone(),
@@ -271,9 +273,39 @@ pub fn ssh_access(
         })
 }
 
-/// Empties the user's authorized_keys: the access left when their last key goes and they have
-/// no password (the agent's `PUT /ssh` needs a key or a password).
-const REVOKE_KEYS: &str = r#"h=$(getent passwd "$1" | cut -d: -f6) && [ -n "$h" ] && [ -f "$h/.ssh/authorized_keys" ] && : > "$h/.ssh/authorized_keys" || true"#;
+/// Empties the user's authorized_keys and locks their password: the access left when their last
+/// key goes and they have no password (the agent's `PUT /ssh` needs a key or a password), or when
+/// an admin disables or deletes the account. Setting a password again (`chpasswd -e`) unlocks.
+const REVOKE_LOGIN: &str = r#"h=$(getent passwd "$1" | cut -d: -f6) && [ -n "$h" ] && [ -f "$h/.ssh/authorized_keys" ] && : > "$h/.ssh/authorized_keys"; usermod -L "$1" 2>/dev/null; true"#;
+
+/// Removes `username`'s way into one running instance (see [`REVOKE_LOGIN`]).
+pub async fn revoke_login(
+    agent: &dyn NodeAgent,
+    node: &Node,
+    instance: &str,
+    username: &str,
+) -> Result<(), ActionError> {
+    let request = cohort_proto::agent::ExecRequest {
+        command: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            REVOKE_LOGIN.into(),
+            "cohort-revoke".into(),
+            username.to_string(),
+        ],
+        environment: Default::default(),
+        user: None,
+        group: None,
+        cwd: None,
+        stdin_base64: None,
+        timeout_s: Some(60),
+    };
+    agent
+        .exec(instance.to_string(), request)
+        .await
+        .map_err(agent_err(&node.name))?;
+    Ok(())
+}
 
 /// Applies the owner's current keys (or password) to one running instance on its node.
 pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), ActionError> {
@@ -300,27 +332,7 @@ pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), Actio
                 .await
                 .map_err(agent_err(&node.name))?;
         }
-        None => {
-            let request = cohort_proto::agent::ExecRequest {
-                command: vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    REVOKE_KEYS.into(),
-                    "cohort-revoke".into(),
-                    owner.username.clone(),
-                ],
-                environment: Default::default(),
-                user: None,
-                group: None,
-                cwd: None,
-                stdin_base64: None,
-                timeout_s: Some(60),
-            };
-            agent
-                .exec(instance.name.clone(), request)
-                .await
-                .map_err(agent_err(&node.name))?;
-        }
+        None => revoke_login(agent.as_ref(), &node, &instance.name, &owner.username).await?,
     }
     Ok(())
 }

@@ -45,7 +45,15 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/me/ssh-keys/{id}", delete().to(users::delete_ssh_key))
                     .route("/users", get().to(users::list))
                     .route("/users", post().to(users::create))
+                    .route("/users/{username}", delete().to(users::delete))
+                    .route("/users/{username}/disable", post().to(users::disable))
+                    .route("/users/{username}/enable", post().to(users::enable))
+                    .route("/users/{username}/tokens", get().to(users::list_tokens))
                     .route("/users/{username}/tokens", post().to(users::issue_token))
+                    .route(
+                        "/users/{username}/tokens/{id}",
+                        delete().to(users::revoke_token),
+                    )
                     .route("/nodes", get().to(nodes::list))
                     .route("/nodes/tokens", post().to(nodes::create_token))
                     .route("/nodes/{name}", get().to(nodes::get))

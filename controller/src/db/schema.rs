@@ -8,6 +8,7 @@ diesel::table! {
         token_hash -> Bytea,
         created_at -> Timestamptz,
         last_used_at -> Nullable<Timestamptz>,
+        expires_at -> Timestamptz,
     }
 }
 
@@ -257,6 +258,7 @@ diesel::table! {
         email -> Nullable<Text>,
         password_hash -> Nullable<Text>,
         created_at -> Timestamptz,
+        disabled_at -> Nullable<Timestamptz>,
     }
 }
 

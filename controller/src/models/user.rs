@@ -16,6 +16,7 @@ pub struct User {
     pub email: Option<String>,
     pub password_hash: Option<String>,
     pub created_at: DateTime<Utc>,
+    pub disabled_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Insertable)]
@@ -70,6 +71,24 @@ impl User {
             .order(users::username)
             .select(User::as_select())
             .load(conn)
+    }
+
+    pub fn is_disabled(&self) -> bool {
+        self.disabled_at.is_some()
+    }
+
+    /// Disables (`true`) or enables the account.
+    pub fn set_disabled(conn: &mut PgConnection, id: i64, disabled: bool) -> QueryResult<User> {
+        let at = disabled.then(Utc::now);
+        diesel::update(users::table.find(id))
+            .set(users::disabled_at.eq(at))
+            .returning(User::as_returning())
+            .get_result(conn)
+    }
+
+    /// Deletes the account; its tokens, keys and enrollments go with it (ON DELETE CASCADE).
+    pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::delete(users::table.find(id)).execute(conn)
     }
 
     pub fn count_admins(conn: &mut PgConnection) -> QueryResult<i64> {
