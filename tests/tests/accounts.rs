@@ -1,6 +1,7 @@
 //! Issue 25's account items through the REST API: tokens expire (with a default), are listed
 //! without their secret and revoked, by their user or an admin; an admin disables, enables and
-//! deletes users, keeping or deleting their instances; every change is audited.
+//! deletes users, keeping or deleting their instances; every change is audited; failed
+//! authentications are limited per source address (429) and audited.
 
 use actix_web::{test, web, App};
 use chrono::{Duration, Utc};
@@ -473,4 +474,119 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
         .admin(Method::GET, "/instances/alice-box", None)
         .await;
     assert_eq!(kept["owner"], "admin", "{kept}");
+}
+
+/// A client bound to the source address `source` (anything in 127.0.0.0/8 is this host) that
+/// trusts the controller's CA.
+fn client_from(state: &std::path::Path, source: [u8; 4]) -> reqwest::Client {
+    let ca = std::fs::read(state.join("ca.crt")).expect("CA");
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA PEM"))
+        .local_address(std::net::IpAddr::from(source))
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// Real HTTP to a real `cohort-controller serve`: a source that fails to authenticate 5 times in
+/// a minute (bad tokens, a bad join secret) is answered 429 with Retry-After for the rest of
+/// it, whatever it presents; another source is not; each failure is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_authentications_are_limited_per_source_and_audited() {
+    use cohort_e2e::controller::ControllerProcess;
+    use cohort_e2e::fleet::init;
+    use cohort_e2e::{PortRange, TestDb};
+
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().expect("state");
+    let admin = init(db.url(), state.path());
+    let _controller = ControllerProcess::start(
+        db.url(),
+        state.path(),
+        ports.port(0),
+        &[("COHORT_AUTH_FAILURES_PER_MINUTE", "5")],
+    );
+    let base = format!("https://127.0.0.1:{}", ports.port(0));
+    let attacker = client_from(state.path(), [127, 0, 0, 1]);
+    let bystander = client_from(state.path(), [127, 0, 0, 2]);
+
+    for i in 0..4 {
+        let res = attacker
+            .get(format!("{base}/api/v1/me"))
+            .bearer_auth(format!("cohort_guess{i}"))
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(res.status(), 401, "guess {i}");
+    }
+    // A guessed join secret with a well-formed CSR is a failed authentication too.
+    let key = rcgen::KeyPair::generate().expect("key");
+    let csr = rcgen::CertificateParams::new(vec!["n1".to_string()])
+        .expect("params")
+        .serialize_request(&key)
+        .expect("CSR")
+        .pem()
+        .expect("CSR PEM");
+    let res = attacker
+        .post(format!("{base}/api/v1/enroll"))
+        .json(
+            &json!({"node_name": "n1", "secret": "guess", "csr_pem": csr,
+                      "agent_url": "https://127.0.0.1:1", "ssh_host": "127.0.0.1",
+                      "ssh_port_first": 1, "ssh_port_last": 2}),
+        )
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(res.status(), 401);
+
+    // The sixth try is refused before it is looked at, even with the admin's good token.
+    for token in ["cohort_guess5", admin.as_str()] {
+        let res = attacker
+            .get(format!("{base}/api/v1/me"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(res.status(), 429);
+        let retry: u64 = res
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .expect("a Retry-After in seconds");
+        assert!((1..=60).contains(&retry), "{retry}");
+        let body: Value = res.json().await.expect("error body");
+        assert_eq!(body["error"]["code"], "throttled", "{body}");
+    }
+    let res = attacker
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(res.status(), 429, "/metrics is behind the same limit");
+
+    // Another source is heard, and sees the failures in the audit log: five, the 429s not.
+    let res = bystander
+        .get(format!("{base}/api/v1/audit?limit=100"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(res.status(), 200);
+    let page: Value = res.json().await.expect("audit page");
+    let failed: Vec<&Value> = page["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["action"] == "failed_sign_in")
+        .collect();
+    assert_eq!(failed.len(), 5, "{page}");
+    assert!(failed.iter().all(|e| e["object"] == "127.0.0.1"), "{page}");
+    assert!(
+        failed.iter().any(|e| e["detail"]["path"] == "/api/v1/me"),
+        "{page}"
+    );
 }

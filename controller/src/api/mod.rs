@@ -11,11 +11,13 @@ mod instances;
 mod meta;
 mod nodes;
 mod operations;
+mod throttle;
 mod users;
 
 pub use extract::PeerCertificate;
 
 use actix_web::dev::{Service, ServiceResponse};
+use actix_web::middleware::from_fn;
 use actix_web::web::{self, delete, get, patch, post, put};
 
 use crate::controller::Controller;
@@ -34,9 +36,14 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             // Raw bodies (file pushes, JSON) are read whole: bound them. Image uploads stream.
             .app_data(web::PayloadConfig::new(MAX_BODY))
             .route("/healthz", get().to(meta::healthz))
-            .route("/metrics", get().to(meta::metrics))
+            .service(
+                web::resource("/metrics")
+                    .wrap(from_fn(throttle::throttle))
+                    .route(get().to(meta::metrics)),
+            )
             .service(
                 web::scope("/api/v1")
+                    .wrap(from_fn(throttle::throttle))
                     .route("/openapi.json", get().to(meta::openapi))
                     .route("/ca", get().to(nodes::ca))
                     .route("/enroll", post().to(nodes::enroll))
