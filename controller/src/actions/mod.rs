@@ -11,6 +11,7 @@ pub mod enroll;
 pub mod gpus;
 pub mod images;
 pub mod instances;
+pub mod metrics;
 pub mod nodes;
 pub mod operations;
 pub mod provision;
