@@ -442,6 +442,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             true,
         ),
         r(
+            "post",
+            "/api/v1/courses/{code}/students/{username}/password",
+            "Issue a roster-made student without own credentials a new password (shown once)",
+            None,
+            (201, schema::<courses::IssuedPassword>(g)),
+            true,
+        ),
+        r(
             "get",
             "/api/v1/courses/{code}/students/{username}/snapshots",
             "Snapshots of a student's container",

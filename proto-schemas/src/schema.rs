@@ -85,6 +85,10 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             "api_user_deleted",
             schema_for!(crate::api::users::UserDeleted),
         ),
+        (
+            "api_issued_password",
+            schema_for!(crate::api::courses::IssuedPassword),
+        ),
         ("api_me", schema_for!(crate::api::users::Me)),
         ("api_add_ssh_key", schema_for!(crate::api::users::AddSshKey)),
     ]

@@ -14,6 +14,7 @@ pub mod instances;
 pub mod metrics;
 pub mod nodes;
 pub mod operations;
+pub mod passwords;
 pub mod provision;
 pub mod proxy;
 pub mod roster;

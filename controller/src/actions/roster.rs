@@ -72,15 +72,20 @@ pub async fn import(
                         ));
                     }
                     Some(user) => user,
-                    None => User::insert(
-                        conn,
-                        &NewUser {
-                            username: &entry.username,
-                            role: "student",
-                            full_name: (!entry.name.is_empty()).then_some(entry.name.as_str()),
-                            email: (!entry.email.is_empty()).then_some(entry.email.as_str()),
-                        },
-                    )?,
+                    None => {
+                        let user = User::insert(
+                            conn,
+                            &NewUser {
+                                username: &entry.username,
+                                role: "student",
+                                full_name: (!entry.name.is_empty()).then_some(entry.name.as_str()),
+                                email: (!entry.email.is_empty()).then_some(entry.email.as_str()),
+                            },
+                        )?;
+                        // Whose roster made it decides who may issue it a new password.
+                        User::set_roster_course(conn, user.id, course.id)?;
+                        user
+                    }
                 };
                 let keys = SshKey::for_user(conn, user.id)?;
                 if let Some(key) = &entry.ssh_key {

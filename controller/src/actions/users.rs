@@ -139,6 +139,9 @@ pub async fn add_ssh_key(
                 let key = SshKey::insert(conn, caller.user.id, &public_key, &fingerprint).map_err(
                     |e| ActionError::from_unique(e, "public_key", "this key is already there"),
                 )?;
+                // From now on the account's credentials are the person's own: no instructor
+                // issues it a password again.
+                User::note_own_credentials(conn, caller.user.id)?;
                 audit::record(
                     conn,
                     caller.name(),

@@ -112,7 +112,11 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                         "/courses/{code}/students/{username}",
                         delete().to(courses::remove_student),
                     )
-                    // Before `{action}`, which would otherwise take `snapshots`.
+                    // Before `{action}`, which would otherwise take `password` and `snapshots`.
+                    .route(
+                        "/courses/{code}/students/{username}/password",
+                        post().to(courses::reissue_password),
+                    )
                     .route(
                         "/courses/{code}/students/{username}/snapshots",
                         get().to(courses::student_snapshots),

@@ -259,6 +259,8 @@ diesel::table! {
         password_hash -> Nullable<Text>,
         created_at -> Timestamptz,
         disabled_at -> Nullable<Timestamptz>,
+        roster_course_id -> Nullable<Int8>,
+        own_credentials_at -> Nullable<Timestamptz>,
     }
 }
 
