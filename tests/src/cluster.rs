@@ -251,7 +251,8 @@ impl Cluster {
             .admin(
                 reqwest::Method::POST,
                 "/nodes/tokens",
-                Some(json!({"node_name": name})),
+                // The agent is reached on loopback: the admin names that address.
+                Some(json!({"node_name": name, "addresses": ["127.0.0.1"]})),
             )
             .await;
         let token = issued["token"].as_str().expect("join token").to_string();

@@ -157,6 +157,7 @@ diesel::table! {
         expires_at -> Timestamptz,
         used_at -> Nullable<Timestamptz>,
         created_at -> Timestamptz,
+        addresses -> Array<Text>,
     }
 }
 
