@@ -141,7 +141,8 @@ impl Node {
     }
 
     /// An HTTPS client for the controller's image store: this node's certificate as its identity,
-    /// the Cohort CA saved at join as the only trust root.
+    /// the Cohort CA saved at join as the only trust root, and only a server with the controller
+    /// role accepted ([`crate::tls::controller_client_config`]): never another node.
     fn controller_client(&self) -> Result<reqwest::Client, String> {
         let read = |path: std::path::PathBuf| {
             std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
@@ -149,11 +150,10 @@ impl Node {
         let mut identity = read(self.config.key_path())?;
         identity.extend_from_slice(&read(self.config.cert_path())?);
         let ca = read(self.config.ca_path())?;
+        let tls =
+            crate::tls::controller_client_config(&ca, &identity).map_err(|e| e.to_string())?;
         reqwest::Client::builder()
-            .use_rustls_tls()
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(reqwest::Certificate::from_pem(&ca).map_err(|e| e.to_string())?)
-            .identity(reqwest::Identity::from_pem(&identity).map_err(|e| e.to_string())?)
+            .use_preconfigured_tls(tls)
             .build()
             .map_err(|e| e.to_string())
     }

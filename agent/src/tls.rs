@@ -1,18 +1,21 @@
 //! Mutual TLS for the agent's API: the agent's own certificate as server identity, and a client
 //! verifier that accepts only certificates chaining to the Cohort CA whose Subject OU is the
 //! controller role. Anything else (no certificate, another CA, expired, an agent's own
-//! certificate) fails the handshake.
+//! certificate) fails the handshake. The other way round, when the agent calls the controller
+//! (image downloads), the server must carry the controller role too: every node's certificate
+//! chains to the same CA, so the CA alone would let a stolen node key pass for the controller.
 
 use std::sync::Arc;
 
 use cohort_proto::ROLE_CONTROLLER;
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{
-    CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
-    SignatureScheme,
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore,
+    ServerConfig, SignatureScheme,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +88,87 @@ pub fn server_config(
             key_from_pem("agent key", key_pem)?,
         )?;
     Ok(config)
+}
+
+/// Client config for calls to the controller: `identity_pem` (this node's key and certificate) as
+/// client identity; the server must chain to `ca_pem`, match the host name and carry the
+/// controller role, which the controller never puts in a node's certificate.
+pub fn controller_client_config(
+    ca_pem: &[u8],
+    identity_pem: &[u8],
+) -> Result<ClientConfig, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for ca in certs_from_pem("CA certificate", ca_pem)? {
+        roots.add(ca)?;
+    }
+    let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let chain: Vec<_> = certs_from_pem("node certificate", identity_pem)?;
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ControllerServer { inner }))
+        .with_client_auth_cert(chain, key_from_pem("node key", identity_pem)?)?;
+    Ok(config)
+}
+
+/// WebPKI server verification, then the controller-role check.
+#[derive(Debug)]
+struct ControllerServer {
+    inner: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for ControllerServer {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        if subject_roles(end_entity)
+            .iter()
+            .any(|r| r == ROLE_CONTROLLER)
+        {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            tracing::warn!("refused a server certificate without the controller role");
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 /// The organizational units in a certificate's Subject.

@@ -124,10 +124,12 @@ fn write_heartbeats(url: &str, per_second: u32, deadline: Instant) -> Result<u64
     Ok(made)
 }
 
-/// A counter of the controller's `/metrics` by its series (name and labels).
-async fn counter(client: &reqwest::Client, base: &str, series: &str) -> Result<u64> {
+/// A counter of the controller's `/metrics` by its series (name and labels), read with an admin's
+/// `token`.
+async fn counter(client: &reqwest::Client, base: &str, token: &str, series: &str) -> Result<u64> {
     let text = client
         .get(format!("{base}/metrics"))
+        .bearer_auth(token)
         .send()
         .await?
         .error_for_status()?
@@ -254,11 +256,11 @@ pub fn run(
             ))
         };
         let pages = |outcome: &'static str| {
-            let (client, base) = (client.clone(), base.clone());
+            let (client, base, token) = (client.clone(), base.clone(), token.clone());
             async move {
                 let series =
                     format!("cohort_controller_instance_pages_total{{outcome=\"{outcome}\"}}");
-                counter(&client, &base, &series).await
+                counter(&client, &base, &token, &series).await
             }
         };
         let (hit0, read0) = (pages("hit").await?, pages("miss").await?);

@@ -44,7 +44,13 @@ impl Bearer {
         }
     }
 
-    /// The user behind the token; an unknown token is a 401.
+    /// Whether the token presented is `secret` (compared by hash, like every token).
+    pub fn is(&self, secret: &str) -> bool {
+        self.hash == sha256(secret)
+    }
+
+    /// The user behind the token; an unknown, expired or revoked token, or one of a disabled
+    /// user, is a 401.
     pub fn caller(&self, conn: &mut PgConnection) -> ActionResult<Caller> {
         ApiToken::user_for_hash(conn, &self.hash)?
             .map(Caller::new)

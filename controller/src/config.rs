@@ -42,6 +42,7 @@ pub struct Config {
     pub placement: PlacementConfig,
     pub reclaim: ReclaimConfig,
     pub limits: LimitsConfig,
+    pub auth: AuthConfig,
 }
 
 /// How much of a request or of an instance's output one call may move.
@@ -72,6 +73,38 @@ impl LimitsConfig {
 
     pub fn exec_output_bytes(&self) -> u64 {
         self.exec_output_mib << 20
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// `COHORT_TOKEN_DAYS`: lifetime of an API token issued without `expires_in_days` (and of the
+    /// first admin's token from `init`); default 90.
+    pub token_days: u32,
+    /// `COHORT_TOKEN_MAX_DAYS`: the longest lifetime a caller may ask for; default 365.
+    pub token_max_days: u32,
+    /// `COHORT_AUTH_FAILURES_PER_MINUTE`: failed authentications (401s) one source address may
+    /// have in a minute before its requests are answered 429 for the rest of that minute;
+    /// default 20, 0 turns the limit off.
+    pub failures_per_minute: u32,
+    /// `COHORT_AUTH_FAILURE_SOURCES`: source addresses the failure table remembers at once (oldest
+    /// forgotten first), so a flood from many addresses cannot grow it; default 10000.
+    pub failure_sources: usize,
+    /// `COHORT_METRICS_TOKEN`: the bearer token Prometheus scrapes `/metrics` with; an admin's API
+    /// token works too. Unset: only admin tokens; default unset.
+    pub metrics_token: Option<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            token_days: 90,
+            token_max_days: 365,
+            failures_per_minute: 20,
+            failure_sources: 10_000,
+            metrics_token: None,
+        }
     }
 }
 
@@ -308,6 +341,13 @@ impl Config {
                 });
             }
         }
+        if self.auth.token_days == 0 || self.auth.token_days > self.auth.token_max_days {
+            return Err(ConfigError::Range {
+                setting: "auth.token_days",
+                rule: "1 to auth.token_max_days",
+                value: self.auth.token_days.to_string(),
+            });
+        }
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -360,6 +400,19 @@ impl Config {
             "COHORT_EXEC_OUTPUT_LIMIT_MIB",
             &mut self.limits.exec_output_mib,
         )?;
+        env_parse("COHORT_TOKEN_DAYS", &mut self.auth.token_days)?;
+        env_parse("COHORT_TOKEN_MAX_DAYS", &mut self.auth.token_max_days)?;
+        env_parse(
+            "COHORT_AUTH_FAILURES_PER_MINUTE",
+            &mut self.auth.failures_per_minute,
+        )?;
+        env_parse(
+            "COHORT_AUTH_FAILURE_SOURCES",
+            &mut self.auth.failure_sources,
+        )?;
+        if let Ok(token) = std::env::var("COHORT_METRICS_TOKEN") {
+            self.auth.metrics_token = Some(token).filter(|t| !t.is_empty());
+        }
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
             self.worker.id = Some(id);
         }

@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::agent_client::{AgentConnector, AgentTarget, NodeAgent};
 use crate::auth::{Bearer, Caller};
+use crate::auth_failures::AuthFailures;
 use crate::config::Config;
 use crate::db::DbPool;
 use crate::error::{ActionError, ActionResult};
@@ -35,6 +36,8 @@ pub struct Controller {
     pub capacity_freed: tokio::sync::Notify,
     /// Pages of `GET /instances` served again while unchanged.
     pub pages: Arc<PageCache>,
+    /// Failed authentications by source address, to answer 429 past the limit.
+    pub auth_failures: AuthFailures,
 }
 
 impl Controller {
@@ -50,6 +53,10 @@ impl Controller {
             metrics.instance_pages.clone(),
         ));
         Controller {
+            auth_failures: AuthFailures::new(
+                config.auth.failures_per_minute,
+                config.auth.failure_sources,
+            ),
             pages,
             metrics,
             db_turns: Arc::new(Semaphore::new(pool.max_size() as usize)),

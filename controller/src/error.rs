@@ -14,6 +14,9 @@ pub enum ActionError {
     /// no valid bearer token or credential
     #[error("{0}")]
     Unauthenticated(String),
+    /// this source failed to authenticate too often; heard again after `retry_after_s`
+    #[error("too many failed authentications from this address; retry in {retry_after_s} s")]
+    Throttled { retry_after_s: u64 },
     /// the caller's role or ownership does not allow this
     #[error("{0}")]
     Forbidden(String),

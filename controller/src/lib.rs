@@ -5,6 +5,7 @@ pub mod actions;
 pub mod agent_client;
 pub mod api;
 pub mod auth;
+pub mod auth_failures;
 pub mod backup;
 pub mod config;
 pub mod controller;

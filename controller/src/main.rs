@@ -145,7 +145,8 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("creating the CA in {}", dir.display()))?;
             println!("created the CA and certificates in {}", dir.display());
             let mut conn = migrate(&config, false)?;
-            let token = actions::users::bootstrap_admin(&mut conn, &admin)?;
+            let lifetime = actions::tokens::lifetime(&config.auth, None)?;
+            let token = actions::users::bootstrap_admin(&mut conn, &admin, lifetime)?;
             println!("admin user: {admin}");
             println!("admin token (shown once): {token}");
         }

@@ -240,19 +240,16 @@ impl Pki {
     }
 
     /// Issues the node's leaf from its CSR. Only the CSR's public key is used: the subject,
-    /// names, CA flag and extensions are all the controller's, whatever the CSR asked.
+    /// names, CA flag and extensions are all the controller's, whatever the CSR asked; the names
+    /// are `names`, the ones the admin gave for the node.
     pub fn issue_node_certificate(
         &self,
         csr_pem: &str,
         node_name: &str,
-        agent_host: &str,
+        names: &[String],
     ) -> Result<IssuedCertificate, PkiError> {
         let public_key = csr_public_key(csr_pem)?;
-        let mut names = vec![node_name.to_string()];
-        if agent_host != node_name {
-            names.push(agent_host.to_string());
-        }
-        let params = leaf_params(node_name, cohort_proto::ROLE_NODE, &names, LEAF_DAYS)?;
+        let params = leaf_params(node_name, cohort_proto::ROLE_NODE, names, LEAF_DAYS)?;
         let not_after = DateTime::<Utc>::from_timestamp(params.not_after.unix_timestamp(), 0)
             .unwrap_or_else(Utc::now);
         let cert = params.signed_by(&public_key, &self.ca_issuer, &self.ca_key)?;

@@ -259,14 +259,54 @@ pub fn ssh_access(
     instance: &Instance,
     node: &Node,
 ) -> Option<SshAccess> {
+    // A disabled owner gets the user with no way in (no key, no password) in a new container;
+    // in a running one `push_ssh` removes their login instead.
+    let disabled = owner.is_disabled();
     instance.ssh_port.map(|port| SshAccess {
         username: owner.username.clone(),
-        authorized_keys: keys.iter().map(|k| k.public_key.clone()).collect(),
-        password_hash: owner.password_hash.clone(),
+        authorized_keys: if disabled {
+            Vec::new()
+        } else {
+            keys.iter().map(|k| k.public_key.clone()).collect()
+        },
+        password_hash: owner.password_hash.clone().filter(|_| !disabled),
         sudo: true,
         listen_address: listen_address(&node.ssh_host),
         port: port as u16,
     })
+}
+
+/// Empties the user's authorized_keys and locks their password: what is left of an account an
+/// admin disables or deletes. Setting a password again (`chpasswd -e`) unlocks.
+const REVOKE_LOGIN: &str = r#"h=$(getent passwd "$1" | cut -d: -f6) && [ -n "$h" ] && [ -f "$h/.ssh/authorized_keys" ] && : > "$h/.ssh/authorized_keys"; usermod -L "$1" 2>/dev/null; true"#;
+
+/// Removes `username`'s way into one running instance (see [`REVOKE_LOGIN`]).
+pub async fn revoke_login(
+    agent: &dyn NodeAgent,
+    node: &Node,
+    instance: &str,
+    username: &str,
+) -> Result<(), ActionError> {
+    let request = cohort_proto::agent::ExecRequest {
+        command: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            REVOKE_LOGIN.into(),
+            "cohort-revoke".into(),
+            username.to_string(),
+        ],
+        environment: Default::default(),
+        user: None,
+        group: None,
+        cwd: None,
+        stdin_base64: None,
+        timeout_s: Some(60),
+    };
+    agent
+        .exec(instance.to_string(), request)
+        .await
+        .map_err(agent_err(&node.name))?;
+    Ok(())
 }
 
 /// Applies the owner's current keys (or password) to one running instance on its node.
@@ -287,11 +327,17 @@ pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), Actio
         })
         .await?;
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
-    if let Some(access) = ssh_access(&owner, &keys, instance, &node) {
-        agent
-            .set_ssh(instance.name.clone(), access)
-            .await
-            .map_err(agent_err(&node.name))?;
+    match ssh_access(&owner, &keys, instance, &node) {
+        Some(_) if owner.is_disabled() => {
+            revoke_login(agent.as_ref(), &node, &instance.name, &owner.username).await?
+        }
+        Some(access) => {
+            agent
+                .set_ssh(instance.name.clone(), access)
+                .await
+                .map_err(agent_err(&node.name))?;
+        }
+        None => {}
     }
     Ok(())
 }

@@ -34,6 +34,7 @@ pub fn user(u: &User) -> wire_users::User {
         full_name: u.full_name.clone(),
         email: u.email.clone(),
         created_at: u.created_at,
+        disabled_at: u.disabled_at,
     }
 }
 

@@ -80,6 +80,15 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             "api_api_token_issued",
             schema_for!(crate::api::users::ApiTokenIssued),
         ),
+        ("api_api_token", schema_for!(crate::api::users::ApiToken)),
+        (
+            "api_user_deleted",
+            schema_for!(crate::api::users::UserDeleted),
+        ),
+        (
+            "api_issued_password",
+            schema_for!(crate::api::courses::IssuedPassword),
+        ),
         ("api_me", schema_for!(crate::api::users::Me)),
         ("api_add_ssh_key", schema_for!(crate::api::users::AddSshKey)),
     ]

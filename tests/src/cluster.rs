@@ -202,7 +202,7 @@ impl Cluster {
         self.http.request(method, self.url(path)).bearer_auth(token)
     }
 
-    /// `GET` a path outside `/api/v1` (`/metrics`, `/healthz`) without a token; its body.
+    /// `GET` a path outside `/api/v1` (`/healthz`) without a token; its body.
     pub async fn get_plain(&self, path: &str) -> String {
         let res = self
             .http
@@ -211,6 +211,19 @@ impl Cluster {
             .await
             .expect("controller answers");
         assert!(res.status().is_success(), "GET {path}: {}", res.status());
+        res.text().await.expect("body")
+    }
+
+    /// `GET /metrics` as Prometheus would, with `token` (the metrics token or an admin's).
+    pub async fn scrape(&self, token: &str) -> String {
+        let res = self
+            .http
+            .get(format!("{}/metrics", self.controller.url()))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("controller answers");
+        assert!(res.status().is_success(), "GET /metrics: {}", res.status());
         res.text().await.expect("body")
     }
 
@@ -238,7 +251,8 @@ impl Cluster {
             .admin(
                 reqwest::Method::POST,
                 "/nodes/tokens",
-                Some(json!({"node_name": name})),
+                // The agent is reached on loopback: the admin names that address.
+                Some(json!({"node_name": name, "addresses": ["127.0.0.1"]})),
             )
             .await;
         let token = issued["token"].as_str().expect("join token").to_string();

@@ -99,7 +99,14 @@ impl TestController {
         )
         .expect("insert user");
         let token = new_api_token();
-        ApiToken::insert(&mut conn, user.id, None, &sha256(&token)).expect("insert token");
+        ApiToken::insert(
+            &mut conn,
+            user.id,
+            None,
+            &sha256(&token),
+            chrono::Utc::now() + chrono::Duration::days(1),
+        )
+        .expect("insert token");
         (Caller::new(user), token)
     }
 

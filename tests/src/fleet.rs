@@ -153,7 +153,7 @@ impl EnrolledAgent {
                 admin,
                 reqwest::Method::POST,
                 "/nodes/tokens",
-                Some(json!({"node_name": name})),
+                Some(json!({"node_name": name, "addresses": [addr.ip().to_string()]})),
             )
             .await;
         let state = tempfile::tempdir().expect("agent state");

@@ -86,6 +86,67 @@ fn users_tokens_and_roles() {
     cli.fails(&["user", "create", "lab:bob"], "");
 }
 
+/// `cohort user token list|revoke`, `--expires-in-days`, `cohort user disable|enable|delete`.
+#[test]
+fn tokens_are_listed_and_revoked_and_users_disabled_and_deleted() {
+    let controller = Controller::start();
+    let cli = Cli::admin_of(&controller);
+    cli.ok(&["user", "create", "sam"]);
+    cli.fails(
+        &["user", "token", "sam", "--expires-in-days", "0"],
+        "expires_in_days",
+    );
+    let token = cli.ok(&[
+        "user",
+        "token",
+        "sam",
+        "--name",
+        "laptop",
+        "--expires-in-days",
+        "7",
+    ]);
+    let listed = cli.ok(&["user", "token", "list", "sam", "-f", "csv"]);
+    let row = listed
+        .lines()
+        .find(|l| l.contains(",laptop,"))
+        .unwrap_or_else(|| panic!("no laptop token in {listed:?}"));
+    assert!(row.ends_with(",NO"), "{row}");
+    assert!(!listed.contains(token.trim()), "the secret is never listed");
+    let id = row.split(',').next().expect("id");
+    let url = &controller.url;
+    cli.ok(&[
+        "remote",
+        "add",
+        "sam",
+        url,
+        "--token",
+        token.trim(),
+        "--accept-certificate",
+    ]);
+    cli.ok(&["info", "sam:"]);
+
+    cli.ok(&["user", "disable", "sam"]);
+    let users = cli.ok(&["user", "list", "-f", "csv"]);
+    assert!(
+        users
+            .lines()
+            .any(|l| l.starts_with("sam,") && !l.ends_with(',')),
+        "sam is shown disabled: {users}"
+    );
+    cli.fails(&["info", "sam:"], "");
+    cli.ok(&["user", "enable", "sam"]);
+    cli.ok(&["info", "sam:"]);
+    cli.fails(&["user", "disable", "labadmin"], "own account");
+
+    cli.ok(&["user", "token", "revoke", "sam", id]);
+    cli.fails(&["info", "sam:"], "");
+    cli.fails(&["user", "token", "revoke", "sam", id], "not found");
+
+    cli.ok(&["user", "delete", "sam", "--instances", "keep", "--force"]);
+    let users = cli.ok(&["user", "list", "-f", "csv"]);
+    assert!(!users.lines().any(|l| l.starts_with("sam,")), "{users}");
+}
+
 #[test]
 fn node_add_prints_a_join_token_for_the_agent() {
     let controller = Controller::start();

@@ -66,6 +66,22 @@ fn course_create_roster_provision_endpoints_teardown() {
         .lines()
         .find(|l| l.starts_with("alice,"))
         .expect("alice's row");
+    // Bob came without a key: his generated password is in this first export, and no other.
+    let bob_password = |csv: &str| {
+        csv.lines()
+            .find(|l| l.starts_with("bob,"))
+            .and_then(|l| l.split(',').nth(6))
+            .expect("bob's password cell")
+            .to_string()
+    };
+    assert_eq!(bob_password(&csv).len(), 16, "{csv}");
+    let later = cli.ok(&["course", "endpoints", "cs101"]);
+    assert_eq!(bob_password(&later), "", "{later}");
+    // The instructor issues him a new one, printed once; alice has a key: refused.
+    let issued = cli.ok(&["course", "student", "password", "cs101", "bob"]);
+    assert_eq!(issued.trim().len(), 16, "{issued}");
+    assert_ne!(issued.trim(), bob_password(&csv));
+    cli.fails(&["course", "student", "password", "cs101", "alice"], "own");
     assert!(
         alice.contains(",node1,127.0.0.1,") && alice.contains("ssh -p "),
         "{alice}"

@@ -350,8 +350,8 @@ async fn every_role_against_every_route() {
     let resp = test::call_service(&app, get("cohort_forged", "/api/v1/me")).await;
     assert_eq!(resp.status(), 401);
 
-    // Public routes.
-    for path in ["/healthz", "/metrics", "/api/v1/openapi.json", "/api/v1/ca"] {
+    // Public routes (`/metrics` is not: `metrics_need_the_metrics_token_or_an_admins`).
+    for path in ["/healthz", "/api/v1/openapi.json", "/api/v1/ca"] {
         let resp = test::call_service(&app, test::TestRequest::get().uri(path).to_request()).await;
         assert_eq!(resp.status(), 200, "{path}");
     }
@@ -825,4 +825,61 @@ async fn inventory_writes_are_pruned_below_an_old_mark_only() {
     );
     // A snapshot taken before the mark still sees the later write as a change.
     assert!(!unchanged_since(&mut conn, &seen).unwrap());
+}
+
+/// `/metrics` names every course in its labels: without a token it is a 401, with a student's
+/// or an instructor's a 403; Prometheus scrapes it with the configured metrics token, an admin
+/// with their own token.
+#[actix_web::test]
+async fn metrics_need_the_metrics_token_or_an_admins() {
+    let t = TestController::new();
+    let (_, admin_token) = t.user("admin", "admin");
+    let (prof, prof_token) = t.user("prof", "instructor");
+    let (_, alice_token) = t.user("alice", "student");
+    diesel::insert_into(courses::table)
+        .values((
+            courses::code.eq("secret-course"),
+            courses::title.eq("Intro"),
+            courses::instructor_id.eq(prof.user.id),
+        ))
+        .execute(&mut t.conn())
+        .unwrap();
+    let mut config = t.ctl.config.clone();
+    config.auth.metrics_token = Some("prometheus-scrape-token".into());
+    let pool = cohort_controller::db::pool(t.db.url(), 4).expect("pool");
+    let ctl = cohort_controller::controller::Controller::new(
+        pool,
+        config,
+        t.ctl.pki.clone(),
+        t.ctl.agents.clone(),
+    );
+    let app = test::init_service(App::new().configure(api::configure(web::Data::new(ctl)))).await;
+    let scrape = |token: Option<&str>| {
+        let req = test::TestRequest::get().uri("/metrics");
+        match token {
+            Some(token) => req.insert_header(("Authorization", format!("Bearer {token}"))),
+            None => req,
+        }
+        .to_request()
+    };
+    for (token, status) in [
+        (None, 401),
+        (Some("cohort_forged"), 401),
+        (Some("prometheus-wrong"), 401),
+        (Some(alice_token.as_str()), 403),
+        (Some(prof_token.as_str()), 403),
+    ] {
+        let resp = test::call_service(&app, scrape(token)).await;
+        assert_eq!(resp.status(), status, "{token:?}");
+        let body = test::read_body(resp).await;
+        let text = String::from_utf8_lossy(&body);
+        assert!(!text.contains("secret-course"), "{token:?}: {text}");
+    }
+    for token in ["prometheus-scrape-token", admin_token.as_str()] {
+        let resp = test::call_service(&app, scrape(Some(token))).await;
+        assert_eq!(resp.status(), 200, "{token}");
+        let body = test::read_body(resp).await;
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("course=\"secret-course\""), "{text}");
+    }
 }

@@ -1,6 +1,7 @@
 //! Enrollment through the real API and database: a join token works once, for its node name and
 //! before it expires; whatever the CSR asks, the certificate is a client+server leaf for that
-//! node, signed by the Cohort CA, never a CA.
+//! node, signed by the Cohort CA, never a CA, with only the names the admin gave (the node name
+//! and the token's addresses); an agent URL on another name is refused.
 
 use actix_web::{test, web, App};
 use base64::Engine;
@@ -53,19 +54,28 @@ async fn join_tokens_work_once_for_their_node_and_csrs_get_only_a_leaf() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let issue = |token: &str, node: &str| {
+    let issue_for = |token: &str, node: &str, addresses: &[&str]| {
         test::TestRequest::post()
             .uri("/api/v1/nodes/tokens")
             .insert_header(("Authorization", format!("Bearer {token}")))
-            .set_json(serde_json::json!({"node_name": node}))
+            .set_json(serde_json::json!({"node_name": node, "addresses": addresses}))
             .to_request()
     };
+    let issue = |token: &str, node: &str| issue_for(token, node, &[]);
 
     let denied = test::call_service(&app, issue(&student, "node-a")).await;
     assert_eq!(denied.status(), 403, "a student issued a join token");
+    let bad = test::call_service(&app, issue_for(&admin, "node-a", &["not a name!"])).await;
+    assert_eq!(bad.status(), 400);
+    let body: ErrorBody = test::read_body_json(bad).await;
+    assert_eq!(body.error.field.as_deref(), Some("addresses"));
 
-    let issued: JoinTokenIssued =
-        test::call_and_read_body_json(&app, issue(&admin, "node-a")).await;
+    // The admin names where the agent is reached; the certificate gets those names only.
+    let issued: JoinTokenIssued = test::call_and_read_body_json(
+        &app,
+        issue_for(&admin, "node-a", &["GPU-A.lab.example", "127.0.0.2"]),
+    )
+    .await;
     let raw = base64::engine::general_purpose::STANDARD
         .decode(&issued.token)
         .unwrap();
@@ -125,6 +135,17 @@ async fn join_tokens_work_once_for_their_node_and_csrs_get_only_a_leaf() {
     let body: ErrorBody = test::read_body_json(bad).await;
     assert_eq!(body.error.field.as_deref(), Some("csr_pem"));
 
+    // An agent URL on a name the admin did not give (say the controller's, or a neighbour's
+    // address) is refused, naming the field, and spends nothing.
+    for host in ["127.0.0.3", "localhost"] {
+        let mut req = enroll_request(&token, "node-a", greedy_csr(&key));
+        req.agent_url = format!("https://{host}:9443");
+        let refused = test::call_service(&app, enroll(&req)).await;
+        assert_eq!(refused.status(), 400, "{host}");
+        let body: ErrorBody = test::read_body_json(refused).await;
+        assert_eq!(body.error.field.as_deref(), Some("agent_url"), "{body:?}");
+    }
+
     // The greedy CSR gets a plain leaf for node-a.
     let ok = test::call_service(
         &app,
@@ -172,8 +193,8 @@ async fn join_tokens_work_once_for_their_node_and_csrs_get_only_a_leaf() {
         .collect();
     assert_eq!(
         names,
-        ["node-a", "127.0.0.2"],
-        "SAN = node name + agent host only"
+        ["node-a", "gpu-a.lab.example", "127.0.0.2"],
+        "SAN = node name + the admin's addresses only, never the CSR's names"
     );
     let ou: Vec<&str> = cert
         .subject()
@@ -246,6 +267,7 @@ async fn two_agents_racing_for_one_token_one_wins() {
         cohort_proto::api::nodes::CreateJoinToken {
             node_name: "node-r".into(),
             ttl_seconds: Some(60),
+            addresses: vec!["127.0.0.2".into()],
         },
     )
     .await

@@ -118,6 +118,7 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
             ("COHORT_RECLAIM_INTERVAL_S", "1"),
             ("COHORT_RECLAIM_MINUTE_S", "15"),
             ("COHORT_DELETE_AFTER_END_S", "20"),
+            ("COHORT_METRICS_TOKEN", "prometheus-scrape-token"),
         ],
     )
     .await;
@@ -290,7 +291,7 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
     assert_eq!(bad.status(), 400);
 
     // Metrics: both real outputs pass promtool; the dashboard only queries what they export.
-    let controller = cluster.get_plain("/metrics").await;
+    let controller = cluster.scrape("prometheus-scrape-token").await;
     promtool_check("the controller's /metrics", &controller);
     assert!(
         controller.contains("route=\"/api/v1/instances/{name}\""),

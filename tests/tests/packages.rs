@@ -198,7 +198,7 @@ fn the_packages_install_run_restart_upgrade_and_purge_under_systemd() {
     node.until("cohort cluster list", Duration::from_secs(30));
 
     // The agent: joins this controller, then its service runs.
-    let join = node.ok("cohort node add n1");
+    let join = node.ok("cohort node add n1 --address 127.0.0.1");
     let join_token = join.lines().next().expect("the token's line").trim();
     node.ok(&format!(
         "cohort-agent join {join_token} --listen 127.0.0.1:9443 \

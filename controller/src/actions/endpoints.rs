@@ -1,8 +1,9 @@
 //! The endpoints export: each student's node, host, port and host key as CSV, JSON, an
 //! ssh_config snippet or known_hosts lines, with the generated password of a student who came
-//! without a key.
+//! without a key (CSV and JSON, the first time only).
 
 use diesel::prelude::*;
+use serde_json::json;
 
 use super::courses::writable;
 use crate::auth::Caller;
@@ -10,6 +11,7 @@ use crate::controller::Controller;
 use crate::course::endpoints::{self, Endpoint};
 use crate::db::schema::{instances, nodes};
 use crate::error::{ActionError, ActionResult};
+use crate::models::audit;
 use crate::models::enrollment::Enrollment;
 
 /// The export's format, from `?format=`.
@@ -44,41 +46,82 @@ impl Format {
     }
 }
 
-/// The rows of the export: students whose container is placed, in username order.
-pub async fn list(ctl: &Controller, caller: Caller, code: String) -> ActionResult<Vec<Endpoint>> {
-    ctl.db(move |conn| {
-        let course = writable(conn, &caller, &code)?;
-        type Placed = (i64, String, String, String, Option<i32>, Option<String>);
-        let placed: Vec<Placed> = instances::table
-            .inner_join(nodes::table)
-            .filter(instances::course_id.eq(course.id))
-            .select((
-                instances::owner_id,
-                instances::name,
-                nodes::name,
-                nodes::ssh_host,
-                instances::ssh_port,
-                instances::ssh_host_key,
+impl Format {
+    /// Whether the export in this format carries the generated passwords.
+    pub fn shows_passwords(self) -> bool {
+        matches!(self, Format::Csv | Format::Json)
+    }
+}
+
+/// The rows of the export in `format`: students whose container is placed, in username order.
+/// A generated password is in the first export that shows it and in none after: the clear text
+/// is forgotten then (the account keeps its hash), and the export that showed it is audited.
+pub async fn list(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    format: Format,
+) -> ActionResult<Vec<Endpoint>> {
+    ctl.db(move |conn| conn.transaction(|conn| rows(conn, &caller, &code, format)))
+        .await
+}
+
+fn rows(
+    conn: &mut PgConnection,
+    caller: &Caller,
+    code: &str,
+    format: Format,
+) -> ActionResult<Vec<Endpoint>> {
+    let course = writable(conn, caller, code)?;
+    type Placed = (i64, String, String, String, Option<i32>, Option<String>);
+    let placed: Vec<Placed> = instances::table
+        .inner_join(nodes::table)
+        .filter(instances::course_id.eq(course.id))
+        .select((
+            instances::owner_id,
+            instances::name,
+            nodes::name,
+            nodes::ssh_host,
+            instances::ssh_port,
+            instances::ssh_host_key,
+        ))
+        .load(conn)?;
+    let mut shown = Vec::new();
+    let rows: Vec<Endpoint> = Enrollment::students(conn, course.id)?
+        .into_iter()
+        .filter_map(|s| {
+            let (_, instance, node, host, port, host_key) =
+                placed.iter().find(|p| p.0 == s.user.id)?;
+            let port = (*port)? as u16;
+            let password = s.initial_password.filter(|_| format.shows_passwords());
+            if password.is_some() {
+                shown.push((s.user.id, s.user.username.clone()));
+            }
+            Some(Endpoint::new(
+                &s.user.username,
+                instance,
+                node,
+                host,
+                port,
+                password,
+                host_key.as_deref(),
             ))
-            .load(conn)?;
-        Ok(Enrollment::students(conn, course.id)?
-            .into_iter()
-            .filter_map(|s| {
-                let (_, instance, node, host, port, host_key) =
-                    placed.iter().find(|p| p.0 == s.user.id)?;
-                Some(Endpoint::new(
-                    &s.user.username,
-                    instance,
-                    node,
-                    host,
-                    (*port)? as u16,
-                    s.initial_password.clone(),
-                    host_key.as_deref(),
-                ))
-            })
-            .collect())
-    })
-    .await
+        })
+        .collect();
+    if !shown.is_empty() {
+        let ids: Vec<i64> = shown.iter().map(|(id, _)| *id).collect();
+        Enrollment::forget_passwords(conn, course.id, &ids)?;
+        let names: Vec<&str> = shown.iter().map(|(_, name)| name.as_str()).collect();
+        audit::record(
+            conn,
+            caller.name(),
+            "show_passwords",
+            "course",
+            code,
+            json!({"students": names}),
+        )?;
+    }
+    Ok(rows)
 }
 
 /// The export rendered in `format`.

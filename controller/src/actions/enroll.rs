@@ -37,6 +37,7 @@ pub async fn create_join_token(
             format!("must be 1 to {MAX_TTL_S}"),
         ));
     }
+    let addresses = check_addresses(&req.addresses)?;
     let secret = new_secret();
     let expires_at = Utc::now() + Duration::seconds(i64::from(ttl));
     let token = JoinToken {
@@ -56,6 +57,7 @@ pub async fn create_join_token(
                 &sha256(&secret),
                 caller.user.id,
                 expires_at,
+                &addresses,
             )?;
             audit::record(
                 conn,
@@ -63,7 +65,7 @@ pub async fn create_join_token(
                 "create_join_token",
                 "node",
                 &req.node_name,
-                json!({"expires_at": expires_at}),
+                json!({"expires_at": expires_at, "addresses": addresses}),
             )?;
             Ok(())
         })
@@ -74,6 +76,42 @@ pub async fn create_join_token(
         node_name: token.node_name,
         expires_at,
     })
+}
+
+/// Longest list of addresses a join token takes.
+const MAX_ADDRESSES: usize = 16;
+
+/// The admin's addresses for a node, each an IP address or a DNS name, lowercased.
+fn check_addresses(addresses: &[String]) -> ActionResult<Vec<String>> {
+    if addresses.len() > MAX_ADDRESSES {
+        return Err(ActionError::invalid(
+            "addresses",
+            format!("at most {MAX_ADDRESSES} addresses"),
+        ));
+    }
+    addresses
+        .iter()
+        .map(|a| {
+            let a = a.trim().to_ascii_lowercase();
+            let dns_name = a.len() <= 253
+                && a.split('.').all(|label| {
+                    (1..=63).contains(&label.len())
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                });
+            if a.parse::<std::net::IpAddr>().is_ok() || dns_name {
+                Ok(a)
+            } else {
+                Err(ActionError::invalid(
+                    "addresses",
+                    format!("{a:?} is neither an IP address nor a DNS name"),
+                ))
+            }
+        })
+        .collect()
 }
 
 fn check_request(req: &EnrollRequest) -> ActionResult<String> {
@@ -99,7 +137,7 @@ fn check_request(req: &EnrollRequest) -> ActionResult<String> {
     Ok(host
         .trim_start_matches('[')
         .trim_end_matches(']')
-        .to_string())
+        .to_ascii_lowercase())
 }
 
 /// Why a token could not be spent, for a clear refusal.
@@ -123,24 +161,40 @@ fn refusal(conn: &mut PgConnection, req: &EnrollRequest) -> ActionResult<ActionE
 }
 
 /// `POST /api/v1/enroll`: spends the token, issues the node's certificate (from the CSR's public
-/// key only) and records the node, all in one transaction.
+/// key only, with the names the admin gave) and records the node, all in one transaction: a
+/// refusal after the token is found (an agent URL on a name the admin did not give, a bad CSR)
+/// leaves it unspent.
 pub async fn enroll(ctl: &Controller, req: EnrollRequest) -> ActionResult<EnrollResponse> {
     let agent_host = check_request(&req)?;
-    let issued = ctl
-        .pki
-        .issue_node_certificate(&req.csr_pem, &req.node_name, &agent_host)
-        .map_err(|e| match e {
-            PkiError::InvalidCsr(e) => ActionError::invalid("csr_pem", format!("invalid CSR: {e}")),
-            other => other.into(),
-        })?;
-    let ca_pem = ctl.pki.ca_pem().to_string();
+    let pki = ctl.pki.clone();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
-            if JoinTokenRow::spend(conn, &sha256(&req.secret), &req.node_name, Utc::now())?
-                .is_none()
-            {
+            let Some(token) =
+                JoinTokenRow::spend(conn, &sha256(&req.secret), &req.node_name, Utc::now())?
+            else {
                 return Err(refusal(conn, &req)?);
+            };
+            let names = token.certificate_names();
+            if !names.contains(&agent_host) {
+                return Err(ActionError::invalid(
+                    "agent_url",
+                    format!(
+                        "{agent_host} is not a name the admin gave for node {} ({}); ask for a \
+                         join token with `cohort node add {} --address {agent_host}`",
+                        req.node_name,
+                        names.join(", "),
+                        req.node_name
+                    ),
+                ));
             }
+            let issued = pki
+                .issue_node_certificate(&req.csr_pem, &req.node_name, &names)
+                .map_err(|e| match e {
+                    PkiError::InvalidCsr(e) => {
+                        ActionError::invalid("csr_pem", format!("invalid CSR: {e}"))
+                    }
+                    other => other.into(),
+                })?;
             NodeCertificate::revoke_all(conn, &req.node_name)?;
             NodeCertificate::insert(
                 conn,
@@ -165,11 +219,12 @@ pub async fn enroll(ctl: &Controller, req: EnrollRequest) -> ActionResult<Enroll
                 "enroll",
                 "node",
                 &req.node_name,
-                json!({"fingerprint": issued.fingerprint, "agent_url": req.agent_url}),
+                json!({"fingerprint": issued.fingerprint, "agent_url": req.agent_url,
+                       "names": names}),
             )?;
             Ok(EnrollResponse {
                 certificate_pem: issued.pem,
-                ca_pem,
+                ca_pem: pki.ca_pem().to_string(),
             })
         })
     })

@@ -3,6 +3,7 @@
 //! checks the caller's rights, changes the database in one transaction with its audit row, and
 //! answers a `cohort_proto` type. Handlers only parse and call these.
 
+pub mod accounts;
 pub mod audit;
 pub mod courses;
 pub mod endpoints;
@@ -10,10 +11,13 @@ pub mod enroll;
 pub mod gpus;
 pub mod images;
 pub mod instances;
+pub mod metrics;
 pub mod nodes;
 pub mod operations;
+pub mod passwords;
 pub mod provision;
 pub mod proxy;
 pub mod roster;
 pub mod teardown;
+pub mod tokens;
 pub mod users;

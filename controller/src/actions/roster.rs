@@ -91,7 +91,7 @@ pub async fn import(
                         report.existing_accounts.push(existing);
                         (user, None)
                     }
-                    None => create_student(conn, entry)?,
+                    None => create_student(conn, entry, course.id)?,
                 };
                 if initial.is_some() {
                     report.passwords_generated.push(user.username.clone());
@@ -127,6 +127,7 @@ pub async fn import(
 fn create_student(
     conn: &mut PgConnection,
     entry: &roster::RosterEntry,
+    course_id: i64,
 ) -> ActionResult<(User, Option<String>)> {
     let user = User::insert(
         conn,
@@ -137,6 +138,8 @@ fn create_student(
             email: (!entry.email.is_empty()).then_some(entry.email.as_str()),
         },
     )?;
+    // Whose roster made it decides who may issue it a new password.
+    User::set_roster_course(conn, user.id, course_id)?;
     let initial = match &entry.ssh_key {
         Some(key) => {
             SshKey::insert(conn, user.id, key, &key_fingerprint(key)?)?;

@@ -1,16 +1,15 @@
-//! People: authentication, `me`, users, API tokens and SSH keys.
+//! People: authentication, `me`, users and SSH keys (tokens: [`super::tokens`]; disabling and
+//! deleting: [`super::accounts`]).
 
 use cohort_proto::api::users::{
-    AddSshKey, ApiTokenIssued, CreateApiToken, CreateUser, Me, Role, SshKey as WireSshKey,
-    User as WireUser,
+    AddSshKey, CreateUser, Me, Role, SshKey as WireSshKey, User as WireUser,
 };
 use diesel::prelude::*;
 use serde_json::json;
 
-use crate::auth::{new_api_token, sha256, Bearer, Caller};
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::models::api_token::ApiToken;
 use crate::models::audit;
 use crate::models::instance::Instance;
 use crate::models::ssh_key::SshKey;
@@ -22,8 +21,13 @@ pub async fn authenticate(ctl: &Controller, bearer: Bearer) -> ActionResult<Call
     ctl.db(move |conn| bearer.caller(conn)).await
 }
 
-/// Creates the first admin and returns its token; refuses when an admin exists (used by `init`).
-pub fn bootstrap_admin(conn: &mut PgConnection, username: &str) -> ActionResult<String> {
+/// Creates the first admin and returns its token, which lives `lifetime`; refuses when an admin
+/// exists (used by `init`).
+pub fn bootstrap_admin(
+    conn: &mut PgConnection,
+    username: &str,
+    lifetime: chrono::Duration,
+) -> ActionResult<String> {
     validate::username("username", username)?;
     conn.transaction(|conn| {
         if User::count_admins(conn)? > 0 {
@@ -39,8 +43,7 @@ pub fn bootstrap_admin(conn: &mut PgConnection, username: &str) -> ActionResult<
             },
         )
         .map_err(|e| ActionError::from_unique(e, "username", "that username is taken"))?;
-        let token = new_api_token();
-        ApiToken::insert(conn, user.id, Some("init"), &sha256(&token))?;
+        let (token, _) = super::tokens::mint(conn, &user, Some("init"), lifetime)?;
         audit::record(
             conn,
             "init",
@@ -113,45 +116,6 @@ pub async fn create(ctl: &Controller, caller: Caller, req: CreateUser) -> Action
     .await
 }
 
-/// A new token for `username`: admins for anyone, others for themselves only.
-pub async fn issue_token(
-    ctl: &Controller,
-    caller: Caller,
-    username: String,
-    req: CreateApiToken,
-) -> ActionResult<ApiTokenIssued> {
-    if !caller.is_admin() && caller.name() != username {
-        return Err(ActionError::Forbidden(
-            "only admins issue tokens for others".into(),
-        ));
-    }
-    if let Some(name) = &req.name {
-        validate::text("name", name)?;
-    }
-    ctl.db(move |conn| {
-        conn.transaction(|conn| {
-            let user = User::by_username(conn, &username)?
-                .ok_or_else(|| ActionError::NotFound(format!("user {username}")))?;
-            let token = new_api_token();
-            ApiToken::insert(conn, user.id, req.name.as_deref(), &sha256(&token))?;
-            audit::record(
-                conn,
-                caller.name(),
-                "issue_token",
-                "user",
-                &username,
-                json!({"name": req.name}),
-            )?;
-            Ok(ApiTokenIssued {
-                username,
-                name: req.name,
-                token,
-            })
-        })
-    })
-    .await
-}
-
 /// Checks one OpenSSH public key line by the rules the agent applies too; returns it in
 /// canonical form with its `SHA256:` fingerprint.
 pub fn parse_public_key(field: &str, line: &str) -> ActionResult<(String, String)> {
@@ -178,6 +142,9 @@ pub async fn add_ssh_key(
                 let key = SshKey::insert(conn, caller.user.id, &public_key, &fingerprint).map_err(
                     |e| ActionError::from_unique(e, "public_key", "this key is already there"),
                 )?;
+                // From now on the account's credentials are the person's own: no instructor
+                // issues it a password again.
+                User::note_own_credentials(conn, caller.user.id)?;
                 audit::record(
                     conn,
                     caller.name(),

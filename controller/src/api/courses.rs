@@ -7,7 +7,7 @@ use cohort_proto::api::courses::{
 use futures_util::StreamExt;
 
 use super::extract::{ApiJson, ApiQuery};
-use crate::actions::{courses, endpoints, provision, roster, teardown};
+use crate::actions::{courses, endpoints, passwords, provision, roster, teardown};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::course::roster::MAX_BYTES;
@@ -87,6 +87,15 @@ pub async fn student_action(
         .json(teardown::student_action(&ctl, caller, code, username, action).await?))
 }
 
+pub async fn reissue_password(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Reply {
+    let (code, username) = path.into_inner();
+    Ok(HttpResponse::Created().json(passwords::reissue(&ctl, caller, code, username).await?))
+}
+
 pub async fn student_snapshots(
     ctl: Ctl,
     caller: Caller,
@@ -129,7 +138,7 @@ pub async fn endpoints(
     query: ApiQuery<EndpointsQuery>,
 ) -> Reply {
     let format = endpoints::Format::parse(query.0.format.as_deref())?;
-    let rows = endpoints::list(&ctl, caller, code.into_inner()).await?;
+    let rows = endpoints::list(&ctl, caller, code.into_inner(), format).await?;
     Ok(HttpResponse::Ok()
         .content_type(format.content_type())
         .body(endpoints::render(&rows, format)))

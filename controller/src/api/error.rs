@@ -17,6 +17,7 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
             (StatusCode::PAYLOAD_TOO_LARGE, "too_large", Some(field))
         }
         ActionError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated", None),
+        ActionError::Throttled { .. } => (StatusCode::TOO_MANY_REQUESTS, "throttled", None),
         ActionError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", None),
         ActionError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
         ActionError::Conflict { field, .. } => (StatusCode::CONFLICT, "conflict", field.as_deref()),
@@ -73,6 +74,13 @@ impl ResponseError for ActionError {
         if status.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
-        HttpResponse::build(status).json(body(code, self.to_string(), field))
+        let mut response = HttpResponse::build(status);
+        if let ActionError::Throttled { retry_after_s } = self {
+            response.insert_header((
+                actix_web::http::header::RETRY_AFTER,
+                retry_after_s.to_string(),
+            ));
+        }
+        response.json(body(code, self.to_string(), field))
     }
 }

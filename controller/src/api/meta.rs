@@ -1,7 +1,8 @@
-//! `/healthz`, `/metrics` and `/api/v1/openapi.json`.
+//! `/healthz`, `/metrics` (with the metrics token or an admin's) and `/api/v1/openapi.json`.
 
 use actix_web::{web, HttpResponse};
 
+use crate::auth::Bearer;
 use crate::controller::Controller;
 use crate::error::ActionError;
 
@@ -16,12 +17,13 @@ pub async fn healthz(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionE
     Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ok"})))
 }
 
-pub async fn metrics(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionError> {
-    let fleet = ctl.db(|conn| Ok(crate::metrics::read_fleet(conn)?)).await?;
-    ctl.metrics.set_fleet(&fleet);
+pub async fn metrics(
+    ctl: web::Data<Controller>,
+    bearer: Bearer,
+) -> Result<HttpResponse, ActionError> {
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(ctl.metrics.render()))
+        .body(crate::actions::metrics::scrape(&ctl, bearer).await?))
 }
 
 pub async fn openapi() -> HttpResponse {

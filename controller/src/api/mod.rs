@@ -12,11 +12,13 @@ mod instances;
 mod meta;
 mod nodes;
 mod operations;
+mod throttle;
 mod users;
 
 pub use extract::PeerCertificate;
 
 use actix_web::dev::{Service, ServiceResponse};
+use actix_web::middleware::from_fn;
 use actix_web::web::{self, delete, get, patch, post, put};
 
 use crate::controller::Controller;
@@ -39,9 +41,14 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .error_handler(|_, req| ActionError::NotFound(req.path().to_string()).into()),
             )
             .route("/healthz", get().to(meta::healthz))
-            .route("/metrics", get().to(meta::metrics))
+            .service(
+                web::resource("/metrics")
+                    .wrap(from_fn(throttle::throttle))
+                    .route(get().to(meta::metrics)),
+            )
             .service(
                 web::scope("/api/v1")
+                    .wrap(from_fn(throttle::throttle))
                     .route("/openapi.json", get().to(meta::openapi))
                     .route("/ca", get().to(nodes::ca))
                     .route("/enroll", post().to(nodes::enroll))
@@ -50,7 +57,15 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/me/ssh-keys/{id}", delete().to(users::delete_ssh_key))
                     .route("/users", get().to(users::list))
                     .route("/users", post().to(users::create))
+                    .route("/users/{username}", delete().to(users::delete))
+                    .route("/users/{username}/disable", post().to(users::disable))
+                    .route("/users/{username}/enable", post().to(users::enable))
+                    .route("/users/{username}/tokens", get().to(users::list_tokens))
                     .route("/users/{username}/tokens", post().to(users::issue_token))
+                    .route(
+                        "/users/{username}/tokens/{id}",
+                        delete().to(users::revoke_token),
+                    )
                     .route("/nodes", get().to(nodes::list))
                     .route("/nodes/tokens", post().to(nodes::create_token))
                     .route("/nodes/{name}", get().to(nodes::get))
@@ -102,7 +117,11 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                         "/courses/{code}/students/{username}",
                         delete().to(courses::remove_student),
                     )
-                    // Before `{action}`, which would otherwise take `snapshots`.
+                    // Before `{action}`, which would otherwise take `password` and `snapshots`.
+                    .route(
+                        "/courses/{code}/students/{username}/password",
+                        post().to(courses::reissue_password),
+                    )
                     .route(
                         "/courses/{code}/students/{username}/snapshots",
                         get().to(courses::student_snapshots),

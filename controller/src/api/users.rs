@@ -1,10 +1,12 @@
-//! `/api/v1/me`, `/api/v1/me/ssh-keys`, `/api/v1/users`.
+//! `/api/v1/me`, `/api/v1/me/ssh-keys`, `/api/v1/users` with their tokens, disabling and
+//! deleting.
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::users::{AddSshKey, CreateApiToken, CreateUser};
+use serde::Deserialize;
 
-use super::extract::ApiJson;
-use crate::actions::users;
+use super::extract::{ApiJson, ApiQuery};
+use crate::actions::{accounts, tokens, users};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
@@ -51,5 +53,58 @@ pub async fn issue_token(
     req: ApiJson<CreateApiToken>,
 ) -> Result<HttpResponse, ActionError> {
     Ok(HttpResponse::Created()
-        .json(users::issue_token(&ctl, caller, username.into_inner(), req.0).await?))
+        .json(tokens::issue(&ctl, caller, username.into_inner(), req.0).await?))
+}
+
+pub async fn list_tokens(
+    ctl: Ctl,
+    caller: Caller,
+    username: web::Path<String>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(tokens::list(&ctl, caller, username.into_inner()).await?))
+}
+
+pub async fn revoke_token(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, i64)>,
+) -> Result<HttpResponse, ActionError> {
+    let (username, id) = path.into_inner();
+    tokens::revoke(&ctl, caller, username, id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+pub async fn disable(
+    ctl: Ctl,
+    caller: Caller,
+    username: web::Path<String>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok()
+        .json(accounts::set_disabled(&ctl, caller, username.into_inner(), true).await?))
+}
+
+pub async fn enable(
+    ctl: Ctl,
+    caller: Caller,
+    username: web::Path<String>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok()
+        .json(accounts::set_disabled(&ctl, caller, username.into_inner(), false).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteQuery {
+    instances: Option<String>,
+}
+
+pub async fn delete(
+    ctl: Ctl,
+    caller: Caller,
+    username: web::Path<String>,
+    query: ApiQuery<DeleteQuery>,
+) -> Result<HttpResponse, ActionError> {
+    let on_instances = accounts::on_instances(query.0.instances.as_deref())?;
+    let deleted = accounts::delete(&ctl, caller, username.into_inner(), on_instances).await?;
+    Ok(HttpResponse::Ok().json(deleted))
 }

@@ -20,6 +20,11 @@ pub fn crypt_hash(password: &str) -> String {
     sha_crypt::sha512_simple(password, &params).unwrap_or_default()
 }
 
+/// Whether `password` is the one `hash` ([`crypt_hash`]) was made from.
+pub fn verify(password: &str, hash: &str) -> bool {
+    sha_crypt::sha512_check(password, hash).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,7 +36,7 @@ mod tests {
         assert_ne!(a, generate());
         let hash = crypt_hash(&a);
         assert!(hash.starts_with("$6$"), "{hash}");
-        assert!(sha_crypt::sha512_check(&a, &hash).is_ok());
-        assert!(sha_crypt::sha512_check("wrong", &hash).is_err());
+        assert!(verify(&a, &hash));
+        assert!(!verify("wrong", &hash));
     }
 }

@@ -8,6 +8,7 @@ diesel::table! {
         token_hash -> Bytea,
         created_at -> Timestamptz,
         last_used_at -> Nullable<Timestamptz>,
+        expires_at -> Timestamptz,
     }
 }
 
@@ -156,6 +157,7 @@ diesel::table! {
         expires_at -> Timestamptz,
         used_at -> Nullable<Timestamptz>,
         created_at -> Timestamptz,
+        addresses -> Array<Text>,
     }
 }
 
@@ -257,6 +259,9 @@ diesel::table! {
         email -> Nullable<Text>,
         password_hash -> Nullable<Text>,
         created_at -> Timestamptz,
+        disabled_at -> Nullable<Timestamptz>,
+        roster_course_id -> Nullable<Int8>,
+        own_credentials_at -> Nullable<Timestamptz>,
     }
 }
 

@@ -1,5 +1,6 @@
 //! `enrollments`: which students are in which course, and the generated first-login password
-//! of a student who came without an SSH key.
+//! of a student who came without an SSH key, kept in clear only until the first export shows it
+//! (the account keeps its crypt(3) hash).
 
 use diesel::prelude::*;
 
@@ -49,6 +50,23 @@ impl Enrollment {
                 initial_password,
             })
             .collect())
+    }
+
+    /// Forgets the clear passwords of these students of the course, once an export showed them;
+    /// returns how many there were.
+    pub fn forget_passwords(
+        conn: &mut PgConnection,
+        course_id: i64,
+        user_ids: &[i64],
+    ) -> QueryResult<usize> {
+        diesel::update(
+            enrollments::table
+                .filter(enrollments::course_id.eq(course_id))
+                .filter(enrollments::user_id.eq_any(user_ids))
+                .filter(enrollments::initial_password.is_not_null()),
+        )
+        .set(enrollments::initial_password.eq(None::<String>))
+        .execute(conn)
     }
 
     pub fn is_enrolled(conn: &mut PgConnection, course_id: i64, user_id: i64) -> QueryResult<bool> {

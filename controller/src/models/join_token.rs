@@ -15,6 +15,8 @@ pub struct JoinTokenRow {
     pub expires_at: DateTime<Utc>,
     pub used_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    /// Host names and addresses the admin gave for the node.
+    pub addresses: Vec<String>,
 }
 
 impl JoinTokenRow {
@@ -24,9 +26,11 @@ impl JoinTokenRow {
         secret_hash: &[u8],
         created_by: i64,
         expires_at: DateTime<Utc>,
+        addresses: &[String],
     ) -> QueryResult<JoinTokenRow> {
         diesel::insert_into(join_tokens::table)
             .values((
+                join_tokens::addresses.eq(addresses),
                 join_tokens::node_name.eq(node_name),
                 join_tokens::secret_hash.eq(secret_hash),
                 join_tokens::created_by.eq(created_by),
@@ -45,6 +49,17 @@ impl JoinTokenRow {
             .select(JoinTokenRow::as_select())
             .first(conn)
             .optional()
+    }
+
+    /// The names the node's certificate carries: its name, then the admin's addresses.
+    pub fn certificate_names(&self) -> Vec<String> {
+        let mut names = vec![self.node_name.clone()];
+        for address in &self.addresses {
+            if !names.contains(address) {
+                names.push(address.clone());
+            }
+        }
+        names
     }
 
     /// Spends the token if it is unused, unexpired and for `node_name`. The single conditional

@@ -16,6 +16,11 @@ pub struct User {
     pub email: Option<String>,
     pub password_hash: Option<String>,
     pub created_at: DateTime<Utc>,
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// The course whose roster created the account, if one did.
+    pub roster_course_id: Option<i64>,
+    /// When the person first set credentials of their own (an SSH key).
+    pub own_credentials_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Insertable)]
@@ -70,6 +75,54 @@ impl User {
             .order(users::username)
             .select(User::as_select())
             .load(conn)
+    }
+
+    pub fn is_disabled(&self) -> bool {
+        self.disabled_at.is_some()
+    }
+
+    /// Disables (`true`) or enables the account.
+    pub fn set_disabled(conn: &mut PgConnection, id: i64, disabled: bool) -> QueryResult<User> {
+        let at = disabled.then(Utc::now);
+        diesel::update(users::table.find(id))
+            .set(users::disabled_at.eq(at))
+            .returning(User::as_returning())
+            .get_result(conn)
+    }
+
+    /// Deletes the account; its tokens, keys and enrollments go with it (ON DELETE CASCADE).
+    pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::delete(users::table.find(id)).execute(conn)
+    }
+
+    /// Records that `course_id`'s roster created the account.
+    pub fn set_roster_course(
+        conn: &mut PgConnection,
+        id: i64,
+        course_id: i64,
+    ) -> QueryResult<usize> {
+        diesel::update(users::table.find(id))
+            .set(users::roster_course_id.eq(course_id))
+            .execute(conn)
+    }
+
+    /// Records that the person set credentials of their own (the first time only counts).
+    pub fn note_own_credentials(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::update(
+            users::table
+                .find(id)
+                .filter(users::own_credentials_at.is_null()),
+        )
+        .set(users::own_credentials_at.eq(Utc::now()))
+        .execute(conn)
+    }
+
+    /// Replaces the crypt(3) hash of the account's password.
+    pub fn set_password_hash(conn: &mut PgConnection, id: i64, hash: &str) -> QueryResult<User> {
+        diesel::update(users::table.find(id))
+            .set(users::password_hash.eq(hash))
+            .returning(User::as_returning())
+            .get_result(conn)
     }
 
     pub fn count_admins(conn: &mut PgConnection) -> QueryResult<i64> {

@@ -10,6 +10,7 @@
 //! | `GET /courses/{code}/students`                     | `Vec<Student>`                   |
 //! | `DELETE /courses/{code}/students/{username}`       | operation (deletes the container)|
 //! | `POST /courses/{code}/students/{username}/{action}`| [`StudentAction`] -> operation   |
+//! | `POST /courses/{code}/students/{username}/password` | [`IssuedPassword`] (shown once) |
 //! | `GET /courses/{code}/students/{username}/snapshots` | `Vec<Snapshot>`                 |
 //! | `POST /courses/{code}/students/{username}/snapshots` | [`StudentSnapshot`] -> `Snapshot` |
 //! | `POST /courses/{code}/students/{username}/snapshots/{snapshot}/restore` | 204         |
@@ -160,6 +161,16 @@ pub enum StudentAction {
     Start,
     Stop,
     Restart,
+}
+
+/// A new generated password for a student, shown in this answer only; the controller keeps its
+/// crypt(3) hash. Issued only to an account this course's roster created whose owner never set
+/// credentials of their own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IssuedPassword {
+    pub username: String,
+    pub password: String,
 }
 
 /// An instructor's snapshot of one student's container.

@@ -51,6 +51,11 @@ pub struct CreateJoinToken {
     /// Lifetime in seconds; default 3600, at most 7 days.
     #[serde(default)]
     pub ttl_seconds: Option<u32>,
+    /// Host names or IP addresses the controller reaches the node's agent at (at most 16). With
+    /// the node name they are the only names its certificate carries, and the agent URL it
+    /// enrolls with must use one of them; default none (the node name alone).
+    #[serde(default)]
+    pub addresses: Vec<String>,
 }
 
 /// The answer to [`CreateJoinToken`]; `token` is shown once and is what `cohort-agent join` takes.

@@ -201,7 +201,7 @@ pub struct Agent {
 
 impl Agent {
     pub fn join(controller: &Controller, cli: &Cli, lxd: &TestLxd, name: &str) -> Self {
-        let token = cli.ok(&["-q", "node", "add", name]);
+        let token = cli.ok(&["-q", "node", "add", name, "--address", "127.0.0.1"]);
         let state = tempfile::tempdir().expect("agent state");
         let ports = &controller.ports;
         let listen = format!("127.0.0.1:{}", ports.port(1));

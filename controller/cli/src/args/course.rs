@@ -28,7 +28,7 @@ pub enum CourseCommand {
     Endpoints(CourseEndpoints),
     /// Stop or delete all of a course's containers
     Teardown(CourseTeardown),
-    /// One student's container: start, stop, restart, reset, snapshot, restore
+    /// One student's container: start, stop, restart, reset, snapshot, restore; or a new password
     Student(CourseStudent),
 }
 
@@ -54,6 +54,17 @@ pub enum StudentCommand {
     Restore(StudentRestore),
     /// List the snapshots of a student's container
     Snapshots(StudentSnapshots),
+    /// Issue a new generated password and print it once (only to an account this course's
+    /// roster created whose owner never set credentials of their own)
+    Password(StudentAccount),
+}
+
+#[derive(Debug, Args)]
+pub struct StudentAccount {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The student's username
+    pub username: String,
 }
 
 #[derive(Debug, Args)]

@@ -29,6 +29,10 @@ pub struct NodeAdd {
     /// Token lifetime in seconds (default: the controller's, 1 hour)
     #[arg(long)]
     pub expires_in: Option<u64>,
+    /// A host name or IP address the controller reaches the node's agent at (repeatable); the
+    /// node's certificate carries these and the node name only
+    #[arg(long = "address")]
+    pub addresses: Vec<String>,
 }
 
 #[derive(Debug, Args)]

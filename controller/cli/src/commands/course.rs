@@ -6,7 +6,7 @@ use std::io::Read;
 
 use anyhow::{bail, Context};
 use cohort_proto::api::courses::{
-    Course as CourseInfo, CreateCourse, RosterReport, StudentSnapshot, Teardown,
+    Course as CourseInfo, CreateCourse, IssuedPassword, RosterReport, StudentSnapshot, Teardown,
 };
 use cohort_proto::api::instances::Snapshot;
 use cohort_proto::api::operations::Operation;
@@ -141,6 +141,17 @@ async fn run_student(session: &Session, args: CourseStudent) -> anyhow::Result<(
         StudentCommand::Stop(t) => student_action(session, t, "stop").await,
         StudentCommand::Restart(t) => student_action(session, t, "restart").await,
         StudentCommand::Reset(t) => student_action(session, t, "reset").await,
+        StudentCommand::Password(account) => {
+            let (client, code) = session.target(&account.code)?;
+            let path = format!(
+                "/courses/{}/students/{}/password",
+                seg(&code),
+                seg(&account.username)
+            );
+            let issued: IssuedPassword = client.post(&path, &serde_json::json!({})).await?;
+            println!("{}", issued.password);
+            Ok(())
+        }
         StudentCommand::Snapshot(snap) => {
             let (client, code) = session.target(&snap.code)?;
             let path = format!(

@@ -17,6 +17,7 @@ pub async fn run(session: &Session, args: NodeArgs) -> anyhow::Result<()> {
             let request = CreateJoinToken {
                 node_name: name,
                 ttl_seconds,
+                addresses: add.addresses,
             };
             let issued: JoinTokenIssued = client.post("/nodes/tokens", &request).await?;
             if !session.quiet {

@@ -1,0 +1,1 @@
+ALTER TABLE join_tokens DROP COLUMN addresses;
