@@ -113,8 +113,8 @@ struct Ask<'a> {
     pack: bool,
 }
 
-/// Each try is one call of `cohort_place_try` (the `placement_functions`, `placement_window` and
-/// `placement_insert` migrations): it reads a window of the least loaded nodes from an index,
+/// Each try is one call of `cohort_place_try` (its current definition, and those of the functions
+/// it calls, are in `placement.sql` beside this file): it reads a window of the least loaded nodes from an index,
 /// filters them on the usage counters the database keeps (see the `placement_counters`
 /// migration), ranks them and locks the best one no other placement holds (`FOR UPDATE SKIP
 /// LOCKED`), so concurrent placements spread over nodes instead of queueing on the single best

@@ -594,3 +594,68 @@ async fn a_page_of_instances_shows_what_each_holds_and_agrees_with_get() {
     assert!(listed[0].stopped_at.is_some());
     assert!(listed[0].gpu_usage.is_empty());
 }
+
+#[derive(QueryableByName, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct FunctionDef {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    name: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    definition: String,
+}
+
+fn function_defs(conn: &mut PgConnection, names: &[String]) -> Vec<FunctionDef> {
+    let mut defs: Vec<FunctionDef> = diesel::sql_query(
+        "SELECT p.proname::text AS name, pg_get_functiondef(p.oid) AS definition \
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+         WHERE n.nspname = 'public' AND p.proname = ANY($1)",
+    )
+    .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(names)
+    .load(conn)
+    .expect("read function definitions");
+    defs.sort();
+    defs
+}
+
+/// `controller/src/placement.sql` is the one readable definition of placement: run over a
+/// migrated database it changes nothing, and it names every placement function there is.
+#[test]
+fn the_placement_sql_is_what_the_migrations_leave() {
+    let sql = include_str!("../../controller/src/placement.sql");
+    let names: Vec<String> = sql
+        .lines()
+        .filter_map(|l| l.strip_prefix("CREATE OR REPLACE FUNCTION "))
+        .map(|rest| {
+            rest.split('(')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cohort_node_fits",
+            "cohort_node_load",
+            "cohort_node_free_gpus",
+            "cohort_place_try"
+        ]
+    );
+    let t = TestController::new();
+    let mut conn = t.conn();
+    let migrated = function_defs(&mut conn, &names);
+    assert_eq!(
+        migrated.len(),
+        names.len(),
+        "one definition each: {migrated:?}"
+    );
+    diesel::connection::SimpleConnection::batch_execute(&mut conn, sql).expect("run placement.sql");
+    let from_file = function_defs(&mut conn, &names);
+    for (file, db) in from_file.iter().zip(&migrated) {
+        assert_eq!(
+            file.definition, db.definition,
+            "placement.sql's {} differs from the migrations'",
+            db.name
+        );
+    }
+}
