@@ -113,9 +113,9 @@ struct Ask<'a> {
     pack: bool,
 }
 
-/// Each try is one call of `cohort_place_try` (its current definition, and those of the functions
-/// it calls, are in `placement.sql` beside this file): it reads a window of the least loaded nodes from an index,
-/// filters them on the usage counters the database keeps (see the `placement_counters`
+/// Each try is one call of `cohort_place_try` (its current definition, and those of the
+/// functions it calls, are in `placement.sql` beside this file): it reads a window of the least
+/// loaded nodes from an index, filters them on the usage counters the database keeps (see the `placement_counters`
 /// migration), ranks them and locks the best one no other placement holds (`FOR UPDATE SKIP
 /// LOCKED`), so concurrent placements spread over nodes instead of queueing on the single best
 /// one; then the port and GPU slots are taken under that lock and the instance written. A pass
