@@ -10,6 +10,7 @@ pub mod controller;
 pub mod course;
 pub mod db;
 pub mod error;
+pub mod image_format;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
