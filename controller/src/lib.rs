@@ -10,6 +10,8 @@ pub mod controller;
 pub mod course;
 pub mod db;
 pub mod error;
+pub mod failed_create;
+pub mod feasible;
 pub mod image_format;
 pub mod metrics;
 pub mod models;
