@@ -60,6 +60,7 @@ fn check_limits(role: Role, limits: &Limits, gpus: u32) -> ActionResult<()> {
     if limits.cpu > 1024 || limits.memory_mib > 1 << 30 || limits.disk_gib > 1 << 20 || gpus > 64 {
         return Err(ActionError::invalid("limits", "limits are out of range"));
     }
+    validate::memory_mib("limits.memory_mib", limits.memory_mib)?;
     if let Some((cpu, mem, disk, gpu)) = allowance(role) {
         for (field, asked, most) in [
             ("limits.cpu", u64::from(limits.cpu), u64::from(cpu)),
