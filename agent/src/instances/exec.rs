@@ -55,7 +55,7 @@ impl Node {
         self.exec_body(name, body, timeout).await
     }
 
-    async fn exec_body(
+    pub(super) async fn exec_body(
         &self,
         name: &str,
         body: serde_json::Value,

@@ -145,11 +145,12 @@ impl Node {
             return Err(InstanceError::invalid("mode", "must be at most 07777"));
         }
         let url = files_path(name, path)?;
+        self.check_special_bits(name, mode).await?;
         let headers = [
             ("Content-Type", "application/octet-stream".to_string()),
             ("X-LXD-type", "file".to_string()),
             ("X-LXD-write", "overwrite".to_string()),
-            ("X-LXD-mode", format!("{mode:04o}")),
+            ("X-LXD-mode", super::file_mode::lxd_mode_header(mode)),
             ("X-LXD-uid", uid.to_string()),
             ("X-LXD-gid", gid.to_string()),
         ];
@@ -165,7 +166,7 @@ impl Node {
                 e.into()
             }
         })?;
-        Ok(())
+        self.apply_special_bits(name, path, mode).await
     }
 
     /// A file call, tried again after the helper race (see the module) once the instance's

@@ -4,6 +4,7 @@
 mod create;
 mod error;
 mod exec;
+mod file_mode;
 mod files;
 mod host_key;
 pub mod idmap;
