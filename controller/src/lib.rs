@@ -23,6 +23,7 @@ pub mod poller;
 pub mod queue;
 pub mod reclaim;
 pub mod server;
+pub mod snapshot_policy;
 pub mod steps;
 pub mod validate;
 pub mod views;

@@ -12,6 +12,7 @@ mod lifecycle;
 mod publish;
 mod rootfs;
 pub mod shift;
+mod snapshot_room;
 mod snapshots;
 pub mod spec;
 pub mod ssh;

@@ -253,9 +253,10 @@ fn is_retryable(e: &ActionError) -> bool {
 pub async fn create(
     ctl: &Controller,
     caller: Caller,
-    req: CreateInstance,
+    mut req: CreateInstance,
 ) -> ActionResult<WireOperation> {
     let limits = check_request(&caller, &req)?;
+    crate::snapshot_policy::apply(&caller, "config", &mut req.config, &[], &Default::default())?;
     let placement_config = ctl.config.placement.clone();
     ctl.db(move |conn| {
         let mut attempt = 0;
@@ -564,6 +565,10 @@ pub async fn update(
     };
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
     check_update(&caller, &node, &req)?;
+    let current: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    let mut req = req;
+    crate::snapshot_policy::apply(&caller, "config", &mut req.config, &req.unset, &current)?;
     let request = cohort_proto::agent::UpdateInstance {
         config: req.config.clone(),
         unset: req.unset.clone(),
