@@ -374,3 +374,51 @@ async fn an_operation_whose_steps_were_cancelled_is_not_a_success() {
         "{created}"
     );
 }
+
+#[actix_web::test]
+async fn sizes_the_node_would_refuse_are_refused_at_the_course_and_the_instance() {
+    let t = TestController::new();
+    let (_, prof) = t.user("prof", "instructor");
+    let image = t.image("base");
+    // An image whose tarball alone is 2 GiB.
+    diesel::update(cohort_controller::db::schema::images::table.find(image.id))
+        .set(cohort_controller::db::schema::images::size_bytes.eq(2i64 << 30))
+        .execute(&mut t.conn())
+        .unwrap();
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    for (body, field) in [
+        (
+            json!({"code": "c1", "title": "T", "image": "base", "memory_mib": 1}),
+            "memory_mib",
+        ),
+        (
+            json!({"code": "c1", "title": "T", "image": "base", "disk_gib": 1}),
+            "disk_gib",
+        ),
+    ] {
+        let (status, got) = call!(&app, &prof, "POST", "/api/v1/courses", Some(body));
+        assert_eq!(
+            (status, &got["error"]["field"]),
+            (400, &json!(field)),
+            "{got}"
+        );
+    }
+    let tiny = json!({"name": "tiny", "image": "base",
+                      "limits": {"cpu": 1, "memory_mib": 16, "disk_gib": 4}});
+    let (status, got) = call!(&app, &prof, "POST", "/api/v1/instances", Some(tiny));
+    assert_eq!(
+        (status, &got["error"]["field"]),
+        (400, &json!("limits.memory_mib")),
+        "{got}"
+    );
+    let (status, got) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/courses",
+        Some(json!({"code": "c1", "title": "T", "image": "base", "memory_mib": 64, "disk_gib": 3}))
+    );
+    assert_eq!(status, 201, "the least sizes pass: {got}");
+}
