@@ -314,6 +314,38 @@ async fn a_request_no_node_can_ever_hold_is_refused_and_one_that_may_fit_later_q
         2,
         "nothing of the refused requests stayed: {states:?}"
     );
+
+    // A course of one GPU each on this lab is refused at its provision, naming the field.
+    let (prof, prof_token) = t.user("prof", "instructor");
+    let (student, _) = t.user("stu", "student");
+    let (status, body) = call!(
+        &app,
+        &prof_token,
+        "POST",
+        "/api/v1/courses",
+        Some(json!({"code": "gpu1", "title": "GPUs", "image": "base", "gpus": 1}))
+    );
+    assert_eq!(status, 201, "{body}");
+    Enrollment::insert(&mut t.conn(), course_id(&t, "gpu1"), student.user.id, None).unwrap();
+    let (status, body) = call!(
+        &app,
+        &prof_token,
+        "POST",
+        "/api/v1/courses/gpu1/provision",
+        None
+    );
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (409, &json!("gpus")),
+        "{body}"
+    );
+    let made: i64 = instances::table
+        .filter(instances::owner_id.eq(student.user.id))
+        .count()
+        .get_result(&mut t.conn())
+        .unwrap();
+    assert_eq!(made, 0, "the refused provision left an instance");
+    drop(prof);
     assert!(states[0].1.is_some() && states[1].1.is_none(), "{states:?}");
 }
 
