@@ -53,6 +53,11 @@ pub struct AgentConfig {
     /// says when). Default `true`.
     #[serde(default = "default_true")]
     pub shift_before_first_start: bool,
+    /// Most snapshots one instance may have; a snapshot past it is refused (409). Scheduled
+    /// snapshots are bounded by the expiry the controller forces on every schedule instead.
+    /// Default 10.
+    #[serde(default = "default_max_snapshots")]
+    pub max_snapshots: usize,
 }
 
 fn default_listen() -> SocketAddr {
@@ -72,6 +77,9 @@ fn default_ssh_listen() -> String {
 }
 fn default_ssh_ready_timeout() -> u64 {
     120
+}
+fn default_max_snapshots() -> usize {
+    10
 }
 fn default_true() -> bool {
     true
@@ -119,7 +127,8 @@ impl AgentConfig {
 
     /// Overrides from `COHORT_AGENT_NODE_NAME`, `_LISTEN`, `_STATE_DIR`, `_LXD_SOCKET`,
     /// `_LXD_PROJECT`, `_STORAGE_POOL`, `_SSH_LISTEN`, `_MAX_CONCURRENT_CREATES`,
-    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`, `_SHIFT_BEFORE_FIRST_START`.
+    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`, `_SHIFT_BEFORE_FIRST_START`,
+    /// `_MAX_SNAPSHOTS`.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         fn parsed<T: std::str::FromStr>(var: &str, value: String) -> Result<T, ConfigError>
         where
@@ -167,6 +176,9 @@ impl AgentConfig {
         }
         if let Some(v) = get(&var("SHIFT_BEFORE_FIRST_START")) {
             self.shift_before_first_start = parsed(&var("SHIFT_BEFORE_FIRST_START"), v)?;
+        }
+        if let Some(v) = get(&var("MAX_SNAPSHOTS")) {
+            self.max_snapshots = parsed(&var("MAX_SNAPSHOTS"), v)?;
         }
         Ok(())
     }

@@ -27,6 +27,8 @@ pub struct Node {
     shift_us: AtomicU64,
     /// File calls tried again after LXD's file helper lost its socket (`instances::files`).
     file_helper_retries: AtomicU64,
+    /// Held while a snapshot is checked for room and made (`instances::snapshot_room`).
+    pub(crate) snapshot_lock: tokio::sync::Mutex<()>,
 }
 
 /// What [`Node::first_start_shifts`] reports.
@@ -79,6 +81,7 @@ impl Node {
             shifts: AtomicU64::new(0),
             shift_us: AtomicU64::new(0),
             file_helper_retries: AtomicU64::new(0),
+            snapshot_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -94,6 +97,11 @@ impl Node {
     /// Where LXD mounts the storage pool (see [`AgentConfig::pool_path`]).
     pub fn pool_path(&self) -> PathBuf {
         self.config.pool_path()
+    }
+
+    /// The storage pool's driver (`btrfs`, `dir`, `zfs`, ...).
+    pub fn storage_driver(&self) -> &str {
+        &self.storage_driver
     }
 
     /// Whether a stopped container's root filesystem stays mounted on this host, where the

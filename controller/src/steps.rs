@@ -81,14 +81,23 @@ async fn step(
     op: &Operation,
     item: &OperationItem,
 ) -> Result<StepOutcome, ActionError> {
+    // A delete whose instance is gone has nothing left to do (an earlier attempt, or another
+    // delete, removed it); any other step on a gone instance was asked for and not done.
+    let gone = || {
+        if item.action == "delete" {
+            StepOutcome::Done
+        } else {
+            StepOutcome::Cancelled("its instance is gone".into())
+        }
+    };
     let Some(instance_id) = item.instance_id else {
-        return Ok(StepOutcome::Cancelled("its instance is gone".into()));
+        return Ok(gone());
     };
     let instance = ctl
         .db(move |conn| Ok(Instance::find(conn, instance_id).optional()?))
         .await?;
     let Some(instance) = instance else {
-        return Ok(StepOutcome::Cancelled("its instance is gone".into()));
+        return Ok(gone());
     };
     if item.action == "delete" {
         return delete(ctl, op, item, instance).await;
@@ -97,6 +106,12 @@ async fn step(
         return Ok(StepOutcome::Cancelled(
             "the instance is being deleted".into(),
         ));
+    }
+    if instance.node_id.is_none() && instance.observed_state == "error" {
+        return Ok(StepOutcome::Failed(format!(
+            "the instance failed to be created: {}",
+            instance.error.as_deref().unwrap_or("no reason recorded")
+        )));
     }
     let Some(node_id) = instance.node_id else {
         return Ok(StepOutcome::Wait(Duration::from_secs(

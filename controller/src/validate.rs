@@ -36,6 +36,34 @@ pub fn config_size(field: &str, config: &BTreeMap<String, String>) -> ActionResu
         .map_err(|e| ActionError::invalid(field, e.0))
 }
 
+/// The least memory an instance may have: less and LXD refuses `limits.memory`, or systemd
+/// and sshd do not come up, so every provision of such a course would fail on the node.
+pub const MIN_MEMORY_MIB: u64 = 64;
+
+/// Refuses memory below [`MIN_MEMORY_MIB`].
+pub fn memory_mib(field: &str, value: u64) -> ActionResult<()> {
+    if value < MIN_MEMORY_MIB {
+        return Err(ActionError::invalid(
+            field,
+            format!("{value} MiB is too little: an instance needs at least {MIN_MEMORY_MIB} MiB"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a root disk smaller than the image it is made from (its tarball's size, a floor: the
+/// unpacked root filesystem is larger still).
+pub fn disk_for_image(field: &str, disk_gib: u64, image_bytes: i64) -> ActionResult<()> {
+    let disk_bytes = disk_gib.saturating_mul(1 << 30);
+    if image_bytes > 0 && disk_bytes < image_bytes as u64 {
+        return Err(ActionError::invalid(
+            field,
+            format!("{disk_gib} GiB cannot hold the image ({image_bytes} bytes packed)"),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses control characters (newline, NUL, ...) in a text field.
 pub fn text(field: &str, value: &str) -> ActionResult<()> {
     if value.chars().any(char::is_control) {

@@ -194,7 +194,10 @@ async fn record(
     match outcome {
         StepOutcome::Done => finish_as("success", None).await.map(|_| None),
         StepOutcome::Cancelled(why) => finish_as("cancelled", Some(why)).await.map(|_| None),
-        StepOutcome::Failed(why) => finish_as("failure", Some(why)).await.map(|_| None),
+        StepOutcome::Failed(why) => {
+            fail_create(ctl, item, &why).await?;
+            finish_as("failure", Some(why)).await.map(|_| None)
+        }
         StepOutcome::Wait(delay) => Ok(Some(
             Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
         )),
@@ -202,6 +205,7 @@ async fn record(
             let attempts = item.attempts as u32 + 1;
             if attempts >= ctl.config.worker.max_attempts {
                 let why = format!("gave up after {attempts} attempts: {why}");
+                fail_create(ctl, item, &why).await?;
                 return finish_as("failure", Some(why)).await.map(|_| None);
             }
             let delay = backoff(ctl.config.worker.backoff_s, attempts);
@@ -214,22 +218,59 @@ async fn record(
     }
 }
 
-/// Final status: success when every item succeeded or was cancelled, else failure.
+/// A create item that failed for good leaves its instance visibly failed and frees what it
+/// held (see [`crate::failed_create`]).
+async fn fail_create(ctl: &Controller, item: &OperationItem, why: &str) -> Result<(), ActionError> {
+    if item.action == "create" {
+        crate::failed_create::release(ctl, item, why).await?;
+    }
+    Ok(())
+}
+
+/// Final status: failure when any item failed; cancelled when none failed but some were
+/// cancelled (what was asked was not done, so it is no success); success only when every item
+/// succeeded.
 async fn finish(ctl: &Controller, id: uuid::Uuid) -> Result<(), ActionError> {
     ctl.db(move |conn| {
         let items = OperationItem::for_operation(conn, id)?;
-        let failed = items.iter().filter(|i| i.status == "failure").count();
-        if failed == 0 {
-            Operation::finish(conn, id, "success", None)?;
-        } else {
-            let msg = format!("{failed} of {} items failed", items.len());
-            Operation::finish(conn, id, "failure", Some(&msg))?;
-        }
+        let (status, error) = roll_up(&items);
+        Operation::finish(conn, id, status, error.as_deref())?;
         Ok(())
     })
     .await?;
     ctl.capacity_freed.notify_waiters();
     Ok(())
+}
+
+/// An operation's status and error from its finished items.
+pub fn roll_up(items: &[OperationItem]) -> (&'static str, Option<String>) {
+    let with = |status: &str| items.iter().filter(|i| i.status == status).count();
+    let (failed, cancelled) = (with("failure"), with("cancelled"));
+    let first_reason = |status: &str| {
+        items
+            .iter()
+            .find(|i| i.status == status)
+            .and_then(|i| i.error.as_deref().map(|e| format!(" ({}: {e})", i.target)))
+            .unwrap_or_default()
+    };
+    if failed > 0 {
+        let why = first_reason("failure");
+        return (
+            "failure",
+            Some(format!("{failed} of {} items failed{why}", items.len())),
+        );
+    }
+    if cancelled > 0 {
+        let why = first_reason("cancelled");
+        return (
+            "cancelled",
+            Some(format!(
+                "{cancelled} of {} items were cancelled{why}",
+                items.len()
+            )),
+        );
+    }
+    ("success", None)
 }
 
 #[cfg(test)]

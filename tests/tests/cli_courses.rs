@@ -209,3 +209,48 @@ fn instructor_snapshots_and_restores_one_students_container() {
         "never-taken",
     );
 }
+
+/// Issue 25: a size without a unit was read as bytes (`--memory 4` made a course of 1 MiB that
+/// every provision then failed on), and sizes the node refuses were accepted. Both are an
+/// `Error:` line now, and no course is made.
+#[test]
+fn course_sizes_need_a_unit_and_enough_memory() {
+    let controller = cli_support::Controller::start();
+    let cli = cli_support::Cli::admin_of(&controller);
+    let create = |memory: &str, disk: &str| {
+        vec![
+            "course",
+            "create",
+            "cs102",
+            "--title",
+            "Sizes",
+            "--image",
+            "cohort/base",
+            "--memory",
+            memory,
+            "--disk",
+            disk,
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>, message: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cli.fails(&args, message);
+    };
+    run(
+        create("4", "2GiB"),
+        "Invalid size \"4\": give a unit, e.g. 4GiB or 4MiB",
+    );
+    run(create("512MiB", "2"), "Invalid size \"2\": give a unit");
+    run(
+        create("32MiB", "2GiB"),
+        "32 MiB is too little: an instance needs at least 64 MiB (field: memory_mib)",
+    );
+    assert_eq!(
+        cli.ok(&["course", "list", "-f", "csv"]),
+        "",
+        "a course was made"
+    );
+}

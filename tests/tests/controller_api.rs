@@ -46,7 +46,7 @@ async fn every_role_against_every_route() {
     let (prof, prof_token) = t.user("prof", "instructor");
     let (_, alice_token) = t.user("alice", "student");
     let (_, bob_token) = t.user("bob", "student");
-    t.image("base");
+    let base = t.image("base");
     // No node exists, so both instances stay queued: the proxied routes answer 409 to those
     // allowed through and 403 to the rest.
     instances::create(&t.ctl, admin.clone(), queued("alice-box", "alice"))
@@ -68,6 +68,26 @@ async fn every_role_against_every_route() {
     diesel::update(inst::table.filter(inst::name.eq("cs101-bob")))
         .set(inst::course_id.eq(course))
         .execute(&mut conn)
+        .unwrap();
+    // A second instructor's course, whose roster, students and endpoints (first-login
+    // passwords) are no business of `prof`'s; and alice enrolled in cs101, which lets her read
+    // the course but not its students or endpoints.
+    let (prof2, _) = t.user("prof2", "instructor");
+    diesel::insert_into(courses::table)
+        .values((
+            courses::code.eq("cs900"),
+            courses::title.eq("Other"),
+            courses::instructor_id.eq(prof2.user.id),
+            courses::image_id.eq(base.id),
+        ))
+        .execute(&mut conn)
+        .unwrap();
+    let alice_id: i64 = cohort_controller::db::schema::users::table
+        .filter(cohort_controller::db::schema::users::username.eq("alice"))
+        .select(cohort_controller::db::schema::users::id)
+        .first(&mut conn)
+        .unwrap();
+    cohort_controller::models::enrollment::Enrollment::insert(&mut conn, course, alice_id, None)
         .unwrap();
     let admin_op: Operation =
         instances::create(&t.ctl, admin.clone(), queued("admin-box", "admin"))
@@ -274,6 +294,91 @@ async fn every_role_against_every_route() {
             [200, 404, 404],
             401,
         ),
+        ("GET", "/api/v1/courses".into(), None, [200, 200, 200], 401),
+        (
+            "POST",
+            "/api/v1/courses".into(),
+            json(serde_json::json!({"code": "cs201", "title": "New", "image": "base"})),
+            [201, 409, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/courses/cs101".into(),
+            None,
+            [200, 200, 200],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/courses/cs900".into(),
+            None,
+            [200, 403, 403],
+            401,
+        ),
+        (
+            "PUT",
+            "/api/v1/courses/cs101/quota".into(),
+            json(serde_json::json!({"max_students": 50})),
+            [200, 403, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/courses/cs101/students".into(),
+            None,
+            [200, 200, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/courses/cs900/students".into(),
+            None,
+            [200, 403, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/courses/cs101/endpoints".into(),
+            None,
+            [200, 200, 403],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/courses/cs900/endpoints".into(),
+            None,
+            [200, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/courses/cs900/roster".into(),
+            json(serde_json::json!([{"username": "zoe"}])),
+            [200, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/courses/cs900/students/zoe/reset".into(),
+            None,
+            [409, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/courses/cs900/provision".into(),
+            None,
+            [202, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/courses/cs900/teardown".into(),
+            json(serde_json::json!({})),
+            [202, 403, 403],
+            401,
+        ),
         (
             "DELETE",
             "/api/v1/instances/alice-box?force=true".into(),
@@ -320,6 +425,81 @@ async fn every_role_against_every_route() {
         failures.is_empty(),
         "RBAC matrix mismatches:\n{}",
         failures.join("\n")
+    );
+
+    // A student against a classmate's instance: every write is a 403 (the instance exists; it
+    // is not theirs), and nothing was done (alice-box is still there to be deleted above).
+    let writes: Vec<(&str, String, Option<serde_json::Value>)> = vec![
+        (
+            "PUT",
+            "/api/v1/instances/cs101-bob/state".into(),
+            json(serde_json::json!({"action": "stop"})),
+        ),
+        (
+            "DELETE",
+            "/api/v1/instances/cs101-bob?force=true".into(),
+            None,
+        ),
+        (
+            "PATCH",
+            "/api/v1/instances/cs101-bob".into(),
+            json(serde_json::json!({"config": {"user.x": "1"}})),
+        ),
+        (
+            "POST",
+            "/api/v1/instances/cs101-bob/exec".into(),
+            json(serde_json::json!({"command": ["true"]})),
+        ),
+        (
+            "POST",
+            "/api/v1/instances/cs101-bob/snapshots".into(),
+            json(serde_json::json!({"name": "s1"})),
+        ),
+        (
+            "DELETE",
+            "/api/v1/instances/cs101-bob/snapshots/s1".into(),
+            None,
+        ),
+        (
+            "POST",
+            "/api/v1/instances/cs101-bob/snapshots/s1/restore".into(),
+            None,
+        ),
+        (
+            "POST",
+            "/api/v1/images/publish".into(),
+            json(serde_json::json!({"instance": "cs101-bob", "alias": "stolen"})),
+        ),
+    ];
+    for (method, path, body) in &writes {
+        let mut req = test::TestRequest::default()
+            .method(method.parse().unwrap())
+            .uri(path)
+            .insert_header(("Authorization", format!("Bearer {alice_token}")));
+        if let Some(body) = body {
+            req = req.set_json(body);
+        }
+        let resp = test::call_service(&app, req.to_request()).await;
+        assert_eq!(resp.status(), 403, "alice {method} {path}");
+    }
+    let put = test::TestRequest::put()
+        .uri("/api/v1/instances/cs101-bob/files?path=/tmp/x")
+        .insert_header(("Authorization", format!("Bearer {alice_token}")))
+        .set_payload("x")
+        .to_request();
+    assert_eq!(
+        test::call_service(&app, put).await.status(),
+        403,
+        "alice pushed a file"
+    );
+    let bob_desired: String = inst::table
+        .filter(inst::name.eq("cs101-bob"))
+        .select(inst::desired_state)
+        .first(&mut conn)
+        .unwrap();
+    assert_eq!(
+        bob_desired, "running",
+        "a classmate's write changed bob's instance"
     );
 
     // A student reading a classmate's instance: 403, and it is not in their list.

@@ -163,3 +163,76 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
         .unwrap();
     assert_eq!(gone.status(), 404);
 }
+
+/// Issue 25: any bytes were catalogued as an image (13 bytes of text were). Now an upload that
+/// is not an LXD unified tarball is a 400 naming the body, and nothing is stored: no catalog row,
+/// no file in the image store. A real unified tarball still imports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_that_is_not_an_image_is_refused_and_nothing_is_stored() {
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().unwrap();
+    let admin = init(db.url(), state.path());
+    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &[]);
+    let api = Api::new(state.path(), ports.port(0));
+    let store = state.path().join("images");
+    let stored = || -> Vec<String> {
+        std::fs::read_dir(&store)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let work = tempfile::tempdir().unwrap();
+    let metadata_only = {
+        let dir = work.path().join("meta");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("metadata.yaml"), "architecture: x86_64\n").unwrap();
+        let out = std::process::Command::new("tar")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-cf", "-", "metadata.yaml"])
+            .output()
+            .unwrap();
+        out.stdout
+    };
+    for (alias, body, why) in [
+        ("junk", b"not an image\n".to_vec(), "not a tar archive"),
+        ("meta", metadata_only, "no rootfs/"),
+    ] {
+        let resp = api
+            .client
+            .post(format!("{}/images?alias={alias}", api.base))
+            .bearer_auth(&admin)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "{alias}");
+        let error: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(error["error"]["field"], "body", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{alias}: {message}");
+    }
+    let images: Vec<Image> = api.call(&admin, M::GET, "/images", None).await;
+    assert!(images.is_empty(), "catalogued: {images:?}");
+    assert!(stored().is_empty(), "stored: {:?}", stored());
+
+    let resp = api
+        .client
+        .post(format!("{}/images?alias=tiny", api.base))
+        .bearer_auth(&admin)
+        .body(tiny_tarball(work.path()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        201,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
+    assert_eq!(stored().iter().filter(|f| f.ends_with(".tar")).count(), 1);
+}

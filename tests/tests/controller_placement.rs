@@ -177,13 +177,15 @@ async fn model_exclusive_share_and_node_state_filters_hold() {
         "{second:?}"
     );
 
-    // An exclusive T4 is refused: the only T4 is shared (limit 4).
+    // An exclusive T4 is refused as one no node can ever hold (issue 25), not as one that does
+    // not fit now: the only T4 is shared (limit 4).
     let mut t4x = request("t4-excl", 1, Some("T4"), false);
     t4x.gpu_share = GpuShare::Exclusive;
-    assert!(matches!(
-        instances::create(&t.ctl, admin.clone(), t4x).await,
-        Err(ActionError::NoCapacity(_))
-    ));
+    let never = instances::create(&t.ctl, admin.clone(), t4x).await;
+    assert!(
+        matches!(&never, Err(ActionError::Conflict { field: Some(f), .. }) if f == "gpus"),
+        "{never:?}"
+    );
 
     // Four shared T4 slots, then none.
     for i in 0..4 {

@@ -103,7 +103,7 @@ impl Node {
     }
 
     /// An internal command's exit code and stderr, read whole (Cohort's own commands say little).
-    async fn exec_body(
+    pub(super) async fn exec_body(
         &self,
         name: &str,
         body: serde_json::Value,

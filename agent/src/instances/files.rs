@@ -192,11 +192,12 @@ impl Node {
             return Err(InstanceError::invalid("mode", "must be at most 07777"));
         }
         let url = files_path(name, path)?;
+        self.check_special_bits(name, mode).await?;
         let headers = [
             ("Content-Type", "application/octet-stream".to_string()),
             ("X-LXD-type", "file".to_string()),
             ("X-LXD-write", "overwrite".to_string()),
-            ("X-LXD-mode", format!("{mode:04o}")),
+            ("X-LXD-mode", super::file_mode::lxd_mode_header(mode)),
             ("X-LXD-uid", uid.to_string()),
             ("X-LXD-gid", gid.to_string()),
         ];
@@ -207,18 +208,21 @@ impl Node {
             })
             .await;
         match pushed {
-            Ok(_) => Ok(()),
+            Ok(_) => {}
             // LXD answers a bare 404 both for a missing instance and for a missing directory
             // above the file: only the first is "instance not found".
-            Err(e) if e.is_not_found() => match self.lxd.get(&super::path(name)).await {
-                Ok(_) => Err(InstanceError::NotFound {
-                    field: Some("path".into()),
-                    message: format!("the directory of {path} does not exist in {name}"),
-                }),
-                Err(_) => Err(InstanceError::instance_missing(name, &e)),
-            },
-            Err(e) => Err(e.into()),
+            Err(e) if e.is_not_found() => {
+                return match self.lxd.get(&super::path(name)).await {
+                    Ok(_) => Err(InstanceError::NotFound {
+                        field: Some("path".into()),
+                        message: format!("the directory of {path} does not exist in {name}"),
+                    }),
+                    Err(_) => Err(InstanceError::instance_missing(name, &e)),
+                }
+            }
+            Err(e) => return Err(e.into()),
         }
+        self.apply_special_bits(name, path, mode).await
     }
 
     /// A file call, tried again after the helper race (see the module) once the instance's

@@ -1,4 +1,5 @@
-//! Snapshots of an instance: list, create, restore, delete.
+//! Snapshots of an instance: list, create (within the room `snapshot_room` allows), restore,
+//! delete.
 
 use chrono::{DateTime, Utc};
 use cohort_proto::agent::Snapshot;
@@ -75,6 +76,15 @@ impl Node {
     pub async fn create_snapshot(&self, name: &str, snap: &str) -> Result<Snapshot, InstanceError> {
         super::check_name(name)?;
         check_snapshot_name(snap)?;
+        // One snapshot at a time on this node: two made at once would both find room.
+        let _one = self.snapshot_lock.lock().await;
+        let existing: Vec<String> = self
+            .snapshots(name)
+            .await?
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        self.check_snapshot_room(name, &existing).await?;
         let path = format!("{}/snapshots", super::path(name));
         self.lxd
             .call(

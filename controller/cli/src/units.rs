@@ -27,14 +27,27 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
     Ok((number * factor as f64).round() as u64)
 }
 
-/// Whole MiB in a size (rounded up, at least 1).
-pub fn mib(text: &str) -> anyhow::Result<u64> {
-    Ok(parse_size(text)?.div_ceil(1 << 20).max(1))
+/// Bytes in a size that names its unit. A bare number would be bytes, never what was meant
+/// for a container (`--memory 4` would ask for 4 bytes, rounded up to 1 MiB), so it is refused.
+fn sized(text: &str) -> anyhow::Result<u64> {
+    if text.trim().chars().all(|c| c.is_ascii_digit() || c == '.') {
+        bail!(
+            "Invalid size {text:?}: give a unit, e.g. {}GiB or {}MiB",
+            text.trim(),
+            text.trim()
+        );
+    }
+    parse_size(text)
 }
 
-/// Whole GiB in a size (rounded up, at least 1).
+/// Whole MiB in a size with a unit (rounded up, at least 1).
+pub fn mib(text: &str) -> anyhow::Result<u64> {
+    Ok(sized(text)?.div_ceil(1 << 20).max(1))
+}
+
+/// Whole GiB in a size with a unit (rounded up, at least 1).
 pub fn gib(text: &str) -> anyhow::Result<u64> {
-    Ok(parse_size(text)?.div_ceil(1 << 30).max(1))
+    Ok(sized(text)?.div_ceil(1 << 30).max(1))
 }
 
 /// lxc's `GetByteSizeString(n, 2)`: decimal units, two decimals.
@@ -67,6 +80,9 @@ mod tests {
         assert_eq!(gib("20GiB").unwrap(), 20);
         assert!(parse_size("lots").is_err());
         assert!(parse_size("3XB").is_err());
+        let bare = mib("4").unwrap_err().to_string();
+        assert!(bare.contains("give a unit"), "{bare}");
+        assert!(gib("20").is_err());
     }
 
     #[test]

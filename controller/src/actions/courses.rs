@@ -98,6 +98,9 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
             return Err(ActionError::invalid(field, format!("must be 1 to {most}")));
         }
     }
+    if let Some(memory) = req.memory_mib {
+        validate::memory_mib("memory_mib", memory)?;
+    }
     if req.gpus.is_some_and(|g| g > 16) {
         return Err(ActionError::invalid("gpus", "must be 0 to 16"));
     }
@@ -157,6 +160,7 @@ pub async fn create(
             };
             let image = Image::lookup(conn, &req.image)?
                 .ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
+            validate::disk_for_image("disk_gib", req.disk_gib.unwrap_or(10), image.size_bytes)?;
             let course = Course::insert(
                 conn,
                 &NewCourse {

@@ -101,6 +101,15 @@ impl ImageUpload {
         if self.size == 0 {
             return Err(ActionError::invalid("body", "the image tarball is empty"));
         }
+        // Nothing is stored unless it is an image: the temporary file goes with `self`.
+        let upload = self.file.path().to_path_buf();
+        tokio::task::spawn_blocking(move || crate::image_format::check(&upload))
+            .await
+            .map_err(|e| ActionError::Internal(e.to_string()))?
+            .map_err(|e| match e {
+                crate::image_format::ImageFormatError::Io(e) => ActionError::Io(e),
+                other => ActionError::invalid("body", other.to_string()),
+            })?;
         let fingerprint = hex::encode(self.hasher.finalize());
         let path = tarball_path(ctl, &fingerprint);
         self.file

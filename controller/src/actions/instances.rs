@@ -20,6 +20,7 @@ use crate::db::literal_limit::LiteralLimitDsl;
 use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
+use crate::models::enrollment::Enrollment;
 use crate::models::image::Image;
 use crate::models::instance::{self, Instance, InstanceRefs, NewInstance, ShownInstance};
 use crate::models::instance_usage::InstanceUsage;
@@ -59,6 +60,7 @@ fn check_limits(role: Role, limits: &Limits, gpus: u32) -> ActionResult<()> {
     if limits.cpu > 1024 || limits.memory_mib > 1 << 30 || limits.disk_gib > 1 << 20 || gpus > 64 {
         return Err(ActionError::invalid("limits", "limits are out of range"));
     }
+    validate::memory_mib("limits.memory_mib", limits.memory_mib)?;
     if let Some((cpu, mem, disk, gpu)) = allowance(role) {
         for (field, asked, most) in [
             ("limits.cpu", u64::from(limits.cpu), u64::from(cpu)),
@@ -128,6 +130,23 @@ pub(crate) fn find(conn: &mut PgConnection, caller: &Caller, name: &str) -> Acti
     Ok(instance)
 }
 
+/// Whom the caller may create an instance for: an admin anyone; an instructor themselves or a
+/// student of a course they teach (an instance counts against its owner's allowance and lands
+/// in their list, so no one else's); a student only themselves (see [`check_request`]).
+fn check_owner(conn: &mut PgConnection, caller: &Caller, owner: &User) -> ActionResult<()> {
+    if caller.is_admin() || owner.id == caller.user.id {
+        return Ok(());
+    }
+    if caller.role == Role::Instructor && Enrollment::is_taught_by(conn, owner.id, caller.user.id)?
+    {
+        return Ok(());
+    }
+    Err(ActionError::Forbidden(format!(
+        "{} is not a student of a course you teach",
+        owner.username
+    )))
+}
+
 /// One attempt of the create transaction.
 fn create_tx(
     conn: &mut PgConnection,
@@ -141,6 +160,8 @@ fn create_tx(
             Some(name) => User::by_username(conn, name)?.ok_or_else(|| ActionError::invalid("owner", format!("no user {name}")))?,
             None => caller.user.clone(),
         };
+        check_owner(conn, caller, &owner)?;
+        crate::course::reserved::check_instance_name(conn, caller, &req.name)?;
         if caller.role == Role::Student && Instance::list(conn, Some(owner.id))?.len() >= STUDENT_MAX_INSTANCES {
             return Err(ActionError::conflict(None, format!("students may own at most {STUDENT_MAX_INSTANCES} instances")));
         }
@@ -174,6 +195,17 @@ fn create_tx(
         };
         let (instance_id, placed) = placement::insert(conn, &new, pinned, ctl_placement)
             .map_err(|e| ActionError::from_unique_on(e, "instances_name_key", "name", "an instance with this name exists"))?;
+        if placed.is_none() {
+            let need = crate::feasible::Need {
+                cpu: new.cpu,
+                memory_mib: new.memory_mib,
+                disk_gib: new.disk_gib,
+                gpus: new.gpu_count,
+                gpu_model: new.gpu_model,
+                exclusive: new.gpu_share == "exclusive",
+            };
+            crate::feasible::check(conn, &need, pinned, ctl_placement, crate::feasible::INSTANCE_FIELDS)?;
+        }
         if placed.is_none() && !req.queue {
             return Err(ActionError::NoCapacity(format!(
                 "no node can hold {} now (cpu {}, memory {} MiB, disk {} GiB, {} GPUs{})",
@@ -221,9 +253,10 @@ fn is_retryable(e: &ActionError) -> bool {
 pub async fn create(
     ctl: &Controller,
     caller: Caller,
-    req: CreateInstance,
+    mut req: CreateInstance,
 ) -> ActionResult<WireOperation> {
     let limits = check_request(&caller, &req)?;
+    crate::snapshot_policy::apply(&caller, "config", &mut req.config, &[], &Default::default())?;
     let placement_config = ctl.config.placement.clone();
     ctl.db(move |conn| {
         let mut attempt = 0;
@@ -539,8 +572,11 @@ pub async fn update(
     };
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
     check_update(ctl, &caller, &node, &req)?;
-    let mut recorded: std::collections::BTreeMap<String, String> =
+    let current: std::collections::BTreeMap<String, String> =
         serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    let mut req = req;
+    crate::snapshot_policy::apply(&caller, "config", &mut req.config, &req.unset, &current)?;
+    let mut recorded = current.clone();
     for key in &req.unset {
         recorded.remove(key);
     }

@@ -132,14 +132,43 @@ pub async fn provision(
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let mut steps: Vec<(String, &'static str, i64)> = Vec::new();
+            // Students whose instance could not be made, and why: their items fail, the rest
+            // of the class is provisioned.
+            let mut refused: Vec<(String, String)> = Vec::new();
+            let makes_new = students
+                .iter()
+                .any(|s| !existing.iter().any(|i| i.owner_id == s.user.id));
+            if makes_new {
+                let need = crate::feasible::Need {
+                    cpu: course.cpu,
+                    memory_mib: course.memory_mib,
+                    disk_gib: course.disk_gib,
+                    gpus: course.gpus,
+                    gpu_model: course.gpu_model.as_deref(),
+                    exclusive: course.gpu_share == "exclusive",
+                };
+                crate::feasible::check(
+                    conn,
+                    &need,
+                    None,
+                    &placement_config,
+                    crate::feasible::COURSE_FIELDS,
+                )?;
+            }
             for student in &students {
                 match existing.iter().find(|i| i.owner_id == student.user.id) {
-                    None => {
-                        let (name, id) =
-                            insert_instance(conn, &course, student, &placement_config)?;
-                        steps.push((name, "create", id));
-                    }
+                    None => match insert_instance(conn, &course, student, &placement_config)? {
+                        Ok((name, id)) => steps.push((name, "create", id)),
+                        Err(refusal) => refused.push(refusal),
+                    },
                     Some(i) if i.desired_state == "deleted" => {}
+                    Some(i) if i.node_id.is_none() && i.observed_state == "error" => {
+                        // Its create failed for good earlier: try it again.
+                        Instance::requeue(conn, i.id)?;
+                        let queued = Instance::find(conn, i.id)?;
+                        placement::place(conn, &queued, None, &placement_config)?;
+                        steps.push((i.name.clone(), "create", i.id));
+                    }
                     Some(i) if i.node_id.is_some_and(|n| unreachable.contains(&n)) => {}
                     Some(i) => match seen.get(&i.name).map(String::as_str) {
                         None => steps.push((i.name.clone(), "create", i.id)),
@@ -164,6 +193,17 @@ pub async fn provision(
                 json!({"course": course.code}),
                 &step_refs,
             )?;
+            for (position, (name, why)) in refused.iter().enumerate() {
+                let item = OperationItem::insert(
+                    conn,
+                    op.id,
+                    (steps.len() + position) as i32,
+                    "create",
+                    name,
+                    None,
+                )?;
+                OperationItem::finish(conn, item.id, "failure", Some(why))?;
+            }
             for item in OperationItem::for_operation(conn, op.id)? {
                 let Some(id) = item.instance_id else { continue };
                 let placed = Instance::find(conn, id)?;
@@ -178,7 +218,8 @@ pub async fn provision(
                 "provision",
                 "course",
                 &course.code,
-                json!({"operation": op.id, "items": steps.len(), "students": students.len()}),
+                json!({"operation": op.id, "items": steps.len(), "students": students.len(),
+                       "refused": refused.iter().map(|(name, _)| name).collect::<Vec<_>>()}),
             )?;
             Ok(views::operation(conn, &op)?)
         })
@@ -187,24 +228,31 @@ pub async fn provision(
 }
 
 /// A student's instance of `course`, placed when a node can hold it, queued otherwise: its name
-/// and id.
+/// and id; or, when both names the student could have are taken by instances that are not the
+/// course's, the name and why (the student's item fails, not the provision).
 fn insert_instance(
     conn: &mut PgConnection,
     course: &Course,
     student: &Enrolled,
     placement_config: &crate::config::PlacementConfig,
-) -> ActionResult<(String, i64)> {
+) -> ActionResult<Result<(String, i64), (String, String)>> {
     let image_id = course.image_id.ok_or_else(|| {
         ActionError::conflict(
             Some("image"),
             format!("course {} has no image", course.code),
         )
     })?;
-    let name = naming::instance_name(&course.code, &student.user.username);
-    placement::insert(
-        conn,
-        &NewInstance {
-            name: &name,
+    let username = &student.user.username;
+    let names = [
+        naming::instance_name(&course.code, username),
+        naming::instance_name_around(&course.code, username),
+    ];
+    for name in &names {
+        if Instance::by_name(conn, name)?.is_some() {
+            continue;
+        }
+        let new = NewInstance {
+            name,
             owner_id: student.user.id,
             course_id: Some(course.id),
             image_id,
@@ -219,17 +267,24 @@ fn insert_instance(
             strategy: "spread",
             priority: 0,
             config: json!({}),
-        },
-        None,
-        placement_config,
-    )
-    .map(|(id, _)| (name.clone(), id))
-    .map_err(|e| {
-        ActionError::from_unique_on(
-            e,
-            "instances_name_key",
-            "username",
-            &format!("instance name {name} is taken by another instance"),
-        )
-    })
+        };
+        // In a savepoint: a name taken meanwhile by another transaction rolls back this insert
+        // alone, not the provision.
+        match conn.transaction(|conn| placement::insert(conn, &new, None, placement_config)) {
+            Ok((id, _)) => return Ok(Ok((name.clone(), id))),
+            Err(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                ref info,
+            )) if info.constraint_name() == Some("instances_name_key") => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Err((
+        names[0].clone(),
+        format!(
+            "instance names {} and {} are both taken by instances that are not course {}'s; \
+             an admin can delete them",
+            names[0], names[1], course.code
+        ),
+    )))
 }

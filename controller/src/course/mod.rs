@@ -4,4 +4,5 @@
 pub mod endpoints;
 pub mod naming;
 pub mod password;
+pub mod reserved;
 pub mod roster;

@@ -31,6 +31,21 @@ pub fn instance_name(course: &str, username: &str) -> String {
     name
 }
 
+/// The name `username` gets in `course` when [`instance_name`] is taken by an instance that is
+/// not the course's (made before the course existed): the plain name with a short hash of the
+/// pair, distinct from any name [`instance_name`] gives, and the same on every provision.
+pub fn instance_name_around(course: &str, username: &str) -> String {
+    let digest = Sha256::digest(format!("{course}\0{username}\0taken").as_bytes());
+    let suffix = hex::encode(&digest[..4]);
+    let plain = fold(&format!("{course}-{username}"));
+    let head: String = plain.chars().take(MAX - suffix.len() - 3).collect();
+    let head = head.trim_end_matches('-');
+    // `-x-` sets it apart from the hashed names `instance_name` makes (`<head>-<hash>`).
+    let name = format!("{head}-x-{suffix}");
+    debug_assert!(cohort_proto::validate::instance_name(&name).is_ok());
+    name
+}
+
 /// Lowercases, maps every other character to '-', squeezes runs of '-' and trims them.
 fn fold(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
@@ -67,6 +82,15 @@ mod tests {
         assert_eq!(a, instance_name("cs101", "a_b"));
         assert!(validate::instance_name(&a).is_ok(), "{a}");
         let long = instance_name(&"x".repeat(40), &"y".repeat(32));
+        assert!(
+            long.len() <= 63 && validate::instance_name(&long).is_ok(),
+            "{long}"
+        );
+        let around = instance_name_around("cs101", "bob");
+        assert!(around.starts_with("cs101-bob-x-"), "{around}");
+        assert_eq!(around, instance_name_around("cs101", "bob"));
+        assert_ne!(around, instance_name("cs101", "bob"));
+        let long = instance_name_around(&"x".repeat(40), &"y".repeat(32));
         assert!(
             long.len() <= 63 && validate::instance_name(&long).is_ok(),
             "{long}"

@@ -4,7 +4,7 @@
 
 use diesel::prelude::*;
 
-use crate::db::schema::{enrollments, users};
+use crate::db::schema::{courses, enrollments, users};
 use crate::models::user::User;
 
 /// A student of a course with their enrollment.
@@ -74,6 +74,21 @@ impl Enrollment {
             enrollments::table
                 .filter(enrollments::course_id.eq(course_id))
                 .filter(enrollments::user_id.eq(user_id)),
+        ))
+        .get_result(conn)
+    }
+
+    /// Whether `user_id` is a student of any course `instructor_id` teaches.
+    pub fn is_taught_by(
+        conn: &mut PgConnection,
+        user_id: i64,
+        instructor_id: i64,
+    ) -> QueryResult<bool> {
+        diesel::select(diesel::dsl::exists(
+            enrollments::table
+                .inner_join(courses::table)
+                .filter(enrollments::user_id.eq(user_id))
+                .filter(courses::instructor_id.eq(instructor_id)),
         ))
         .get_result(conn)
     }

@@ -166,11 +166,13 @@ impl Instance {
             .load(conn)
     }
 
-    /// The queue: unplaced instances still wanted, highest priority first, then oldest.
+    /// The queue: unplaced instances still wanted (not those whose create failed for good),
+    /// highest priority first, then oldest.
     pub fn queued(conn: &mut PgConnection, limit: i64) -> QueryResult<Vec<Instance>> {
         instances::table
             .filter(instances::node_id.is_null())
             .filter(instances::desired_state.ne("deleted"))
+            .filter(instances::observed_state.ne("error"))
             .order((
                 instances::priority.desc(),
                 instances::created_at,
@@ -201,6 +203,33 @@ impl Instance {
                 instances::observed_state.eq("queued"),
             ))
             .execute(conn)
+    }
+
+    /// A create that failed for good: no node, no port, the `error` state and why. The queue
+    /// passes over it (see [`Instance::queued`]) until it is provisioned again or deleted.
+    pub fn fail_placement(conn: &mut PgConnection, id: i64, why: &str) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::node_id.eq(None::<i64>),
+                instances::ssh_port.eq(None::<i32>),
+                instances::observed_state.eq("error"),
+                instances::error.eq(why),
+            ))
+            .execute(conn)
+    }
+
+    /// Puts a failed instance back in the queue (a provision tries it again).
+    pub fn requeue(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::update(
+            instances::table
+                .find(id)
+                .filter(instances::node_id.is_null()),
+        )
+        .set((
+            instances::observed_state.eq("queued"),
+            instances::error.eq(None::<String>),
+        ))
+        .execute(conn)
     }
 
     /// Records the config keys set on the live instance (the ones a request may set).

@@ -1,0 +1,68 @@
+//! A create that failed for good: the instance shows the failure (`error` state and the reason)
+//! and lets go of what placement gave it (node capacity, SSH port, GPU slots), so a broken
+//! request never holds a port or a GPU that others could use.
+
+use diesel::prelude::*;
+
+use crate::controller::Controller;
+use crate::error::ActionError;
+use crate::models::gpu_allocation::GpuAllocation;
+use crate::models::instance::Instance;
+use crate::models::operation_item::OperationItem;
+
+/// Marks the item's instance failed with `why` and frees its placement. What the failed attempts
+/// left on the node is removed first, but only a container this very item made (its idempotency
+/// key is the item's id): a container of the same name that Cohort did not make is left alone.
+pub async fn release(ctl: &Controller, item: &OperationItem, why: &str) -> Result<(), ActionError> {
+    let Some(id) = item.instance_id else {
+        return Ok(());
+    };
+    let Some(instance) = ctl
+        .db(move |conn| Ok(Instance::find(conn, id).optional()?))
+        .await?
+    else {
+        return Ok(());
+    };
+    if instance.node_id.is_none() && instance.observed_state == "error" {
+        // Already failed and released (a later step found it so).
+        return Ok(());
+    }
+    if instance.desired_state == "deleted" {
+        // Its delete frees everything anyway.
+        return Ok(());
+    }
+    if let Some(node_id) = instance.node_id {
+        remove_own_leftover(ctl, node_id, &instance.name, &item.id.to_string()).await;
+    }
+    let why = why.to_string();
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            GpuAllocation::release(conn, id)?;
+            Instance::fail_placement(conn, id, &why)?;
+            Ok(())
+        })
+    })
+    .await?;
+    ctl.capacity_freed.notify_waiters();
+    Ok(())
+}
+
+/// Best effort: a leftover that cannot be removed is logged (the node's poller shows it).
+async fn remove_own_leftover(ctl: &Controller, node_id: i64, name: &str, key: &str) {
+    let (node, agent) = match ctl.agent_by_node_id(node_id).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(instance = name, error = %e, "failed create: node unreachable, leftover kept");
+            return;
+        }
+    };
+    let ours = match agent.get_instance(name.to_string()).await {
+        Ok(lx) => lx.idempotency_key.as_deref() == Some(key),
+        Err(_) => false,
+    };
+    if ours {
+        if let Err(e) = agent.delete_instance(name.to_string()).await {
+            tracing::warn!(instance = name, node = %node.name, error = %e, "failed create: leftover not removed");
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! Issue 25, the controller's rules against a hostile student or instructor, on the real
+//! database through the REST API: course names are reserved and a squatted name fails only its
+//! student's item; instructors create instances only for their own students; a request no node
+//! can ever hold is refused with the reason while one that may fit later still queues; and an
+//! operation whose steps were cancelled does not report success.
+
+use std::time::{Duration, Instant};
+
+use actix_web::{test, web, App};
+use cohort_controller::api;
+use cohort_controller::course::naming;
+use cohort_controller::db::schema::{courses, instances, operation_items};
+use cohort_controller::models::enrollment::Enrollment;
+use cohort_controller::worker;
+use cohort_e2e::controller::TestController;
+use diesel::prelude::*;
+use serde_json::{json, Value};
+
+/// Sends one request with `token`: the status and the JSON body (Null when there is none).
+macro_rules! call {
+    ($app:expr, $token:expr, $method:expr, $path:expr, $body:expr) => {{
+        let mut req = test::TestRequest::default()
+            .method($method.parse().unwrap())
+            .uri($path)
+            .insert_header(("Authorization", format!("Bearer {}", $token)));
+        let body: Option<Value> = $body;
+        if let Some(body) = body {
+            req = req.set_json(body);
+        }
+        let resp = test::call_service($app, req.to_request()).await;
+        let status = resp.status().as_u16();
+        let bytes = test::read_body(resp).await;
+        (
+            status,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    }};
+}
+
+fn instance(name: &str, owner: Option<&str>) -> Value {
+    let mut body = json!({"name": name, "image": "base", "start": false,
+                          "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 1}});
+    if let Some(owner) = owner {
+        body["owner"] = owner.into();
+    }
+    body
+}
+
+fn course_id(t: &TestController, code: &str) -> i64 {
+    courses::table
+        .filter(courses::code.eq(code))
+        .select(courses::id)
+        .first(&mut t.conn())
+        .unwrap()
+}
+
+#[actix_web::test]
+async fn course_names_are_reserved_and_a_squatter_fails_only_their_classmate() {
+    let t = TestController::new();
+    let (_, admin) = t.user("admin", "admin");
+    let (prof, prof_token) = t.user("prof", "instructor");
+    let (_, other_prof) = t.user("prof2", "instructor");
+    let (_, mallory) = t.user("mallory", "student");
+    let (_, eve) = t.user("eve", "student");
+    let mut students = Vec::new();
+    for name in ["alice", "bob", "carol"] {
+        students.push(t.user(name, "student").0);
+    }
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+
+    // Before the course exists, two students take three of its names: both names alice could
+    // have, and bob's plain one.
+    let alice_around = naming::instance_name_around("cs101", "alice");
+    for (token, name) in [
+        (&mallory, "cs101-alice"),
+        (&mallory, alice_around.as_str()),
+        (&eve, "cs101-bob"),
+    ] {
+        let (status, body) = call!(
+            &app,
+            token,
+            "POST",
+            "/api/v1/instances",
+            Some(instance(name, None))
+        );
+        assert_eq!(status, 202, "{name}: {body}");
+    }
+
+    let (status, body) = call!(
+        &app,
+        &prof_token,
+        "POST",
+        "/api/v1/courses",
+        Some(
+            json!({"code": "cs101", "title": "Systems", "image": "base", "memory_mib": 256, "disk_gib": 1})
+        )
+    );
+    assert_eq!(status, 201, "{body}");
+    let course = course_id(&t, "cs101");
+    for student in &students {
+        Enrollment::insert(&mut t.conn(), course, student.user.id, None).unwrap();
+    }
+
+    // Now the course's names are its own: no student and no other instructor takes one.
+    for (token, who) in [(&eve, "student"), (&other_prof, "another instructor")] {
+        let (status, body) = call!(
+            &app,
+            token,
+            "POST",
+            "/api/v1/instances",
+            Some(instance("cs101-carol", None))
+        );
+        assert_eq!(status, 409, "{who}: {body}");
+        assert_eq!(body["error"]["field"], "name", "{who}: {body}");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("reserved for course cs101"));
+    }
+    let (status, body) = call!(
+        &app,
+        &eve,
+        "POST",
+        "/api/v1/instances",
+        Some(instance("cs1015-x", None))
+    );
+    assert_eq!(
+        status, 202,
+        "a name that only starts like the code is free: {body}"
+    );
+
+    // Provisioning goes round bob's squatter and fails alice alone, with the reason.
+    let (status, op) = call!(
+        &app,
+        &prof_token,
+        "POST",
+        "/api/v1/courses/cs101/provision",
+        None
+    );
+    assert_eq!(status, 202, "{op}");
+    let mut conn = t.conn();
+    let theirs: Vec<(String, String)> = instances::table
+        .inner_join(cohort_controller::db::schema::users::table)
+        .filter(instances::course_id.eq(course))
+        .select((
+            cohort_controller::db::schema::users::username,
+            instances::name,
+        ))
+        .order(instances::name)
+        .load(&mut conn)
+        .unwrap();
+    let bob_around = naming::instance_name_around("cs101", "bob");
+    assert_eq!(
+        theirs,
+        [
+            ("bob".to_string(), bob_around.clone()),
+            ("carol".into(), "cs101-carol".into())
+        ]
+    );
+    let items: Vec<(String, String, Option<String>)> = operation_items::table
+        .filter(
+            operation_items::operation_id
+                .eq(uuid::Uuid::parse_str(op["id"].as_str().unwrap()).unwrap()),
+        )
+        .select((
+            operation_items::target,
+            operation_items::status,
+            operation_items::error,
+        ))
+        .order(operation_items::position)
+        .load(&mut conn)
+        .unwrap();
+    assert_eq!(items.len(), 3, "{items:?}");
+    let alice = items
+        .iter()
+        .find(|(target, _, _)| target == "cs101-alice")
+        .expect("alice's item");
+    assert_eq!(alice.1, "failure");
+    assert!(
+        alice
+            .2
+            .as_deref()
+            .unwrap()
+            .contains("taken by instances that are not course cs101's"),
+        "{alice:?}"
+    );
+    assert!(
+        items
+            .iter()
+            .filter(|(t, _, _)| t != "cs101-alice")
+            .all(|(_, s, _)| s == "pending"),
+        "{items:?}"
+    );
+    drop(prof);
+
+    // The admin may still name anything.
+    let (status, body) = call!(
+        &app,
+        &admin,
+        "POST",
+        "/api/v1/instances",
+        Some(instance("cs101-spare", None))
+    );
+    assert_eq!(status, 202, "{body}");
+}
+
+#[actix_web::test]
+async fn instructors_create_instances_only_for_their_own_students() {
+    let t = TestController::new();
+    let (_, prof) = t.user("prof", "instructor");
+    let (theirs, _) = t.user("dana", "student");
+    t.user("erin", "student");
+    t.user("admin", "admin");
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/courses",
+        Some(json!({"code": "ml1", "title": "ML", "image": "base"}))
+    );
+    assert_eq!(status, 201, "{body}");
+    Enrollment::insert(&mut t.conn(), course_id(&t, "ml1"), theirs.user.id, None).unwrap();
+
+    for (owner, want) in [("admin", 403), ("erin", 403), ("dana", 202), ("prof", 202)] {
+        let (status, body) = call!(
+            &app,
+            &prof,
+            "POST",
+            "/api/v1/instances",
+            Some(instance(&format!("box-{owner}"), Some(owner)))
+        );
+        assert_eq!(status, want, "owner {owner}: {body}");
+    }
+    let made: Vec<String> = instances::table
+        .select(instances::name)
+        .order(instances::name)
+        .load(&mut t.conn())
+        .unwrap();
+    assert_eq!(made, ["box-dana", "box-prof"]);
+}
+
+#[actix_web::test]
+async fn a_request_no_node_can_ever_hold_is_refused_and_one_that_may_fit_later_queues() {
+    let t = TestController::new();
+    let (_, admin) = t.user("admin", "admin");
+    t.image("base");
+    // One node of 4 cores and 8 GiB, without GPUs or the NVIDIA runtime.
+    t.node("n1", (42000, 42009), 4, 8, false);
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let with = |name: &str, extra: Value| {
+        let mut body = instance(name, None);
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    for (name, extra, field) in [
+        ("gpu", json!({"gpus": 1}), "gpus"),
+        (
+            "a100",
+            json!({"gpus": 1, "gpu_model": "NVIDIA A100"}),
+            "gpu_model",
+        ),
+        (
+            "huge",
+            json!({"limits": {"cpu": 1, "memory_mib": 65536, "disk_gib": 1}}),
+            "limits.memory_mib",
+        ),
+    ] {
+        let (status, body) = call!(
+            &app,
+            &admin,
+            "POST",
+            "/api/v1/instances",
+            Some(with(name, extra))
+        );
+        assert_eq!(status, 409, "{name}: {body}");
+        assert_eq!(body["error"]["field"], field, "{name}: {body}");
+    }
+    // 6 GiB fits the node, and 6 GiB more fits it once the first goes: that one queues.
+    let six = json!({"limits": {"cpu": 1, "memory_mib": 6144, "disk_gib": 1}});
+    let (status, first) = call!(
+        &app,
+        &admin,
+        "POST",
+        "/api/v1/instances",
+        Some(with("first", six.clone()))
+    );
+    assert_eq!(status, 202, "{first}");
+    let (status, second) = call!(
+        &app,
+        &admin,
+        "POST",
+        "/api/v1/instances",
+        Some(with("second", six))
+    );
+    assert_eq!(status, 202, "{second}");
+    let states: Vec<(String, Option<i64>)> = instances::table
+        .select((instances::name, instances::node_id))
+        .order(instances::name)
+        .load(&mut t.conn())
+        .unwrap();
+    assert_eq!(
+        states.len(),
+        2,
+        "nothing of the refused requests stayed: {states:?}"
+    );
+
+    // A course of one GPU each on this lab is refused at its provision, naming the field.
+    let (prof, prof_token) = t.user("prof", "instructor");
+    let (student, _) = t.user("stu", "student");
+    let (status, body) = call!(
+        &app,
+        &prof_token,
+        "POST",
+        "/api/v1/courses",
+        Some(json!({"code": "gpu1", "title": "GPUs", "image": "base", "gpus": 1}))
+    );
+    assert_eq!(status, 201, "{body}");
+    Enrollment::insert(&mut t.conn(), course_id(&t, "gpu1"), student.user.id, None).unwrap();
+    let (status, body) = call!(
+        &app,
+        &prof_token,
+        "POST",
+        "/api/v1/courses/gpu1/provision",
+        None
+    );
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (409, &json!("gpus")),
+        "{body}"
+    );
+    let made: i64 = instances::table
+        .filter(instances::owner_id.eq(student.user.id))
+        .count()
+        .get_result(&mut t.conn())
+        .unwrap();
+    assert_eq!(made, 0, "the refused provision left an instance");
+    drop(prof);
+    assert!(states[0].1.is_some() && states[1].1.is_none(), "{states:?}");
+}
+
+#[actix_web::test]
+async fn an_operation_whose_steps_were_cancelled_is_not_a_success() {
+    let t = TestController::new();
+    let (_, admin) = t.user("admin", "admin");
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    // No node: the instance waits in the queue, and is deleted before it is ever made.
+    let (status, create) = call!(
+        &app,
+        &admin,
+        "POST",
+        "/api/v1/instances",
+        Some(instance("gone", None))
+    );
+    assert_eq!(status, 202, "{create}");
+    let (status, delete) = call!(&app, &admin, "DELETE", "/api/v1/instances/gone", None);
+    assert_eq!(status, 202, "{delete}");
+    let running = tokio::spawn(worker::run(t.ctl.clone()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let finished = |op: &Value| {
+        op["status"]
+            .as_str()
+            .is_some_and(|s| s != "pending" && s != "running")
+    };
+    let (mut created, mut deleted) = (Value::Null, Value::Null);
+    while Instant::now() < deadline && !(finished(&created) && finished(&deleted)) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        created = call!(
+            &app,
+            &admin,
+            "GET",
+            &format!("/api/v1/operations/{}", create["id"].as_str().unwrap()),
+            None
+        )
+        .1;
+        deleted = call!(
+            &app,
+            &admin,
+            "GET",
+            &format!("/api/v1/operations/{}", delete["id"].as_str().unwrap()),
+            None
+        )
+        .1;
+    }
+    running.abort();
+    assert_eq!(deleted["status"], "success", "{deleted}");
+    assert_eq!(created["status"], "cancelled", "{created}");
+    assert!(
+        created["error"]
+            .as_str()
+            .unwrap()
+            .contains("1 of 1 items were cancelled"),
+        "{created}"
+    );
+}
+
+#[actix_web::test]
+async fn sizes_the_node_would_refuse_are_refused_at_the_course_and_the_instance() {
+    let t = TestController::new();
+    let (_, prof) = t.user("prof", "instructor");
+    let image = t.image("base");
+    // An image whose tarball alone is 2 GiB.
+    diesel::update(cohort_controller::db::schema::images::table.find(image.id))
+        .set(cohort_controller::db::schema::images::size_bytes.eq(2i64 << 30))
+        .execute(&mut t.conn())
+        .unwrap();
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    for (body, field) in [
+        (
+            json!({"code": "c1", "title": "T", "image": "base", "memory_mib": 1}),
+            "memory_mib",
+        ),
+        (
+            json!({"code": "c1", "title": "T", "image": "base", "disk_gib": 1}),
+            "disk_gib",
+        ),
+    ] {
+        let (status, got) = call!(&app, &prof, "POST", "/api/v1/courses", Some(body));
+        assert_eq!(
+            (status, &got["error"]["field"]),
+            (400, &json!(field)),
+            "{got}"
+        );
+    }
+    let tiny = json!({"name": "tiny", "image": "base",
+                      "limits": {"cpu": 1, "memory_mib": 16, "disk_gib": 4}});
+    let (status, got) = call!(&app, &prof, "POST", "/api/v1/instances", Some(tiny));
+    assert_eq!(
+        (status, &got["error"]["field"]),
+        (400, &json!("limits.memory_mib")),
+        "{got}"
+    );
+    let (status, got) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/courses",
+        Some(json!({"code": "c1", "title": "T", "image": "base", "memory_mib": 64, "disk_gib": 3}))
+    );
+    assert_eq!(status, 201, "the least sizes pass: {got}");
+}
