@@ -3,11 +3,12 @@
 //! `unknown`) after the threshold, and reconciles a node when it answers again. Nothing is marked
 //! offline during the start-up grace period, so restarting a controller takes no node down.
 //!
-//! Drift: a container Cohort keeps running that is found stopped, or one found missing from its
-//! node's LXD, was changed behind Cohort's back. The instance shows it (`stopped` or `missing`,
-//! with a `drift:` reason in `error`) and the audit log records it once, as the `poller`; with
-//! the `repair` policy an operation also starts it again or re-creates it (its port, GPU slots
-//! and home volume are still its own).
+//! Drift: a container Cohort keeps running that is found stopped, one Cohort keeps stopped that
+//! is found running (started by hand, or by LXD at boot), or one found missing from its node's
+//! LXD, was changed behind Cohort's back. The instance shows it (`stopped`, `running` or
+//! `missing`, with a `drift:` reason in `error`) and the audit log records it once, as the
+//! `poller`; with the `repair` policy an operation also starts it again, stops it again or
+//! re-creates it (its port, GPU slots and home volume are still its own).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -217,6 +218,7 @@ fn record(
         if policy == DriftPolicy::Repair {
             let (kind, action) = match drift {
                 Drift::Stopped => (OperationKind::ChangeInstanceState, "start"),
+                Drift::Started => (OperationKind::ChangeInstanceState, "stop"),
                 Drift::Missing => (OperationKind::CreateInstance, "create"),
             };
             start(
@@ -274,6 +276,9 @@ fn gpu_use(inv: &Inventory, name: &str, state: &str) -> Observed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Drift {
     Stopped,
+    /// Running while Cohort wants it stopped: a stop undone, and with it a GPU slot or a
+    /// reclaim's purpose.
+    Started,
     Missing,
 }
 
@@ -281,6 +286,7 @@ impl Drift {
     fn reason(self) -> &'static str {
         match self {
             Drift::Stopped => "drift: the container was stopped outside Cohort",
+            Drift::Started => "drift: the container was started outside Cohort",
             Drift::Missing => "drift: the container is missing on its node",
         }
     }
@@ -294,6 +300,9 @@ fn drift_of(instance: &Instance, found: Option<&str>) -> Option<Drift> {
         None if wanted != "deleted" && was != "missing" && was != "queued" => Some(Drift::Missing),
         Some("stopped") if wanted == "running" && matches!(was, "running" | "unknown") => {
             Some(Drift::Stopped)
+        }
+        Some("running") if wanted == "stopped" && matches!(was, "stopped" | "unknown") => {
+            Some(Drift::Started)
         }
         _ => None,
     }

@@ -63,7 +63,9 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
     let mut set = |k: &str, v: String| config.insert(k.to_string(), Value::String(v));
     set("limits.cpu", req.limits.cpu.to_string());
     set("limits.memory", format!("{}MiB", req.limits.memory_mib));
-    set("boot.autostart", "true".into());
+    // Follows the desired state (see `Node::set_autostart`): a container made stopped stays
+    // stopped when the node or LXD restarts.
+    set("boot.autostart", req.start.to_string());
     set("security.idmap.isolated", "true".into());
     set(KEY_IDEMPOTENCY, req.idempotency_key.clone());
     set(KEY_SPEC, spec_hash.clone());
