@@ -17,7 +17,7 @@ use crate::agent_client::NodeAgent;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::db::literal_limit::LiteralLimitDsl;
-use crate::db::schema::{courses, instances};
+use crate::db::schema::{courses, instances, users};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::image::Image;
@@ -141,6 +141,12 @@ fn create_tx(
             Some(name) => User::by_username(conn, name)?.ok_or_else(|| ActionError::invalid("owner", format!("no user {name}")))?,
             None => caller.user.clone(),
         };
+        // The owner's row is locked first, so a student's concurrent creates count one after
+        // another: without it each transaction saw the others' instances uncommitted and all
+        // went through.
+        if caller.role == Role::Student {
+            users::table.find(owner.id).select(users::id).for_update().get_result::<i64>(conn)?;
+        }
         if caller.role == Role::Student && Instance::list(conn, Some(owner.id))?.len() >= STUDENT_MAX_INSTANCES {
             return Err(ActionError::conflict(None, format!("students may own at most {STUDENT_MAX_INSTANCES} instances")));
         }
