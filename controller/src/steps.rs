@@ -213,7 +213,11 @@ async fn create(
             .iter()
             .map(|(g, _)| GpuAttachment {
                 uuid: g.uuid.clone(),
-                pci_address: g.mig_parent.is_none().then(|| g.pci_address.clone()),
+                // A MIG instance keeps its parent's PCI address (its row holds the parent's):
+                // LXD picks the card a `gputype=mig` device names by `pci`, and refuses one
+                // that matches more than one card, as every card does on a node of several
+                // GPUs when `pci` is left out.
+                pci_address: Some(g.pci_address.clone()),
                 mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
             })
             .collect(),
