@@ -200,6 +200,7 @@ diesel::table! {
         memory_used_mib -> Int8,
         disk_used_gib -> Int8,
         instance_count -> Int4,
+        state_before_offline -> Nullable<Text>,
     }
 }
 
