@@ -39,11 +39,12 @@ static struct fake_device mig0 = {"MIG-4a3b1c2d-0000-4000-8000-000000000001", "N
                                   "", 0, 0, 0, 0, 0, 20 * GIB, 0, 0, 0, {0}};
 static struct fake_device mig2 = {"MIG-4a3b1c2d-0000-4000-8000-000000000002", "NVIDIA A100-SXM4-40GB MIG 2g.10gb",
                                   "", 2, 0, 0, 0, 0, 10 * GIB, 0, 0, 0, {0}};
+static struct fake_device l40s = {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1,
+                                  0xaf, 5, 35, 80000, 48 * GIB, 2 * GIB, 0, 0, {0}};
 static struct fake_device gpus[2] = {
     {"GPU-0f1e2d3c-0000-4000-8000-00000000a100", "NVIDIA A100-SXM4-40GB", "00000000:3B:00.0", 0, 0x3b, 37, 41, 250000,
      40 * GIB, 1 * GIB, 1, 1, {&mig0, 0, &mig2}},
-    {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1, 0xaf, 5, 35, 80000,
-     48 * GIB, 2 * GIB, 0, 0, {0}},
+    {0},
 };
 static struct fake_device mig10 = {"MIG-4a3b1c2d-0000-4000-8000-000000000010", "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
                                    "", 0, 0, 0, 0, 0, 20 * GIB, 0, 0, 0, {0}};
@@ -61,7 +62,7 @@ static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
 
 nvmlReturn_t nvmlInit_v2(void) {
     const char *all_mig = getenv("FAKE_NVML_ALL_MIG");
-    if (all_mig && all_mig[0] && strcmp(all_mig, "0") != 0) gpus[1] = second_a100;
+    gpus[1] = (all_mig && all_mig[0] && strcmp(all_mig, "0") != 0) ? second_a100 : l40s;
     initialised = 1;
     return NVML_SUCCESS;
 }

@@ -1,5 +1,6 @@
 //! Placement: filter the nodes that can hold an instance (online, not cordoned, cpu, memory,
-//! disk, GPUs of the model asked for with room under `share_limit`, a free SSH port), score them
+//! disk, GPUs of the model asked for with room under `share_limit` and every holder's course
+//! `--gpu-share N`, a free SSH port), score them
 //! (spread or pack, holding the image first), then allocate the port and GPU slots on the best
 //! one. Runs inside the caller's transaction, so the instance row, its port and its GPU slots
 //! commit together; the unique indexes are the last guard.
@@ -66,6 +67,7 @@ pub fn insert(
         disk_gib: new.disk_gib,
         gpu_model: new.gpu_model,
         exclusive: new.gpu_share == "exclusive",
+        share: new.gpu_share_count,
         image_id: new.image_id,
         pack: new.strategy == "pack",
     };
@@ -92,6 +94,7 @@ pub fn place(
         disk_gib: instance.disk_gib,
         gpu_model: instance.gpu_model.as_deref(),
         exclusive: instance.gpu_share == "exclusive",
+        share: instance.gpu_share_count,
         image_id: instance.image_id,
         pack: instance.strategy == "pack",
     };
@@ -109,6 +112,8 @@ struct Ask<'a> {
     disk_gib: i64,
     gpu_model: Option<&'a str>,
     exclusive: bool,
+    /// Most containers on one GPU this instance accepts (its course's `--gpu-share N`).
+    share: Option<i32>,
     image_id: i64,
     pack: bool,
 }
@@ -256,6 +261,8 @@ impl QueryFragment<Pg> for PlaceTry<'_> {
         out.push_bind_param::<Array<BigInt>, _>(&self.tried)?;
         out.push_sql(", ");
         out.push_bind_param::<Nullable<Jsonb>, _>(&ask.row)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Integer>, _>(&ask.share)?;
         out.push_sql(")");
         Ok(())
     }

@@ -34,9 +34,16 @@ pub struct GpuNode {
 }
 
 impl GpuNode {
-    /// A node whose GPUs are what NVML (the library at `nvml`) reports.
-    pub fn new(nvml: &std::path::Path) -> Self {
-        let gpus = cohort_agent::gpu::inventory(Some(nvml));
+    /// A node whose GPUs are what NVML (the library at `nvml`, one copy per test) reports:
+    /// with `all_mig`, both of its GPUs in MIG mode. The library reads `$FAKE_NVML_ALL_MIG` when
+    /// first loaded, so tests of one process set it and load theirs one at a time.
+    pub fn new(nvml: &std::path::Path, all_mig: bool) -> Self {
+        static LOADING: Mutex<()> = Mutex::new(());
+        let gpus = {
+            let _one = LOADING.lock().unwrap_or_else(|p| p.into_inner());
+            std::env::set_var("FAKE_NVML_ALL_MIG", if all_mig { "1" } else { "0" });
+            cohort_agent::gpu::inventory(Some(nvml))
+        };
         assert_eq!(gpus.unavailable, None, "the test NVML library loads");
         GpuNode {
             calls: Arc::default(),

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use actix_web::{test, web, App};
 use cohort_controller::actions::instances;
+use cohort_controller::api;
 use cohort_controller::models::operation::Operation;
 use cohort_controller::{poller, worker};
 use cohort_e2e::controller::TestController;
@@ -15,6 +17,7 @@ use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
 use cohort_proto::agent::{CreateInstance, Gpu};
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
+use serde_json::{json, Value};
 
 fn request(name: &str, gpus: u32) -> ApiCreate {
     ApiCreate {
@@ -92,8 +95,7 @@ fn lxd_selected_cards<'a>(dev: &BTreeMap<String, String>, cards: &'a [Gpu]) -> V
 async fn mig_devices_on_a_node_of_two_gpus_select_their_parent_card() {
     let dir = tempfile::tempdir().unwrap();
     let lib = build_fake_nvml(dir.path());
-    std::env::set_var("FAKE_NVML_ALL_MIG", "1");
-    let node = GpuNode::new(&lib);
+    let node = GpuNode::new(&lib, true);
     let cards = node.gpus.gpus.clone();
     assert!(
         cards.len() == 2 && cards.iter().all(|c| c.mig_enabled),
@@ -156,4 +158,142 @@ async fn mig_devices_on_a_node_of_two_gpus_select_their_parent_card() {
         handed_out.insert(uuid);
     }
     assert_eq!(handed_out.len(), 3, "every MIG instance, each once");
+}
+
+/// `method path` through the API's real handlers as `token`; (status, JSON body or Null).
+macro_rules! call {
+    ($app:expr, $token:expr, $method:expr, $path:expr, $body:expr) => {{
+        let req = test::TestRequest::default()
+            .method($method.parse().unwrap())
+            .uri(&format!("/api/v1{}", $path))
+            .insert_header(("authorization", format!("Bearer {}", $token)));
+        let req = match $body {
+            Body::None => req,
+            Body::Json(v) => req.set_json(v),
+            Body::Csv(text) => req
+                .insert_header(("content-type", "text/csv"))
+                .set_payload(text),
+        };
+        let res = test::call_service($app, req.to_request()).await;
+        let status = res.status().as_u16();
+        let bytes = test::read_body(res).await;
+        (
+            status,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    }};
+}
+
+enum Body {
+    None,
+    Json(Value),
+    Csv(String),
+}
+
+/// Instance name -> the GPU uuids it holds, and the names still queued.
+fn gpu_holders(t: &TestController) -> (BTreeMap<String, Vec<String>>, BTreeSet<String>) {
+    use cohort_controller::db::schema::{gpu_allocations, gpus, instances as inst};
+    use diesel::prelude::*;
+    let mut conn = t.conn();
+    let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let rows: Vec<(String, String)> = gpu_allocations::table
+        .inner_join(gpus::table.on(gpus::id.eq(gpu_allocations::gpu_id)))
+        .inner_join(inst::table.on(inst::id.eq(gpu_allocations::instance_id)))
+        .select((inst::name, gpus::uuid))
+        .load(&mut conn)
+        .unwrap();
+    for (name, uuid) in rows {
+        held.entry(name).or_default().push(uuid);
+    }
+    let queued: Vec<String> = inst::table
+        .filter(inst::node_id.is_null())
+        .select(inst::name)
+        .load(&mut conn)
+        .unwrap();
+    (held, queued.into_iter().collect())
+}
+
+/// The GPU node of the test NVML library (an A100 in MIG mode and an L40S) with the L40S
+/// shared by up to 4, an instructor and their course `code` of `students` asking for one L40S
+/// at `gpu_share`, provisioned. Returns the controller, the node, the API's tokens
+/// (admin, instructor) and the L40S's uuid.
+async fn shared_l40s_course(
+    code: &str,
+    gpu_share: u32,
+    students: &[&str],
+    extra: Value,
+) -> (TestController, GpuNode, String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_fake_nvml(dir.path());
+    let node = GpuNode::new(&lib, false);
+    let l40s = node
+        .gpus
+        .gpus
+        .iter()
+        .find(|g| g.name == "NVIDIA L40S")
+        .expect("the L40S")
+        .uuid
+        .clone();
+    let t = TestController::with_agents(Arc::new(node.clone()));
+    let (_, admin) = t.user("admin", "admin");
+    let (_, prof) = t.user("prof", "instructor");
+    t.image("base");
+    t.node("gpu-node", (26100, 26119), 64, 256, true);
+    poller::poll_all(&t.ctl).await;
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let share = json!({"share_limit": 4});
+    let (status, body) = call!(
+        &app,
+        &admin,
+        "PATCH",
+        &format!("/gpus/{l40s}"),
+        Body::Json(share)
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut course = json!({"code": code, "title": "Shared GPUs", "image": "base", "gpus": 1,
+                            "gpu_model": "NVIDIA L40S", "gpu_share": gpu_share});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        course[k] = v.clone();
+    }
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Body::Json(course));
+    assert_eq!(status, 201, "{body}");
+    let mut roster = String::from("username,name,email,ssh_key\n");
+    for s in students {
+        roster.push_str(&format!("{s},{s},,\n"));
+    }
+    let path = format!("/courses/{code}/roster");
+    let (status, body) = call!(&app, &prof, "POST", &path, Body::Csv(roster));
+    assert_eq!(status, 200, "{body}");
+    let path = format!("/courses/{code}/provision");
+    let (status, body) = call!(&app, &prof, "POST", &path, Body::None);
+    assert_eq!(status, 202, "{body}");
+    (t, node, admin, prof, l40s)
+}
+
+/// Issue 24: a course's `--gpu-share 2` puts at most two of its students on one GPU, although
+/// the GPU's own `share_limit` (4) would take more; the third waits in the queue.
+#[actix_web::test]
+async fn a_courses_gpu_share_caps_how_many_share_one_gpu() {
+    let (t, _node, _admin, prof, l40s) =
+        shared_l40s_course("sh", 2, &["s1", "s2", "s3"], json!({})).await;
+    let (held, queued) = gpu_holders(&t);
+    let on_l40s: Vec<&String> = held
+        .iter()
+        .filter(|(_, g)| g.contains(&l40s))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(on_l40s.len(), 2, "two students on the L40S: {held:?}");
+    assert_eq!(queued.len(), 1, "the third waits: {held:?} {queued:?}");
+    assert!(held.values().all(|g| g == &[l40s.clone()]), "{held:?}");
+
+    // The course shows its share.
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let (status, course) = call!(&app, &prof, "GET", "/courses/sh", Body::None);
+    assert_eq!(status, 200, "{course}");
+    assert_eq!(course["gpu_share"], "shared");
+    assert_eq!(course["gpu_share_count"], 2);
 }

@@ -171,6 +171,7 @@ fn create_tx(
                     GpuShare::Exclusive => "exclusive",
                     GpuShare::Shared => "shared",
                 },
+                gpu_share_count: None,
                 strategy: match req.strategy {
                     cohort_proto::api::instances::PlacementStrategy::Spread => "spread",
                     cohort_proto::api::instances::PlacementStrategy::Pack => "pack",

@@ -52,6 +52,7 @@ diesel::table! {
         quota_gpus -> Nullable<Int4>,
         quota_memory_mib -> Nullable<Int8>,
         created_at -> Timestamptz,
+        gpu_share_count -> Nullable<Int4>,
     }
 }
 
@@ -71,6 +72,7 @@ diesel::table! {
         slot -> Int4,
         instance_id -> Int8,
         created_at -> Timestamptz,
+        share_count -> Nullable<Int4>,
     }
 }
 
@@ -144,6 +146,7 @@ diesel::table! {
         updated_at -> Timestamptz,
         last_seen_at -> Nullable<Timestamptz>,
         ssh_host_key -> Nullable<Text>,
+        gpu_share_count -> Nullable<Int4>,
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Course {
     pub quota_gpus: Option<i32>,
     pub quota_memory_mib: Option<i64>,
     pub created_at: DateTime<Utc>,
+    /// `--gpu-share N` with N > 1: at most N containers on one GPU (under its `share_limit`).
+    pub gpu_share_count: Option<i32>,
 }
 
 #[derive(Debug, Insertable)]
@@ -41,6 +43,7 @@ pub struct NewCourse<'a> {
     pub gpus: i32,
     pub gpu_model: Option<&'a str>,
     pub gpu_share: &'a str,
+    pub gpu_share_count: Option<i32>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
 }

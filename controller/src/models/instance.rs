@@ -35,6 +35,8 @@ pub struct Instance {
     /// `ssh-ed25519 AAAA...` as the agent made it for this container (see the agent's
     /// `host_key`); `None` before the container is made or when it has no SSH access.
     pub ssh_host_key: Option<String>,
+    /// Its course's `--gpu-share N`: it shares a GPU with at most N - 1 others.
+    pub gpu_share_count: Option<i32>,
 }
 
 /// What the API shows of the rows an instance refers to: its owner's name, its image's alias, its
@@ -122,6 +124,7 @@ pub struct NewInstance<'a> {
     pub gpu_count: i32,
     pub gpu_model: Option<&'a str>,
     pub gpu_share: &'a str,
+    pub gpu_share_count: Option<i32>,
     pub strategy: &'a str,
     pub priority: i32,
     pub config: serde_json::Value,
