@@ -10,6 +10,7 @@ pub mod controller;
 pub mod course;
 pub mod db;
 pub mod error;
+pub mod gpu_slots;
 pub mod metrics;
 pub mod models;
 pub mod openapi;

@@ -25,6 +25,7 @@ use crate::config::DriftPolicy;
 use crate::controller::{connect_node, Controller};
 use crate::db::schema::{operation_items, operations};
 use crate::error::{ActionError, ActionResult};
+use crate::gpu_slots;
 use crate::metrics::Metrics;
 use crate::models::audit;
 use crate::models::gpu::{Gpu, ReportedGpu};
@@ -192,10 +193,11 @@ fn record(
         let Some(drift) = drift_of(&instance, found) else {
             // Keep a drift reason while the drift lasts (a stopped one stays stopped).
             let now = found.unwrap_or("missing");
-            let keep = instance
-                .error
-                .as_deref()
-                .filter(|e| e.starts_with("drift:") && now == instance.observed_state);
+            // And a start's wait for a GPU while it stays stopped.
+            let keep = instance.error.as_deref().filter(|e| {
+                (e.starts_with("drift:") && now == instance.observed_state)
+                    || (e.starts_with(gpu_slots::WAITING) && now == "stopped")
+            });
             Instance::set_observed(conn, instance.id, now, keep)?;
             continue;
         };

@@ -23,6 +23,7 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             "agent_update_instance",
             schema_for!(crate::agent::UpdateInstance),
         ),
+        ("agent_attach_gpus", schema_for!(crate::agent::AttachGpus)),
         (
             "agent_publish_instance",
             schema_for!(crate::agent::PublishInstance),

@@ -11,9 +11,9 @@ use cohort_controller::agent_client::{
     AgentConnector, AgentError, AgentFuture, AgentTarget, FileMeta, NodeAgent, ReceivedTarball,
 };
 use cohort_proto::agent::{
-    CreateInstance, CreateSnapshot, ExecRequest, ExecResult, GpuInventory, HostFacts, Image,
-    ImportImage, Instance, Inventory, LxdFacts, PublishInstance, Snapshot, SshAccess, StateAction,
-    StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, GpuAttachment,
+    GpuInventory, HostFacts, Image, ImportImage, Instance, Inventory, LxdFacts, PublishInstance,
+    Snapshot, SshAccess, StateAction, StateChange, UpdateInstance,
 };
 
 /// What the controller asked of the node.
@@ -22,6 +22,9 @@ pub struct Calls {
     pub creates: Vec<CreateInstance>,
     pub state_changes: Vec<(String, StateAction)>,
     pub detached: Vec<String>,
+    pub attached: Vec<(String, Vec<GpuAttachment>)>,
+    /// Every state change, detach and attach in order, e.g. `stop id-s1`, `detach id-s1`.
+    pub events: Vec<String>,
     /// Instance name -> LXD status (`Running`, `Stopped`).
     pub instances: BTreeMap<String, String>,
 }
@@ -77,6 +80,14 @@ fn instance(name: &str, status: &str) -> Instance {
         state: None,
         config: BTreeMap::new(),
         devices: BTreeMap::new(),
+    }
+}
+
+fn status_verb(action: StateAction) -> &'static str {
+    match action {
+        StateAction::Start => "start",
+        StateAction::Stop => "stop",
+        StateAction::Restart => "restart",
     }
 }
 
@@ -152,6 +163,8 @@ impl NodeAgent for GpuNode {
                 StateAction::Start | StateAction::Restart => "Running",
             };
             c.instances.insert(name.clone(), status.into());
+            c.events
+                .push(format!("{} {name}", status_verb(change.action)));
             c.state_changes.push((name.clone(), change.action));
             Ok(instance(&name, status))
         })
@@ -172,7 +185,18 @@ impl NodeAgent for GpuNode {
         Box::pin(async move {
             let mut c = calls.lock().unwrap_or_else(|p| p.into_inner());
             c.detached.push(name.clone());
+            c.events.push(format!("detach {name}"));
             let status = c.instances.get(&name).cloned().unwrap_or_default();
+            Ok(instance(&name, &status))
+        })
+    }
+    fn attach_gpus(&self, name: String, request: AttachGpus) -> AgentFuture<Instance> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            let status = c.instances.get(&name).cloned().unwrap_or_default();
+            c.attached.push((name.clone(), request.gpus));
+            c.events.push(format!("attach {name}"));
             Ok(instance(&name, &status))
         })
     }

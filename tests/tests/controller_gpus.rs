@@ -297,3 +297,147 @@ async fn a_courses_gpu_share_caps_how_many_share_one_gpu() {
     assert_eq!(course["gpu_share"], "shared");
     assert_eq!(course["gpu_share_count"], 2);
 }
+
+/// Polls `probe` every 200 ms for at most a minute.
+async fn until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// (observed state, error) of an instance.
+fn state_of(t: &TestController, name: &str) -> (String, Option<String>) {
+    use cohort_controller::db::schema::instances as inst;
+    use diesel::prelude::*;
+    inst::table
+        .filter(inst::name.eq(name))
+        .select((inst::observed_state, inst::error))
+        .first(&mut t.conn())
+        .unwrap()
+}
+
+/// Issue 24: an idle stop gives the GPU slot back, so the student waiting in the queue gets
+/// it; a start takes a slot again on the instance's node (its GPU device put back before the
+/// start) or, with none free, waits with the reason shown, and starts once one frees.
+#[actix_web::test]
+async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() {
+    // Two students share the L40S (gpu_share 2); the third waits for a slot.
+    let (t, node, _admin, prof, l40s) =
+        shared_l40s_course("id", 2, &["s1", "s2", "s3"], json!({"idle_gpu_minutes": 1})).await;
+    tokio::spawn(worker::run(t.ctl.clone()));
+    let (held, queued) = gpu_holders(&t);
+    assert_eq!(queued, BTreeSet::from(["id-s3".to_string()]), "{held:?}");
+    until("s1 and s2 running", || {
+        (state_of(&t, "id-s1").0 == "running" && state_of(&t, "id-s2").0 == "running").then_some(())
+    })
+    .await;
+
+    // Both use no GPU for a reclaim "minute" of one second: stopped, and the slots given back.
+    poller::poll_all(&t.ctl).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let reclaimer = t.another_configured("reclaimer", |c| c.reclaim.minute_s = 1);
+    assert_eq!(
+        cohort_controller::reclaim::pass(&reclaimer).await.unwrap(),
+        2
+    );
+    until("the idle ones stopped and their slots free", || {
+        let (held, _) = gpu_holders(&t);
+        let stopped = ["id-s1", "id-s2"]
+            .iter()
+            .all(|n| state_of(&t, n).0 == "stopped" && !held.contains_key(*n));
+        stopped.then_some(())
+    })
+    .await;
+    let detached = node.calls().detached.clone();
+    assert!(
+        detached.contains(&"id-s1".into()) && detached.contains(&"id-s2".into()),
+        "the devices come off before the slots go: {detached:?}"
+    );
+
+    // The queued student gets the GPU.
+    cohort_controller::queue::place_queued(&mut t.conn(), &t.ctl.config.placement).unwrap();
+    until("s3 placed and running", || {
+        let (held, _) = gpu_holders(&t);
+        (held.get("id-s3") == Some(&vec![l40s.clone()]) && state_of(&t, "id-s3").0 == "running")
+            .then_some(())
+    })
+    .await;
+
+    // s1 starts: it takes the other slot again, its device put back before the start.
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let start = || Body::Json(json!({"action": "start"}));
+    let (status, body) = call!(&app, &prof, "PUT", "/instances/id-s1/state", start());
+    assert_eq!(status, 202, "{body}");
+    until("s1 running on the L40S again", || {
+        let (held, _) = gpu_holders(&t);
+        (held.get("id-s1") == Some(&vec![l40s.clone()]) && state_of(&t, "id-s1").0 == "running")
+            .then_some(())
+    })
+    .await;
+    {
+        let calls = node.calls();
+        let (name, gpus) = calls.attached.last().expect("devices put back");
+        assert_eq!(name, "id-s1");
+        assert_eq!(gpus.len(), 1);
+        assert_eq!(gpus[0].uuid, l40s);
+        assert_eq!(gpus[0].pci_address.as_deref(), Some("0000:af:00.0"));
+        let s1: Vec<&str> = calls
+            .events
+            .iter()
+            .filter_map(|e| e.strip_suffix(" id-s1"))
+            .collect();
+        assert_eq!(
+            s1,
+            ["stop", "detach", "attach", "start"],
+            "stopped, devices off; devices back, started"
+        );
+    }
+
+    // s2 starts: the L40S is full (s3 and s1), so it waits and says why.
+    let (status, body) = call!(&app, &prof, "PUT", "/instances/id-s2/state", start());
+    assert_eq!(status, 202, "{body}");
+    let why = until("s2 waiting with a reason", || state_of(&t, "id-s2").1).await;
+    assert!(
+        why.starts_with("waiting for a GPU:")
+            && why.contains("NVIDIA L40S")
+            && why.contains("node gpu-node")
+            && why.contains("at most 2"),
+        "{why}"
+    );
+    let (status, shown) = call!(&app, &prof, "GET", "/instances/id-s2", Body::None);
+    assert_eq!(status, 200);
+    assert_eq!(shown["error"], why.as_str(), "{shown}");
+    assert_eq!(shown["observed_state"], "stopped", "{shown}");
+    poller::poll_all(&t.ctl).await;
+    assert_eq!(
+        state_of(&t, "id-s2").1.as_deref(),
+        Some(why.as_str()),
+        "a poll keeps the reason"
+    );
+
+    // s3 goes away: s2 takes its slot and starts; the reason is gone.
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "DELETE",
+        "/instances/id-s3?force=true",
+        Body::None
+    );
+    assert_eq!(status, 202, "{body}");
+    until("s2 running on the L40S", || {
+        let (held, _) = gpu_holders(&t);
+        (held.get("id-s2") == Some(&vec![l40s.clone()])
+            && state_of(&t, "id-s2") == ("running".into(), None))
+            .then_some(())
+    })
+    .await;
+    let (held, _) = gpu_holders(&t);
+    assert_eq!(held.len(), 2, "s1 and s2 share the L40S: {held:?}");
+}

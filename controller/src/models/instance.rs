@@ -223,6 +223,13 @@ impl Instance {
             .execute(conn)
     }
 
+    /// Why the instance is not as desired (e.g. a start waiting for a GPU), or `None`.
+    pub fn set_error(conn: &mut PgConnection, id: i64, error: Option<&str>) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set(instances::error.eq(error))
+            .execute(conn)
+    }
+
     pub fn set_observed(
         conn: &mut PgConnection,
         id: i64,
