@@ -442,6 +442,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             true,
         ),
         r(
+            "delete",
+            "/api/v1/courses/{code}",
+            "Remove a torn-down course (its instructor or an admin)",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
             "post",
             "/api/v1/courses/{code}/teardown",
             "Stop or delete every container of the course",

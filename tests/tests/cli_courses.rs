@@ -1,6 +1,6 @@
 //! The course verbs end to end: a course, a roster (one student with a key, one without),
-//! provisioning with `--wait`, the endpoints export in its three formats, and teardown, against
-//! a real controller and a real agent on one node.
+//! provisioning with `--wait`, the endpoints export in its three formats, teardown and delete,
+//! against a real controller and a real agent on one node.
 
 mod cli_support;
 
@@ -83,8 +83,15 @@ fn course_create_roster_provision_endpoints_teardown() {
     cli.ok(&["-q", "course", "teardown", "cs101", "--force"]);
     let stopped = lxd.lxc(&["list", "-f", "csv", "-c", "s"]);
     assert_eq!(stopped, "STOPPED\nSTOPPED\n");
+    // Stopped is not torn down: the course cannot go yet.
+    cli.fails(
+        &["course", "delete", "cs101", "--force"],
+        "tear it down with --delete first",
+    );
     cli.ok(&["-q", "course", "teardown", "cs101", "--delete", "--force"]);
     assert_eq!(lxd.lxc(&["list", "-f", "csv", "-c", "n"]), "");
+    cli.ok(&["course", "delete", "cs101", "--force"]);
+    assert_eq!(cli.ok(&["course", "list", "-f", "csv"]), "");
 }
 
 /// `cohort course student snapshot|snapshots|restore`: an instructor snapshots one student's

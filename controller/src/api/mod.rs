@@ -90,6 +90,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/courses", get().to(courses::list))
                     .route("/courses", post().to(courses::create))
                     .route("/courses/{code}", get().to(courses::get))
+                    .route("/courses/{code}", delete().to(courses::delete))
                     .route("/courses/{code}/quota", put().to(courses::set_quota))
                     .route("/courses/{code}/roster", post().to(courses::import_roster))
                     .route("/courses/{code}/students", get().to(courses::students))

@@ -99,6 +99,20 @@ impl Course {
             .execute(conn)
     }
 
+    /// The course, its row locked until the transaction ends.
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Course> {
+        courses::table
+            .find(id)
+            .select(Course::as_select())
+            .for_update()
+            .first(conn)
+    }
+
+    /// Removes the course; its enrollments and reclaim policy go with it (ON DELETE CASCADE).
+    pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::delete(courses::table.find(id)).execute(conn)
+    }
+
     pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
         diesel::update(courses::table.find(id))
             .set(courses::state.eq(state))

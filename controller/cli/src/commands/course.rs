@@ -111,6 +111,15 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
             progress::wait(&client, &operation, session.quiet).await?;
             Ok(())
         }
+        CourseCommand::Delete(delete) => {
+            let (client, code) = session.target(&delete.code)?;
+            let question = format!("This will remove course {code} for good. Continue?");
+            if !delete.force && !confirm(&question)? {
+                bail!("Delete aborted");
+            }
+            let path = format!("/courses/{}", seg(&code));
+            client.call(client.request(Method::DELETE, &path)).await
+        }
         CourseCommand::Student(student) => run_student(session, student).await,
     }
 }
