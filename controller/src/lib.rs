@@ -19,6 +19,7 @@ pub mod pki;
 pub mod placement;
 pub mod poller;
 pub mod queue;
+pub mod queue_reason;
 pub mod reclaim;
 pub mod server;
 pub mod steps;

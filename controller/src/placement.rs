@@ -12,6 +12,7 @@ use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Jsonb, Nullable, T
 
 use crate::config::PlacementConfig;
 use crate::models::instance::{Instance, NewInstance};
+use crate::queue_reason;
 
 /// Where an instance went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,12 @@ pub fn insert(
     };
     match place_ask(conn, &ask, pinned, config)? {
         Some(p) => Ok((p.instance_id, Some(p))),
-        None => Ok((Instance::insert(conn, new)?.id, None)),
+        None => {
+            let id = Instance::insert(conn, new)?.id;
+            let why = queue_reason::why(conn, &ask.need(), config)?;
+            Instance::set_error(conn, id, Some(&why))?;
+            Ok((id, None))
+        }
     }
 }
 
@@ -98,7 +104,22 @@ pub fn place(
         image_id: instance.image_id,
         pack: instance.strategy == "pack",
     };
-    place_ask(conn, &ask, pinned, config)
+    let placed = place_ask(conn, &ask, pinned, config)?;
+    let was_queued = instance
+        .error
+        .as_deref()
+        .is_some_and(|e| e.starts_with(queue_reason::QUEUED));
+    if placed.is_some() && was_queued {
+        Instance::set_error(conn, instance.id, None)?;
+    } else if placed.is_none() {
+        // Written only when it changed: every write of `instances` makes the page cache read
+        // its pages again.
+        let why = queue_reason::why(conn, &ask.need(), config)?;
+        if instance.error.as_deref() != Some(why.as_str()) {
+            Instance::set_error(conn, instance.id, Some(&why))?;
+        }
+    }
+    Ok(placed)
 }
 
 /// What is placed: a queued instance (`instance`) or a new row (`row`, its columns by name), and
@@ -116,6 +137,20 @@ struct Ask<'a> {
     share: Option<i32>,
     image_id: i64,
     pack: bool,
+}
+
+impl Ask<'_> {
+    fn need(&self) -> queue_reason::Need<'_> {
+        queue_reason::Need {
+            cpu: self.cpu,
+            memory_mib: self.memory_mib,
+            disk_gib: self.disk_gib,
+            gpu_count: self.gpu_count,
+            gpu_model: self.gpu_model,
+            exclusive: self.exclusive,
+            share: self.share,
+        }
+    }
 }
 
 /// Each try is one call of `cohort_place_try` (the `placement_functions`, `placement_window` and

@@ -102,6 +102,16 @@ async fn step(
         ));
     }
     let Some(node_id) = instance.node_id else {
+        // Queued: the item shows why (the queue keeps the reason on the instance).
+        if let Some(why) = instance
+            .error
+            .clone()
+            .filter(|e| *e != item.error.as_deref().unwrap_or(""))
+        {
+            let item_id = item.id;
+            ctl.db(move |conn| Ok(OperationItem::note_error(conn, item_id, &why)?))
+                .await?;
+        }
         return Ok(StepOutcome::Wait(Duration::from_secs(
             ctl.config.placement.queue_interval_s.max(1),
         )));
