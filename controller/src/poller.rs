@@ -8,9 +8,11 @@
 //! LXD, was changed behind Cohort's back. The instance shows it (`stopped`, `running` or
 //! `missing`, with a `drift:` reason in `error`) and the audit log records it once, as the
 //! `poller`; with the `repair` policy an operation also starts it again, stops it again or
-//! re-creates it (its port, GPU slots and home volume are still its own).
+//! re-creates it (its port, GPU slots and home volume are still its own). A container in the
+//! node's project with no row here is an orphan: recorded at once (its port leaves placement)
+//! and reported as drift `orphan` once seen on two polls; an admin adopts or deletes it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +35,7 @@ use crate::models::image::Image;
 use crate::models::instance::Instance;
 use crate::models::instance_usage::{InstanceUsage, Observed};
 use crate::models::node::{Node, NodeFacts};
+use crate::models::orphan::Orphan;
 
 /// Longest a single poll may take.
 const POLL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -176,7 +179,9 @@ fn record(
     let fingerprints: Vec<String> = inv.images.iter().map(|i| i.fingerprint.clone()).collect();
     Image::set_held(conn, node.id, &fingerprints)?;
     let lxd: HashMap<&str, &AgentInstance> = seen.iter().map(|i| (i.name.as_str(), i)).collect();
-    for instance in Instance::on_node(conn, node.id)? {
+    let known = Instance::on_node(conn, node.id)?;
+    record_orphans(conn, node, seen, &known)?;
+    for instance in known {
         if instance.observed_state == "pending" {
             continue;
         }
@@ -236,6 +241,49 @@ fn record(
                 }],
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Containers in the node's project without a row here: recorded (their ports leave placement
+/// at once) and reported as drift `orphan` once seen on two polls running.
+fn record_orphans(
+    conn: &mut PgConnection,
+    node: &Node,
+    seen: &[AgentInstance],
+    known: &[Instance],
+) -> ActionResult<()> {
+    let ours: HashSet<&str> = known.iter().map(|i| i.name.as_str()).collect();
+    // Only what Cohort made (its idempotency key or SSH device): a template container an admin
+    // keeps in the project for copies is no orphan.
+    let strays: Vec<(String, String, Option<i32>)> = seen
+        .iter()
+        .filter(|i| i.idempotency_key.is_some() || i.ssh_port.is_some())
+        .filter(|i| !ours.contains(i.name.as_str()))
+        .map(|i| {
+            let status = match i.status.as_str() {
+                "Running" => "running",
+                "Stopped" => "stopped",
+                _ => "error",
+            };
+            (
+                i.name.clone(),
+                status.to_string(),
+                i.ssh_port.map(i32::from),
+            )
+        })
+        .collect();
+    for orphan in Orphan::record_seen(conn, node.id, &strays)? {
+        audit::record(
+            conn,
+            "poller",
+            "drift",
+            "instance",
+            &orphan.name,
+            serde_json::json!({"node": node.name, "found": "orphan", "status": orphan.status,
+                               "ssh_port": orphan.ssh_port}),
+        )?;
+        tracing::warn!(instance = %orphan.name, node = %node.name, "drift: a container Cohort has no record of");
     }
     Ok(())
 }

@@ -45,6 +45,11 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::api::nodes::EvacuateNode),
         ),
         ("api_gpu", schema_for!(crate::api::gpus::Gpu)),
+        ("api_orphan", schema_for!(crate::api::orphans::Orphan)),
+        (
+            "api_adopt_orphan",
+            schema_for!(crate::api::orphans::AdoptOrphan),
+        ),
         ("api_update_gpu", schema_for!(crate::api::gpus::UpdateGpu)),
         ("api_image", schema_for!(crate::api::images::Image)),
         (

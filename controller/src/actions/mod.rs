@@ -13,6 +13,7 @@ pub mod images;
 pub mod instances;
 pub mod nodes;
 pub mod operations;
+pub mod orphans;
 pub mod provision;
 pub mod proxy;
 pub mod roster;

@@ -11,6 +11,7 @@ mod instances;
 mod meta;
 mod nodes;
 mod operations;
+mod orphans;
 mod users;
 
 pub use extract::PeerCertificate;
@@ -53,6 +54,9 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/nodes/{name}/cordon", post().to(nodes::cordon))
                     .route("/nodes/{name}/evacuate", post().to(nodes::evacuate))
                     .route("/nodes/{name}/restore", post().to(nodes::restore))
+                    .route("/orphans", get().to(orphans::list))
+                    .route("/orphans/{node}/{name}", delete().to(orphans::delete))
+                    .route("/orphans/{node}/{name}/adopt", post().to(orphans::adopt))
                     .route("/gpus", get().to(gpus::list))
                     .route("/gpus/{uuid}", patch().to(gpus::update))
                     .route("/images", get().to(images::list))

@@ -208,6 +208,18 @@ diesel::table! {
 }
 
 diesel::table! {
+    orphans (node_id, name) {
+        node_id -> Int8,
+        name -> Text,
+        status -> Text,
+        ssh_port -> Nullable<Int4>,
+        reported -> Bool,
+        first_seen_at -> Timestamptz,
+        last_seen_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     operation_items (id) {
         id -> Uuid,
         operation_id -> Uuid,
@@ -284,6 +296,7 @@ diesel::joinable!(node_images -> nodes (node_id));
 diesel::joinable!(operation_items -> instances (instance_id));
 diesel::joinable!(operation_items -> operations (operation_id));
 diesel::joinable!(operations -> users (created_by));
+diesel::joinable!(orphans -> nodes (node_id));
 diesel::joinable!(ssh_keys -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
@@ -303,6 +316,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     nodes,
     operation_items,
     operations,
+    orphans,
     ssh_keys,
     users,
 );
