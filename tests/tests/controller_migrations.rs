@@ -7,7 +7,7 @@ use diesel::prelude::*;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 19] = [
+const TABLES: [&str; 20] = [
     "api_tokens",
     "audit_log",
     "course_reclaim",
@@ -25,6 +25,7 @@ const TABLES: [&str; 19] = [
     "nodes",
     "operation_items",
     "operations",
+    "orphans",
     "ssh_keys",
     "users",
 ];
