@@ -286,7 +286,10 @@ async fn a_courses_gpu_share_caps_how_many_share_one_gpu() {
         .collect();
     assert_eq!(on_l40s.len(), 2, "two students on the L40S: {held:?}");
     assert_eq!(queued.len(), 1, "the third waits: {held:?} {queued:?}");
-    assert!(held.values().all(|g| g == &[l40s.clone()]), "{held:?}");
+    assert!(
+        held.values().all(|g| g == std::slice::from_ref(&l40s)),
+        "{held:?}"
+    );
 
     // The course shows its share.
     let app =
