@@ -1,6 +1,7 @@
 /* A stand-in for libnvidia-ml.so with two fake GPUs, for tests on machines without a GPU.
  * GPU 0 is an A100 in MIG mode with two MIG devices (slots 0 and 2; slot 1 is empty);
- * GPU 1 is an L40S without MIG support. It answers only the NVML calls the agent makes.
+ * GPU 1 is an L40S without MIG support, or, when $FAKE_NVML_ALL_MIG is set (not "0"), a second
+ * A100 in MIG mode with one MIG device (slot 0). It answers only the NVML calls the agent makes.
  * Compute processes come from the file named by $FAKE_NVML_PROCESSES, read on every call: one
  * process a line, "<gpu index> <pid> <used bytes>" (a missing file means none).
  * Build: cc -shared -fPIC -o libfake_nvml.so fake_nvml.c */
@@ -38,12 +39,18 @@ static struct fake_device mig0 = {"MIG-4a3b1c2d-0000-4000-8000-000000000001", "N
                                   "", 0, 0, 0, 0, 0, 20 * GIB, 0, 0, 0, {0}};
 static struct fake_device mig2 = {"MIG-4a3b1c2d-0000-4000-8000-000000000002", "NVIDIA A100-SXM4-40GB MIG 2g.10gb",
                                   "", 2, 0, 0, 0, 0, 10 * GIB, 0, 0, 0, {0}};
+static struct fake_device l40s = {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1,
+                                  0xaf, 5, 35, 80000, 48 * GIB, 2 * GIB, 0, 0, {0}};
 static struct fake_device gpus[2] = {
     {"GPU-0f1e2d3c-0000-4000-8000-00000000a100", "NVIDIA A100-SXM4-40GB", "00000000:3B:00.0", 0, 0x3b, 37, 41, 250000,
      40 * GIB, 1 * GIB, 1, 1, {&mig0, 0, &mig2}},
-    {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1, 0xaf, 5, 35, 80000,
-     48 * GIB, 2 * GIB, 0, 0, {0}},
+    {0},
 };
+static struct fake_device mig10 = {"MIG-4a3b1c2d-0000-4000-8000-000000000010", "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+                                   "", 0, 0, 0, 0, 0, 20 * GIB, 0, 0, 0, {0}};
+static struct fake_device second_a100 = {"GPU-0f1e2d3c-0000-4000-8000-00000000a101", "NVIDIA A100-SXM4-40GB",
+                                         "00000000:AF:00.0", 1, 0xaf, 3, 39, 90000, 40 * GIB, 0, 1, 1,
+                                         {&mig10, 0, 0}};
 static int initialised;
 
 static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
@@ -53,7 +60,12 @@ static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlInit_v2(void) { initialised = 1; return NVML_SUCCESS; }
+nvmlReturn_t nvmlInit_v2(void) {
+    const char *all_mig = getenv("FAKE_NVML_ALL_MIG");
+    gpus[1] = (all_mig && all_mig[0] && strcmp(all_mig, "0") != 0) ? second_a100 : l40s;
+    initialised = 1;
+    return NVML_SUCCESS;
+}
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return nvmlInit_v2(); }
 nvmlReturn_t nvmlShutdown(void) { initialised = 0; return NVML_SUCCESS; }
 

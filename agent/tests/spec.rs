@@ -87,6 +87,11 @@ fn body_sets_limits_security_gpus_ssh_and_home() {
         vec![KEY.to_string()],
         "key normalised"
     );
+    // Made stopped, it stays stopped when LXD or the node restarts.
+    let mut stopped = request();
+    stopped.start = false;
+    let p = plan(&stopped, "cohort").unwrap();
+    assert_eq!(p.body["config"]["boot.autostart"], "false");
 }
 
 #[test]

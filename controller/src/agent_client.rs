@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use cohort_proto::agent::{
-    CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
-    Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage,
+    Instance, Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
 };
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
@@ -119,6 +119,8 @@ pub trait NodeAgent: Send + Sync {
     fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance>;
     /// Removes the instance's `cohort-gpu*` devices (the reclaimer's `detach`); none is success.
     fn detach_gpus(&self, name: String) -> AgentFuture<Instance>;
+    /// Replaces the stopped instance's `cohort-gpu*` devices with these (GPUs it got back).
+    fn attach_gpus(&self, name: String, request: AttachGpus) -> AgentFuture<Instance>;
     /// Publishes a stopped instance; its tarball is streamed into `dest`.
     fn publish(
         &self,
@@ -468,6 +470,11 @@ impl NodeAgent for HttpAgent {
     }
     fn detach_gpus(&self, name: String) -> AgentFuture<Instance> {
         Box::pin(json(self.instance(Method::POST, &name, "/gpus/detach")))
+    }
+    fn attach_gpus(&self, name: String, request: AttachGpus) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/gpus").json(&request),
+        ))
     }
     fn publish(
         &self,

@@ -173,9 +173,10 @@ pub struct PollerConfig {
     /// Seconds after start during which nothing is marked offline, so a controller restart
     /// cannot take nodes offline; default 60 (at least `offline_after_s` is sensible).
     pub startup_grace_s: u64,
-    /// `COHORT_DRIFT_POLICY`: what the poller does about a container stopped or deleted in LXD
-    /// behind Cohort's back: `report` (default: show it on the instance and in the audit log)
-    /// or `repair` (also start the stopped one, re-create the missing one).
+    /// `COHORT_DRIFT_POLICY`: what the poller does about a container stopped, started or
+    /// deleted in LXD behind Cohort's back: `report` (default: show it on the instance and in
+    /// the audit log) or `repair` (also start the stopped one, stop the started one, re-create
+    /// the missing one).
     pub drift: DriftPolicy,
 }
 

@@ -1,7 +1,7 @@
 //! The OpenAPI 3 document served at `/api/v1/openapi.json`, built from the same schemars types
 //! the handlers take and answer, so it cannot drift from them.
 
-use cohort_proto::api::{courses, gpus, images, instances, nodes, operations, users};
+use cohort_proto::api::{courses, gpus, images, instances, nodes, operations, orphans, users};
 use cohort_proto::enroll::{EnrollRequest, EnrollResponse};
 use cohort_proto::ErrorBody;
 use schemars::gen::{SchemaGenerator, SchemaSettings};
@@ -487,6 +487,38 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             "SSH endpoints export (query format=csv|json|ssh-config|known-hosts)",
             None,
             (200, None),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/orphans",
+            "Containers found on nodes without a record in Cohort (admin)",
+            None,
+            (200, list::<orphans::Orphan>(g)),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/orphans/{node}/{name}",
+            "Delete an orphan container from its node (admin)",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/orphans/{node}/{name}/adopt",
+            "Make an orphan container an instance of an owner (admin)",
+            schema::<orphans::AdoptOrphan>(g),
+            (204, None),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/courses/{code}",
+            "Remove a torn-down course (its instructor or an admin)",
+            None,
+            (204, None),
             true,
         ),
         r(

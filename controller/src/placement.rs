@@ -1,5 +1,6 @@
 //! Placement: filter the nodes that can hold an instance (online, not cordoned, cpu, memory,
-//! disk, GPUs of the model asked for with room under `share_limit`, a free SSH port), score them
+//! disk, GPUs of the model asked for with room under `share_limit` and every holder's course
+//! `--gpu-share N`, a free SSH port), score them
 //! (spread or pack, holding the image first), then allocate the port and GPU slots on the best
 //! one. Runs inside the caller's transaction, so the instance row, its port and its GPU slots
 //! commit together; the unique indexes are the last guard.
@@ -11,6 +12,7 @@ use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Jsonb, Nullable, T
 
 use crate::config::PlacementConfig;
 use crate::models::instance::{Instance, NewInstance};
+use crate::queue_reason;
 
 /// Where an instance went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,12 +68,18 @@ pub fn insert(
         disk_gib: new.disk_gib,
         gpu_model: new.gpu_model,
         exclusive: new.gpu_share == "exclusive",
+        share: new.gpu_share_count,
         image_id: new.image_id,
         pack: new.strategy == "pack",
     };
     match place_ask(conn, &ask, pinned, config)? {
         Some(p) => Ok((p.instance_id, Some(p))),
-        None => Ok((Instance::insert(conn, new)?.id, None)),
+        None => {
+            let id = Instance::insert(conn, new)?.id;
+            let why = queue_reason::why(conn, &ask.need(), config)?;
+            Instance::set_error(conn, id, Some(&why))?;
+            Ok((id, None))
+        }
     }
 }
 
@@ -92,10 +100,26 @@ pub fn place(
         disk_gib: instance.disk_gib,
         gpu_model: instance.gpu_model.as_deref(),
         exclusive: instance.gpu_share == "exclusive",
+        share: instance.gpu_share_count,
         image_id: instance.image_id,
         pack: instance.strategy == "pack",
     };
-    place_ask(conn, &ask, pinned, config)
+    let placed = place_ask(conn, &ask, pinned, config)?;
+    let was_queued = instance
+        .error
+        .as_deref()
+        .is_some_and(|e| e.starts_with(queue_reason::QUEUED));
+    if placed.is_some() && was_queued {
+        Instance::set_error(conn, instance.id, None)?;
+    } else if placed.is_none() {
+        // Written only when it changed: every write of `instances` makes the page cache read
+        // its pages again.
+        let why = queue_reason::why(conn, &ask.need(), config)?;
+        if instance.error.as_deref() != Some(why.as_str()) {
+            Instance::set_error(conn, instance.id, Some(&why))?;
+        }
+    }
+    Ok(placed)
 }
 
 /// What is placed: a queued instance (`instance`) or a new row (`row`, its columns by name), and
@@ -109,8 +133,24 @@ struct Ask<'a> {
     disk_gib: i64,
     gpu_model: Option<&'a str>,
     exclusive: bool,
+    /// Most containers on one GPU this instance accepts (its course's `--gpu-share N`).
+    share: Option<i32>,
     image_id: i64,
     pack: bool,
+}
+
+impl Ask<'_> {
+    fn need(&self) -> queue_reason::Need<'_> {
+        queue_reason::Need {
+            cpu: self.cpu,
+            memory_mib: self.memory_mib,
+            disk_gib: self.disk_gib,
+            gpu_count: self.gpu_count,
+            gpu_model: self.gpu_model,
+            exclusive: self.exclusive,
+            share: self.share,
+        }
+    }
 }
 
 /// Each try is one call of `cohort_place_try` (its current definition, and those of the
@@ -256,6 +296,8 @@ impl QueryFragment<Pg> for PlaceTry<'_> {
         out.push_bind_param::<Array<BigInt>, _>(&self.tried)?;
         out.push_sql(", ");
         out.push_bind_param::<Nullable<Jsonb>, _>(&ask.row)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Integer>, _>(&ask.share)?;
         out.push_sql(")");
         Ok(())
     }

@@ -1,9 +1,10 @@
 -- Placement as it is now: the current definition of every function placement runs in
 -- PostgreSQL, in one place to read. The migrations made them step by step (placement_functions,
--- placement_window, placement_insert); a test (`controller_placement::
--- the_placement_sql_is_what_the_migrations_leave`) checks that this file defines exactly what
--- they leave in the database, so a migration that changes placement changes this file too.
--- `controller/src/placement.rs` drives the passes and calls `cohort_place_try` once per try.
+-- placement_window, placement_insert, course_gpu_share, create_orphans); a test
+-- (`controller_placement::the_placement_sql_is_what_the_migrations_leave`) checks that this file
+-- defines exactly what they leave in the database, so a migration that changes placement
+-- changes this file too. `controller/src/placement.rs` drives the passes and calls
+-- `cohort_place_try` once per try.
 --
 -- The counters these read (`nodes.cpu_used`, `memory_used_mib`, `disk_used_gib`,
 -- `instance_count`, `gpus.allocated`) are kept by triggers (migration placement_counters).
@@ -31,19 +32,28 @@ RETURNS DOUBLE PRECISION LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT memory_used_mib::float8 / greatest(memory_bytes / 1048576, 1)
 $$;
 
--- How many of node `p_node`'s GPUs have a free slot, of `p_model` when it is set and only
--- exclusive ones (`share_limit` 1) for `p_exclusive`. PL/pgSQL so its plan is kept for the
--- session; a SQL function with a FROM clause is not inlined and would be planned on every query.
-CREATE OR REPLACE FUNCTION cohort_node_free_gpus(p_node BIGINT, p_model TEXT, p_exclusive BOOLEAN)
+-- How many containers GPU `p_gpu` may hold with one more whose N is `p_share` (NULL: none of
+-- its own): LEAST ignores NULLs, so an uncapped GPU's room is its share_limit.
+CREATE OR REPLACE FUNCTION cohort_gpu_room(p_gpu BIGINT, p_share_limit INTEGER, p_share INTEGER)
+RETURNS INTEGER LANGUAGE sql STABLE AS $$
+    SELECT LEAST(p_share_limit, p_share,
+                 (SELECT min(a.share_count) FROM gpu_allocations a WHERE a.gpu_id = p_gpu))
+$$;
+
+-- The GPUs of node `p_node` with room for one more container of N `p_share`.
+CREATE OR REPLACE FUNCTION cohort_node_free_gpus(p_node BIGINT, p_model TEXT, p_exclusive BOOLEAN,
+                                      p_share INTEGER)
 RETURNS BIGINT LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (SELECT count(*) FROM gpus g
-            WHERE g.node_id = p_node AND g.present AND g.allocated < g.share_limit
+            WHERE g.node_id = p_node AND g.present
+              AND g.allocated < cohort_gpu_room(g.id, g.share_limit, p_share)
               AND (p_model IS NULL OR g.model = p_model)
               AND (NOT p_exclusive OR g.share_limit = 1));
 END
 $$;
 
+-- As the course_gpu_share migration made it, skipping the ports of orphans.
 -- One try at placing instance `p_instance`, or the new row `p_row` when that is NULL: finds and
 -- locks the best node of the window (all nodes when `p_shortlist` is NULL) by the committed
 -- counters, skipping nodes other transactions hold unless `p_wait`; then gives the instance its
@@ -66,7 +76,7 @@ CREATE OR REPLACE FUNCTION cohort_place_try(
     p_memory_mib BIGINT, p_disk_gib BIGINT, p_gpu_model TEXT, p_exclusive BOOLEAN,
     p_image BIGINT, p_pack BOOLEAN, p_cpu_overcommit DOUBLE PRECISION,
     p_memory_overcommit DOUBLE PRECISION, p_disk_overcommit DOUBLE PRECISION,
-    p_shortlist BIGINT, p_wait BOOLEAN, p_tried BIGINT[], p_row JSONB,
+    p_shortlist BIGINT, p_wait BOOLEAN, p_tried BIGINT[], p_row JSONB, p_share INTEGER,
     OUT placed_instance BIGINT, OUT placed_node BIGINT, OUT placed_node_name TEXT,
     OUT placed_port INTEGER, OUT placed_gpus BIGINT[], OUT placed_slots INTEGER[]
 ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
@@ -123,7 +133,7 @@ BEGIN
         WHERE cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
                                p_memory_mib, p_memory_overcommit, p_disk_gib,
                                p_disk_overcommit, p_tried)
-          AND (p_gpu_count = 0 OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive)
+          AND (p_gpu_count = 0 OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive, p_share)
                                   >= p_gpu_count)
         ORDER BY c.holds DESC, c.score, n.id
         LIMIT 1 FOR UPDATE OF n;
@@ -145,7 +155,7 @@ BEGIN
         WHERE cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
                                p_memory_mib, p_memory_overcommit, p_disk_gib,
                                p_disk_overcommit, p_tried)
-          AND (p_gpu_count = 0 OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive)
+          AND (p_gpu_count = 0 OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive, p_share)
                                   >= p_gpu_count)
         ORDER BY c.holds DESC, c.score, n.id
         LIMIT 1 FOR UPDATE OF n SKIP LOCKED;
@@ -183,9 +193,20 @@ BEGIN
                   LIMIT 1)
         END;
     END IF;
+    -- A port a container Cohort has no row for still forwards (see `orphans`): never again.
+    IF placed_port IS NOT NULL
+       AND EXISTS (SELECT 1 FROM orphans o
+                   WHERE o.node_id = node.id AND o.ssh_port = placed_port) THEN
+        placed_port := (SELECT p FROM generate_series(node.ssh_port_first, node.ssh_port_last) p
+                        WHERE NOT EXISTS (SELECT 1 FROM instances i
+                                          WHERE i.node_id = node.id AND i.ssh_port = p)
+                          AND NOT EXISTS (SELECT 1 FROM orphans o
+                                          WHERE o.node_id = node.id AND o.ssh_port = p)
+                        ORDER BY p LIMIT 1);
+    END IF;
     IF placed_port IS NULL OR placed_port > node.ssh_port_last
        OR (p_gpu_count > 0
-           AND cohort_node_free_gpus(node.id, p_gpu_model, p_exclusive) < p_gpu_count) THEN
+           AND cohort_node_free_gpus(node.id, p_gpu_model, p_exclusive, p_share) < p_gpu_count) THEN
         placed_port := NULL;
         RETURN;
     END IF;
@@ -195,10 +216,12 @@ BEGIN
     IF p_instance IS NULL THEN
         INSERT INTO instances (name, owner_id, course_id, image_id, node_id, ssh_port,
                                desired_state, observed_state, cpu, memory_mib, disk_gib,
-                               gpu_count, gpu_model, gpu_share, strategy, priority, config)
+                               gpu_count, gpu_model, gpu_share, gpu_share_count, strategy,
+                               priority, config)
         SELECT r.name, r.owner_id, r.course_id, r.image_id, node.id, placed_port,
                r.desired_state, 'pending', r.cpu, r.memory_mib, r.disk_gib,
-               r.gpu_count, r.gpu_model, r.gpu_share, r.strategy, r.priority, r.config
+               r.gpu_count, r.gpu_model, r.gpu_share, r.gpu_share_count, r.strategy,
+               r.priority, r.config
         FROM jsonb_populate_record(NULL::instances, p_row) r
         RETURNING id INTO placed_instance;
     ELSE
@@ -209,14 +232,15 @@ BEGIN
     placed_slots := '{}';
     IF p_gpu_count > 0 THEN
         WITH taken AS (
-            INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id)
+            INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id, share_count)
             SELECT g.id, g.share_limit,
                    (SELECT min(s)::int4 FROM generate_series(0, g.share_limit - 1) AS s
                     WHERE NOT EXISTS (SELECT 1 FROM gpu_allocations a
                                       WHERE a.gpu_id = g.id AND a.slot = s)),
-                   placed_instance
+                   placed_instance, p_share
             FROM gpus g
-            WHERE g.node_id = node.id AND g.present AND g.allocated < g.share_limit
+            WHERE g.node_id = node.id AND g.present
+              AND g.allocated < cohort_gpu_room(g.id, g.share_limit, p_share)
               AND (p_gpu_model IS NULL OR g.model = p_gpu_model)
               AND (NOT p_exclusive OR g.share_limit = 1)
             ORDER BY g.allocated, g.idx

@@ -3,13 +3,16 @@
 //! `unknown`) after the threshold, and reconciles a node when it answers again. Nothing is marked
 //! offline during the start-up grace period, so restarting a controller takes no node down.
 //!
-//! Drift: a container Cohort keeps running that is found stopped, or one found missing from its
-//! node's LXD, was changed behind Cohort's back. The instance shows it (`stopped` or `missing`,
-//! with a `drift:` reason in `error`) and the audit log records it once, as the `poller`; with
-//! the `repair` policy an operation also starts it again or re-creates it (its port, GPU slots
-//! and home volume are still its own).
+//! Drift: a container Cohort keeps running that is found stopped, one Cohort keeps stopped that
+//! is found running (started by hand, or by LXD at boot), or one found missing from its node's
+//! LXD, was changed behind Cohort's back. The instance shows it (`stopped`, `running` or
+//! `missing`, with a `drift:` reason in `error`) and the audit log records it once, as the
+//! `poller`; with the `repair` policy an operation also starts it again, stops it again or
+//! re-creates it (its port, GPU slots and home volume are still its own). A container in the
+//! node's project with no row here is an orphan: recorded at once (its port leaves placement)
+//! and reported as drift `orphan` once seen on two polls; an admin adopts or deletes it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +27,7 @@ use crate::config::DriftPolicy;
 use crate::controller::{connect_node, Controller};
 use crate::db::schema::{operation_items, operations};
 use crate::error::{ActionError, ActionResult};
+use crate::gpu_slots;
 use crate::metrics::Metrics;
 use crate::models::audit;
 use crate::models::gpu::{Gpu, ReportedGpu};
@@ -31,6 +35,7 @@ use crate::models::image::Image;
 use crate::models::instance::Instance;
 use crate::models::instance_usage::{InstanceUsage, Observed};
 use crate::models::node::{Node, NodeFacts};
+use crate::models::orphan::Orphan;
 
 /// Longest a single poll may take.
 const POLL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -174,7 +179,9 @@ fn record(
     let fingerprints: Vec<String> = inv.images.iter().map(|i| i.fingerprint.clone()).collect();
     Image::set_held(conn, node.id, &fingerprints)?;
     let lxd: HashMap<&str, &AgentInstance> = seen.iter().map(|i| (i.name.as_str(), i)).collect();
-    for instance in Instance::on_node(conn, node.id)? {
+    let known = Instance::on_node(conn, node.id)?;
+    record_orphans(conn, node, seen, &known)?;
+    for instance in known {
         if instance.observed_state == "pending" {
             continue;
         }
@@ -191,10 +198,11 @@ fn record(
         let Some(drift) = drift_of(&instance, found) else {
             // Keep a drift reason while the drift lasts (a stopped one stays stopped).
             let now = found.unwrap_or("missing");
-            let keep = instance
-                .error
-                .as_deref()
-                .filter(|e| e.starts_with("drift:") && now == instance.observed_state);
+            // And a start's wait for a GPU while it stays stopped.
+            let keep = instance.error.as_deref().filter(|e| {
+                (e.starts_with("drift:") && now == instance.observed_state)
+                    || (e.starts_with(gpu_slots::WAITING) && now == "stopped")
+            });
             Instance::set_observed(conn, instance.id, now, keep)?;
             continue;
         };
@@ -217,6 +225,7 @@ fn record(
         if policy == DriftPolicy::Repair {
             let (kind, action) = match drift {
                 Drift::Stopped => (OperationKind::ChangeInstanceState, "start"),
+                Drift::Started => (OperationKind::ChangeInstanceState, "stop"),
                 Drift::Missing => (OperationKind::CreateInstance, "create"),
             };
             start(
@@ -232,6 +241,49 @@ fn record(
                 }],
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Containers in the node's project without a row here: recorded (their ports leave placement
+/// at once) and reported as drift `orphan` once seen on two polls running.
+fn record_orphans(
+    conn: &mut PgConnection,
+    node: &Node,
+    seen: &[AgentInstance],
+    known: &[Instance],
+) -> ActionResult<()> {
+    let ours: HashSet<&str> = known.iter().map(|i| i.name.as_str()).collect();
+    // Only what Cohort made (its idempotency key or SSH device): a template container an admin
+    // keeps in the project for copies is no orphan.
+    let strays: Vec<(String, String, Option<i32>)> = seen
+        .iter()
+        .filter(|i| i.idempotency_key.is_some() || i.ssh_port.is_some())
+        .filter(|i| !ours.contains(i.name.as_str()))
+        .map(|i| {
+            let status = match i.status.as_str() {
+                "Running" => "running",
+                "Stopped" => "stopped",
+                _ => "error",
+            };
+            (
+                i.name.clone(),
+                status.to_string(),
+                i.ssh_port.map(i32::from),
+            )
+        })
+        .collect();
+    for orphan in Orphan::record_seen(conn, node.id, &strays)? {
+        audit::record(
+            conn,
+            "poller",
+            "drift",
+            "instance",
+            &orphan.name,
+            serde_json::json!({"node": node.name, "found": "orphan", "status": orphan.status,
+                               "ssh_port": orphan.ssh_port}),
+        )?;
+        tracing::warn!(instance = %orphan.name, node = %node.name, "drift: a container Cohort has no record of");
     }
     Ok(())
 }
@@ -274,6 +326,9 @@ fn gpu_use(inv: &Inventory, name: &str, state: &str) -> Observed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Drift {
     Stopped,
+    /// Running while Cohort wants it stopped: a stop undone, and with it a GPU slot or a
+    /// reclaim's purpose.
+    Started,
     Missing,
 }
 
@@ -281,6 +336,7 @@ impl Drift {
     fn reason(self) -> &'static str {
         match self {
             Drift::Stopped => "drift: the container was stopped outside Cohort",
+            Drift::Started => "drift: the container was started outside Cohort",
             Drift::Missing => "drift: the container is missing on its node",
         }
     }
@@ -294,6 +350,9 @@ fn drift_of(instance: &Instance, found: Option<&str>) -> Option<Drift> {
         None if wanted != "deleted" && was != "missing" && was != "queued" => Some(Drift::Missing),
         Some("stopped") if wanted == "running" && matches!(was, "running" | "unknown") => {
             Some(Drift::Stopped)
+        }
+        Some("running") if wanted == "stopped" && matches!(was, "stopped" | "unknown") => {
+            Some(Drift::Started)
         }
         _ => None,
     }

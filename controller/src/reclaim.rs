@@ -172,7 +172,8 @@ fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> Qu
         OperationKind::ChangeInstanceState,
         None,
         &i.name,
-        json!({"force": true, "timeout_s": null, "reason": reason}),
+        // The GPU slots go back once it is stopped: reclaiming is for whoever waits.
+        json!({"force": true, "timeout_s": null, "reason": reason, "release_gpus": true}),
         &[Step {
             action: "stop",
             target: &i.name,

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use cohort_proto::agent::{
-    CreateInstance, GpuAttachment, ImportImage, InstanceSource, Limits, PublishInstance, SshAccess,
-    StateAction, StateChange,
+    AttachGpus, CreateInstance, GpuAttachment, ImportImage, InstanceSource, Limits,
+    PublishInstance, SshAccess, StateAction, StateChange,
 };
 use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
@@ -14,10 +14,13 @@ use crate::actions::operations::{start, Step};
 use crate::agent_client::{AgentError, NodeAgent};
 use crate::controller::Controller;
 use crate::error::ActionError;
+use crate::gpu_slots;
 use crate::models::audit;
+use crate::models::gpu::Gpu;
 use crate::models::gpu_allocation::GpuAllocation;
 use crate::models::image::{Image, NewImage};
 use crate::models::instance::Instance;
+use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
@@ -114,6 +117,16 @@ async fn step(
         )));
     }
     let Some(node_id) = instance.node_id else {
+        // Queued: the item shows why (the queue keeps the reason on the instance).
+        if let Some(why) = instance
+            .error
+            .clone()
+            .filter(|e| *e != item.error.as_deref().unwrap_or(""))
+        {
+            let item_id = item.id;
+            ctl.db(move |conn| Ok(OperationItem::note_error(conn, item_id, &why)?))
+                .await?;
+        }
         return Ok(StepOutcome::Wait(Duration::from_secs(
             ctl.config.placement.queue_interval_s.max(1),
         )));
@@ -224,14 +237,7 @@ async fn create(
             memory_mib: instance.memory_mib as u64,
             disk_gib: instance.disk_gib as u64,
         },
-        gpus: gpus
-            .iter()
-            .map(|(g, _)| GpuAttachment {
-                uuid: g.uuid.clone(),
-                pci_address: g.mig_parent.is_none().then(|| g.pci_address.clone()),
-                mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
-            })
-            .collect(),
+        gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
         ssh: ssh_access(&owner, &keys, instance, node),
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
@@ -263,6 +269,18 @@ async fn create(
     })
     .await?;
     Ok(StepOutcome::Done)
+}
+
+/// How the agent pins an allocated GPU.
+fn attachment(g: &Gpu) -> GpuAttachment {
+    GpuAttachment {
+        uuid: g.uuid.clone(),
+        // A MIG instance keeps its parent's PCI address (its row holds the parent's): LXD picks
+        // the card a `gputype=mig` device names by `pci`, and refuses one that matches more
+        // than one card, as every card does on a node of several GPUs when `pci` is left out.
+        pci_address: Some(g.pci_address.clone()),
+        mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
+    }
 }
 
 /// The owner's way into the instance. An owner with neither a key nor a password still gets
@@ -416,6 +434,11 @@ async fn change_state(
         "restart" => StateAction::Restart,
         _ => StateAction::Stop,
     };
+    if matches!(action, StateAction::Start | StateAction::Restart) && instance.gpu_count > 0 {
+        if let Some(wait) = take_gpus_again(ctl, item, instance, node, agent, action).await? {
+            return Ok(wait);
+        }
+    }
     let change = StateChange {
         action,
         timeout_s: op
@@ -437,6 +460,10 @@ async fn change_state(
     let (id, state) = (instance.id, observed(&now.status));
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
+    let release = op.payload.get("release_gpus").and_then(|v| v.as_bool()) == Some(true);
+    if action == StateAction::Stop && release && state == "stopped" {
+        give_gpus_back(ctl, instance, node, agent).await?;
+    }
     // Keys added or removed while it was stopped take effect now.
     if state == "running" && matches!(action, StateAction::Start | StateAction::Restart) {
         if let Err(e) = push_ssh(ctl, instance).await {
@@ -444,6 +471,99 @@ async fn change_state(
         }
     }
     Ok(StepOutcome::Done)
+}
+
+/// After a reclaimer's stop: the stopped container's `cohort-gpu*` devices come off first, then
+/// its slots are released and the queue woken, so the GPU goes to someone waiting and a start
+/// outside Cohort cannot take it back.
+async fn give_gpus_back(
+    ctl: &Controller,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<(), ActionError> {
+    let id = instance.id;
+    let holds = ctl
+        .db(move |conn| Ok(GpuAllocation::for_instance(conn, id)?.len()))
+        .await?;
+    if holds == 0 {
+        return Ok(());
+    }
+    agent
+        .detach_gpus(instance.name.clone())
+        .await
+        .map_err(agent_err(&node.name))?;
+    let released = ctl
+        .db(move |conn| Ok(GpuAllocation::release(conn, id)?))
+        .await?;
+    tracing::info!(instance = %instance.name, released, "GPU slots given back after a stop");
+    ctl.capacity_freed.notify_waiters();
+    Ok(())
+}
+
+/// Before a start: an instance whose slots were given back takes them again on its node and
+/// gets its devices back (stopped first for a restart: a MIG device cannot be hot-plugged);
+/// `Some(wait)` when no GPU there has room, the reason left on the instance and the item.
+async fn take_gpus_again(
+    ctl: &Controller,
+    item: &OperationItem,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+    action: StateAction,
+) -> Result<Option<StepOutcome>, ActionError> {
+    let (row, item_id) = (instance.clone(), item.id);
+    let taken = ctl
+        .db(move |conn| {
+            let taken = gpu_slots::take_again(conn, &row)?;
+            match &taken {
+                gpu_slots::Taken::Short(why) => {
+                    Instance::set_error(conn, row.id, Some(why))?;
+                    OperationItem::wait(conn, item_id, why)?;
+                }
+                gpu_slots::Taken::Again => InstanceUsage::clear_detached(conn, row.id)?,
+                gpu_slots::Taken::Held => {}
+            }
+            Ok(taken)
+        })
+        .await?;
+    match taken {
+        gpu_slots::Taken::Held => Ok(None),
+        gpu_slots::Taken::Short(why) => {
+            tracing::info!(instance = %instance.name, %why, "start waits for a GPU");
+            Ok(Some(StepOutcome::Wait(Duration::from_secs(
+                ctl.config.placement.queue_interval_s.max(1),
+            ))))
+        }
+        gpu_slots::Taken::Again => {
+            if action == StateAction::Restart {
+                let stop = StateChange {
+                    action: StateAction::Stop,
+                    timeout_s: None,
+                    force: false,
+                };
+                agent
+                    .change_state(instance.name.clone(), stop)
+                    .await
+                    .map_err(agent_err(&node.name))?;
+            }
+            let id = instance.id;
+            let gpus = ctl
+                .db(move |conn| Ok(GpuAllocation::for_instance(conn, id)?))
+                .await?;
+            agent
+                .attach_gpus(
+                    instance.name.clone(),
+                    AttachGpus {
+                        gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
+                    },
+                )
+                .await
+                .map_err(agent_err(&node.name))?;
+            tracing::info!(instance = %instance.name, gpus = gpus.len(), "GPU slots taken again");
+            Ok(None)
+        }
+    }
 }
 
 /// The reclaimer's `detach`: the node takes the `cohort-gpu*` devices off the (still running)

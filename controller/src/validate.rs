@@ -142,7 +142,7 @@ mod tests {
         }
         let fine = BTreeMap::from([
             ("user.course".to_string(), "cs101".to_string()),
-            ("boot.autostart".to_string(), "true".to_string()),
+            ("boot.autostart.priority".to_string(), "1".to_string()),
         ]);
         assert!(super::config("config", &fine).is_ok());
         let nul = BTreeMap::from([("user.x".to_string(), "a\0b".to_string())]);

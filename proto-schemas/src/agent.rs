@@ -9,6 +9,8 @@
 //! | `GET /v1/instances/{name}`                    | [`Instance`]                       |
 //! | `PATCH /v1/instances/{name}`                  | [`UpdateInstance`] -> [`Instance`] |
 //! | `PUT /v1/instances/{name}/state`              | [`StateChange`] -> [`Instance`]    |
+//! | `PUT /v1/instances/{name}/gpus`               | [`AttachGpus`] -> [`Instance`]     |
+//! | `POST /v1/instances/{name}/gpus/detach`       | [`Instance`]                       |
 //! | `POST /v1/instances/{name}/publish`           | [`PublishInstance`] -> tarball; `X-Cohort-Fingerprint` |
 //! | `DELETE /v1/instances/{name}`                 | 204 (also when already absent)     |
 //! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`] (streamed; `X-Cohort-Limit`) |
@@ -204,6 +206,15 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Root disk `size` in GiB.
     pub disk_gib: u64,
+}
+
+/// The GPUs an instance holds now, given back to it after they were released (an idle stop, a
+/// detach): they replace its `cohort-gpu*` devices. The controller sends them only while the
+/// instance is stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttachGpus {
+    pub gpus: Vec<GpuAttachment>,
 }
 
 /// One allocated GPU: pinned by PCI address, or by MIG uuid for a MIG instance.

@@ -23,6 +23,7 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             "agent_update_instance",
             schema_for!(crate::agent::UpdateInstance),
         ),
+        ("agent_attach_gpus", schema_for!(crate::agent::AttachGpus)),
         (
             "agent_publish_instance",
             schema_for!(crate::agent::PublishInstance),
@@ -44,6 +45,11 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::api::nodes::EvacuateNode),
         ),
         ("api_gpu", schema_for!(crate::api::gpus::Gpu)),
+        ("api_orphan", schema_for!(crate::api::orphans::Orphan)),
+        (
+            "api_adopt_orphan",
+            schema_for!(crate::api::orphans::AdoptOrphan),
+        ),
         ("api_update_gpu", schema_for!(crate::api::gpus::UpdateGpu)),
         ("api_image", schema_for!(crate::api::images::Image)),
         (

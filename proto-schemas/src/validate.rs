@@ -208,7 +208,6 @@ pub fn title(text: &str, max: usize) -> Result<(), Invalid> {
 /// `limits.cpu` and `limits.memory` are not among them: they come from the instance's limits,
 /// which placement counts.
 pub const ALLOWED_CONFIG_KEYS: &[&str] = &[
-    "boot.autostart",
     "boot.autostart.delay",
     "boot.autostart.priority",
     "boot.stop.priority",
@@ -221,6 +220,10 @@ pub const ALLOWED_CONFIG_KEYS: &[&str] = &[
     "snapshots.expiry",
     "snapshots.pattern",
 ];
+
+/// Set by the agent alone, from the desired state: a request setting it could make a stopped
+/// container come back on the next reboot.
+pub const OWNED_AUTOSTART_KEY: &str = "boot.autostart";
 
 /// Prefixes refused outright, whatever follows: LXD's escape hatches and Cohort's own keys.
 pub const FORBIDDEN_CONFIG_PREFIXES: &[&str] =
@@ -235,6 +238,11 @@ pub fn config_key(key: &str) -> Result<(), Invalid> {
     {
         return invalid(format!(
             "config key {key:?} is not allowed: keys under {prefix}* may not be set by a request"
+        ));
+    }
+    if key == OWNED_AUTOSTART_KEY {
+        return invalid(format!(
+            "config key {key:?} is not allowed: Cohort sets it to follow the instance's desired state"
         ));
     }
     let free = ["user.", "environment."].iter().any(|prefix| {
@@ -680,13 +688,14 @@ mod tests {
         for good in [
             "user.course",
             "environment.HTTP_PROXY",
-            "boot.autostart",
+            "boot.autostart.priority",
             "limits.processes",
         ] {
             assert!(config_key(good).is_ok(), "{good}");
         }
         for bad in [
             "raw.lxc",
+            "boot.autostart",
             "security.privileged",
             "volatile.idmap.next",
             "user.cohort.spec",

@@ -69,8 +69,19 @@ impl TestController {
     /// A second controller on the same database, as another process would be: its own pool and
     /// worker name, the same CA and agents.
     pub fn another_process(&self, worker_id: &str) -> Arc<Controller> {
+        self.another_configured(worker_id, |_| {})
+    }
+
+    /// Like [`TestController::another_process`], its configuration changed by `adjust` (e.g. a
+    /// shorter reclaim minute).
+    pub fn another_configured(
+        &self,
+        worker_id: &str,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Arc<Controller> {
         let mut config = self.ctl.config.clone();
         config.worker.id = Some(worker_id.to_string());
+        adjust(&mut config);
         let pool =
             cohort_controller::db::pool(self.db.url(), config.database.pool_size).expect("pool");
         Arc::new(Controller::new(

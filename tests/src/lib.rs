@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod controller;
 pub mod db;
 pub mod fleet;
+pub mod gpu_node;
 pub mod lxd;
 pub mod observe;
 pub mod pg;

@@ -786,3 +786,50 @@ async fn file_writes_to_fresh_copies_outlast_lxds_file_helper_race() {
         agent.node.file_helper_retries()
     );
 }
+
+/// Issue 24: GPUs given back to a container (`PUT /v1/instances/{name}/gpus`) are checked by
+/// the create rules before LXD is asked anything, and a missing container is a 404. (The
+/// devices themselves cannot be set here: LXD refuses `nvidia.runtime` on a host without the
+/// NVIDIA container tools; the controller side is tested in `controller_gpus`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpus_given_back_are_checked_before_lxd_is_asked() {
+    let lxd = TestLxd::new();
+    let agent = TestAgent::start(&lxd).await;
+    created(&agent, &spec("gpu-back", "op-gpu")).await;
+    let put = |name: &str, body: serde_json::Value| {
+        agent
+            .controller()
+            .put(agent.url(&format!("/v1/instances/{name}/gpus")))
+            .json(&body)
+            .send()
+    };
+    let bad = put(
+        "gpu-back",
+        json!({"gpus": [{"uuid": "GPU-x", "pci_address": "3b:00.0"}]}),
+    )
+    .await
+    .expect("PUT bad gpus");
+    let err = error_of(bad, 400).await;
+    assert_eq!(err.error.field.as_deref(), Some("gpus[0].pci_address"));
+    let bad = put("gpu-back", json!({"gpus": [{"uuid": "GPU-x"}]}))
+        .await
+        .expect("PUT gpus without a pin");
+    let err = error_of(bad, 400).await;
+    assert_eq!(err.error.field.as_deref(), Some("gpus[0]"));
+    let names = lxd.lxc(&["config", "device", "list", "gpu-back"]);
+    assert!(!names.contains("cohort-gpu"), "nothing was set: {names}");
+    let missing = put(
+        "no-such",
+        json!({"gpus": [{"uuid": "GPU-x", "pci_address": "0000:3b:00.0"}]}),
+    )
+    .await
+    .expect("PUT gpus of a missing instance");
+    error_of(missing, 404).await;
+    let resp = agent
+        .controller()
+        .delete(agent.url("/v1/instances/gpu-back"))
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(resp.status(), 204);
+}

@@ -218,9 +218,16 @@ fn images_queued_instances_and_operations() {
         cli.ok(&["config", "get", "c1", "limits.memory"]),
         "1024MiB\n"
     );
-    assert!(cli
-        .ok(&["info", "c1"])
-        .starts_with("Name: c1\nStatus: QUEUED\nType: container\n"));
+    let info = cli.ok(&["info", "c1"]);
+    assert!(
+        info.starts_with("Name: c1\nStatus: QUEUED\nType: container\n"),
+        "{info}"
+    );
+    // Why it waits (issue 24).
+    assert!(
+        info.lines().any(|l| l == "Queued: no node is enrolled"),
+        "{info}"
+    );
     cli.fails(&["exec", "c1", "--", "true"], "queued");
 
     cli.ok(&["delete", "-f", "c1"]);

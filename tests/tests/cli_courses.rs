@@ -1,6 +1,6 @@
 //! The course verbs end to end: a course, a roster (one student with a key, one without),
-//! provisioning with `--wait`, the endpoints export in its three formats, and teardown, against
-//! a real controller and a real agent on one node.
+//! provisioning with `--wait`, the endpoints export in its three formats, teardown and delete,
+//! against a real controller and a real agent on one node.
 
 mod cli_support;
 
@@ -99,8 +99,15 @@ fn course_create_roster_provision_endpoints_teardown() {
     cli.ok(&["-q", "course", "teardown", "cs101", "--force"]);
     let stopped = lxd.lxc(&["list", "-f", "csv", "-c", "s"]);
     assert_eq!(stopped, "STOPPED\nSTOPPED\n");
+    // Stopped is not torn down: the course cannot go yet.
+    cli.fails(
+        &["course", "delete", "cs101", "--force"],
+        "tear it down with --delete first",
+    );
     cli.ok(&["-q", "course", "teardown", "cs101", "--delete", "--force"]);
     assert_eq!(lxd.lxc(&["list", "-f", "csv", "-c", "n"]), "");
+    cli.ok(&["course", "delete", "cs101", "--force"]);
+    assert_eq!(cli.ok(&["course", "list", "-f", "csv"]), "");
 }
 
 /// `cohort course student snapshot|snapshots|restore`: an instructor snapshots one student's
@@ -253,4 +260,79 @@ fn course_sizes_need_a_unit_and_enough_memory() {
         "",
         "a course was made"
     );
+}
+
+/// Issue 24: a provision only part of which fits. `course provision --wait` returns once every
+/// student's container runs or waits in the queue, with exit status 2 (0 when all run) and each
+/// queued student's reason; `cohort info` of the queued one says which resource is short.
+#[test]
+fn provision_wait_returns_with_queued_students_and_says_why() {
+    let node = OneNode::start();
+    let cli = &node.cli;
+    // Each student asks for 60% of the node's memory (as its first poll recorded it): one fits,
+    // the other waits.
+    let started = std::time::Instant::now();
+    let nodes: serde_json::Value = loop {
+        let nodes: serde_json::Value =
+            serde_json::from_str(&cli.ok(&["cluster", "list", "-f", "json"])).expect("nodes");
+        if nodes[0]["memory_bytes"].as_u64().unwrap_or(0) > 0 {
+            break nodes;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "node1 never polled: {nodes}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let memory_mib = nodes[0]["memory_bytes"].as_u64().expect("memory") / (1 << 20);
+    let ask = memory_mib * 6 / 10;
+    cli.ok(&[
+        "course",
+        "create",
+        "cs301",
+        "--title",
+        "Too big for two",
+        "--image",
+        "cohort/base",
+        "--memory",
+        &format!("{ask}MiB"),
+        "--disk",
+        "2GiB",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let roster = dir.path().join("roster.csv");
+    std::fs::write(
+        &roster,
+        "username,name,email,ssh_key\nann,Ann,,\nben,Ben,,\n",
+    )
+    .unwrap();
+    cli.ok(&["course", "roster", "cs301", roster.to_str().unwrap()]);
+
+    let started = std::time::Instant::now();
+    let out = cli.run(&["course", "provision", "cs301", "--wait", "--quiet"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(600),
+        "--wait returned only after {:?}",
+        started.elapsed()
+    );
+    let why = format!("needs {ask} MiB of memory; most free on any node: ");
+    assert!(
+        stderr.starts_with("1 of 2 containers are queued:") && stderr.contains(&why),
+        "{stderr}"
+    );
+    let listed = cli.ok(&["list", "course=cs301", "-f", "csv", "-c", "ns"]);
+    let queued = listed
+        .lines()
+        .find_map(|l| l.strip_suffix(",QUEUED"))
+        .unwrap_or_else(|| panic!("one queued: {listed}"));
+    assert!(listed.contains(",RUNNING"), "the other runs: {listed}");
+    let info = cli.ok(&["info", queued]);
+    assert!(
+        info.lines()
+            .any(|l| l.starts_with("Queued: ") && l.contains(&why)),
+        "{info}"
+    );
+    cli.ok(&["-q", "course", "teardown", "cs301", "--delete", "--force"]);
 }

@@ -159,6 +159,29 @@ async fn every_role_against_every_route() {
             401,
         ),
         ("GET", "/api/v1/gpus".into(), None, [200, 200, 403], 401),
+        ("GET", "/api/v1/orphans".into(), None, [200, 403, 403], 401),
+        // Active, so refused even to those who may delete it.
+        (
+            "DELETE",
+            "/api/v1/courses/cs101".into(),
+            None,
+            [409, 409, 403],
+            401,
+        ),
+        (
+            "DELETE",
+            "/api/v1/orphans/node-x/stray".into(),
+            None,
+            [404, 403, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/orphans/node-x/stray/adopt".into(),
+            json(serde_json::json!({"owner": "alice", "image": "base"})),
+            [404, 403, 403],
+            401,
+        ),
         (
             "PATCH",
             "/api/v1/gpus/GPU-x".into(),

@@ -10,7 +10,7 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 19] = [
+const TABLES: [&str; 20] = [
     "api_tokens",
     "audit_log",
     "course_reclaim",
@@ -28,6 +28,7 @@ const TABLES: [&str; 19] = [
     "nodes",
     "operation_items",
     "operations",
+    "orphans",
     "ssh_keys",
     "users",
 ];

@@ -639,6 +639,7 @@ fn the_placement_sql_is_what_the_migrations_leave() {
         [
             "cohort_node_fits",
             "cohort_node_load",
+            "cohort_gpu_room",
             "cohort_node_free_gpus",
             "cohort_place_try"
         ]
@@ -660,4 +661,84 @@ fn the_placement_sql_is_what_the_migrations_leave() {
             db.name
         );
     }
+}
+
+/// Issue 24: a queued instance says which resource is short, on the instance (what `cohort
+/// info` and the API show) and anew on each pass of the queue, and loses the reason once placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_instance_says_which_resource_is_short() {
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    t.image("base");
+    let error_of = |name: &str| -> Option<String> {
+        inst::table
+            .filter(inst::name.eq(name))
+            .select(inst::error)
+            .first(&mut t.conn())
+            .unwrap()
+    };
+    // No node yet.
+    instances::create(&t.ctl, admin.clone(), request("early", 0, None, true))
+        .await
+        .unwrap();
+    assert_eq!(
+        error_of("early").as_deref(),
+        Some("queued: no node is enrolled")
+    );
+
+    // One node: 4 cores (16 at the default overcommit), 8 GiB, 1 TiB of disk, one A100.
+    let node = t.node("node-r", (25300, 25309), 4, 8, true);
+    t.gpu(&node, "GPU-r0", 0, "A100", 1);
+    place_queued(&mut t.conn(), &t.ctl.config.placement).unwrap();
+    assert_eq!(error_of("early"), None, "placed: the reason goes");
+
+    // Most of it taken: what follows could fit the node, but not now (a request no node could
+    // ever hold is refused instead of queued).
+    let mut filler = request("filler", 1, Some("A100"), true);
+    filler.limits = Some(Limits {
+        cpu: 1,
+        memory_mib: 6144,
+        disk_gib: 1000,
+    });
+    instances::create(&t.ctl, admin.clone(), filler)
+        .await
+        .unwrap();
+    assert_eq!(error_of("filler"), None, "the filler is placed");
+
+    let mut big_disk = request("big-disk", 0, None, true);
+    big_disk.limits = Some(Limits {
+        cpu: 1,
+        memory_mib: 512,
+        disk_gib: 100,
+    });
+    let mut big_memory = request("big-memory", 0, None, true);
+    big_memory.limits = Some(Limits {
+        cpu: 1,
+        memory_mib: 4096,
+        disk_gib: 1,
+    });
+    let gpu = request("gpu", 1, Some("A100"), true);
+    for r in [big_disk, big_memory, gpu] {
+        instances::create(&t.ctl, admin.clone(), r).await.unwrap();
+    }
+    assert_eq!(
+        error_of("big-disk").as_deref(),
+        Some("queued: needs 100 GiB of disk; largest free on any node: 23 GiB")
+    );
+    assert_eq!(
+        error_of("big-memory").as_deref(),
+        Some("queued: needs 4096 MiB of memory; most free on any node: 1536 MiB")
+    );
+    assert_eq!(
+        error_of("gpu").as_deref(),
+        Some("queued: needs 1 A100 GPU; most free on any node: 0")
+    );
+
+    // The node cordoned: a pass of the queue says so.
+    t.set_node_state(&node, "cordoned");
+    place_queued(&mut t.conn(), &t.ctl.config.placement).unwrap();
+    assert_eq!(
+        error_of("big-disk").as_deref(),
+        Some("queued: no node is online (of 1: offline, cordoned or evacuating)")
+    );
 }

@@ -123,3 +123,144 @@ async fn silent_nodes_go_offline_come_back_and_restarts_take_none_down() {
     api.wait(&admin, &op).await;
     drop(controller);
 }
+
+/// Waits until the node has gone offline and answered again (a heartbeat after the outage);
+/// returns the state it came back in.
+async fn outage(api: &Api, admin: &str, name: &str, agent: &mut EnrolledAgent) -> NodeState {
+    let path = format!("/nodes/{name}");
+    agent.stop().await;
+    until("offline", Duration::from_secs(30), async || {
+        let n: Node = api.call(admin, M::GET, &path, None).await;
+        (n.state == NodeState::Offline).then_some(())
+    })
+    .await;
+    let gone = chrono::Utc::now();
+    agent.start().await;
+    let back: Node = until("answering again", Duration::from_secs(30), async || {
+        let n: Node = api.call(admin, M::GET, &path, None).await;
+        n.last_heartbeat_at
+            .filter(|at| *at > gone && n.state != NodeState::Offline)
+            .map(|_| n)
+    })
+    .await;
+    // And it stays so over several polls.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later: Node = api.call(admin, M::GET, &path, None).await;
+    assert_eq!(
+        later.state, back.state,
+        "{name} changed state after it came back"
+    );
+    back.state
+}
+
+/// Issue 24: a cordoned or evacuating node that goes offline comes back cordoned or
+/// evacuating, not `online`, and takes no placement until an admin restores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cordon_and_evacuation_outlive_an_outage() {
+    let db = TestDb::new();
+    let lxd = TestLxd::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().unwrap();
+    let admin = init(db.url(), state.path());
+    let env = [
+        ("COHORT_OFFLINE_AFTER_S", "3"),
+        ("COHORT_STARTUP_GRACE_S", "0"),
+    ];
+    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
+    let api = Api::new(state.path(), ports.port(0));
+    // A catalog row is all placement needs to consider the node.
+    cohort_controller::models::image::Image::insert(
+        &mut db.connect(),
+        &cohort_controller::models::image::NewImage {
+            fingerprint: &"a".repeat(64),
+            alias: "base",
+            description: "",
+            gpu_ready: false,
+            size_bytes: 1,
+            created_by: None,
+        },
+    )
+    .unwrap();
+    let addr = format!("127.0.0.1:{}", ports.port(1)).parse().unwrap();
+    let mut agent = EnrolledAgent::enroll(
+        &api,
+        &admin,
+        "node-c",
+        &lxd,
+        addr,
+        (ports.port(2), ports.port(9)),
+    )
+    .await;
+    until("first poll", Duration::from_secs(30), async || {
+        let n: Node = api.call(&admin, M::GET, "/nodes/node-c", None).await;
+        n.last_heartbeat_at.map(|_| ())
+    })
+    .await;
+    let place = async || {
+        api.client
+            .post(format!("{}/instances", api.base))
+            .bearer_auth(&admin)
+            .json(&json!({"name": "cordon-1", "image": "base", "start": false,
+                          "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 1},
+                          "queue": false}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+
+    let _: Node = api
+        .call(&admin, M::POST, "/nodes/node-c/cordon", None)
+        .await;
+    let back = outage(&api, &admin, "node-c", &mut agent).await;
+    assert_eq!(
+        back,
+        NodeState::Cordoned,
+        "the cordon was lost in the outage"
+    );
+    assert_eq!(place().await, 409, "a cordoned node took a placement");
+
+    let op: Operation = api
+        .call(
+            &admin,
+            M::POST,
+            "/nodes/node-c/evacuate",
+            Some(json!({"policy": "stop"})),
+        )
+        .await;
+    api.wait(&admin, &op).await;
+    let back = outage(&api, &admin, "node-c", &mut agent).await;
+    assert_eq!(
+        back,
+        NodeState::Evacuating,
+        "the evacuation was lost in the outage"
+    );
+    assert_eq!(place().await, 409, "an evacuated node took a placement");
+
+    // A restore while the node is away is what it comes back to.
+    agent.stop().await;
+    until("offline", Duration::from_secs(30), async || {
+        (node_named(&api, &admin, "node-c").await.state == NodeState::Offline).then_some(())
+    })
+    .await;
+    let op: Operation = api
+        .call(&admin, M::POST, "/nodes/node-c/restore", None)
+        .await;
+    api.wait(&admin, &op).await;
+    assert_eq!(
+        node_named(&api, &admin, "node-c").await.state,
+        NodeState::Offline,
+        "a restore does not make an unreachable node online"
+    );
+    agent.start().await;
+    until("online", Duration::from_secs(30), async || {
+        (node_named(&api, &admin, "node-c").await.state == NodeState::Online).then_some(())
+    })
+    .await;
+    assert_eq!(place().await, 202, "a restored node takes placements again");
+}
+
+async fn node_named(api: &Api, admin: &str, name: &str) -> Node {
+    api.call(admin, M::GET, &format!("/nodes/{name}"), None)
+        .await
+}

@@ -18,8 +18,8 @@ use cohort_controller::models::operation_item::OperationItem;
 use cohort_controller::worker;
 use cohort_e2e::controller::TestController;
 use cohort_proto::agent::{
-    CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage, Instance,
-    Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage,
+    Instance, Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
 };
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
 use cohort_proto::api::operations::OperationStatus;
@@ -114,6 +114,9 @@ impl NodeAgent for FakeAgents {
         unused()
     }
     fn detach_gpus(&self, _: String) -> AgentFuture<Instance> {
+        unused()
+    }
+    fn attach_gpus(&self, _: String, _: AttachGpus) -> AgentFuture<Instance> {
         unused()
     }
     fn publish(

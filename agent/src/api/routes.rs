@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use cohort_proto::agent::{
-    CreateInstance, CreateSnapshot, ExecRequest, ImportImage, PublishInstance, SshAccess,
-    StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ImportImage, PublishInstance,
+    SshAccess, StateChange, UpdateInstance,
 };
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -70,6 +70,10 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
         (&M::PATCH, ["v1", "instances", name]) => {
             let body: UpdateInstance = read_json(req).await?;
             ok(&node.update_instance(name, &body).await?)
+        }
+        (&M::PUT, ["v1", "instances", name, "gpus"]) => {
+            let body: AttachGpus = read_json(req).await?;
+            ok(&node.attach_gpus(name, &body).await?)
         }
         (&M::POST, ["v1", "instances", name, "gpus", "detach"]) => {
             ok(&node.detach_gpus(name).await?)

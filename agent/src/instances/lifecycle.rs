@@ -149,6 +149,23 @@ impl Node {
         }
     }
 
+    /// Makes `boot.autostart` follow the state Cohort wants: LXD starts every container whose
+    /// key is true when the daemon or the node starts (and, when the key is unset, every one
+    /// that was running at shutdown), so a container Cohort stopped (idle reclaim, course end,
+    /// teardown, its instructor or its student) would otherwise come back, GPU and all.
+    pub(crate) async fn set_autostart(&self, name: &str, on: bool) -> Result<(), InstanceError> {
+        let body = json!({"config": {"boot.autostart": on.to_string()}});
+        match self
+            .lxd
+            .call(Method::PATCH, &super::path(name), Some(&body))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Err(InstanceError::instance_missing(name, &e)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// `PUT /v1/instances/{name}/state`.
     pub async fn change_state(
         &self,
@@ -157,6 +174,10 @@ impl Node {
     ) -> Result<Instance, InstanceError> {
         super::check_name(name)?;
         let timeout = change.timeout_s.unwrap_or(DEFAULT_STOP_TIMEOUT_S);
+        // Set before the change, so that a stop whose answer is lost is never undone by a
+        // reboot; a start that fails leaves autostart on, which is what was asked for.
+        self.set_autostart(name, change.action != StateAction::Stop)
+            .await?;
         match change.action {
             StateAction::Start => self.start_instance(name).await?,
             StateAction::Stop => self.stop_instance(name, timeout, change.force).await?,

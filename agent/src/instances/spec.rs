@@ -63,7 +63,9 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
     let mut set = |k: &str, v: String| config.insert(k.to_string(), Value::String(v));
     set("limits.cpu", req.limits.cpu.to_string());
     set("limits.memory", format!("{}MiB", req.limits.memory_mib));
-    set("boot.autostart", "true".into());
+    // Follows the desired state (see `Node::set_autostart`): a container made stopped stays
+    // stopped when the node or LXD restarts.
+    set("boot.autostart", req.start.to_string());
     set("security.idmap.isolated", "true".into());
     set(KEY_IDEMPOTENCY, req.idempotency_key.clone());
     set(KEY_SPEC, spec_hash.clone());
@@ -71,12 +73,9 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
         set(KEY_SSH_USER, ssh.username.clone());
     }
     if !req.gpus.is_empty() {
-        set("nvidia.runtime", "true".into());
-        set("nvidia.driver.capabilities", "compute,utility".into());
-        set(
-            KEY_GPUS,
-            serde_json::to_string(&req.gpus).expect("GPU list serialises"),
-        );
+        for (key, value) in gpu_config(&req.gpus) {
+            set(key, value);
+        }
     }
 
     let mut devices = Map::new();
@@ -101,20 +100,7 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
             );
         }
     }
-    for (i, gpu) in req.gpus.iter().enumerate() {
-        let mut dev = Map::new();
-        dev.insert("type".into(), "gpu".into());
-        if let Some(mig) = &gpu.mig_uuid {
-            dev.insert("gputype".into(), "mig".into());
-            dev.insert("mig.uuid".into(), mig.clone().into());
-        } else {
-            dev.insert("gputype".into(), "physical".into());
-        }
-        if let Some(pci) = &gpu.pci_address {
-            dev.insert("pci".into(), pci.clone().into());
-        }
-        devices.insert(format!("{DEVICE_GPU_PREFIX}{i}"), Value::Object(dev));
-    }
+    devices.extend(gpu_devices(&req.gpus));
 
     let source = match &req.source {
         InstanceSource::Image { alias } => json!({"type": "image", "alias": alias}),
@@ -218,7 +204,40 @@ fn check_ssh(ssh: &mut SshAccess) -> Result<(), InstanceError> {
     Ok(())
 }
 
-fn check_gpu(i: usize, gpu: &GpuAttachment) -> Result<(), InstanceError> {
+/// The instance config GPUs need: the NVIDIA runtime, and the attachments recorded.
+pub(crate) fn gpu_config(gpus: &[GpuAttachment]) -> [(&'static str, String); 3] {
+    [
+        ("nvidia.runtime", "true".into()),
+        ("nvidia.driver.capabilities", "compute,utility".into()),
+        (
+            KEY_GPUS,
+            serde_json::to_string(gpus).expect("GPU list serialises"),
+        ),
+    ]
+}
+
+/// One `cohort-gpu<i>` device per GPU, pinned by `pci` (a MIG instance by its parent's `pci`
+/// and its `mig.uuid`).
+pub(crate) fn gpu_devices(gpus: &[GpuAttachment]) -> Map<String, Value> {
+    let mut devices = Map::new();
+    for (i, gpu) in gpus.iter().enumerate() {
+        let mut dev = Map::new();
+        dev.insert("type".into(), "gpu".into());
+        if let Some(mig) = &gpu.mig_uuid {
+            dev.insert("gputype".into(), "mig".into());
+            dev.insert("mig.uuid".into(), mig.clone().into());
+        } else {
+            dev.insert("gputype".into(), "physical".into());
+        }
+        if let Some(pci) = &gpu.pci_address {
+            dev.insert("pci".into(), pci.clone().into());
+        }
+        devices.insert(format!("{DEVICE_GPU_PREFIX}{i}"), Value::Object(dev));
+    }
+    devices
+}
+
+pub(crate) fn check_gpu(i: usize, gpu: &GpuAttachment) -> Result<(), InstanceError> {
     let field = format!("gpus[{i}]");
     if gpu.pci_address.is_none() && gpu.mig_uuid.is_none() {
         return Err(InstanceError::invalid(

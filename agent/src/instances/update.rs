@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use cohort_proto::agent::{Instance, UpdateInstance};
+use cohort_proto::agent::{AttachGpus, Instance, UpdateInstance};
 use cohort_proto::validate::{self, DeviceRules};
 use hyper::Method;
 use serde_json::{json, Map, Value};
@@ -131,6 +131,46 @@ impl Node {
             self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
             tracing::info!(instance = %name, removed, "GPUs detached");
         }
+        self.instance(name).await
+    }
+
+    /// `PUT /v1/instances/{name}/gpus`: the GPUs the controller gave the instance back after
+    /// releasing them (an idle stop or a detach) replace its `cohort-gpu*` devices, with the
+    /// NVIDIA runtime on. Sent while the instance is stopped (a MIG device cannot be hot-plugged);
+    /// the same list again changes nothing, so a retried step is harmless.
+    pub async fn attach_gpus(
+        &self,
+        name: &str,
+        req: &AttachGpus,
+    ) -> Result<Instance, InstanceError> {
+        super::check_name(name)?;
+        for (i, gpu) in req.gpus.iter().enumerate() {
+            super::spec::check_gpu(i, gpu)?;
+        }
+        let path = super::path(name);
+        let (current, etag) = match self.lxd.get_with_etag(&path).await {
+            Ok(found) => found,
+            Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
+            Err(e) => return Err(e.into()),
+        };
+        let mut devices: Map<String, Value> = current
+            .get("devices")
+            .and_then(|d| d.as_object().cloned())
+            .unwrap_or_default();
+        devices.retain(|dev, _| !dev.starts_with(super::DEVICE_GPU_PREFIX));
+        devices.extend(super::spec::gpu_devices(&req.gpus));
+        let mut config: Map<String, Value> = current
+            .get("config")
+            .and_then(|c| c.as_object().cloned())
+            .unwrap_or_default();
+        if !req.gpus.is_empty() {
+            for (key, value) in super::spec::gpu_config(&req.gpus) {
+                config.insert(key.into(), value.into());
+            }
+        }
+        let body = replacement(&current, Value::Object(config), devices);
+        self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
+        tracing::info!(instance = %name, gpus = req.gpus.len(), "GPUs attached");
         self.instance(name).await
     }
 

@@ -40,6 +40,72 @@ pub async fn wait(
     Ok(done)
 }
 
+/// Prefix of the reason the controller gives a queued instance (and its items).
+const QUEUED: &str = "queued:";
+
+/// Exit status of `course provision --wait` when every student's container runs or waits in the
+/// queue and at least one waits (1 stays lxc's "Error:").
+pub const SOME_QUEUED: i32 = 2;
+
+/// Waits until every item of a provision is done or waits in the queue (with its reason), as a
+/// class only part of which fits would otherwise keep the caller waiting for capacity. Returns
+/// [`SOME_QUEUED`] with the queued students and their reasons on stderr, 0 when all are done;
+/// an error naming every failed item.
+pub async fn wait_placed(client: &Client, operation: &Operation) -> anyhow::Result<i32> {
+    let queued = |op: &Operation| -> Vec<(String, String)> {
+        op.items
+            .iter()
+            .filter(|i| !i.status.is_final())
+            .filter_map(|i| {
+                let why = i.error.as_deref().filter(|e| e.starts_with(QUEUED))?;
+                Some((i.target.clone(), why.to_string()))
+            })
+            .collect()
+    };
+    let settled = |op: &Operation| {
+        op.status.is_final()
+            || op.items.iter().filter(|i| !i.status.is_final()).count() == queued(op).len()
+    };
+    let mut current = operation.clone();
+    while !settled(&current) {
+        current = client
+            .get(&format!("/operations/{}/wait?timeout=5", current.id))
+            .await?;
+    }
+    if current.status.is_final() {
+        check(&current)?;
+        return Ok(0);
+    }
+    let failed: Vec<_> = current
+        .items
+        .iter()
+        .filter(|i| i.status == OperationStatus::Failure)
+        .collect();
+    if !failed.is_empty() {
+        let mut lines = vec![format!(
+            "{} of {} items failed",
+            failed.len(),
+            current.items.len()
+        )];
+        for item in failed {
+            let why = item.error.as_deref().unwrap_or("failed");
+            lines.push(format!("  {}: {why}", item.target));
+        }
+        bail!("{}", lines.join("\n"));
+    }
+    let waiting = queued(&current);
+    // Said even with --quiet: it is the answer, not progress.
+    eprintln!(
+        "{} of {} containers are queued:",
+        waiting.len(),
+        current.items.len()
+    );
+    for (target, why) in &waiting {
+        eprintln!("  {target}: {why}");
+    }
+    Ok(SOME_QUEUED)
+}
+
 /// The operation's kind as its JSON spells it (`create_instance`, `provision_course`, ...).
 pub fn kind(op: &Operation) -> String {
     crate::render::wire_name(op.kind)

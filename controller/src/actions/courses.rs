@@ -178,6 +178,7 @@ pub async fn create(
                     } else {
                         "exclusive"
                     },
+                    gpu_share_count: req.gpu_share.filter(|n| *n > 1).map(|n| n as i32),
                     starts_at: starts,
                     ends_at: ends,
                 },
@@ -228,6 +229,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         gpus: c.gpus as u32,
         gpu_model: c.gpu_model.clone(),
         gpu_share: c.gpu_share.clone(),
+        gpu_share_count: c.gpu_share_count.map(|n| n as u32),
         starts_at: c.starts_at,
         ends_at: c.ends_at,
         state: c.state.clone(),

@@ -17,7 +17,7 @@ use crate::agent_client::NodeAgent;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::db::literal_limit::LiteralLimitDsl;
-use crate::db::schema::{courses, instances};
+use crate::db::schema::{courses, instances, users};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::enrollment::Enrollment;
@@ -162,6 +162,12 @@ fn create_tx(
         };
         check_owner(conn, caller, &owner)?;
         crate::course::reserved::check_instance_name(conn, caller, &req.name)?;
+        // The owner's row is locked first, so a student's concurrent creates count one after
+        // another: without it each transaction saw the others' instances uncommitted and all
+        // went through.
+        if caller.role == Role::Student {
+            users::table.find(owner.id).select(users::id).for_update().get_result::<i64>(conn)?;
+        }
         if caller.role == Role::Student && Instance::list(conn, Some(owner.id))?.len() >= STUDENT_MAX_INSTANCES {
             return Err(ActionError::conflict(None, format!("students may own at most {STUDENT_MAX_INSTANCES} instances")));
         }
@@ -186,6 +192,7 @@ fn create_tx(
                     GpuShare::Exclusive => "exclusive",
                     GpuShare::Shared => "shared",
                 },
+                gpu_share_count: None,
                 strategy: match req.strategy {
                     cohort_proto::api::instances::PlacementStrategy::Spread => "spread",
                     cohort_proto::api::instances::PlacementStrategy::Pack => "pack",

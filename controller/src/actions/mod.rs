@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod course_delete;
 pub mod courses;
 pub mod endpoints;
 pub mod enroll;
@@ -14,6 +15,7 @@ pub mod instances;
 pub mod metrics;
 pub mod nodes;
 pub mod operations;
+pub mod orphans;
 pub mod passwords;
 pub mod provision;
 pub mod proxy;

@@ -264,6 +264,7 @@ fn insert_instance(
             gpu_count: course.gpus,
             gpu_model: course.gpu_model.as_deref(),
             gpu_share: &course.gpu_share,
+            gpu_share_count: course.gpu_share_count,
             strategy: "spread",
             priority: 0,
             config: json!({}),

@@ -7,7 +7,7 @@ use cohort_proto::api::courses::{
 use futures_util::StreamExt;
 
 use super::extract::{ApiJson, ApiQuery};
-use crate::actions::{courses, endpoints, passwords, provision, roster, teardown};
+use crate::actions::{course_delete, courses, endpoints, passwords, provision, roster, teardown};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::course::roster::MAX_BYTES;
@@ -142,6 +142,11 @@ pub async fn endpoints(
     Ok(HttpResponse::Ok()
         .content_type(format.content_type())
         .body(endpoints::render(&rows, format)))
+}
+
+pub async fn delete(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
+    course_delete::delete(&ctl, caller, code.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 pub async fn teardown(

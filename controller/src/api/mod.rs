@@ -12,6 +12,7 @@ mod instances;
 mod meta;
 mod nodes;
 mod operations;
+mod orphans;
 mod throttle;
 mod users;
 
@@ -73,6 +74,9 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/nodes/{name}/cordon", post().to(nodes::cordon))
                     .route("/nodes/{name}/evacuate", post().to(nodes::evacuate))
                     .route("/nodes/{name}/restore", post().to(nodes::restore))
+                    .route("/orphans", get().to(orphans::list))
+                    .route("/orphans/{node}/{name}", delete().to(orphans::delete))
+                    .route("/orphans/{node}/{name}/adopt", post().to(orphans::adopt))
                     .route("/gpus", get().to(gpus::list))
                     .route("/gpus/{uuid}", patch().to(gpus::update))
                     .route("/images", get().to(images::list))
@@ -110,6 +114,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/courses", get().to(courses::list))
                     .route("/courses", post().to(courses::create))
                     .route("/courses/{code}", get().to(courses::get))
+                    .route("/courses/{code}", delete().to(courses::delete))
                     .route("/courses/{code}/quota", put().to(courses::set_quota))
                     .route("/courses/{code}/roster", post().to(courses::import_roster))
                     .route("/courses/{code}/students", get().to(courses::students))

@@ -53,6 +53,7 @@ diesel::table! {
         quota_gpus -> Nullable<Int4>,
         quota_memory_mib -> Nullable<Int8>,
         created_at -> Timestamptz,
+        gpu_share_count -> Nullable<Int4>,
     }
 }
 
@@ -72,6 +73,7 @@ diesel::table! {
         slot -> Int4,
         instance_id -> Int8,
         created_at -> Timestamptz,
+        share_count -> Nullable<Int4>,
     }
 }
 
@@ -145,6 +147,7 @@ diesel::table! {
         updated_at -> Timestamptz,
         last_seen_at -> Nullable<Timestamptz>,
         ssh_host_key -> Nullable<Text>,
+        gpu_share_count -> Nullable<Int4>,
     }
 }
 
@@ -202,6 +205,19 @@ diesel::table! {
         memory_used_mib -> Int8,
         disk_used_gib -> Int8,
         instance_count -> Int4,
+        state_before_offline -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    orphans (node_id, name) {
+        node_id -> Int8,
+        name -> Text,
+        status -> Text,
+        ssh_port -> Nullable<Int4>,
+        reported -> Bool,
+        first_seen_at -> Timestamptz,
+        last_seen_at -> Timestamptz,
     }
 }
 
@@ -285,6 +301,7 @@ diesel::joinable!(node_images -> nodes (node_id));
 diesel::joinable!(operation_items -> instances (instance_id));
 diesel::joinable!(operation_items -> operations (operation_id));
 diesel::joinable!(operations -> users (created_by));
+diesel::joinable!(orphans -> nodes (node_id));
 diesel::joinable!(ssh_keys -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
@@ -304,6 +321,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     nodes,
     operation_items,
     operations,
+    orphans,
     ssh_keys,
     users,
 );

@@ -26,6 +26,8 @@ pub struct Course {
     pub quota_gpus: Option<i32>,
     pub quota_memory_mib: Option<i64>,
     pub created_at: DateTime<Utc>,
+    /// `--gpu-share N` with N > 1: at most N containers on one GPU (under its `share_limit`).
+    pub gpu_share_count: Option<i32>,
 }
 
 #[derive(Debug, Insertable)]
@@ -41,6 +43,7 @@ pub struct NewCourse<'a> {
     pub gpus: i32,
     pub gpu_model: Option<&'a str>,
     pub gpu_share: &'a str,
+    pub gpu_share_count: Option<i32>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
 }
@@ -94,6 +97,20 @@ impl Course {
                 courses::quota_memory_mib.eq(memory_mib),
             ))
             .execute(conn)
+    }
+
+    /// The course, its row locked until the transaction ends.
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Course> {
+        courses::table
+            .find(id)
+            .select(Course::as_select())
+            .for_update()
+            .first(conn)
+    }
+
+    /// Removes the course; its enrollments and reclaim policy go with it (ON DELETE CASCADE).
+    pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::delete(courses::table.find(id)).execute(conn)
     }
 
     pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {

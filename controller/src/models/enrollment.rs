@@ -69,6 +69,13 @@ impl Enrollment {
         .execute(conn)
     }
 
+    pub fn count(conn: &mut PgConnection, course_id: i64) -> QueryResult<i64> {
+        enrollments::table
+            .filter(enrollments::course_id.eq(course_id))
+            .count()
+            .get_result(conn)
+    }
+
     pub fn is_enrolled(conn: &mut PgConnection, course_id: i64, user_id: i64) -> QueryResult<bool> {
         diesel::select(diesel::dsl::exists(
             enrollments::table

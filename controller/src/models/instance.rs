@@ -35,6 +35,8 @@ pub struct Instance {
     /// `ssh-ed25519 AAAA...` as the agent made it for this container (see the agent's
     /// `host_key`); `None` before the container is made or when it has no SSH access.
     pub ssh_host_key: Option<String>,
+    /// Its course's `--gpu-share N`: it shares a GPU with at most N - 1 others.
+    pub gpu_share_count: Option<i32>,
 }
 
 /// What the API shows of the rows an instance refers to: its owner's name, its image's alias, its
@@ -122,6 +124,7 @@ pub struct NewInstance<'a> {
     pub gpu_count: i32,
     pub gpu_model: Option<&'a str>,
     pub gpu_share: &'a str,
+    pub gpu_share_count: Option<i32>,
     pub strategy: &'a str,
     pub priority: i32,
     pub config: serde_json::Value,
@@ -246,6 +249,13 @@ impl Instance {
     pub fn set_desired(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
         diesel::update(instances::table.find(id))
             .set(instances::desired_state.eq(state))
+            .execute(conn)
+    }
+
+    /// Why the instance is not as desired (e.g. a start waiting for a GPU), or `None`.
+    pub fn set_error(conn: &mut PgConnection, id: i64, error: Option<&str>) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set(instances::error.eq(error))
             .execute(conn)
     }
 

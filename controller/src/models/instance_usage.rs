@@ -124,6 +124,17 @@ impl InstanceUsage {
     }
 
     /// Forgets the stop reason (someone started the instance again).
+    /// Its GPUs are back: the reclaimer may detach them again after the next idle window.
+    pub fn clear_detached(conn: &mut PgConnection, id: i64) -> QueryResult<()> {
+        diesel::update(instance_usage::table.find(id))
+            .set((
+                instance_usage::detach_reason.eq(None::<String>),
+                instance_usage::gpus_detached_at.eq(None::<DateTime<Utc>>),
+            ))
+            .execute(conn)
+            .map(|_| ())
+    }
+
     pub fn clear_stopped(conn: &mut PgConnection, id: i64) -> QueryResult<()> {
         diesel::update(instance_usage::table.find(id))
             .set((

@@ -16,5 +16,6 @@ pub mod node;
 pub mod node_certificate;
 pub mod operation;
 pub mod operation_item;
+pub mod orphan;
 pub mod ssh_key;
 pub mod user;

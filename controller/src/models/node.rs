@@ -86,24 +86,45 @@ impl Node {
             .load(conn)
     }
 
+    /// An admin's change (cordon, evacuate, restore). On an offline node it is also the state
+    /// the node returns to when it answers again.
     pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
+        if state != "offline" {
+            let offline = nodes::table.find(id).filter(nodes::state.eq("offline"));
+            let kept = diesel::update(offline)
+                .set(nodes::state_before_offline.eq(state))
+                .execute(conn)?;
+            if kept > 0 {
+                return Ok(kept);
+            }
+        }
         diesel::update(nodes::table.find(id))
-            .set(nodes::state.eq(state))
+            .set((
+                nodes::state.eq(state),
+                nodes::state_before_offline.eq(None::<String>),
+            ))
             .execute(conn)
     }
 
-    /// Records a successful poll; an `offline` node comes back `online`.
+    /// Records a successful poll; an `offline` node comes back to the state it had before
+    /// (`online`, or `cordoned`/`evacuating`: a cordon is sticky).
     pub fn record_poll(conn: &mut PgConnection, id: i64, facts: &NodeFacts<'_>) -> QueryResult<()> {
         diesel::update(nodes::table.find(id))
             .set(facts)
             .execute(conn)?;
         diesel::update(nodes::table.find(id).filter(nodes::state.eq("offline")))
-            .set(nodes::state.eq("online"))
+            .set((
+                nodes::state.eq(diesel::dsl::sql::<diesel::sql_types::Text>(
+                    "coalesce(state_before_offline, 'online')",
+                )),
+                nodes::state_before_offline.eq(None::<String>),
+            ))
             .execute(conn)
             .map(|_| ())
     }
 
-    /// Marks `offline` every node not heard from since `cutoff`; returns their ids.
+    /// Marks `offline` every node not heard from since `cutoff`, keeping the state each had to
+    /// return to; returns their ids.
     pub fn mark_silent_offline(
         conn: &mut PgConnection,
         cutoff: DateTime<Utc>,
@@ -117,7 +138,10 @@ impl Node {
                         .and(nodes::enrolled_at.lt(cutoff))),
             ),
         )
-        .set(nodes::state.eq("offline"))
+        .set((
+            nodes::state_before_offline.eq(nodes::state.nullable()),
+            nodes::state.eq("offline"),
+        ))
         .returning(nodes::id)
         .get_results(conn)
     }

@@ -95,6 +95,19 @@ impl OperationItem {
     }
 
     /// Records a failed attempt that will be retried.
+    /// The item cannot run yet (`why`): it goes back to pending, and this run was no attempt,
+    /// so a long wait does not use up the retries of a later failure.
+    pub fn wait(conn: &mut PgConnection, id: Uuid, why: &str) -> QueryResult<usize> {
+        diesel::update(operation_items::table.find(id))
+            .set((
+                operation_items::status.eq("pending"),
+                operation_items::error.eq(why),
+                operation_items::attempts.eq(operation_items::attempts - 1),
+            ))
+            .filter(operation_items::attempts.gt(0))
+            .execute(conn)
+    }
+
     pub fn note_error(conn: &mut PgConnection, id: Uuid, error: &str) -> QueryResult<usize> {
         diesel::update(operation_items::table.find(id))
             .set(operation_items::error.eq(error))

@@ -41,8 +41,8 @@ pub struct CreateCourse {
     pub gpus: Option<u32>,
     #[serde(default)]
     pub gpu_model: Option<String>,
-    /// 1 = each student's GPU is theirs alone; N > 1 = students share GPUs (up to each GPU's
-    /// `share_limit`). Default 1.
+    /// 1 = each student's GPU is theirs alone; N > 1 = at most N containers share one GPU (and
+    /// never more than its `share_limit`). Default 1.
     #[serde(default)]
     pub gpu_share: Option<u32>,
     /// `YYYY-MM-DD` or RFC 3339.
@@ -79,6 +79,10 @@ pub struct Course {
     pub gpu_model: Option<String>,
     /// `exclusive` or `shared`.
     pub gpu_share: String,
+    /// Shared: at most this many containers on one GPU (the course's `gpu_share`), under each
+    /// GPU's own `share_limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_share_count: Option<u32>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
     /// `active`, `ended` or `torn_down`.

@@ -59,8 +59,9 @@ pub struct CreateInstance {
     pub gpu_model: Option<String>,
     #[serde(default)]
     pub gpu_share: GpuShare,
-    /// Extra LXD config; only `user.*` and a short allow-list (`boot.autostart`,
-    /// `snapshots.schedule`, `snapshots.expiry`, `snapshots.pattern`) pass.
+    /// Extra LXD config; only `user.*` and a short allow-list (`boot.autostart.priority`,
+    /// `snapshots.schedule`, `snapshots.expiry`, `snapshots.pattern`) pass. `boot.autostart`
+    /// is Cohort's: it follows the desired state.
     #[serde(default)]
     pub config: BTreeMap<String, String>,
     /// Owner's username; admins and instructors may create for someone else. Default: caller.

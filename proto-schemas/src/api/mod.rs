@@ -9,4 +9,5 @@ pub mod images;
 pub mod instances;
 pub mod nodes;
 pub mod operations;
+pub mod orphans;
 pub mod users;

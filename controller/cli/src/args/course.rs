@@ -1,5 +1,5 @@
-//! `cohort course create|list|show|roster|provision|endpoints|teardown`, flags as in DESIGN.md,
-//! and `cohort course student ...` for one student's container.
+//! `cohort course create|list|show|roster|provision|endpoints|teardown|delete`, flags as in
+//! DESIGN.md, and `cohort course student ...` for one student's container.
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -28,6 +28,8 @@ pub enum CourseCommand {
     Endpoints(CourseEndpoints),
     /// Stop or delete all of a course's containers
     Teardown(CourseTeardown),
+    /// Remove a course torn down with --delete (its instructor or an admin)
+    Delete(CourseDelete),
     /// One student's container: start, stop, restart, reset, snapshot, restore; or a new password
     Student(CourseStudent),
 }
@@ -203,6 +205,15 @@ pub struct CourseEndpoints {
     /// Format (csv|json|ssh-config|known-hosts)
     #[arg(short, long, value_enum, default_value = "csv")]
     pub format: EndpointFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseDelete {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// Don't ask for confirmation
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -21,8 +21,26 @@ use crate::client::seg;
 use crate::render::{self, Rows};
 use crate::{progress, units};
 
-pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
+/// Runs a course verb; the exit status (0, or [`progress::SOME_QUEUED`] for a provision that
+/// left students in the queue).
+pub async fn run(session: &Session, args: Course) -> anyhow::Result<i32> {
     match args.command {
+        CourseCommand::Provision(provision) => {
+            let (client, code) = session.target(&provision.code)?;
+            let path = format!("/courses/{}/provision", seg(&code));
+            let operation: Operation = client.post(&path, &serde_json::json!({})).await?;
+            if !provision.wait.resolve(false) {
+                println!("{}", operation.id);
+                return Ok(0);
+            }
+            progress::wait_placed(&client, &operation).await
+        }
+        other => run_other(session, other).await.map(|()| 0),
+    }
+}
+
+async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<()> {
+    match command {
         CourseCommand::Create(create) => {
             let (client, code) = session.target(&create.code)?;
             let request = create_request(code, *create)?;
@@ -63,17 +81,7 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
             print!("{}", render::yaml(&report)?);
             Ok(())
         }
-        CourseCommand::Provision(provision) => {
-            let (client, code) = session.target(&provision.code)?;
-            let path = format!("/courses/{}/provision", seg(&code));
-            let operation: Operation = client.post(&path, &serde_json::json!({})).await?;
-            if !provision.wait.resolve(false) {
-                println!("{}", operation.id);
-                return Ok(());
-            }
-            progress::wait(&client, &operation, session.quiet).await?;
-            Ok(())
-        }
+        CourseCommand::Provision(_) => unreachable!("`run` answers a provision itself"),
         CourseCommand::Endpoints(endpoints) => {
             let (client, code) = session.target(&endpoints.code)?;
             let format = match endpoints.format {
@@ -110,6 +118,15 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
             }
             progress::wait(&client, &operation, session.quiet).await?;
             Ok(())
+        }
+        CourseCommand::Delete(delete) => {
+            let (client, code) = session.target(&delete.code)?;
+            let question = format!("This will remove course {code} for good. Continue?");
+            if !delete.force && !confirm(&question)? {
+                bail!("Delete aborted");
+            }
+            let path = format!("/courses/{}", seg(&code));
+            client.call(client.request(Method::DELETE, &path)).await
         }
         CourseCommand::Student(student) => run_student(session, student).await,
     }

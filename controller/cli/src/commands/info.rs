@@ -67,7 +67,15 @@ pub fn describe(instance: &Instance, snapshots: &[Snapshot]) -> String {
         }
     }
     if let Some(error) = &instance.error {
-        let _ = writeln!(out, "Error: {error}");
+        // A queued instance's reason is why it waits, not an error.
+        match error.strip_prefix("queued:") {
+            Some(why) => {
+                let _ = writeln!(out, "Queued: {}", why.trim());
+            }
+            None => {
+                let _ = writeln!(out, "Error: {error}");
+            }
+        }
     }
     if let Some(reason) = &instance.stop_reason {
         let _ = writeln!(out, "Stop Reason: {reason}");

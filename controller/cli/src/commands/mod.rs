@@ -98,7 +98,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Cluster(args) => cluster::run(&session, args).await?,
         Verb::Operation(args) => operation::run(&session, args).await?,
         Verb::Node(args) => node::run(&session, args).await?,
-        Verb::Course(args) => course::run(&session, args).await?,
+        Verb::Course(args) => return course::run(&session, args).await,
         Verb::User(args) => user::run(&session, args).await?,
         Verb::Audit(args) => audit::run(&session, args).await?,
         Verb::Completion(_) => unreachable!("handled before the configuration is read"),

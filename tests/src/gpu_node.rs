@@ -1,0 +1,256 @@
+//! A GPU node for controller tests on a machine without a GPU: the agent faked at its trait seam
+//! ([`NodeAgent`]), the one place a fake is allowed. Its inventory's GPUs are what the agent's
+//! own NVML code reads from the test NVML library (`agent/testdata/fake_nvml.c`); it records
+//! every create, state change and detach the controller asks of it and keeps each instance's
+//! status, so the poller sees the node as the worker left it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use cohort_controller::agent_client::{
+    AgentConnector, AgentError, AgentFuture, AgentStream, AgentTarget, FileDownload, FileMeta,
+    NodeAgent, ReceivedTarball,
+};
+use cohort_proto::agent::{
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, GpuAttachment,
+    GpuInventory, HostFacts, Image, ImportImage, Instance, Inventory, LxdFacts, PublishInstance,
+    Snapshot, SshAccess, StateAction, StateChange, UpdateInstance,
+};
+
+/// What the controller asked of the node.
+#[derive(Debug, Default)]
+pub struct Calls {
+    pub creates: Vec<CreateInstance>,
+    pub state_changes: Vec<(String, StateAction)>,
+    pub detached: Vec<String>,
+    pub attached: Vec<(String, Vec<GpuAttachment>)>,
+    /// Every state change, detach and attach in order, e.g. `stop id-s1`, `detach id-s1`.
+    pub events: Vec<String>,
+    /// Instance name -> LXD status (`Running`, `Stopped`).
+    pub instances: BTreeMap<String, String>,
+}
+
+/// Every node the controller connects to is this one (a test has one GPU node).
+#[derive(Clone)]
+pub struct GpuNode {
+    pub calls: Arc<Mutex<Calls>>,
+    pub gpus: GpuInventory,
+}
+
+impl GpuNode {
+    /// A node whose GPUs are what NVML (the library at `nvml`, one copy per test) reports:
+    /// with `all_mig`, both of its GPUs in MIG mode. The library reads `$FAKE_NVML_ALL_MIG` when
+    /// first loaded, so tests of one process set it and load theirs one at a time.
+    pub fn new(nvml: &std::path::Path, all_mig: bool) -> Self {
+        static LOADING: Mutex<()> = Mutex::new(());
+        let gpus = {
+            let _one = LOADING.lock().unwrap_or_else(|p| p.into_inner());
+            std::env::set_var("FAKE_NVML_ALL_MIG", if all_mig { "1" } else { "0" });
+            cohort_agent::gpu::inventory(Some(nvml))
+        };
+        assert_eq!(gpus.unavailable, None, "the test NVML library loads");
+        GpuNode {
+            calls: Arc::default(),
+            gpus,
+        }
+    }
+
+    pub fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl AgentConnector for GpuNode {
+    fn connect(&self, _: &AgentTarget) -> Result<Arc<dyn NodeAgent>, AgentError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+fn instance(name: &str, status: &str) -> Instance {
+    Instance {
+        name: name.into(),
+        status: status.into(),
+        idempotency_key: None,
+        limits: None,
+        gpus: vec![],
+        ssh_port: None,
+        ssh_listen: None,
+        ssh_host_key: None,
+        created_at: None,
+        ssh_ready: false,
+        state: None,
+        config: BTreeMap::new(),
+        devices: BTreeMap::new(),
+    }
+}
+
+fn status_verb(action: StateAction) -> &'static str {
+    match action {
+        StateAction::Start => "start",
+        StateAction::Stop => "stop",
+        StateAction::Restart => "restart",
+    }
+}
+
+fn unused<T: Send + 'static>() -> AgentFuture<T> {
+    Box::pin(async { Err(AgentError::Decode("not used by the GPU tests".into())) })
+}
+
+impl NodeAgent for GpuNode {
+    fn inventory(&self) -> AgentFuture<Inventory> {
+        let gpus = self.gpus.clone();
+        Box::pin(async move {
+            Ok(Inventory {
+                node_name: "gpu-node".into(),
+                host: HostFacts {
+                    hostname: "gpu-node".into(),
+                    kernel: "test".into(),
+                    cores: 64,
+                    memory_bytes: 256 << 30,
+                    disk_free_bytes: 1 << 40,
+                    disk_total_bytes: 1 << 40,
+                },
+                lxd: LxdFacts {
+                    version: "5.0.2".into(),
+                    project: "default".into(),
+                    storage_pool: "default".into(),
+                    storage_driver: "dir".into(),
+                },
+                gpus,
+                nvidia_runtime: true,
+                images: vec![],
+            })
+        })
+    }
+    fn list_instances(&self) -> AgentFuture<Vec<Instance>> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            let c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            Ok(c.instances.iter().map(|(n, s)| instance(n, s)).collect())
+        })
+    }
+    fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            let status = if request.start { "Running" } else { "Stopped" };
+            c.instances.insert(request.name.clone(), status.into());
+            let made = instance(&request.name, status);
+            c.creates.push(request);
+            Ok(made)
+        })
+    }
+    fn get_instance(&self, name: String) -> AgentFuture<Instance> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            let c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            match c.instances.get(&name) {
+                Some(status) => Ok(instance(&name, status)),
+                None => Err(AgentError::Status {
+                    status: 404,
+                    code: "not_found".into(),
+                    message: format!("no instance {name}"),
+                    field: None,
+                }),
+            }
+        })
+    }
+    fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            let status = match change.action {
+                StateAction::Stop => "Stopped",
+                StateAction::Start | StateAction::Restart => "Running",
+            };
+            c.instances.insert(name.clone(), status.into());
+            c.events
+                .push(format!("{} {name}", status_verb(change.action)));
+            c.state_changes.push((name.clone(), change.action));
+            Ok(instance(&name, status))
+        })
+    }
+    fn delete_instance(&self, name: String) -> AgentFuture<()> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .instances
+                .remove(&name);
+            Ok(())
+        })
+    }
+    fn detach_gpus(&self, name: String) -> AgentFuture<Instance> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            c.detached.push(name.clone());
+            c.events.push(format!("detach {name}"));
+            let status = c.instances.get(&name).cloned().unwrap_or_default();
+            Ok(instance(&name, &status))
+        })
+    }
+    fn attach_gpus(&self, name: String, request: AttachGpus) -> AgentFuture<Instance> {
+        let calls = self.calls.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            let status = c.instances.get(&name).cloned().unwrap_or_default();
+            c.attached.push((name.clone(), request.gpus));
+            c.events.push(format!("attach {name}"));
+            Ok(instance(&name, &status))
+        })
+    }
+    fn import_image(&self, request: ImportImage) -> AgentFuture<Image> {
+        Box::pin(async move {
+            Ok(Image {
+                fingerprint: request.fingerprint,
+                aliases: vec![request.alias],
+                description: String::new(),
+                size_bytes: 1,
+                gpu_ready: true,
+            })
+        })
+    }
+    fn exec(&self, _: String, _: ExecRequest) -> AgentFuture<ExecResult> {
+        unused()
+    }
+    fn exec_stream(&self, _: String, _: ExecRequest, _: u64) -> AgentFuture<AgentStream> {
+        unused()
+    }
+    fn get_file(&self, _: String, _: String, _: u64) -> AgentFuture<FileDownload> {
+        unused()
+    }
+    fn put_file(&self, _: String, _: String, _: Vec<u8>, _: FileMeta) -> AgentFuture<()> {
+        unused()
+    }
+    fn snapshots(&self, _: String) -> AgentFuture<Vec<Snapshot>> {
+        unused()
+    }
+    fn create_snapshot(&self, _: String, _: CreateSnapshot) -> AgentFuture<Snapshot> {
+        unused()
+    }
+    fn restore_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
+        unused()
+    }
+    fn delete_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
+        unused()
+    }
+    fn update_instance(&self, _: String, _: UpdateInstance) -> AgentFuture<Instance> {
+        unused()
+    }
+    fn publish(
+        &self,
+        _: String,
+        _: PublishInstance,
+        _: std::path::PathBuf,
+    ) -> AgentFuture<ReceivedTarball> {
+        unused()
+    }
+    fn set_ssh(&self, _: String, _: SshAccess) -> AgentFuture<Instance> {
+        Box::pin(async { Err(AgentError::Decode("no SSH on the GPU test node".into())) })
+    }
+    fn delete_volume(&self, _: String) -> AgentFuture<()> {
+        Box::pin(async { Ok(()) })
+    }
+}
