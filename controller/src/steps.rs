@@ -221,6 +221,7 @@ async fn create(
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
         start: instance.desired_state == "running",
+        network_policy: None,
     };
     let made = match agent.create_instance(request.clone()).await {
         // The node's LXD lost the alias although the poller saw the image (an alias being

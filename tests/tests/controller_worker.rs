@@ -50,6 +50,7 @@ fn instance(name: &str, status: &str) -> Instance {
         gpus: vec![],
         ssh_port: None,
         ssh_listen: None,
+        address: None,
         ssh_host_key: None,
         created_at: None,
         ssh_ready: false,

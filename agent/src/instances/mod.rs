@@ -9,7 +9,7 @@ mod host_key;
 pub mod idmap;
 mod lifecycle;
 mod publish;
-mod rootfs;
+pub(crate) mod rootfs;
 pub mod shift;
 mod snapshots;
 pub mod spec;
@@ -20,6 +20,7 @@ mod volumes;
 
 pub use error::InstanceError;
 pub use files::FileContent;
+pub(crate) use lifecycle::start_lock_path;
 pub use publish::Published;
 
 /// Instance config keys where the agent records what it was asked, so the controller keeps no

@@ -225,6 +225,8 @@ impl Agent {
             .arg("serve")
             .arg("--config")
             .arg(state.path().join("agent.toml"))
+            // Tests that want a node network make one of their own (`TestNetwork`).
+            .env("COHORT_AGENT_NETWORK_MODE", "none")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

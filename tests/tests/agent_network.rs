@@ -1,0 +1,346 @@
+//! The node network on the real LXD, with real ssh and real network namespaces: each container
+//! on the agent's bridge with its own address, reaching "the internet" (a namespace the test
+//! runs an HTTP server in) through the bridge's NAT; SSH through the kernel (no forkproxy);
+//! nothing on the host reachable from a container but DHCP/DNS; students apart from each
+//! other; a course policy (egress, ssh_from) applied to running containers without a restart.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cohort_e2e::agent::TestAgent;
+use cohort_e2e::lxd::lxc;
+use cohort_e2e::network::Netns;
+use cohort_e2e::ssh::SshKey;
+use cohort_e2e::{PortRange, TestLxd, TestNetwork};
+use cohort_proto::agent::{
+    CreateInstance, Egress, Instance, InstanceSource, Inventory, Limits, NetworkPolicy, SshAccess,
+};
+
+/// An HTTP server in a namespace, serving one file; killed on drop.
+struct WebServer {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl WebServer {
+    fn start(ns: &Netns, port: u16) -> Self {
+        let dir = tempfile::tempdir().expect("web root");
+        std::fs::write(dir.path().join("dataset.txt"), "rows: 42\n").expect("write file");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name, "python3", "-m", "http.server"])
+            .args(["--bind", &ns.address.to_string(), &port.to_string()])
+            .arg("--directory")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server");
+        let url = format!("http://{}:{port}/dataset.txt", ns.address);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ns
+            .exec("python3", &["-c", &fetch_script(&url, 1)])
+            .status
+            .success()
+        {
+            assert!(Instant::now() < deadline, "the web server never answered");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        WebServer {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Python that prints the body of `url`, failing after `timeout` seconds.
+fn fetch_script(url: &str, timeout: u32) -> String {
+    format!(
+        "import urllib.request; print(urllib.request.urlopen('{url}', timeout={timeout}).read().decode(), end='')"
+    )
+}
+
+/// Python that connects to `host:port` and exits 0 on success, 1 on refusal or timeout.
+fn connect_script(host: &str, port: u16) -> String {
+    format!(
+        "import socket,sys\ntry:\n socket.create_connection(('{host}', {port}), 2).close()\nexcept OSError as e:\n print(e); sys.exit(1)"
+    )
+}
+
+fn student(name: &str, user: &str, key: &SshKey, port: u16) -> CreateInstance {
+    CreateInstance {
+        idempotency_key: format!("op-{name}"),
+        name: name.into(),
+        source: InstanceSource::Image {
+            alias: "cohort/base".into(),
+        },
+        limits: Limits {
+            cpu: 1,
+            memory_mib: 256,
+            disk_gib: 2,
+        },
+        gpus: Vec::new(),
+        ssh: Some(SshAccess {
+            username: user.into(),
+            authorized_keys: vec![key.public_key()],
+            password_hash: None,
+            sudo: false,
+            // What the controller sends for a node whose SSH host is loopback: NAT cannot
+            // listen there, so the agent listens on the node's SSH address instead.
+            listen_address: "127.0.0.1".into(),
+            port,
+        }),
+        home_volume: None,
+        config: BTreeMap::new(),
+        start: true,
+        network_policy: None,
+    }
+}
+
+async fn create(agent: &TestAgent, req: &CreateInstance) -> Instance {
+    let resp = agent
+        .controller()
+        .post(agent.url("/v1/instances"))
+        .json(req)
+        .send()
+        .await
+        .expect("POST /v1/instances");
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    assert_eq!(status, 201, "create {} failed: {text}", req.name);
+    serde_json::from_str(&text).expect("Instance JSON")
+}
+
+async fn inventory(agent: &TestAgent) -> Inventory {
+    agent
+        .controller()
+        .get(agent.url("/v1/inventory"))
+        .send()
+        .await
+        .expect("GET /v1/inventory")
+        .json()
+        .await
+        .expect("Inventory JSON")
+}
+
+async fn set_policy(agent: &TestAgent, name: &str, policy: &NetworkPolicy) {
+    let resp = agent
+        .controller()
+        .put(agent.url(&format!("/v1/instances/{name}/network-policy")))
+        .json(policy)
+        .send()
+        .await
+        .expect("PUT network-policy");
+    let status = resp.status();
+    assert_eq!(status, 200, "{}", resp.text().await.unwrap_or_default());
+}
+
+/// Runs python3 code in the container; (success, stdout and stderr).
+fn python_in(lxd: &TestLxd, name: &str, code: &str) -> (bool, String) {
+    let out = lxd.lxc_output(&["exec", name, "--", "python3", "-c", code]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `lxd forkproxy` processes whose command line names `:port`.
+fn forkproxies_on(port: u16) -> usize {
+    let needle = format!(":{port}");
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+        .filter(|cmd| cmd.contains("forkproxy") && cmd.contains(&needle))
+        .count()
+}
+
+/// The PID of the container's init, which a restart changes.
+fn init_pid(lxd: &TestLxd, name: &str) -> i64 {
+    let state = lxc(&[
+        "query",
+        &format!("/1.0/instances/{name}/state?project={}", lxd.project()),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&state).expect("state JSON");
+    v["pid"].as_i64().expect("pid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn students_reach_the_outside_log_in_through_nat_and_reach_nothing_of_the_host_or_each_other()
+{
+    let mut net = TestNetwork::claim();
+    let lxd = TestLxd::new();
+    let internet = net.netns();
+    let ports = PortRange::claim();
+    let web = WebServer::start(&internet, ports.port(10));
+    let agent = TestAgent::start_with(&lxd, |c| net.configure(c)).await;
+    let key = SshKey::generate();
+    let gw = net.gateway().to_string();
+
+    // The agent made the bridge; the inventory says so. A /24: 254 hosts less the bridge's own
+    // address and the DHCP range (the top eighth, 32).
+    let facts = inventory(&agent)
+        .await
+        .network
+        .expect("network in inventory");
+    assert_eq!(facts.name, net.name());
+    assert_eq!(facts.subnet, net.subnet());
+    assert_eq!(facts.gateway, gw);
+    assert_eq!(facts.free_addresses, 221);
+    let bridge: serde_json::Value =
+        serde_json::from_str(&lxc(&["query", &format!("/1.0/networks/{}", net.name())])).unwrap();
+    assert_eq!(bridge["config"]["ipv4.nat"], "true");
+    assert_eq!(bridge["config"]["ipv6.address"], "none");
+
+    let (alice_port, bob_port) = (ports.port(0), ports.port(1));
+    let alice = create(&agent, &student("cs101-alice", "alice", &key, alice_port)).await;
+    let bob = create(&agent, &student("ml202-bob", "bob", &key, bob_port)).await;
+    let alice_ip = alice.address.clone().expect("alice has an address");
+    let bob_ip = bob.address.clone().expect("bob has an address");
+    assert_ne!(alice_ip, bob_ip);
+    assert_eq!(alice.ssh_listen.as_deref(), Some(gw.as_str()));
+    assert!(alice.ssh_ready);
+    let nic = &alice.devices["cohort-net"];
+    for key in [
+        "security.port_isolation",
+        "security.mac_filtering",
+        "security.ipv4_filtering",
+    ] {
+        assert_eq!(nic[key], "true", "{key}");
+    }
+    assert_eq!(alice.devices["cohort-ssh"]["nat"], "true");
+    assert_eq!(
+        alice.devices["cohort-ssh"]["connect"],
+        format!("tcp:{alice_ip}:22")
+    );
+    assert_eq!(inventory(&agent).await.network.unwrap().free_addresses, 219);
+
+    // SSH through the kernel: the login works, and no forkproxy carries it.
+    let out = key.run(
+        &gw,
+        alice_port,
+        "alice",
+        "whoami; ip -4 -o addr show eth0 | awk '{print $4}'; cat /etc/resolv.conf",
+    );
+    assert!(
+        out.status.success(),
+        "ssh through NAT failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("alice\n{alice_ip}/24\nnameserver {gw}\n")
+    );
+    assert_eq!(
+        forkproxies_on(alice_port),
+        0,
+        "a forkproxy carries alice's SSH"
+    );
+    assert_eq!(forkproxies_on(bob_port), 0, "a forkproxy carries bob's SSH");
+
+    // The outside (the namespace's web server) is reachable through the bridge's NAT.
+    let (ok, body) = python_in(&lxd, "cs101-alice", &fetch_script(&web.url, 5));
+    assert!(ok, "fetch from the outside failed: {body}");
+    assert_eq!(body, "rows: 42\n");
+
+    // Nothing of the host: a service listening on every host address (as the agent's API, or
+    // PostgreSQL, might) answers the host but not a container, by the bridge's address or by
+    // another of the host's; neither does another student's SSH forward by the host's address,
+    // nor another student's container itself.
+    let service = std::net::TcpListener::bind(("0.0.0.0", ports.port(20))).expect("bind");
+    std::net::TcpStream::connect((net.gateway(), ports.port(20))).expect("the host reaches it");
+    for (host, port, what) in [
+        (
+            gw.clone(),
+            ports.port(20),
+            "a host service by the bridge's address",
+        ),
+        (
+            internet.host.to_string(),
+            ports.port(20),
+            "a host service by another host address",
+        ),
+        (
+            gw.clone(),
+            alice_port,
+            "alice's SSH forward by the host's address",
+        ),
+        (alice_ip.clone(), 22, "alice's container"),
+    ] {
+        let (ok, text) = python_in(&lxd, "ml202-bob", &connect_script(&host, port));
+        assert!(!ok, "bob reached {what} ({host}:{port}): {text}");
+    }
+    drop(service);
+    // DNS from the bridge still answers (dnsmasq: NXDOMAIN for a name that cannot exist).
+    let (_, text) = python_in(
+        &lxd,
+        "ml202-bob",
+        "import socket\ntry:\n socket.getaddrinfo('cohort-test.invalid', 80)\nexcept socket.gaierror as e:\n print(e.errno == socket.EAI_NONAME)",
+    );
+    assert_eq!(text.trim(), "True", "DNS on the bridge did not answer");
+    // The host reaches both.
+    let out = key.run(&gw, bob_port, "bob", "whoami");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "bob\n");
+
+    // Egress none (an exam): the same fetch fails, without a restart; open again restores it.
+    let pid = init_pid(&lxd, "cs101-alice");
+    let exam = NetworkPolicy {
+        egress: Egress::None,
+        ssh_from: Vec::new(),
+    };
+    set_policy(&agent, "cs101-alice", &exam).await;
+    let (ok, body) = python_in(&lxd, "cs101-alice", &fetch_script(&web.url, 3));
+    assert!(!ok, "egress none let the fetch through: {body}");
+    // SSH in still works: replies are not new connections.
+    let out = key.run(&gw, alice_port, "alice", "whoami");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "alice\n");
+    // Only the mirror's port: the web server's port passes, and only to it.
+    let mirror = NetworkPolicy {
+        egress: Egress::Allow(vec![format!("{}/32:{}", internet.address, ports.port(10))]),
+        ssh_from: Vec::new(),
+    };
+    set_policy(&agent, "cs101-alice", &mirror).await;
+    let (ok, body) = python_in(&lxd, "cs101-alice", &fetch_script(&web.url, 5));
+    assert!(ok, "the allowed destination was refused: {body}");
+    set_policy(&agent, "cs101-alice", &NetworkPolicy::default()).await;
+    let (ok, body) = python_in(&lxd, "cs101-alice", &fetch_script(&web.url, 5));
+    assert!(ok, "open egress did not come back: {body}");
+    assert_eq!(
+        init_pid(&lxd, "cs101-alice"),
+        pid,
+        "the container was restarted"
+    );
+
+    // A bad policy is a 400 naming the field.
+    let resp = agent
+        .controller()
+        .put(agent.url("/v1/instances/cs101-alice/network-policy"))
+        .json(&serde_json::json!({"egress": {"allow": ["10.0.0.0/8", "mirror.example:80"]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "network_policy.egress.allow[1]");
+
+    // Deleting gives the address back.
+    let del = agent
+        .controller()
+        .delete(agent.url("/v1/instances/ml202-bob"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
+    assert_eq!(inventory(&agent).await.network.unwrap().free_addresses, 220);
+}
