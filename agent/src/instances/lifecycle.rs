@@ -58,7 +58,7 @@ impl Node {
     pub(crate) async fn start_instance(&self, name: &str) -> Result<(), InstanceError> {
         let _daemon = start_lock(&self.config.lxd_socket()).await;
         // An instance made before the node had its network gets its NIC on this start.
-        self.ensure_nic(name).await?;
+        self.prepare_guest_network(name).await?;
         self.apply_deferred_root_size(name).await?;
         self.start_unlocked(name).await
     }

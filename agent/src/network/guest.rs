@@ -61,8 +61,18 @@ pub fn files(network: &NodeNetwork, address: Ipv4Addr) -> Vec<RootFile<'static>>
     ]
 }
 
-/// Applies the files of a running container at once (after a NIC was plugged into it).
-const APPLY_NOW: &str = "systemctl daemon-reload && systemctl restart cohort-network.service";
+/// Writes the files into a running container (arguments: the three contents) and applies
+/// them at once, after a NIC was plugged into it. `resolv.conf` is replaced, never written
+/// through a link.
+const APPLY_NOW: &str = r#"set -eu
+mkdir -p /etc/systemd/system/multi-user.target.d
+printf '%s' "$1" > /etc/systemd/system/cohort-network.service
+printf '%s' "$2" > /etc/systemd/system/multi-user.target.d/cohort-network.conf
+rm -f /etc/resolv.conf
+printf '%s' "$3" > /etc/resolv.conf
+systemctl daemon-reload
+systemctl restart cohort-network.service
+"#;
 
 impl Node {
     /// Writes the network files into the stopped container `name`: straight into its root
@@ -93,8 +103,17 @@ impl Node {
         network: &NodeNetwork,
         address: Ipv4Addr,
     ) -> Result<(), InstanceError> {
-        self.push_guest_files(name, files(network, address)).await?;
-        let argv = vec!["/bin/sh".into(), "-c".into(), APPLY_NOW.into()];
+        let mut argv = vec![
+            "/bin/sh".to_string(),
+            "-c".into(),
+            APPLY_NOW.into(),
+            "cohort-network".into(),
+        ];
+        argv.extend(
+            files(network, address)
+                .into_iter()
+                .map(|f| String::from_utf8_lossy(&f.content).into_owned()),
+        );
         let out = self
             .run_command(name, argv, std::time::Duration::from_secs(60))
             .await?;
@@ -108,11 +127,14 @@ impl Node {
         Ok(())
     }
 
+    /// Through LXD's file API, which makes no parent directory itself.
     async fn push_guest_files(
         &self,
         name: &str,
         files: Vec<RootFile<'static>>,
     ) -> Result<(), InstanceError> {
+        let wants_dir = WANTS_PATH.rsplit_once('/').map_or("/", |(dir, _)| dir);
+        self.push_directory(name, wants_dir).await?;
         for file in files {
             let content = Bytes::from(file.content);
             self.push_file(name, file.path, content, file.mode, 0, 0)

@@ -151,9 +151,10 @@ impl Node {
         Ok(())
     }
 
-    /// Before a container's first start: its NIC (given now to one made before the network)
-    /// and the files that configure it inside, written again where it has the NIC already, so
-    /// a create that died between the two leaves nothing half-done.
+    /// Before a container starts: its NIC (given now to one made before the network) and the
+    /// files that configure it inside, written again on each start of a stopped container, so a
+    /// create that died between the two, or one made without a start, boots configured. A
+    /// running container with its NIC is left alone.
     pub(crate) async fn prepare_guest_network(&self, name: &str) -> Result<(), InstanceError> {
         let Some(network) = self.network.clone() else {
             return Ok(());
@@ -162,7 +163,10 @@ impl Node {
             return Ok(());
         };
         match nic_address(&lx.devices) {
-            Some(address) => self.write_guest_network(name, &network, address).await,
+            Some(address) if !lx.is_running() => {
+                self.write_guest_network(name, &network, address).await
+            }
+            Some(_) => Ok(()),
             None => self.ensure_nic(name).await,
         }
     }
