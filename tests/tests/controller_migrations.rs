@@ -7,9 +7,10 @@ use diesel::prelude::*;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 19] = [
+const TABLES: [&str; 20] = [
     "api_tokens",
     "audit_log",
+    "course_networks",
     "course_reclaim",
     "courses",
     "enrollments",

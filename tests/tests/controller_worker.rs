@@ -127,6 +127,13 @@ impl NodeAgent for FakeAgents {
     fn set_ssh(&self, _: String, _: SshAccess) -> AgentFuture<Instance> {
         unused()
     }
+    fn set_network_policy(
+        &self,
+        _: String,
+        _: cohort_proto::agent::NetworkPolicy,
+    ) -> AgentFuture<Instance> {
+        unused()
+    }
     fn delete_volume(&self, _: String) -> AgentFuture<()> {
         Box::pin(async { Ok(()) })
     }

@@ -4,6 +4,7 @@
 //! answers a `cohort_proto` type. Handlers only parse and call these.
 
 pub mod audit;
+pub mod course_network;
 pub mod courses;
 pub mod endpoints;
 pub mod enroll;

@@ -46,6 +46,7 @@ pub async fn run(session: &Session, args: Course) -> anyhow::Result<()> {
             }
             render::print(list.format, &rows, &courses)
         }
+        CourseCommand::Set(set) => super::course_network::set(session, set).await,
         CourseCommand::Show(show) => {
             let (client, code) = session.target(&show.code)?;
             let course: CourseInfo = client.get(&format!("/courses/{}", seg(&code))).await?;
@@ -221,6 +222,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         idle_gpu_minutes: args.idle_gpu_minutes,
         max_runtime_minutes: args.max_runtime_minutes,
         idle_action: args.idle_action,
+        network: super::course_network::policy(&Default::default(), &args.network)?,
     })
 }
 
