@@ -181,3 +181,58 @@ async fn students_reach_the_outside_log_in_through_nat_and_reach_nothing_of_the_
     assert_eq!(del.status(), 204);
     assert_eq!(inventory(&agent).await.network.unwrap().free_addresses, 220);
 }
+
+/// `cohort-agent doctor` with the agent's config pointed at `net` (or at no network).
+fn doctor(net: &TestNetwork, mode: &str) -> String {
+    let out = std::process::Command::new(cohort_e2e::cluster::agent_binary())
+        .arg("doctor")
+        .env("COHORT_AGENT_NODE_NAME", "doctor")
+        .env("COHORT_AGENT_NETWORK_MODE", mode)
+        .env("COHORT_AGENT_NETWORK_NAME", net.name())
+        .env("COHORT_AGENT_NETWORK_SUBNET", net.subnet())
+        .env("LXD_DIR", cohort_e2e::lxd::lxd_dir())
+        .output()
+        .expect("run cohort-agent doctor");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The row of `check` in doctor's table.
+fn row<'a>(table: &'a str, check: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.contains(check))
+        .unwrap_or_else(|| panic!("no {check} row in\n{table}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reports_the_network_the_ssh_mode_and_the_firewall() {
+    let net = TestNetwork::claim();
+    let lxd = TestLxd::new();
+
+    // Before the agent ran: the bridge is still to be made, and nothing guards it yet.
+    let table = doctor(&net, "managed");
+    assert!(
+        row(&table, "node network").contains("is made by the agent"),
+        "{table}"
+    );
+    assert!(row(&table, "SSH mode").contains("nat"), "{table}");
+    assert!(row(&table, "firewall").contains("WARN"), "{table}");
+
+    let _agent = TestAgent::start_with(&lxd, |c| net.configure(c)).await;
+    let table = doctor(&net, "managed");
+    let network = row(&table, "node network");
+    assert!(
+        network.contains("OK") && network.contains(&format!("{}/24", net.gateway())),
+        "{table}"
+    );
+    let firewall = row(&table, "firewall");
+    assert!(
+        firewall.contains("OK") && firewall.contains("inet cohort"),
+        "{table}"
+    );
+
+    // A node without a network says it runs one forkproxy per container.
+    let table = doctor(&net, "none");
+    let ssh = row(&table, "SSH mode");
+    assert!(ssh.contains("WARN") && ssh.contains("forkproxy"), "{table}");
+}
