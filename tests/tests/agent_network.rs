@@ -6,6 +6,8 @@
 
 mod net_support;
 
+use std::time::{Duration, Instant};
+
 use cohort_e2e::agent::TestAgent;
 use cohort_e2e::lxd::lxc;
 use cohort_e2e::ssh::SshKey;
@@ -235,4 +237,38 @@ async fn doctor_reports_the_network_the_ssh_mode_and_the_firewall() {
     let table = doctor(&net, "none");
     let ssh = row(&table, "SSH mode");
     assert!(ssh.contains("WARN") && ssh.contains("forkproxy"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_on_two_node_networks_of_one_host_cannot_reach_each_other() {
+    let (net_a, net_b) = (TestNetwork::claim(), TestNetwork::claim());
+    let (lxd_a, lxd_b) = (TestLxd::new(), TestLxd::new());
+    let agent_a = TestAgent::start_with(&lxd_a, |c| net_a.configure(c)).await;
+    let agent_b = TestAgent::start_with(&lxd_b, |c| net_b.configure(c)).await;
+    let key = SshKey::generate();
+    let mut a = student("os301-ann", "ann", &key, 1);
+    a.ssh = None;
+    let mut b = student("db401-ben", "ben", &key, 1);
+    b.ssh = None;
+    let ann = create(&agent_a, &a).await;
+    let ben = create(&agent_b, &b).await;
+    let (ann_ip, ben_ip) = (ann.address.unwrap(), ben.address.unwrap());
+
+    // The host reaches both containers' sshd; neither container reaches the other's.
+    for ip in [&ann_ip, &ben_ip] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect_timeout(
+            &format!("{ip}:22").parse().unwrap(),
+            Duration::from_secs(1),
+        )
+        .is_err()
+        {
+            assert!(Instant::now() < deadline, "the host never reached {ip}:22");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let (ok, text) = python_in(&lxd_a, "os301-ann", &connect_script(&ben_ip, 22));
+    assert!(!ok, "ann reached ben on the other bridge: {text}");
+    let (ok, text) = python_in(&lxd_b, "db401-ben", &connect_script(&ann_ip, 22));
+    assert!(!ok, "ben reached ann on the other bridge: {text}");
 }

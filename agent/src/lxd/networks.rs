@@ -41,6 +41,11 @@ impl Lxd {
         }
     }
 
+    /// Every network of the daemon (`recursion=1`).
+    pub async fn networks(&self) -> Result<Vec<LxdNetwork>, LxdError> {
+        self.get_as("/1.0/networks?recursion=1").await
+    }
+
     /// Makes a bridge with `config` (`ipv4.address`, `ipv4.nat`, ...).
     pub async fn create_bridge(
         &self,

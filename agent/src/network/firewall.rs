@@ -13,7 +13,8 @@
 //!   DNS to the bridge's own address reach the host; anything else addressed to the host is
 //!   dropped, forwarded ports included.
 //! - `fwd.<bridge>` (forward): nothing from the bridge back into it (container to container
-//!   through the host), then each container's course policy: new connections out only where
+//!   through the host) or into the subnets of the host's other LXD bridges (containers that are
+//!   not the course's), then each container's course policy: new connections out only where
 //!   its `egress` allows, and new SSH connections in only from its `ssh_from`.
 //!
 //! A drop in any base chain is final, so LXD's own accepts on the same hooks cannot undo these.
@@ -65,8 +66,13 @@ fn forward_chain(bridge: &str) -> String {
     format!("fwd.{bridge}")
 }
 
-/// The whole ruleset for `network`'s bridge, as one `nft -f` script.
-pub fn script(network: &NodeNetwork, containers: &[ContainerRules]) -> String {
+/// The whole ruleset for `network`'s bridge, as one `nft -f` script; `neighbours` are the
+/// subnets of the host's other LXD bridges.
+pub fn script(
+    network: &NodeNetwork,
+    neighbours: &[Ipv4Net],
+    containers: &[ContainerRules],
+) -> String {
     let br = &network.name;
     let gw = network.gateway;
     let guard = guard_chain(br);
@@ -85,6 +91,13 @@ pub fn script(network: &NodeNetwork, containers: &[ContainerRules]) -> String {
          flush chain {TABLE} {fwd}\n\
          add rule {TABLE} {fwd} iifname \"{br}\" oifname \"{br}\" drop\n"
     );
+    if !neighbours.is_empty() {
+        let nets: Vec<String> = neighbours.iter().map(Ipv4Net::to_string).collect();
+        s += &format!(
+            "add rule {TABLE} {fwd} iifname \"{br}\" ip daddr {{ {} }} drop\n",
+            nets.join(", ")
+        );
+    }
     for c in containers {
         let a = c.address;
         match &c.egress {
@@ -193,7 +206,7 @@ mod tests {
 
     #[test]
     fn the_host_is_closed_to_the_bridge_but_dhcp_and_dns() {
-        let s = script(&net(), &[]);
+        let s = script(&net(), &[], &[]);
         assert!(s.contains("hook prerouting priority -150"));
         let guard: Vec<&str> = s
             .lines()
@@ -225,7 +238,8 @@ mod tests {
                 ssh_from: Vec::new(),
             },
         ];
-        let s = script(&net(), &rules);
+        let s = script(&net(), &["10.7.0.0/24".parse().unwrap()], &rules);
+        assert!(s.contains("fwd.cohort0 iifname \"cohort0\" ip daddr { 10.7.0.0/24 } drop"));
         assert!(s.contains("ip saddr 10.9.0.2 ct state new drop"));
         assert!(s.contains(
             "oifname \"cohort0\" ip daddr 10.9.0.2 tcp dport 22 ct state new ip saddr != { 192.0.2.0/24 } drop"

@@ -205,10 +205,26 @@ impl Node {
             .iter()
             .filter_map(|inst| container_rules(inst, &network.name))
             .collect();
-        if let Err(e) = firewall::apply(&firewall::script(network, &rules)).await {
+        let neighbours = match self.lxd.networks().await {
+            Ok(all) => other_bridges(&all, &network.name),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list LXD's networks to rebuild the firewall");
+                return;
+            }
+        };
+        if let Err(e) = firewall::apply(&firewall::script(network, &neighbours, &rules)).await {
             tracing::error!(error = %e, "cannot write the firewall table");
         }
     }
+}
+
+/// The subnets of the LXD bridges other than `ours`.
+fn other_bridges(all: &[crate::lxd::networks::LxdNetwork], ours: &str) -> Vec<ipnet::Ipv4Net> {
+    all.iter()
+        .filter(|n| n.name != ours && n.kind == "bridge")
+        .filter_map(|n| n.config.get("ipv4.address")?.parse::<ipnet::Ipv4Net>().ok())
+        .map(|n| n.trunc())
+        .collect()
 }
 
 /// A container's rules from its LXD config: its address on `network` and the policy recorded
