@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::network::{NetworkConfig, NetworkMode};
+
 /// Default state directory: key, certificate, CA and config live here.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/cohort-agent";
 
@@ -58,6 +60,10 @@ pub struct AgentConfig {
     /// Default 10.
     #[serde(default = "default_max_snapshots")]
     pub max_snapshots: usize,
+    /// The node network (`[network]`): a managed NAT bridge `cohort0` on `10.161.16.0/22` by
+    /// default; see [`NetworkConfig`].
+    #[serde(default)]
+    pub network: NetworkConfig,
 }
 
 fn default_listen() -> SocketAddr {
@@ -128,7 +134,7 @@ impl AgentConfig {
     /// Overrides from `COHORT_AGENT_NODE_NAME`, `_LISTEN`, `_STATE_DIR`, `_LXD_SOCKET`,
     /// `_LXD_PROJECT`, `_STORAGE_POOL`, `_SSH_LISTEN`, `_MAX_CONCURRENT_CREATES`,
     /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`, `_SHIFT_BEFORE_FIRST_START`,
-    /// `_MAX_SNAPSHOTS`.
+    /// `_MAX_SNAPSHOTS`, `_NETWORK_MODE`, `_NETWORK_NAME`, `_NETWORK_SUBNET`, `_NETWORK_SSH_ADDRESS`.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         fn parsed<T: std::str::FromStr>(var: &str, value: String) -> Result<T, ConfigError>
         where
@@ -179,6 +185,18 @@ impl AgentConfig {
         }
         if let Some(v) = get(&var("MAX_SNAPSHOTS")) {
             self.max_snapshots = parsed(&var("MAX_SNAPSHOTS"), v)?;
+        }
+        if let Some(v) = get(&var("NETWORK_MODE")) {
+            self.network.mode = parsed::<NetworkMode>(&var("NETWORK_MODE"), v)?;
+        }
+        if let Some(v) = get(&var("NETWORK_NAME")) {
+            self.network.name = v;
+        }
+        if let Some(v) = get(&var("NETWORK_SUBNET")) {
+            self.network.subnet = parsed(&var("NETWORK_SUBNET"), v)?;
+        }
+        if let Some(v) = get(&var("NETWORK_SSH_ADDRESS")) {
+            self.network.ssh_address = Some(parsed(&var("NETWORK_SSH_ADDRESS"), v)?);
         }
         Ok(())
     }
@@ -274,6 +292,8 @@ mod tests {
             2 * crate::host::cores() as usize
         );
         assert!(c.nvml_library.is_none());
+        assert_eq!(c.network, NetworkConfig::default());
+        assert_eq!(c.network.mode, NetworkMode::Managed);
     }
 
     #[test]
@@ -308,6 +328,27 @@ mod tests {
         back.apply_env(|k| (k == "COHORT_AGENT_SHIFT_BEFORE_FIRST_START").then(|| "false".into()))
             .unwrap();
         assert!(!back.shift_before_first_start);
+        back.apply_env(|k| match k {
+            "COHORT_AGENT_NETWORK_MODE" => Some("existing".into()),
+            "COHORT_AGENT_NETWORK_NAME" => Some("campus0".into()),
+            "COHORT_AGENT_NETWORK_SSH_ADDRESS" => Some("192.0.2.7".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(back.network.mode, NetworkMode::Existing);
+        assert_eq!(back.network.name, "campus0");
+        assert_eq!(back.network.ssh_address, Some("192.0.2.7".parse().unwrap()));
+        let bad = back.apply_env(|k| (k == "COHORT_AGENT_NETWORK_MODE").then(|| "nat".into()));
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("COHORT_AGENT_NETWORK_MODE"));
+        let bad =
+            back.apply_env(|k| (k == "COHORT_AGENT_NETWORK_SUBNET").then(|| "10.0.0.0".into()));
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("COHORT_AGENT_NETWORK_SUBNET"));
         let bad = back
             .apply_env(|k| (k == "COHORT_AGENT_SHIFT_BEFORE_FIRST_START").then(|| "maybe".into()));
         assert!(bad

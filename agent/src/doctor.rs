@@ -1,7 +1,8 @@
 //! `cohort-agent doctor`: checks that this machine can run Cohort's containers (LXD, its version
 //! and extensions, the storage pool and its driver, whether LXD can start a new container without
 //! remapping its files, the project, the kernel settings many system containers need, the idmap
-//! range, the NVIDIA tools and NVML), each with the fix.
+//! range, the NVIDIA tools and NVML, the node network, the SSH mode and the firewall), each with
+//! the fix.
 
 use std::path::Path;
 
@@ -26,7 +27,7 @@ impl std::fmt::Display for Level {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
     pub name: String,
     pub level: Level,
@@ -35,7 +36,12 @@ pub struct Check {
     pub fix: String,
 }
 
-fn check(name: &str, level: Level, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+pub(crate) fn check(
+    name: &str,
+    level: Level,
+    detail: impl Into<String>,
+    fix: impl Into<String>,
+) -> Check {
     Check {
         name: name.into(),
         level,
@@ -175,6 +181,7 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
         config.shift_before_first_start,
     ));
     let project = format!("/1.0/projects/{}", crate::lxd::encode(&config.lxd_project));
+    out.extend(crate::network::doctor::checks(config, &lxd, &info.environment).await);
     out.push(match lxd.get(&project).await {
         Ok(_) => check("LXD project", Level::Ok, config.lxd_project.clone(), ""),
         Err(e) => check(
@@ -520,6 +527,7 @@ mod tests {
             ServerEnvironment {
                 server_version: version.into(),
                 kernel_version: "6.18.0".into(),
+                firewall: "nftables".into(),
                 kernel_features: map(kernel),
                 lxc_features: map(lxc),
             }

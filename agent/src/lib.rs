@@ -10,6 +10,7 @@ pub mod host;
 pub mod images;
 pub mod instances;
 pub mod lxd;
+pub mod network;
 pub mod node;
 pub mod tls;
 

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cohort_proto::agent::{GpuInventory, Health, Inventory, LxdFacts};
+use cohort_proto::agent::{GpuInventory, Health, Inventory, LxdFacts, NetworkFacts};
 use tokio::sync::Semaphore;
 
 use crate::config::AgentConfig;
 use crate::lxd::server::ServerError;
 use crate::lxd::{Lxd, LxdError};
+use crate::network::{NetworkError, NodeNetwork};
 
 pub struct Node {
     pub config: AgentConfig,
@@ -29,6 +30,10 @@ pub struct Node {
     file_helper_retries: AtomicU64,
     /// Held while a snapshot is checked for room and made (`instances::snapshot_room`).
     pub(crate) snapshot_lock: tokio::sync::Mutex<()>,
+    /// The node network; `None` in mode `none` or where it could not be had
+    /// (`network_problem` says why): SSH then goes through LXD's classic proxy.
+    pub network: Option<NodeNetwork>,
+    pub network_problem: Option<String>,
 }
 
 /// What [`Node::first_start_shifts`] reports.
@@ -49,6 +54,9 @@ pub enum NodeError {
     /// host facts could not be read
     #[error(transparent)]
     Host(#[from] crate::host::HostError),
+    /// the `[network]` config is unusable
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkConfigError),
 }
 
 impl Node {
@@ -71,7 +79,18 @@ impl Node {
             }
             _ => false,
         };
-        Ok(Node {
+        // A config the admin got wrong stops the agent; a network LXD cannot give (no firewall
+        // tool when LXD started, a name taken by something else) leaves the node in fallback
+        // mode, said in the log, the inventory and `doctor`.
+        let (network, network_problem) = match NodeNetwork::setup(&lxd, &config.network).await {
+            Ok(n) => (n, None),
+            Err(NetworkError::Config(e)) => return Err(e.into()),
+            Err(e) => {
+                tracing::error!(error = %e, "no node network: containers get no NIC, SSH goes through LXD's classic proxy");
+                (None, Some(e.to_string()))
+            }
+        };
+        let node = Node {
             config,
             lxd,
             creates,
@@ -82,7 +101,11 @@ impl Node {
             shift_us: AtomicU64::new(0),
             file_helper_retries: AtomicU64::new(0),
             snapshot_lock: tokio::sync::Mutex::new(()),
-        })
+            network,
+            network_problem,
+        };
+        node.rebuild_firewall().await;
+        Ok(node)
     }
 
     pub fn health(&self) -> Health {
@@ -165,6 +188,27 @@ impl Node {
         .expect("GPU inventory does not panic"))
     }
 
+    /// The node network for the inventory.
+    async fn network_facts(&self) -> Result<Option<NetworkFacts>, NodeError> {
+        let Some(n) = &self.network else {
+            return Ok(None);
+        };
+        let free = self.free_addresses(n).await.map_err(|e| match e {
+            crate::instances::InstanceError::Lxd(e) => NodeError::Lxd(e),
+            other => NodeError::Lxd(LxdError::Decode {
+                what: "free addresses".into(),
+                detail: other.to_string(),
+            }),
+        })?;
+        Ok(Some(NetworkFacts {
+            name: n.name.clone(),
+            subnet: n.subnet.to_string(),
+            gateway: n.gateway.to_string(),
+            ssh_address: n.ssh_address.to_string(),
+            free_addresses: free,
+        }))
+    }
+
     pub async fn inventory(&self) -> Result<Inventory, NodeError> {
         let pool_path = self.pool_path();
         let host = tokio::task::spawn_blocking(move || crate::host::facts(&pool_path))
@@ -183,6 +227,7 @@ impl Node {
             gpus,
             nvidia_runtime: crate::gpu::nvidia_runtime_available(),
             images: self.images().await?,
+            network: self.network_facts().await?,
         })
     }
 }

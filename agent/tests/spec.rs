@@ -43,6 +43,7 @@ fn request() -> CreateInstance {
         home_volume: Some("home-alice".into()),
         config: [("user.course".to_string(), "cs101".to_string())].into(),
         start: true,
+        network_policy: None,
     }
 }
 

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use cohort_proto::agent::{
     AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage,
-    Instance, Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
+    Instance, Inventory, NetworkPolicy, PublishInstance, Snapshot, SshAccess, StateChange,
+    UpdateInstance,
 };
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
@@ -130,6 +131,8 @@ pub trait NodeAgent: Send + Sync {
     ) -> AgentFuture<ReceivedTarball>;
     /// Replaces the SSH user's keys (or password) in a running instance.
     fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance>;
+    /// Records the course's network policy on an instance; the agent applies it at once.
+    fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance>;
     /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
     fn delete_volume(&self, name: String) -> AgentFuture<()>;
 }
@@ -516,6 +519,12 @@ impl NodeAgent for HttpAgent {
     fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance> {
         Box::pin(json(
             self.instance(Method::PUT, &name, "/ssh").json(&access),
+        ))
+    }
+    fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/network-policy")
+                .json(&policy),
         ))
     }
     fn delete_volume(&self, name: String) -> AgentFuture<()> {

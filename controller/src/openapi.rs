@@ -410,6 +410,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             true,
         ),
         r(
+            "put",
+            "/api/v1/courses/{code}/network",
+            "Set a course's network policy (egress, ssh_from); applied to its running containers at once",
+            schema::<courses::NetworkPolicy>(g),
+            (200, schema::<courses::Course>(g)),
+            true,
+        ),
+        r(
             "post",
             "/api/v1/courses/{code}/roster",
             "Import a roster (raw CSV or JSON body)",

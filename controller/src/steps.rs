@@ -16,6 +16,7 @@ use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::gpu_slots;
 use crate::models::audit;
+use crate::models::course_network::CourseNetwork;
 use crate::models::gpu::Gpu;
 use crate::models::gpu_allocation::GpuAllocation;
 use crate::models::image::{Image, NewImage};
@@ -214,13 +215,18 @@ async fn create(
     agent: &dyn NodeAgent,
 ) -> Result<StepOutcome, ActionError> {
     let (owner_id, image_id, id) = (instance.owner_id, instance.image_id, instance.id);
-    let (owner, keys, image, gpus) = ctl
+    let course_id = instance.course_id;
+    let (owner, keys, image, gpus, network_policy) = ctl
         .db(move |conn| {
             Ok((
                 User::find(conn, owner_id)?,
                 SshKey::for_user(conn, owner_id)?,
                 Image::find(conn, image_id)?,
                 GpuAllocation::for_instance(conn, id)?,
+                match course_id {
+                    Some(course) => Some(CourseNetwork::of(conn, course)?),
+                    None => None,
+                },
             ))
         })
         .await?;
@@ -242,6 +248,7 @@ async fn create(
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
         start: instance.desired_state == "running",
+        network_policy,
     };
     let made = match agent.create_instance(request.clone()).await {
         // The node's LXD lost the alias although the poller saw the image (an alias being

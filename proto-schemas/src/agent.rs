@@ -17,6 +17,7 @@
 //! | `GET /v1/instances/{name}/files?path=P`       | raw bytes, streamed; `X-Cohort-Mode/Uid/Gid`, `X-Cohort-Limit` |
 //! | `PUT /v1/instances/{name}/files?path=P`       | raw bytes in; same headers         |
 //! | `PUT /v1/instances/{name}/ssh`                | [`SshAccess`] (replace keys/user)  |
+//! | `PUT /v1/instances/{name}/network-policy`     | [`NetworkPolicy`] -> [`Instance`]  |
 //! | `GET /v1/instances/{name}/snapshots`          | `Vec<Snapshot>`                    |
 //! | `POST /v1/instances/{name}/snapshots`         | [`CreateSnapshot`] -> [`Snapshot`] |
 //! | `POST /v1/instances/{name}/snapshots/{s}/restore` | 204                            |
@@ -56,6 +57,50 @@ pub struct Inventory {
     /// True only when the NVIDIA container tools LXD needs for `nvidia.runtime` are present.
     pub nvidia_runtime: bool,
     pub images: Vec<Image>,
+    /// The network containers get a NIC on; absent where the node has none (SSH then goes
+    /// through LXD's classic proxy, one forkproxy per container).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkFacts>,
+}
+
+/// The node network as the agent has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkFacts {
+    /// The LXD network (a bridge).
+    pub name: String,
+    /// Its IPv4 subnet, e.g. `10.161.16.0/22`.
+    pub subnet: String,
+    /// The bridge's own address: the containers' gateway and DNS server.
+    pub gateway: String,
+    /// Where NAT SSH forwards listen when the controller names no concrete address.
+    pub ssh_address: String,
+    /// Addresses still free for containers.
+    pub free_addresses: u32,
+}
+
+/// A course's network policy, applied by the agent to each of the course's containers at once,
+/// without a restart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkPolicy {
+    /// Where new connections from the container may go. Default `open`.
+    #[serde(default)]
+    pub egress: Egress,
+    /// IPv4 CIDRs whose clients may reach the container's SSH; empty (default): anywhere.
+    #[serde(default)]
+    pub ssh_from: Vec<String>,
+}
+
+/// `open` (anywhere, through the node's NAT), `none` (nowhere: an exam), or `{"allow": [...]}`
+/// with entries `CIDR` or `CIDR:PORT` (e.g. only the campus package mirror).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Egress {
+    #[default]
+    Open,
+    None,
+    Allow(Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -182,6 +227,10 @@ pub struct CreateInstance {
     /// Start the container once created (and wait for sshd when `ssh` is set).
     #[serde(default = "default_true")]
     pub start: bool,
+    /// The course's network policy (default: open, SSH from anywhere). Not part of the spec: a
+    /// create that finds the instance applies the policy it carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicy>,
 }
 
 fn default_true() -> bool {
@@ -257,6 +306,9 @@ pub struct Instance {
     pub gpus: Vec<GpuAttachment>,
     pub ssh_port: Option<u16>,
     pub ssh_listen: Option<String>,
+    /// The container's static address on the node network; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// The public half of the SSH host key the agent wrote before the first boot
     /// (`ssh-ed25519 AAAA... root@name`); absent for an instance made without SSH access.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -604,6 +604,111 @@ fn proxy(
     Ok(())
 }
 
+/// An IPv4 network `A.B.C.D/N` (or a single address, as `/32`): its address and prefix length.
+pub fn ipv4_cidr(text: &str) -> Result<(std::net::Ipv4Addr, u8), Invalid> {
+    let bad = || {
+        Invalid(format!(
+            "{text:?} is not an IPv4 address or CIDR like 192.0.2.0/24"
+        ))
+    };
+    let (addr, prefix) = match text.split_once('/') {
+        Some((a, p)) => (a, p.parse::<u8>().map_err(|_| bad())?),
+        None => (text, 32),
+    };
+    let addr: std::net::Ipv4Addr = addr.parse().map_err(|_| bad())?;
+    if prefix > 32 {
+        return Err(bad());
+    }
+    Ok((addr, prefix))
+}
+
+/// One egress destination: `CIDR` or `CIDR:PORT` (TCP and UDP).
+pub fn egress_destination(text: &str) -> Result<(std::net::Ipv4Addr, u8, Option<u16>), Invalid> {
+    let (cidr, port) = match text.rsplit_once(':') {
+        Some((c, p)) => {
+            let port = p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| Invalid(format!("{text:?}: port must be 1-65535")))?;
+            (c, Some(port))
+        }
+        None => (text, None),
+    };
+    let (addr, prefix) = ipv4_cidr(cidr)?;
+    Ok((addr, prefix, port))
+}
+
+/// A network policy: every egress destination and every `ssh_from` CIDR parses, at most 256 of
+/// each. The error names the field (`egress.allow[i]`, `ssh_from[i]`).
+pub fn network_policy(policy: &crate::agent::NetworkPolicy) -> Result<(), FieldInvalid> {
+    const MOST: usize = 256;
+    let fail = |field: String, message: String| Err(FieldInvalid { field, message });
+    if let crate::agent::Egress::Allow(list) = &policy.egress {
+        if list.is_empty() || list.len() > MOST {
+            return fail(
+                "egress.allow".into(),
+                format!("must list 1-{MOST} destinations (use none for nowhere)"),
+            );
+        }
+        for (i, entry) in list.iter().enumerate() {
+            if let Err(e) = egress_destination(entry) {
+                return fail(format!("egress.allow[{i}]"), e.0);
+            }
+        }
+    }
+    if policy.ssh_from.len() > MOST {
+        return fail("ssh_from".into(), format!("at most {MOST} CIDRs"));
+    }
+    for (i, entry) in policy.ssh_from.iter().enumerate() {
+        if let Err(e) = ipv4_cidr(entry) {
+            return fail(format!("ssh_from[{i}]"), e.0);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod network_policy_tests {
+    use super::*;
+    use crate::agent::{Egress, NetworkPolicy};
+
+    #[test]
+    fn destinations_and_sources_parse_and_bad_ones_name_their_field() {
+        assert_eq!(
+            egress_destination("192.0.2.0/24:443").unwrap(),
+            ("192.0.2.0".parse().unwrap(), 24, Some(443))
+        );
+        assert_eq!(
+            egress_destination("198.51.100.7").unwrap(),
+            ("198.51.100.7".parse().unwrap(), 32, None)
+        );
+        assert!(egress_destination("192.0.2.0/33").is_err());
+        assert!(egress_destination("192.0.2.0/24:0").is_err());
+        assert!(egress_destination("example.org:80").is_err());
+        let ok = NetworkPolicy {
+            egress: Egress::Allow(vec!["10.0.0.0/8:3128".into()]),
+            ssh_from: vec!["192.0.2.0/24".into()],
+        };
+        assert!(network_policy(&ok).is_ok());
+        let bad = NetworkPolicy {
+            egress: Egress::Allow(vec!["10.0.0.0/8".into(), "nope".into()]),
+            ssh_from: Vec::new(),
+        };
+        assert_eq!(network_policy(&bad).unwrap_err().field, "egress.allow[1]");
+        let bad = NetworkPolicy {
+            egress: Egress::Open,
+            ssh_from: vec!["0.0.0.0/0".into(), "::/0".into()],
+        };
+        assert_eq!(network_policy(&bad).unwrap_err().field, "ssh_from[1]");
+        let empty = NetworkPolicy {
+            egress: Egress::Allow(Vec::new()),
+            ssh_from: Vec::new(),
+        };
+        assert_eq!(network_policy(&empty).unwrap_err().field, "egress.allow");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

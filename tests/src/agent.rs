@@ -108,6 +108,8 @@ impl TestAgent {
         config.lxd_project = lxd.project().to_string();
         config.listen = "127.0.0.1:0".parse().expect("address");
         config.ssh_listen = "127.0.0.1".into();
+        // No node network unless the test makes one (`TestNetwork::configure`).
+        config.network.mode = cohort_agent::network::NetworkMode::None;
         adjust(&mut config);
         let tls = cohort_agent::tls::server_config(
             agent_leaf.cert_pem.as_bytes(),

@@ -39,6 +39,8 @@ impl ClusterNode {
             .args(["serve", "--config"])
             .arg(self.state_dir.join("agent.toml"))
             .env("COHORT_LOG", "info,cohort_agent=debug")
+            // Tests that want a node network make one of their own (`TestNetwork`).
+            .env("COHORT_AGENT_NETWORK_MODE", "none")
             .stdout(Stdio::from(log.try_clone().expect("log fd")))
             .stderr(Stdio::from(log))
             .spawn()

@@ -195,6 +195,8 @@ impl EnrolledAgent {
             .args(["serve", "--config"])
             .arg(&self.config_path)
             .env("LXD_DIR", crate::lxd::lxd_dir())
+            // Tests that want a node network make one of their own (`TestNetwork`).
+            .env("COHORT_AGENT_NETWORK_MODE", "none")
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .spawn()

@@ -76,6 +76,7 @@ fn instance(name: &str, status: &str) -> Instance {
         ssh_port: None,
         ssh_listen: None,
         ssh_host_key: None,
+        address: None,
         created_at: None,
         ssh_ready: false,
         state: None,
@@ -119,6 +120,7 @@ impl NodeAgent for GpuNode {
                 gpus,
                 nvidia_runtime: true,
                 images: vec![],
+                network: None,
             })
         })
     }
@@ -219,6 +221,13 @@ impl NodeAgent for GpuNode {
         unused()
     }
     fn get_file(&self, _: String, _: String, _: u64) -> AgentFuture<FileDownload> {
+        unused()
+    }
+    fn set_network_policy(
+        &self,
+        _: String,
+        _: cohort_proto::agent::NetworkPolicy,
+    ) -> AgentFuture<Instance> {
         unused()
     }
     fn put_file(&self, _: String, _: String, _: Vec<u8>, _: FileMeta) -> AgentFuture<()> {

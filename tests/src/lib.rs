@@ -10,6 +10,7 @@ pub mod db;
 pub mod fleet;
 pub mod gpu_node;
 pub mod lxd;
+pub mod network;
 pub mod observe;
 pub mod pg;
 pub mod ports;
@@ -17,6 +18,7 @@ pub mod ssh;
 
 pub use db::TestDb;
 pub use lxd::TestLxd;
+pub use network::TestNetwork;
 pub use ports::PortRange;
 
 /// True when no process with this pid is alive: its leftovers may be removed.

@@ -58,6 +58,20 @@ impl SshKey {
         )
     }
 
+    /// Like `run`, from inside the network namespace `netns` (a client on another machine).
+    pub fn run_in(&self, netns: &str, host: &str, port: u16, user: &str, cmd: &str) -> Output {
+        ssh_command_in(
+            Some(netns),
+            host,
+            port,
+            user,
+            &self.private_key(),
+            &self.known_hosts(),
+            "accept-new",
+            cmd,
+        )
+    }
+
     /// Like `run`, but the host must prove it holds `host_key` (a `known_hosts` key such as
     /// `ssh-ed25519 AAAA...`): ssh is given only that key for `[host]:port` and
     /// `StrictHostKeyChecking=yes`, as a student who copied the line Cohort gave them.
@@ -113,7 +127,30 @@ fn ssh_command(
     host_check: &str,
     cmd: &str,
 ) -> Output {
-    Command::new("ssh")
+    ssh_command_in(None, host, port, user, key, known_hosts, host_check, cmd)
+}
+
+/// [`ssh_command`] run inside the network namespace `netns` when one is given.
+#[allow(clippy::too_many_arguments)]
+fn ssh_command_in(
+    netns: Option<&str>,
+    host: &str,
+    port: u16,
+    user: &str,
+    key: &Path,
+    known_hosts: &Path,
+    host_check: &str,
+    cmd: &str,
+) -> Output {
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "ssh"]);
+            c
+        }
+        None => Command::new("ssh"),
+    };
+    command
         .args(["-p", &port.to_string(), "-i"])
         .arg(key)
         .args([

@@ -28,6 +28,7 @@ fn spec(name: &str, key: &str) -> CreateInstance {
         home_volume: None,
         config: BTreeMap::new(),
         start: false,
+        network_policy: None,
     }
 }
 

@@ -42,6 +42,7 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
         home_volume: Some("home-alice".into()),
         config: BTreeMap::new(),
         start: true,
+        network_policy: None,
     };
     let started = Instant::now();
     let resp = agent
@@ -182,6 +183,7 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
             home_volume: None,
             config: BTreeMap::new(),
             start: true,
+            network_policy: None,
         })
         .collect();
     let client = agent.controller();
@@ -293,6 +295,7 @@ async fn copies_of_a_template_get_their_host_key_and_a_link_in_it_never_leads_ou
         home_volume: None,
         config: BTreeMap::new(),
         start: true,
+        network_policy: None,
     };
     let create = |req: CreateInstance| {
         let client = agent.controller();

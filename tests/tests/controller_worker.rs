@@ -51,6 +51,7 @@ fn instance(name: &str, status: &str) -> Instance {
         gpus: vec![],
         ssh_port: None,
         ssh_listen: None,
+        address: None,
         ssh_host_key: None,
         created_at: None,
         ssh_ready: false,
@@ -128,6 +129,13 @@ impl NodeAgent for FakeAgents {
         unused()
     }
     fn set_ssh(&self, _: String, _: SshAccess) -> AgentFuture<Instance> {
+        unused()
+    }
+    fn set_network_policy(
+        &self,
+        _: String,
+        _: cohort_proto::agent::NetworkPolicy,
+    ) -> AgentFuture<Instance> {
         unused()
     }
     fn delete_volume(&self, _: String) -> AgentFuture<()> {

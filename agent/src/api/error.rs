@@ -86,6 +86,15 @@ impl From<InstanceError> for ApiError {
                 ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", e.to_string())
             }
             InstanceError::Lxd(e) => e.into(),
+            InstanceError::Network(crate::network::NetworkError::Lxd(e)) => e.into(),
+            InstanceError::Network(e @ crate::network::NetworkError::Full(_)) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_capacity",
+                e.to_string(),
+            ),
+            InstanceError::Network(e) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            }
             InstanceError::Internal(message) => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
             }
@@ -109,7 +118,7 @@ impl From<NodeError> for ApiError {
     fn from(e: NodeError) -> Self {
         match e {
             NodeError::Lxd(e) => e.into(),
-            e @ (NodeError::Server(_) | NodeError::Host(_)) => {
+            e @ (NodeError::Server(_) | NodeError::Host(_) | NodeError::Network(_)) => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
             }
         }

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ImportImage, PublishInstance,
-    SshAccess, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ImportImage, NetworkPolicy,
+    PublishInstance, SshAccess, StateChange, UpdateInstance,
 };
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -106,6 +106,10 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
         (&M::PUT, ["v1", "instances", name, "ssh"]) => {
             let body: SshAccess = read_json(req).await?;
             ok(&node.set_ssh(name, &body).await?)
+        }
+        (&M::PUT, ["v1", "instances", name, "network-policy"]) => {
+            let body: NetworkPolicy = read_json(req).await?;
+            ok(&node.set_network_policy(name, &body).await?)
         }
         (&M::GET, ["v1", "instances", name, "files"]) => {
             let limit = limit(&req, MAX_FILE as u64)?;

@@ -10,8 +10,12 @@ use serde_json::json;
 use super::host_key::HostKey;
 use super::spec::{plan, Plan};
 use super::view::LxdInstance;
-use super::{InstanceError, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY};
+use super::{
+    InstanceError, DEVICE_SSH, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY,
+};
 use crate::lxd::encode;
+use crate::network::policy::{self, KEY_POLICY};
+use crate::network::{ssh_proxy_device, DEVICE_NIC};
 use crate::node::Node;
 
 /// What `create_new` found or made.
@@ -32,7 +36,10 @@ fn has_own_range(instance: &LxdInstance) -> bool {
 impl Node {
     /// `POST /v1/instances`.
     pub async fn create_instance(&self, req: &CreateInstance) -> Result<Instance, InstanceError> {
-        let plan = plan(req, &self.config.storage_pool)?;
+        let mut plan = plan(req, &self.config.storage_pool)?;
+        if let (Some(network), Some(ssh)) = (&self.network, plan.ssh.as_mut()) {
+            ssh.listen_address = network.listen_for(&ssh.listen_address);
+        }
         let permit = self
             .creates
             .clone()
@@ -91,12 +98,16 @@ impl Node {
                         (None, None) => {}
                     }
                 }
+                self.prepare_guest_network(&req.name).await?;
                 self.shift_before_first_start(&req.name).await?;
                 self.apply_deferred_root_size(&req.name).await?;
                 self.start_unlocked(&req.name).await?;
             }
         } else if req.start {
             self.start_instance(&req.name).await?;
+        }
+        if let Some(policy) = &req.network_policy {
+            self.ensure_network_policy(&req.name, policy).await?;
         }
         if req.start {
             if let Some(ssh) = &plan.ssh {
@@ -142,11 +153,33 @@ impl Node {
         if let Some(key) = &host_key {
             body["config"][KEY_SSH_HOST_KEY] = key.public.clone().into();
         }
-        match self
+        if let Some(policy) = &req.network_policy {
+            body["config"][KEY_POLICY] = policy::record(policy).into();
+        }
+        let network = self.network.clone();
+        let address = match &network {
+            Some(network) => {
+                let address = self.reserve_address(network).await?;
+                body["devices"][DEVICE_NIC] = network.nic_device(address);
+                if let Some(ssh) = &plan.ssh {
+                    body["devices"][DEVICE_SSH] =
+                        ssh_proxy_device(&ssh.listen_address, ssh.port, Some(address));
+                }
+                Some(address)
+            }
+            None => None,
+        };
+        let made = self
             .lxd
             .call(Method::POST, "/1.0/instances", Some(&body))
-            .await
-        {
+            .await;
+        if let (Some(network), Some(address)) = (&network, address) {
+            self.release_address(network, address).await;
+            // The new container's rules (its policy, or none left from an address's last holder)
+            // are in place before it first starts.
+            self.rebuild_firewall().await;
+        }
+        match made {
             Ok(_) => Ok(Created::Made { host_key }),
             Err(e)
                 if e.lxd_message()

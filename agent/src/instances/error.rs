@@ -36,6 +36,9 @@ pub enum InstanceError {
     /// LXD refused or failed (its message inside)
     #[error(transparent)]
     Lxd(#[from] LxdError),
+    /// the node network failed (503 when it is full)
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkError),
     /// the agent itself failed (500): the host's random source, say
     #[error("{0}")]
     Internal(String),

@@ -225,6 +225,33 @@ impl Node {
         self.apply_special_bits(name, path, mode).await
     }
 
+    /// Makes the directory `path` (mode 0755, owned by the container's root) unless it is there.
+    pub(crate) async fn push_directory(&self, name: &str, path: &str) -> Result<(), InstanceError> {
+        let url = files_path(name, path)?;
+        let headers = [
+            ("X-LXD-type", "directory".to_string()),
+            ("X-LXD-mode", "0755".to_string()),
+            ("X-LXD-uid", "0".to_string()),
+            ("X-LXD-gid", "0".to_string()),
+        ];
+        let made = self
+            .past_helper_races(name, || {
+                self.lxd
+                    .post_raw(&url, &headers, Bytes::new(), Duration::from_secs(300))
+            })
+            .await;
+        match made {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.lxd_message()
+                    .is_some_and(|m| m.contains("exists") || m.contains("already")) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// A file call, tried again after the helper race (see the module) once the instance's
     /// helper is gone.
     async fn past_helper_races<T, C, CF>(&self, name: &str, call: C) -> Result<T, LxdError>

@@ -126,7 +126,7 @@ impl Node {
     /// Runs `f` on the stopped container's root filesystem where it is on this host (see
     /// `rootfs`), off the async runtime; `None`, logged as `what` going through LXD instead,
     /// where it is not or `f` failed.
-    async fn on_host<T, F>(&self, name: &str, what: &str, f: F) -> Option<T>
+    pub(crate) async fn on_host<T, F>(&self, name: &str, what: &str, f: F) -> Option<T>
     where
         T: Send + 'static,
         F: FnOnce(&std::path::Path) -> Result<T, rootfs::RootfsError> + Send + 'static,

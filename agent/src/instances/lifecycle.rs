@@ -57,6 +57,8 @@ impl Node {
 
     pub(crate) async fn start_instance(&self, name: &str) -> Result<(), InstanceError> {
         let _daemon = start_lock(&self.config.lxd_socket()).await;
+        // An instance made before the node had its network gets its NIC on this start.
+        self.prepare_guest_network(name).await?;
         self.apply_deferred_root_size(name).await?;
         self.start_unlocked(name).await
     }
@@ -205,9 +207,12 @@ impl Node {
             .call(Method::DELETE, &super::path(name), None)
             .await
         {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e.into()),
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
         }
+        // Its address is free again: no rule of its policy may stay on it.
+        self.rebuild_firewall().await;
+        Ok(())
     }
 }

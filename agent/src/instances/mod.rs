@@ -12,7 +12,7 @@ mod host_path;
 pub mod idmap;
 mod lifecycle;
 mod publish;
-mod rootfs;
+pub(crate) mod rootfs;
 pub mod shift;
 mod snapshot_room;
 mod snapshots;
@@ -25,6 +25,7 @@ mod volumes;
 pub use error::InstanceError;
 pub use exec::ExecStreams;
 pub use files::{FileContent, FileStream};
+pub(crate) use lifecycle::start_lock_path;
 pub use publish::Published;
 
 /// Instance config keys where the agent records what it was asked, so the controller keeps no

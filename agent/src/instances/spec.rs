@@ -53,6 +53,9 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
     for (i, gpu) in req.gpus.iter().enumerate() {
         check_gpu(i, gpu)?;
     }
+    if let Some(policy) = &req.network_policy {
+        crate::network::policy::check(policy)?;
+    }
 
     let spec_hash = spec_hash(&req);
     let mut config: Map<String, Value> = req
@@ -84,14 +87,10 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
         json!({"type": "disk", "path": "/", "pool": pool, "size": format!("{}GiB", req.limits.disk_gib)}),
     );
     if let Some(ssh) = &req.ssh {
+        // The classic proxy; a node with a network replaces it with a NAT one (`create`).
         devices.insert(
             DEVICE_SSH.into(),
-            json!({
-                "type": "proxy",
-                "bind": "host",
-                "listen": format!("tcp:{}:{}", ssh.listen_address, ssh.port),
-                "connect": "tcp:127.0.0.1:22",
-            }),
+            crate::network::ssh_proxy_device(&ssh.listen_address, ssh.port, None),
         );
         if let Some(vol) = &req.home_volume {
             devices.insert(
@@ -129,6 +128,8 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
 pub fn spec_hash(req: &CreateInstance) -> String {
     let mut req = req.clone();
     req.idempotency_key.clear();
+    // A course's policy changes while its containers live: not part of what was made.
+    req.network_policy = None;
     let bytes = serde_json::to_vec(&req).expect("request serialises");
     hex::encode(Sha256::digest(bytes))
 }

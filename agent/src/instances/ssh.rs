@@ -93,6 +93,7 @@ pub fn check_access(ssh: &SshAccess) -> Result<SshAccess, InstanceError> {
         home_volume: None,
         config: Default::default(),
         start: false,
+        network_policy: None,
     };
     let plan = super::spec::plan(&probe, "probe")?;
     Ok(plan.ssh.expect("ssh was given"))
@@ -163,15 +164,20 @@ impl Node {
                 lx.status
             )));
         }
+        let mut ssh = ssh;
+        // Through the kernel to the container's address where it has one (`network`).
+        let address = self
+            .network
+            .as_ref()
+            .and(crate::network::nic_address(&lx.devices));
+        if let (Some(network), Some(_)) = (&self.network, address) {
+            ssh.listen_address = network.listen_for(&ssh.listen_address);
+        }
         self.provision_user(name, &ssh).await?;
+        let device = crate::network::ssh_proxy_device(&ssh.listen_address, ssh.port, address);
         let patch = json!({
             "config": {KEY_SSH_USER: ssh.username},
-            "devices": {DEVICE_SSH: {
-                "type": "proxy",
-                "bind": "host",
-                "listen": format!("tcp:{}:{}", ssh.listen_address, ssh.port),
-                "connect": "tcp:127.0.0.1:22",
-            }},
+            "devices": {DEVICE_SSH: device},
         });
         self.lxd
             .call(hyper::Method::PATCH, &super::path(name), Some(&patch))

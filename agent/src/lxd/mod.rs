@@ -3,6 +3,7 @@
 
 mod client;
 mod envelope;
+pub mod networks;
 pub mod server;
 
 pub use client::{encode, Lxd, RawFile, RawStream};

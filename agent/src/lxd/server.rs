@@ -32,6 +32,10 @@ pub struct ServerEnvironment {
     pub server_version: String,
     #[serde(default)]
     pub kernel_version: String,
+    /// The firewall driver LXD chose when it started (`nftables`, `xtables`), empty when it
+    /// found no firewall tool then.
+    #[serde(default)]
+    pub firewall: String,
     /// What LXD found the kernel can do (`idmapped_mounts`, `shiftfs`, ...), `"true"` or
     /// `"false"`.
     #[serde(default)]

@@ -15,6 +15,7 @@ use crate::db::schema::{images, instances, nodes, users};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::course::{Course, NewCourse};
+use crate::models::course_network::CourseNetwork;
 use crate::models::course_reclaim::CourseReclaim;
 use crate::models::enrollment::Enrollment;
 use crate::models::image::Image;
@@ -113,6 +114,9 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
             return Err(ActionError::invalid(field, "must be 1 to 525600 minutes"));
         }
     }
+    if let Some(policy) = &req.network {
+        super::course_network::check(policy)?;
+    }
     if req
         .idle_action
         .as_deref()
@@ -193,13 +197,16 @@ pub async fn create(
                     max_runtime_minutes: req.max_runtime_minutes.map(|m| m as i32),
                 },
             )?;
+            if let Some(policy) = &req.network {
+                CourseNetwork::set(conn, course.id, policy)?;
+            }
             audit::record(
                 conn,
                 caller.name(),
                 "create",
                 "course",
                 &course.code,
-                json!({}),
+                json!({ "network": req.network }),
             )?;
             Ok(view(conn, &course)?)
         })
@@ -246,6 +253,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         } else {
             reclaim.idle_action
         },
+        network: CourseNetwork::of(conn, c.id)?,
     })
 }
 

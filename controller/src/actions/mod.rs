@@ -6,6 +6,7 @@
 pub mod accounts;
 pub mod audit;
 pub mod course_delete;
+pub mod course_network;
 pub mod courses;
 pub mod endpoints;
 pub mod enroll;

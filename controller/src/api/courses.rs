@@ -2,12 +2,15 @@
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::courses::{
-    CourseQuota, CreateCourse, EndpointsQuery, StudentAction, StudentSnapshot, Teardown,
+    CourseQuota, CreateCourse, EndpointsQuery, NetworkPolicy, StudentAction, StudentSnapshot,
+    Teardown,
 };
 use futures_util::StreamExt;
 
 use super::extract::{ApiJson, ApiQuery};
-use crate::actions::{course_delete, courses, endpoints, passwords, provision, roster, teardown};
+use crate::actions::{
+    course_delete, course_network, courses, endpoints, passwords, provision, roster, teardown,
+};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::course::roster::MAX_BYTES;
@@ -35,6 +38,15 @@ pub async fn set_quota(
     req: ApiJson<CourseQuota>,
 ) -> Reply {
     Ok(HttpResponse::Ok().json(courses::set_quota(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
+pub async fn set_network(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<NetworkPolicy>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(course_network::set(&ctl, caller, code.into_inner(), req.0).await?))
 }
 
 /// The roster travels as the raw file (CSV or JSON); it is read up to the size limit only.

@@ -34,6 +34,16 @@ diesel::table! {
 }
 
 diesel::table! {
+    course_networks (course_id) {
+        course_id -> Int8,
+        egress -> Text,
+        egress_allow -> Array<Text>,
+        ssh_from -> Array<Text>,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     courses (id) {
         id -> Int8,
         code -> Text,
@@ -282,6 +292,7 @@ diesel::table! {
 }
 
 diesel::joinable!(api_tokens -> users (user_id));
+diesel::joinable!(course_networks -> courses (course_id));
 diesel::joinable!(course_reclaim -> courses (course_id));
 diesel::joinable!(courses -> images (image_id));
 diesel::joinable!(courses -> users (instructor_id));
@@ -307,6 +318,7 @@ diesel::joinable!(ssh_keys -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
     audit_log,
+    course_networks,
     course_reclaim,
     courses,
     enrollments,

@@ -22,6 +22,8 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::agent::{Egress, NetworkPolicy};
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCourse {
@@ -63,6 +65,10 @@ pub struct CreateCourse {
     /// leave it running.
     #[serde(default)]
     pub idle_action: Option<String>,
+    /// The students' network: egress `open` (default), `none` or `{"allow": [CIDR[:PORT]...]}`,
+    /// and `ssh_from` CIDRs (default anywhere).
+    #[serde(default)]
+    pub network: Option<NetworkPolicy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -98,6 +104,9 @@ pub struct Course {
     /// `stop` or `detach` (GPUs taken, container left running) when idle.
     #[serde(default = "default_idle_action")]
     pub idle_action: String,
+    /// What the students' containers may reach and who may reach their SSH.
+    #[serde(default)]
+    pub network: NetworkPolicy,
 }
 
 fn default_idle_action() -> String {

@@ -201,6 +201,19 @@ pub struct Agent {
 
 impl Agent {
     pub fn join(controller: &Controller, cli: &Cli, lxd: &TestLxd, name: &str) -> Self {
+        Self::join_on(controller, cli, lxd, name, None)
+    }
+
+    /// Like `join`, on `network` when one is given: the agent makes its bridge, and the node's
+    /// SSH host is the bridge's address (where NAT forwards listen).
+    pub fn join_on(
+        controller: &Controller,
+        cli: &Cli,
+        lxd: &TestLxd,
+        name: &str,
+        network: Option<&cohort_e2e::TestNetwork>,
+    ) -> Self {
+        let ssh_host = network.map_or("127.0.0.1".to_string(), |n| n.gateway().to_string());
         let token = cli.ok(&["-q", "node", "add", name, "--address", "127.0.0.1"]);
         let state = tempfile::tempdir().expect("agent state");
         let ports = &controller.ports;
@@ -209,7 +222,7 @@ impl Agent {
         let out = Command::new(binary("cohort-agent"))
             .args(["join", token.trim(), "--listen", &listen])
             .args(["--agent-url", &format!("https://{listen}")])
-            .args(["--ssh-host", "127.0.0.1", "--ssh-ports", &ssh_ports])
+            .args(["--ssh-host", &ssh_host, "--ssh-ports", &ssh_ports])
             .args(["--lxd-project", lxd.project()])
             .arg("--state-dir")
             .arg(state.path())
@@ -221,14 +234,23 @@ impl Agent {
             String::from_utf8_lossy(&out.stderr)
         );
         let log = std::fs::File::create(state.path().join("agent.log")).expect("log");
-        let child = Command::new(binary("cohort-agent"))
+        let mut serve = Command::new(binary("cohort-agent"));
+        serve
             .arg("serve")
             .arg("--config")
             .arg(state.path().join("agent.toml"))
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("run cohort-agent serve");
+            .stderr(log);
+        match network {
+            // Tests that want a node network make one of their own (`TestNetwork`).
+            None => serve.env("COHORT_AGENT_NETWORK_MODE", "none"),
+            Some(n) => serve
+                .env("COHORT_AGENT_NETWORK_MODE", "managed")
+                .env("COHORT_AGENT_NETWORK_NAME", n.name())
+                .env("COHORT_AGENT_NETWORK_SUBNET", n.subnet())
+                .env("COHORT_AGENT_NETWORK_SSH_ADDRESS", n.gateway().to_string()),
+        };
+        let child = serve.spawn().expect("run cohort-agent serve");
         Agent {
             child,
             _state: state,
@@ -270,10 +292,15 @@ pub struct OneNode {
 
 impl OneNode {
     pub fn start() -> Self {
+        Self::start_on(None)
+    }
+
+    /// A one-node deployment whose node is on `network` (see [`Agent::join_on`]).
+    pub fn start_on(network: Option<&cohort_e2e::TestNetwork>) -> Self {
         let lxd = TestLxd::new();
         let controller = Controller::start();
         let cli = Cli::admin_of(&controller);
-        let agent = Agent::join(&controller, &cli, &lxd, "node1");
+        let agent = Agent::join_on(&controller, &cli, &lxd, "node1", network);
         let started = Instant::now();
         while !cli
             .ok(&["cluster", "list", "-f", "csv"])

@@ -1,4 +1,4 @@
-//! `cohort course create|list|show|roster|provision|endpoints|teardown|delete`, flags as in
+//! `cohort course create|list|show|set|roster|provision|endpoints|teardown|delete`, flags as in
 //! DESIGN.md, and `cohort course student ...` for one student's container.
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -20,6 +20,8 @@ pub enum CourseCommand {
     List(CourseList),
     /// Show a course (YAML)
     Show(CourseCode),
+    /// Change a course's network policy; applied to its running containers at once
+    Set(CourseSet),
     /// Import a roster (CSV with header username,name,email,ssh_key, or a JSON array)
     Roster(CourseRoster),
     /// Create one container per student; idempotent
@@ -156,6 +158,28 @@ pub struct CourseCreate {
     /// What --idle-gpu-minutes does: stop the container, or detach its GPUs and leave it running
     #[arg(long, value_name = "stop|detach")]
     pub idle_action: Option<String>,
+    #[command(flatten)]
+    pub network: NetworkFlags,
+}
+
+/// The students' network: where their containers may connect, and who may reach their SSH.
+#[derive(Debug, Args)]
+pub struct NetworkFlags {
+    /// Where containers may connect: open (default), none, or CIDR[:PORT],... (e.g. only the
+    /// campus mirror: 10.1.2.3/32:443)
+    #[arg(long, value_name = "open|none|CIDR[:PORT],...")]
+    pub egress: Option<String>,
+    /// Who may reach the students' SSH: anywhere (default) or CIDR,...
+    #[arg(long, value_name = "anywhere|CIDR,...")]
+    pub ssh_from: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseSet {
+    /// [<remote>:]<code>
+    pub code: String,
+    #[command(flatten)]
+    pub network: NetworkFlags,
 }
 
 #[derive(Debug, Args)]

@@ -64,6 +64,7 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
             }
             render::print(list.format, &rows, &courses)
         }
+        CourseCommand::Set(set) => super::course_network::set(session, set).await,
         CourseCommand::Show(show) => {
             let (client, code) = session.target(&show.code)?;
             let course: CourseInfo = client.get(&format!("/courses/{}", seg(&code))).await?;
@@ -249,6 +250,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         idle_gpu_minutes: args.idle_gpu_minutes,
         max_runtime_minutes: args.max_runtime_minutes,
         idle_action: args.idle_action,
+        network: super::course_network::policy(&Default::default(), &args.network)?,
     })
 }
 

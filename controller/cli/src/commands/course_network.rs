@@ -1,0 +1,95 @@
+//! `--egress` and `--ssh-from` of `cohort course create|set`, and `cohort course set`: the flags
+//! given change the course's policy, the others keep what it has.
+
+use anyhow::bail;
+use cohort_proto::api::courses::{Course as CourseInfo, Egress, NetworkPolicy};
+
+use super::Session;
+use crate::args::course::{CourseSet, NetworkFlags};
+use crate::client::seg;
+
+/// `open`, `none`, or a comma-separated list of `CIDR[:PORT]` (checked by the controller).
+pub fn egress(flag: &str) -> anyhow::Result<Egress> {
+    Ok(match flag.trim() {
+        "open" => Egress::Open,
+        "none" => Egress::None,
+        "" => bail!("--egress takes open, none or CIDR[:PORT],..."),
+        list => Egress::Allow(list.split(',').map(|e| e.trim().to_string()).collect()),
+    })
+}
+
+/// `anywhere` (or empty) for no restriction, else a comma-separated list of CIDRs.
+pub fn ssh_from(flag: &str) -> Vec<String> {
+    match flag.trim() {
+        "" | "anywhere" => Vec::new(),
+        list => list.split(',').map(|c| c.trim().to_string()).collect(),
+    }
+}
+
+/// `current` changed by the flags given; `None` when no flag was given.
+pub fn policy(
+    current: &NetworkPolicy,
+    flags: &NetworkFlags,
+) -> anyhow::Result<Option<NetworkPolicy>> {
+    if flags.egress.is_none() && flags.ssh_from.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(NetworkPolicy {
+        egress: match &flags.egress {
+            Some(e) => egress(e)?,
+            None => current.egress.clone(),
+        },
+        ssh_from: match &flags.ssh_from {
+            Some(s) => ssh_from(s),
+            None => current.ssh_from.clone(),
+        },
+    }))
+}
+
+/// `cohort course set CODE --egress ... --ssh-from ...`.
+pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
+    let (client, code) = session.target(&args.code)?;
+    let path = format!("/courses/{}", seg(&code));
+    let course: CourseInfo = client.get(&path).await?;
+    let Some(policy) = policy(&course.network, &args.network)? else {
+        bail!("nothing to set: give --egress and/or --ssh-from");
+    };
+    let _: CourseInfo = client.put(&format!("{path}/network"), &policy).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_change_only_what_they_name() {
+        let current = NetworkPolicy {
+            egress: Egress::None,
+            ssh_from: vec!["192.0.2.0/24".into()],
+        };
+        let flags = |egress: Option<&str>, ssh: Option<&str>| NetworkFlags {
+            egress: egress.map(String::from),
+            ssh_from: ssh.map(String::from),
+        };
+        assert_eq!(policy(&current, &flags(None, None)).unwrap(), None);
+        let open = policy(&current, &flags(Some("open"), None))
+            .unwrap()
+            .unwrap();
+        assert_eq!(open.egress, Egress::Open);
+        assert_eq!(open.ssh_from, current.ssh_from);
+        let anywhere = policy(&current, &flags(None, Some("anywhere")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(anywhere.egress, Egress::None);
+        assert!(anywhere.ssh_from.is_empty());
+        let mirror = policy(&current, &flags(Some("10.1.2.3/32:443, 10.9.0.0/16"), None))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            mirror.egress,
+            Egress::Allow(vec!["10.1.2.3/32:443".into(), "10.9.0.0/16".into()])
+        );
+        assert!(egress(" ").is_err());
+    }
+}
