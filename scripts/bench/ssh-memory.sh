@@ -6,7 +6,8 @@
 # other; each forward must answer with sshd's banner before it is measured. Packets go only to
 # 127.0.0.1 and the bench's bridge.
 #
-#   ssh-memory.sh [N]        (default 10)
+#   ssh-memory.sh [N]        (default 10; each container's first start takes seconds to a
+#                            minute on a busy host: give a wrapping timeout room to clean up)
 #
 # Prints one table: forwards, processes, total PSS and PSS per student for each mode, and the
 # ratio. Everything it made (project, containers, bridge) goes on exit.
