@@ -27,7 +27,7 @@ use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
 use crate::models::user::User;
 use crate::page_cache::{Page, PageKey};
-use crate::{placement, validate, views};
+use crate::{placement, processes, validate, views};
 
 /// Defaults when a request gives no limits: 1 core, 1024 MiB, 10 GiB.
 const DEFAULT_LIMITS: Limits = Limits {
@@ -231,6 +231,9 @@ pub async fn create(
     req: CreateInstance,
 ) -> ActionResult<WireOperation> {
     let limits = check_request(&caller, &req)?;
+    // Outside a course: the default cap.
+    let cap = ctl.config.placement.default_processes;
+    processes::check(caller.is_admin(), &req.config, &[], cap)?;
     let placement_config = ctl.config.placement.clone();
     ctl.db(move |conn| {
         let mut attempt = 0;
@@ -539,6 +542,11 @@ pub async fn update(
     };
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
     check_update(&caller, &node, &req)?;
+    let (row, placement) = (instance.clone(), ctl.config.placement.clone());
+    let cap = ctl
+        .db(move |conn| Ok(processes::cap(conn, &row, &placement)?))
+        .await?;
+    processes::check(caller.is_admin(), &req.config, &req.unset, cap)?;
     let request = cohort_proto::agent::UpdateInstance {
         config: req.config.clone(),
         unset: req.unset.clone(),
