@@ -230,6 +230,10 @@ pub struct PlacementConfig {
     pub disk_overcommit: f64,
     /// Seconds between two passes over the queue; default 5.
     pub queue_interval_s: u64,
+    /// `COHORT_DEFAULT_PROCESSES`: `limits.processes` of a container whose course sets none
+    /// (and of every container outside a course): the most processes it may hold, so a fork
+    /// bomb stays inside it; default 2000.
+    pub default_processes: u32,
 }
 
 impl Default for DatabaseConfig {
@@ -294,6 +298,7 @@ impl Default for PlacementConfig {
             memory_overcommit: 1.0,
             disk_overcommit: 1.0,
             queue_interval_s: 5,
+            default_processes: 2000,
         }
     }
 }
@@ -384,6 +389,10 @@ impl Config {
         env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
         env_parse("COHORT_DRIFT_POLICY", &mut self.poller.drift)?;
         env_parse("COHORT_CPU_OVERCOMMIT", &mut self.placement.cpu_overcommit)?;
+        env_parse(
+            "COHORT_DEFAULT_PROCESSES",
+            &mut self.placement.default_processes,
+        )?;
         env_parse(
             "COHORT_DISK_OVERCOMMIT",
             &mut self.placement.disk_overcommit,

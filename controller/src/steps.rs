@@ -27,6 +27,7 @@ use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
 use crate::models::ssh_key::SshKey;
 use crate::models::user::User;
+use crate::processes;
 
 /// What became of one step.
 #[derive(Debug)]
@@ -216,7 +217,8 @@ async fn create(
 ) -> Result<StepOutcome, ActionError> {
     let (owner_id, image_id, id) = (instance.owner_id, instance.image_id, instance.id);
     let course_id = instance.course_id;
-    let (owner, keys, image, gpus, network_policy) = ctl
+    let (row, placement) = (instance.clone(), ctl.config.placement.clone());
+    let (owner, keys, image, gpus, network_policy, cap) = ctl
         .db(move |conn| {
             Ok((
                 User::find(conn, owner_id)?,
@@ -227,9 +229,16 @@ async fn create(
                     Some(course) => Some(CourseNetwork::of(conn, course)?),
                     None => None,
                 },
+                processes::cap(conn, &row, &placement)?,
             ))
         })
         .await?;
+    let mut config: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    // Every container gets a process limit; a value its owner set (checked then) stays.
+    config
+        .entry(processes::KEY.to_string())
+        .or_insert_with(|| cap.to_string());
     ensure_image(ctl, node, agent, &image).await?;
     let request = CreateInstance {
         idempotency_key: item.id.to_string(),
@@ -246,7 +255,7 @@ async fn create(
         gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
         ssh: ssh_access(&owner, &keys, instance, node),
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
-        config: serde_json::from_value(instance.config.clone()).unwrap_or_default(),
+        config,
         start: instance.desired_state == "running",
         network_policy,
     };

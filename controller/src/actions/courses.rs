@@ -102,6 +102,12 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
     if let Some(memory) = req.memory_mib {
         validate::memory_mib("memory_mib", memory)?;
     }
+    if req
+        .processes
+        .is_some_and(|p| !(64..=1_000_000).contains(&p))
+    {
+        return Err(ActionError::invalid("processes", "must be 64 to 1000000"));
+    }
     if req.gpus.is_some_and(|g| g > 16) {
         return Err(ActionError::invalid("gpus", "must be 0 to 16"));
     }
@@ -183,6 +189,7 @@ pub async fn create(
                         "exclusive"
                     },
                     gpu_share_count: req.gpu_share.filter(|n| *n > 1).map(|n| n as i32),
+                    processes: req.processes.map(|n| n as i32),
                     starts_at: starts,
                     ends_at: ends,
                 },
@@ -237,6 +244,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         gpu_model: c.gpu_model.clone(),
         gpu_share: c.gpu_share.clone(),
         gpu_share_count: c.gpu_share_count.map(|n| n as u32),
+        processes: c.processes.map(|n| n as u32),
         starts_at: c.starts_at,
         ends_at: c.ends_at,
         state: c.state.clone(),

@@ -28,7 +28,7 @@ use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
 use crate::models::user::User;
 use crate::page_cache::{Page, PageKey};
-use crate::{placement, validate, views};
+use crate::{placement, processes, validate, views};
 
 /// Defaults when a request gives no limits: 1 core, 1024 MiB, 10 GiB.
 const DEFAULT_LIMITS: Limits = Limits {
@@ -264,6 +264,9 @@ pub async fn create(
 ) -> ActionResult<WireOperation> {
     let limits = check_request(&caller, &req)?;
     crate::snapshot_policy::apply(&caller, "config", &mut req.config, &[], &Default::default())?;
+    // Outside a course: the default cap.
+    let cap = ctl.config.placement.default_processes;
+    processes::check(caller.is_admin(), &req.config, &[], cap)?;
     let placement_config = ctl.config.placement.clone();
     ctl.db(move |conn| {
         let mut attempt = 0;
@@ -589,6 +592,11 @@ pub async fn update(
     }
     recorded.extend(req.config.clone());
     validate::config_size("config", &recorded)?;
+    let (row, placement) = (instance.clone(), ctl.config.placement.clone());
+    let cap = ctl
+        .db(move |conn| Ok(processes::cap(conn, &row, &placement)?))
+        .await?;
+    processes::check(caller.is_admin(), &req.config, &req.unset, cap)?;
     let request = cohort_proto::agent::UpdateInstance {
         config: req.config.clone(),
         unset: req.unset.clone(),

@@ -64,6 +64,7 @@ diesel::table! {
         quota_memory_mib -> Nullable<Int8>,
         created_at -> Timestamptz,
         gpu_share_count -> Nullable<Int4>,
+        processes -> Nullable<Int4>,
     }
 }
 

@@ -28,6 +28,8 @@ pub struct Course {
     pub created_at: DateTime<Utc>,
     /// `--gpu-share N` with N > 1: at most N containers on one GPU (under its `share_limit`).
     pub gpu_share_count: Option<i32>,
+    /// `limits.processes` of each student's container; `None`: the controller's default.
+    pub processes: Option<i32>,
 }
 
 #[derive(Debug, Insertable)]
@@ -44,6 +46,7 @@ pub struct NewCourse<'a> {
     pub gpu_model: Option<&'a str>,
     pub gpu_share: &'a str,
     pub gpu_share_count: Option<i32>,
+    pub processes: Option<i32>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
 }

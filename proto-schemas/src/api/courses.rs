@@ -47,6 +47,10 @@ pub struct CreateCourse {
     /// never more than its `share_limit`). Default 1.
     #[serde(default)]
     pub gpu_share: Option<u32>,
+    /// Most processes in each student's container (`limits.processes`, 64 to 1000000);
+    /// default the controller's `COHORT_DEFAULT_PROCESSES`.
+    #[serde(default)]
+    pub processes: Option<u32>,
     /// `YYYY-MM-DD` or RFC 3339.
     #[serde(default)]
     pub starts: Option<String>,
@@ -89,6 +93,9 @@ pub struct Course {
     /// GPU's own `share_limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_share_count: Option<u32>,
+    /// `limits.processes` of each student's container, when the course sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
     /// `active`, `ended` or `torn_down`.

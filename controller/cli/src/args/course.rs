@@ -140,6 +140,9 @@ pub struct CourseCreate {
     /// "exclusive" or N: how many students may share one GPU
     #[arg(long, value_name = "exclusive|N")]
     pub gpu_share: Option<String>,
+    /// Most processes in each student's container (limits.processes)
+    #[arg(long)]
+    pub processes: Option<u32>,
     /// First day, YYYY-MM-DD or RFC 3339
     #[arg(long)]
     pub starts: Option<String>,

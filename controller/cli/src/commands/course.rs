@@ -244,6 +244,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         gpus: args.gpus,
         gpu_model: args.gpu_model,
         gpu_share,
+        processes: args.processes,
         starts: args.starts,
         ends: args.ends,
         instructor: args.instructor,
