@@ -135,17 +135,8 @@ impl ServerCertVerifier for ControllerServer {
             ocsp_response,
             now,
         )?;
-        if subject_roles(end_entity)
-            .iter()
-            .any(|r| r == ROLE_CONTROLLER)
-        {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            tracing::warn!("refused a server certificate without the controller role");
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            ))
-        }
+        require_controller_role(end_entity, "server")?;
+        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -168,6 +159,19 @@ impl ServerCertVerifier for ControllerServer {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.inner.supported_verify_schemes()
+    }
+}
+
+/// Refuses a certificate (already verified against the CA) whose Subject does not carry the
+/// controller role: a node's certificate is signed by the same CA and must not pass.
+fn require_controller_role(der: &[u8], side: &str) -> Result<(), rustls::Error> {
+    if subject_roles(der).iter().any(|r| r == ROLE_CONTROLLER) {
+        Ok(())
+    } else {
+        tracing::warn!("refused a {side} certificate without the controller role");
+        Err(rustls::Error::InvalidCertificate(
+            CertificateError::ApplicationVerificationFailure,
+        ))
     }
 }
 
@@ -202,17 +206,8 @@ impl ClientCertVerifier for ControllerOnly {
     ) -> Result<ClientCertVerified, rustls::Error> {
         self.inner
             .verify_client_cert(end_entity, intermediates, now)?;
-        if subject_roles(end_entity)
-            .iter()
-            .any(|r| r == ROLE_CONTROLLER)
-        {
-            Ok(ClientCertVerified::assertion())
-        } else {
-            tracing::warn!("refused a client certificate without the controller role");
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            ))
-        }
+        require_controller_role(end_entity, "client")?;
+        Ok(ClientCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
