@@ -463,15 +463,16 @@ async fn exec_files_and_snapshots() {
     );
 
     let snaps = agent.url("/v1/instances/work-1/snapshots");
-    let snap: Snapshot = client
+    let made = client
         .post(&snaps)
         .json(&json!({"name": "before"}))
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
+    let status = made.status();
+    let text = made.text().await.unwrap_or_default();
+    assert!(status.is_success(), "snapshot: {status} {text}");
+    let snap: Snapshot = serde_json::from_str(&text).expect("a snapshot");
     assert_eq!(snap.name, "before");
     exec(
         &agent,
