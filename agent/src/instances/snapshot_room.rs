@@ -92,14 +92,12 @@ impl Node {
     }
 }
 
-/// Commits the filesystem's transaction, so the qgroup figures read next include what was
-/// written just before. A failure only leaves them a little behind.
-
-/// The bytes btrfs's qgroup says the subvolume at `path` references; `None` when quotas are off.
 // No `btrfs filesystem sync` first: on a pool busy deleting subvolumes a sync waits for the
 // whole commit (the snapshot request stalled past its deadline in a full test run), and the
 // qgroup figures lag at most one commit interval, while the new snapshot is already counted at
 // the whole size of the live root.
+
+/// The bytes btrfs's qgroup says the subvolume at `path` references; `None` when quotas are off.
 fn referenced(path: &Path) -> Result<Option<u64>, InstanceError> {
     let out = std::process::Command::new("btrfs")
         .args(["subvolume", "show", "--raw"])
