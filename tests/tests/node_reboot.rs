@@ -40,8 +40,10 @@ fn reboot_lxd() {
         .append(true)
         .open("/var/log/cohort/lxd.out")
         .expect("lxd's output log");
-    Command::new("setsid")
+    // `setsid -f`: the daemon in a session of its own, outliving this test; setsid returns at once.
+    let started = Command::new("setsid")
         .args([
+            "-f",
             "lxd",
             "--group",
             "root",
@@ -52,8 +54,9 @@ fn reboot_lxd() {
         .stdin(Stdio::null())
         .stdout(Stdio::from(log.try_clone().expect("log fd")))
         .stderr(Stdio::from(log))
-        .spawn()
+        .status()
         .expect("start lxd");
+    assert!(started.success(), "setsid -f lxd failed");
     let ready = Command::new("lxd")
         .args(["waitready", "--timeout", "120"])
         .env("LXD_DIR", lxd_dir())
