@@ -66,7 +66,7 @@ async fn an_oversized_enroll_body_is_refused_before_it_is_read() {
         CreateJoinToken {
             node_name: "node-a".into(),
             ttl_seconds: None,
-            addresses: vec!["127.0.0.1".into()],
+            addresses: vec!["127.0.0.2".into()],
         },
     )
     .await

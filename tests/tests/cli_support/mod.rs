@@ -302,13 +302,15 @@ impl OneNode {
         let cli = Cli::admin_of(&controller);
         let agent = Agent::join_on(&controller, &cli, &lxd, "node1", network);
         let started = Instant::now();
-        while !cli
-            .ok(&["cluster", "list", "-f", "csv"])
-            .contains(",ONLINE,")
-        {
+        // Online, and its capacity reported by a poll (the CPU column): a node that has not
+        // reported any queues every placement.
+        while !cli.ok(&["cluster", "list", "-f", "csv"]).lines().any(|l| {
+            let cols: Vec<&str> = l.split(',').collect();
+            cols.get(2) == Some(&"ONLINE") && cols.get(4).is_some_and(|c| *c != "0")
+        }) {
             assert!(
                 started.elapsed() < Duration::from_secs(60),
-                "node1 never came online"
+                "node1 never came online with its capacity"
             );
             std::thread::sleep(Duration::from_millis(500));
         }
