@@ -187,11 +187,7 @@ fn record(
         }
         let found = lxd
             .get(instance.name.as_str())
-            .map(|f| match f.status.as_str() {
-                "Running" => "running",
-                "Stopped" => "stopped",
-                _ => "error",
-            });
+            .map(|f| crate::steps::observed(&f.status));
         if let Some(state) = found {
             InstanceUsage::observe(conn, instance.id, &gpu_use(inv, &instance.name, state))?;
         }
@@ -261,11 +257,7 @@ fn record_orphans(
         .filter(|i| i.idempotency_key.is_some() || i.ssh_port.is_some())
         .filter(|i| !ours.contains(i.name.as_str()))
         .map(|i| {
-            let status = match i.status.as_str() {
-                "Running" => "running",
-                "Stopped" => "stopped",
-                _ => "error",
-            };
+            let status = crate::steps::observed(&i.status);
             (
                 i.name.clone(),
                 status.to_string(),

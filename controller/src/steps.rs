@@ -150,7 +150,8 @@ async fn step(
     }
 }
 
-fn observed(status: &str) -> &'static str {
+/// Cohort's observed state for an LXD status (`Running`, `Stopped`, anything else an error).
+pub(crate) fn observed(status: &str) -> &'static str {
     match status {
         "Running" => "running",
         "Stopped" => "stopped",
