@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod enroll;
 pub mod gpu;
 pub mod host;
+pub mod identity;
 pub mod images;
 pub mod instances;
 pub mod lxd;

@@ -65,11 +65,10 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Server config: `cert_pem`/`key_pem` as identity, clients verified against `ca_pem` and
-/// required to carry the controller role.
+/// Server config: `identity` (swapped in place when renewed) as the agent's certificate, clients
+/// verified against `ca_pem` and required to carry the controller role.
 pub fn server_config(
-    cert_pem: &[u8],
-    key_pem: &[u8],
+    identity: Arc<crate::identity::Identity>,
     ca_pem: &[u8],
 ) -> Result<ServerConfig, TlsError> {
     let mut roots = RootCertStore::empty();
@@ -83,10 +82,7 @@ pub fn server_config(
     let config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(
-            certs_from_pem("agent certificate", cert_pem)?,
-            key_from_pem("agent key", key_pem)?,
-        )?;
+        .with_cert_resolver(identity);
     Ok(config)
 }
 

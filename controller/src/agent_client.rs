@@ -1,6 +1,6 @@
 //! The controller's side of the agent API (`cohort_proto::agent`): mutual TLS with the
 //! controller's client certificate, the agent's server certificate checked against its pinned
-//! fingerprint and chained to the Cohort CA. [`NodeAgent`] is the seam unit tests fake.
+//! fingerprints (its live certificates) and chained to the Cohort CA. [`NodeAgent`] is the seam unit tests fake.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage,
-    Instance, Inventory, NetworkPolicy, PublishInstance, Snapshot, SshAccess, StateChange,
-    UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, IdentityCsr, IdentityInfo,
+    Image, ImportImage, InstallCertificate, Instance, Inventory, NetworkPolicy, PublishInstance,
+    Snapshot, SshAccess, StateChange, UpdateInstance,
 };
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
@@ -135,14 +135,27 @@ pub trait NodeAgent: Send + Sync {
     fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance>;
     /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
     fn delete_volume(&self, name: String) -> AgentFuture<()>;
+    /// The certificate the agent serves now.
+    fn identity(&self) -> AgentFuture<IdentityInfo> {
+        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
+    }
+    /// Has the agent make its next key; answers the key's CSR.
+    fn identity_csr(&self) -> AgentFuture<IdentityCsr> {
+        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
+    }
+    /// Hands the agent its renewed certificate; it serves it from the next handshake on.
+    fn install_certificate(&self, request: InstallCertificate) -> AgentFuture<IdentityInfo> {
+        let _ = request;
+        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
+    }
 }
 
-/// Where a node's agent is and which certificate it must present.
+/// Where a node's agent is and which certificates it may present (its live ones).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AgentTarget {
     pub node_name: String,
     pub url: String,
-    pub fingerprint: String,
+    pub pins: Vec<String>,
 }
 
 /// Gives a [`NodeAgent`] for a target.
@@ -169,7 +182,7 @@ impl MtlsConnector {
         }
     }
 
-    fn build(&self, pin: &str) -> Result<reqwest::Client, AgentError> {
+    fn build(&self, pins: &[String]) -> Result<reqwest::Client, AgentError> {
         let tls = |e: &dyn std::fmt::Display| AgentError::Tls(e.to_string());
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
@@ -191,7 +204,7 @@ impl MtlsConnector {
             .map_err(|e| tls(&e))?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
-                pin: pin.to_string(),
+                pins: pins.to_vec(),
                 chain,
             }))
             .with_client_auth_cert(certs, key)
@@ -211,7 +224,7 @@ impl AgentConnector for MtlsConnector {
         let client = match clients.get(target) {
             Some(c) => c.clone(),
             None => {
-                let c = self.build(&target.fingerprint)?;
+                let c = self.build(&target.pins)?;
                 clients.insert(target.clone(), c.clone());
                 c
             }
@@ -223,10 +236,10 @@ impl AgentConnector for MtlsConnector {
     }
 }
 
-/// Accepts only the pinned certificate, and only if it also chains to the Cohort CA.
+/// Accepts only a pinned certificate, and only if it also chains to the Cohort CA.
 #[derive(Debug)]
 struct PinnedVerifier {
-    pin: String,
+    pins: Vec<String>,
     chain: Arc<WebPkiServerVerifier>,
 }
 
@@ -239,7 +252,7 @@ impl ServerCertVerifier for PinnedVerifier {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if fingerprint(end_entity) != self.pin {
+        if !self.pins.contains(&fingerprint(end_entity)) {
             return Err(rustls::Error::General(
                 "agent certificate does not match the pinned fingerprint".into(),
             ));
@@ -359,6 +372,18 @@ impl HttpAgent {
 impl NodeAgent for HttpAgent {
     fn inventory(&self) -> AgentFuture<Inventory> {
         Box::pin(json(self.req(Method::GET, "/inventory")))
+    }
+    fn identity(&self) -> AgentFuture<IdentityInfo> {
+        Box::pin(json(self.req(Method::GET, "/identity")))
+    }
+    fn identity_csr(&self) -> AgentFuture<IdentityCsr> {
+        Box::pin(json(self.req(Method::POST, "/identity/csr")))
+    }
+    fn install_certificate(&self, request: InstallCertificate) -> AgentFuture<IdentityInfo> {
+        Box::pin(json(
+            self.req(Method::PUT, "/identity/certificate")
+                .json(&request),
+        ))
     }
     fn list_instances(&self) -> AgentFuture<Vec<Instance>> {
         Box::pin(json(self.req(Method::GET, "/instances")))

@@ -161,6 +161,9 @@ pub struct ServerConfig {
     pub server_names: Vec<String>,
     /// Largest image upload accepted, in MiB; default 4096.
     pub max_image_mib: u64,
+    /// `COHORT_NODE_CERT_LIFETIME_S`: how long a node's certificate is valid, in seconds; the
+    /// poller renews it at two thirds of its life. Default one year (31536000); at least 30.
+    pub node_cert_lifetime_s: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -263,6 +266,7 @@ impl Default for ServerConfig {
             state_dir: PathBuf::from("/var/lib/cohort"),
             server_names: Vec::new(),
             max_image_mib: 4096,
+            node_cert_lifetime_s: 365 * 86_400,
         }
     }
 }
@@ -354,6 +358,13 @@ impl Config {
                 value: self.auth.token_days.to_string(),
             });
         }
+        if self.server.node_cert_lifetime_s < 30 {
+            return Err(ConfigError::Range {
+                setting: "server.node_cert_lifetime_s",
+                rule: "at least 30",
+                value: self.server.node_cert_lifetime_s.to_string(),
+            });
+        }
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -373,6 +384,10 @@ impl Config {
         )?;
         env_parse("COHORT_LISTEN", &mut self.server.listen)?;
         env_parse("COHORT_STATE_DIR", &mut self.server.state_dir)?;
+        env_parse(
+            "COHORT_NODE_CERT_LIFETIME_S",
+            &mut self.server.node_cert_lifetime_s,
+        )?;
         if let Ok(url) = std::env::var("COHORT_PUBLIC_URL") {
             self.server.public_url = Some(url);
         }

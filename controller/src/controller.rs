@@ -69,6 +69,11 @@ impl Controller {
         }
     }
 
+    /// How long a node's certificate lives (`COHORT_NODE_CERT_LIFETIME_S`).
+    pub fn node_cert_lifetime(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.config.server.node_cert_lifetime_s)
+    }
+
     /// Where image tarballs live: `<state_dir>/images/<fingerprint>.tar.gz`.
     pub fn images_dir(&self) -> PathBuf {
         self.config.server.state_dir.join("images")
@@ -123,20 +128,31 @@ impl Controller {
     }
 }
 
-/// The agent of a node, pinned to its live certificate; a node whose certificate was revoked
-/// cannot be reached.
+/// The agent of a node, pinned to its live certificates (two while a renewal is unconfirmed);
+/// a node whose certificates were revoked or have expired cannot be reached.
 pub fn connect_node(
     agents: &dyn AgentConnector,
     conn: &mut PgConnection,
     node: &Node,
 ) -> ActionResult<Arc<dyn NodeAgent>> {
-    let cert = NodeCertificate::current(conn, &node.name)?.ok_or_else(|| {
-        ActionError::conflict(None, format!("node {} has no live certificate", node.name))
-    })?;
+    let pins: Vec<String> = NodeCertificate::live(conn, &node.name)?
+        .into_iter()
+        .map(|c| c.fingerprint)
+        .collect();
+    if pins.is_empty() {
+        return Err(ActionError::conflict(
+            None,
+            format!(
+                "node {} has no live certificate (revoked, or expired: join it again with a new \
+                 token)",
+                node.name
+            ),
+        ));
+    }
     let target = AgentTarget {
         node_name: node.name.clone(),
         url: node.agent_url.clone(),
-        fingerprint: cert.fingerprint,
+        pins,
     };
     agents
         .connect(&target)

@@ -27,6 +27,7 @@ pub mod processes;
 pub mod queue;
 pub mod queue_reason;
 pub mod reclaim;
+pub mod renewal;
 pub mod server;
 pub mod snapshot_policy;
 pub mod steps;

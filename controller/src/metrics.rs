@@ -41,6 +41,11 @@ pub struct OperationLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertificateLabels {
+    pub node: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CourseLabels {
     pub course: String,
 }
@@ -66,6 +71,7 @@ pub struct Metrics {
     pub course_gpu_processes: Family<CourseLabels, Gauge>,
     pub course_gpu_memory: Family<CourseLabels, Gauge>,
     pub instance_pages: Family<OutcomeLabels, Counter>,
+    pub node_certificate_expiry: Family<CertificateLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -85,6 +91,7 @@ impl Default for Metrics {
             course_gpu_processes: Family::default(),
             course_gpu_memory: Family::default(),
             instance_pages: Family::default(),
+            node_certificate_expiry: Family::default(),
         };
         registry.register(
             "http_requests",
@@ -138,6 +145,12 @@ impl Default for Metrics {
             "Pages of GET /instances: served again unchanged (hit) or read (miss)",
             m.instance_pages.clone(),
         );
+        registry.register(
+            "node_certificate_expiry_timestamp_seconds",
+            "When the newest live certificate of a node expires (Unix time); renewed at two \
+             thirds of its life, so one within a third of its life of now is a renewal failing",
+            m.node_certificate_expiry.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
@@ -151,6 +164,8 @@ pub struct Fleet {
     pub operations: Vec<(String, String, i64)>,
     /// (course, instances, GPU processes, GPU memory bytes)
     pub courses: Vec<(String, i64, i64, i64)>,
+    /// (node, Unix time its newest live certificate expires)
+    pub certificates: Vec<(String, i64)>,
 }
 
 impl Metrics {
@@ -193,6 +208,12 @@ impl Metrics {
             self.course_instances.get_or_create(&l).set(*instances);
             self.course_gpu_processes.get_or_create(&l).set(*procs);
             self.course_gpu_memory.get_or_create(&l).set(*bytes);
+        }
+        self.node_certificate_expiry.clear();
+        for (node, expiry) in &fleet.certificates {
+            self.node_certificate_expiry
+                .get_or_create(&CertificateLabels { node: node.clone() })
+                .set(*expiry);
         }
     }
 
@@ -238,11 +259,16 @@ pub fn read_fleet(conn: &mut PgConnection) -> QueryResult<Fleet> {
             sql::<BigInt>("COALESCE(SUM(instance_usage.gpu_memory_used_bytes), 0)::bigint"),
         ))
         .load(conn)?;
+    let certificates = crate::models::node_certificate::NodeCertificate::expiries(conn)?
+        .into_iter()
+        .map(|(node, at)| (node, at.timestamp()))
+        .collect();
     Ok(Fleet {
         nodes,
         instances,
         queued,
         operations,
         courses,
+        certificates,
     })
 }

@@ -19,8 +19,8 @@ const SERVER_KEY: &str = "server.key";
 const CLIENT_CERT: &str = "client.crt";
 const CLIENT_KEY: &str = "client.key";
 
-/// Leaves live a year; the CA ten.
-const LEAF_DAYS: i64 = 365;
+/// The CA and the controller's own leaves live ten years; a node's leaf lives as long as the
+/// configuration says (`COHORT_NODE_CERT_LIFETIME_S`) and is renewed before it ends.
 const CA_DAYS: i64 = 3650;
 
 #[derive(Debug, thiserror::Error)]
@@ -112,10 +112,10 @@ fn csr_public_key(csr_pem: &str) -> Result<SubjectPublicKeyInfo, PkiError> {
         .map_err(|e| bad(&e))
 }
 
-fn validity(params: &mut CertificateParams, days: i64) {
+fn validity(params: &mut CertificateParams, life: time::Duration) {
     let now = time::OffsetDateTime::now_utc();
     params.not_before = now - time::Duration::minutes(5);
-    params.not_after = now + time::Duration::days(days);
+    params.not_after = now + life;
 }
 
 fn san(name: &str) -> Result<SanType, rcgen::Error> {
@@ -129,7 +129,7 @@ fn leaf_params(
     cn: &str,
     ou: &str,
     names: &[String],
-    days: i64,
+    life: time::Duration,
 ) -> Result<CertificateParams, rcgen::Error> {
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, cn);
@@ -150,7 +150,7 @@ fn leaf_params(
         ExtendedKeyUsagePurpose::ClientAuth,
     ];
     params.use_authority_key_identifier_extension = true;
-    validity(&mut params, days);
+    validity(&mut params, life);
     Ok(params)
 }
 
@@ -183,7 +183,7 @@ impl Pki {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        validity(&mut ca_params, CA_DAYS);
+        validity(&mut ca_params, time::Duration::days(CA_DAYS));
         let ca = ca_params.self_signed(&ca_key)?;
 
         let mut server_names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
@@ -193,7 +193,7 @@ impl Pki {
             "cohort-controller",
             cohort_proto::ROLE_CONTROLLER,
             &server_names,
-            CA_DAYS,
+            time::Duration::days(CA_DAYS),
         )?
         .signed_by(&server_key, &ca, &ca_key)?;
         let client_key = KeyPair::generate()?;
@@ -201,7 +201,7 @@ impl Pki {
             "cohort-controller",
             cohort_proto::ROLE_CONTROLLER,
             &[],
-            CA_DAYS,
+            time::Duration::days(CA_DAYS),
         )?
         .signed_by(&client_key, &ca, &ca_key)?;
 
@@ -247,9 +247,12 @@ impl Pki {
         csr_pem: &str,
         node_name: &str,
         names: &[String],
+        life: std::time::Duration,
     ) -> Result<IssuedCertificate, PkiError> {
         let public_key = csr_public_key(csr_pem)?;
-        let params = leaf_params(node_name, cohort_proto::ROLE_NODE, names, LEAF_DAYS)?;
+        let life = time::Duration::try_from(life)
+            .map_err(|e| PkiError::InvalidCsr(format!("lifetime: {e}")))?;
+        let params = leaf_params(node_name, cohort_proto::ROLE_NODE, names, life)?;
         let not_after = DateTime::<Utc>::from_timestamp(params.not_after.unix_timestamp(), 0)
             .unwrap_or_else(Utc::now);
         let cert = params.signed_by(&public_key, &self.ca_issuer, &self.ca_key)?;
@@ -259,4 +262,44 @@ impl Pki {
             not_after,
         })
     }
+
+    /// Renews a node's leaf for the key of `csr_pem`: the same node and the same names as
+    /// `current_pem` (the certificate the admin's join gave it), a fresh lifetime.
+    pub fn renew_node_certificate(
+        &self,
+        csr_pem: &str,
+        node_name: &str,
+        current_pem: &str,
+        life: std::time::Duration,
+    ) -> Result<IssuedCertificate, PkiError> {
+        let names = certificate_names(current_pem)?;
+        self.issue_node_certificate(csr_pem, node_name, &names, life)
+    }
+}
+
+/// The subject alternative names of a PEM certificate, as `leaf_params` takes them.
+fn certificate_names(pem: &str) -> Result<Vec<String>, PkiError> {
+    use x509_parser::extensions::GeneralName;
+    let bad = |e: &dyn std::fmt::Display| PkiError::InvalidCsr(format!("current certificate: {e}"));
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).map_err(|e| bad(&e))?;
+    let cert = pem.parse_x509().map_err(|e| bad(&e))?;
+    let Some(san) = cert.subject_alternative_name().map_err(|e| bad(&e))? else {
+        return Ok(Vec::new());
+    };
+    Ok(san
+        .value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::DNSName(dns) => Some(dns.to_string()),
+            GeneralName::IPAddress(bytes) => match bytes.len() {
+                4 => Some(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*bytes).ok()?).to_string()),
+                16 => {
+                    Some(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*bytes).ok()?).to_string())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect())
 }

@@ -36,6 +36,7 @@ use crate::models::instance::Instance;
 use crate::models::instance_usage::{InstanceUsage, Observed};
 use crate::models::node::{Node, NodeFacts};
 use crate::models::orphan::Orphan;
+use crate::renewal;
 
 /// Longest a single poll may take.
 const POLL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -108,8 +109,18 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
         }
     };
     let policy = ctl.config.poller.drift;
-    ctl.db(move |conn| conn.transaction(|conn| record(conn, &node, &inventory, &instances, policy)))
-        .await
+    let name = node.name.clone();
+    ctl.db(move |conn| {
+        conn.transaction(|conn| record(conn, &node, &inventory, &instances, policy))
+    })
+    .await?;
+    // A renewal that fails is tried again next poll; the node's current certificate still works.
+    match tokio::time::timeout(POLL_TIMEOUT, renewal::check(ctl, &name, agent.as_ref())).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(node = %name, error = %e, "certificate renewal failed"),
+        Err(_) => tracing::warn!(node = %name, "certificate renewal timed out"),
+    }
+    Ok(())
 }
 
 /// Records one inventory and reconciles the node's instances with what its LXD holds.

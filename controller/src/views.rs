@@ -61,6 +61,7 @@ pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nod
         .group_by(gpus::node_id)
         .select((gpus::node_id, diesel::dsl::count_star()))
         .load(conn)?;
+    let expiries = crate::models::node_certificate::NodeCertificate::expiries(conn)?;
     let instance_counts: Vec<(Option<i64>, i64)> = instances::table
         .group_by(instances::node_id)
         .select((instances::node_id, diesel::dsl::count_star()))
@@ -93,6 +94,10 @@ pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nod
                 instances: count(Some(n.id), &instance_counts),
                 last_heartbeat_at: n.last_heartbeat_at,
                 enrolled_at: n.enrolled_at,
+                certificate_expires_at: expiries
+                    .iter()
+                    .find(|(name, _)| *name == n.name)
+                    .map(|(_, at)| *at),
             }
         })
         .collect())

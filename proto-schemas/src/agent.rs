@@ -25,6 +25,9 @@
 //! | `GET /v1/images`                              | `Vec<Image>`                       |
 //! | `POST /v1/images`                             | tarball body, `X-Cohort-Alias` -> [`Image`]; or JSON [`ImportImage`] |
 //! | `GET /v1/metrics`                             | Prometheus text                    |
+//! | `GET /v1/identity`                            | [`IdentityInfo`] (the certificate served) |
+//! | `POST /v1/identity/csr`                       | [`IdentityCsr`] (a new key, kept aside) |
+//! | `PUT /v1/identity/certificate`                | [`InstallCertificate`] -> [`IdentityInfo`] |
 //!
 //! Errors use [`crate::ErrorBody`]; a 409 `conflict` answers a create whose name exists with
 //! another idempotency key or spec. `X-Cohort-Limit: BYTES` on an exec or a file pull is the
@@ -44,6 +47,30 @@ pub struct Health {
     pub agent_version: String,
     pub lxd_version: String,
     pub lxd_project: String,
+}
+
+/// The certificate an agent serves: what the controller renews before it expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityInfo {
+    /// SHA-256 of the certificate's DER, lowercase hex (what the controller pins).
+    pub fingerprint: String,
+    pub not_after: DateTime<Utc>,
+}
+
+/// A CSR for the key the agent made for its next certificate; its current key and certificate
+/// stay in use until [`InstallCertificate`] brings the new one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityCsr {
+    pub csr_pem: String,
+}
+
+/// The renewed certificate for the key of the last [`IdentityCsr`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallCertificate {
+    pub certificate_pem: String,
 }
 
 /// What a node has: host facts, LXD, GPUs. Polled by the controller on an interval.

@@ -111,12 +111,12 @@ impl TestAgent {
         // No node network unless the test makes one (`TestNetwork::configure`).
         config.network.mode = cohort_agent::network::NetworkMode::None;
         adjust(&mut config);
-        let tls = cohort_agent::tls::server_config(
-            agent_leaf.cert_pem.as_bytes(),
-            agent_leaf.key_pem.as_bytes(),
-            ca.pem().as_bytes(),
-        )
-        .expect("agent TLS config");
+        let identity = Arc::new(
+            cohort_agent::identity::Identity::in_memory(&agent_leaf.cert_pem, &agent_leaf.key_pem)
+                .expect("agent identity"),
+        );
+        let tls = cohort_agent::tls::server_config(identity.clone(), ca.pem().as_bytes())
+            .expect("agent TLS config");
         let node = Arc::new(Node::connect(config).await.expect("agent connects to LXD"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -125,6 +125,7 @@ impl TestAgent {
         let server = tokio::spawn(cohort_agent::api::serve(
             listener,
             Arc::new(tls),
+            identity,
             node.clone(),
         ));
         TestAgent {

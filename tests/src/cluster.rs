@@ -249,31 +249,59 @@ impl Cluster {
 
     /// [`Cluster::add_node`] working in the given LXD project (e.g. one with its own images).
     pub async fn add_node_in(&mut self, name: &str, lxd: TestLxd) -> &mut ClusterNode {
+        let ssh_ports = PortRange::claim();
+        let agent_port = self.ports.port(1 + self.nodes.len() as u16);
+        let mut node = ClusterNode {
+            name: name.to_string(),
+            lxd,
+            ssh_ports,
+            agent_port,
+            state_dir: self.state.path().join(name),
+            child: None,
+        };
+        self.join(&node).await;
+        node.spawn();
+        self.nodes.push(node);
+        self.wait_node_state(name, "online", Duration::from_secs(30))
+            .await;
+        self.nodes.last_mut().expect("just pushed")
+    }
+
+    /// Joins node `index` again with a new token (same state directory, address, ports and LXD
+    /// project: how a node whose certificate expired comes back) and restarts its agent.
+    pub async fn join_again(&mut self, index: usize) {
+        self.nodes[index].kill();
+        self.join(&self.nodes[index]).await;
+        self.nodes[index].spawn();
+    }
+
+    /// `cohort-agent join` for `node` with a join token the admin issues for loopback.
+    async fn join(&self, node: &ClusterNode) {
         let issued = self
             .admin(
                 reqwest::Method::POST,
                 "/nodes/tokens",
                 // The agent is reached on loopback: the admin names that address.
-                Some(json!({"node_name": name, "addresses": ["127.0.0.1"]})),
+                Some(json!({"node_name": node.name, "addresses": ["127.0.0.1"]})),
             )
             .await;
         let token = issued["token"].as_str().expect("join token").to_string();
-        let ssh_ports = PortRange::claim();
-        let agent_port = self.ports.port(1 + self.nodes.len() as u16);
-        let state_dir = self.state.path().join(name);
         let out = Command::new(agent_binary())
             .arg("join")
             .arg(&token)
             .arg("--state-dir")
-            .arg(&state_dir)
-            .args(["--listen", &format!("127.0.0.1:{agent_port}")])
-            .args(["--agent-url", &format!("https://127.0.0.1:{agent_port}")])
+            .arg(&node.state_dir)
+            .args(["--listen", &format!("127.0.0.1:{}", node.agent_port)])
+            .args([
+                "--agent-url",
+                &format!("https://127.0.0.1:{}", node.agent_port),
+            ])
             .args(["--ssh-host", "127.0.0.1"])
             .args([
                 "--ssh-ports",
-                &format!("{}-{}", ssh_ports.first(), ssh_ports.last()),
+                &format!("{}-{}", node.ssh_ports.first(), node.ssh_ports.last()),
             ])
-            .args(["--lxd-project", lxd.project()])
+            .args(["--lxd-project", node.lxd.project()])
             .output()
             .expect("run cohort-agent join");
         assert!(
@@ -282,19 +310,6 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut node = ClusterNode {
-            name: name.to_string(),
-            lxd,
-            ssh_ports,
-            agent_port,
-            state_dir,
-            child: None,
-        };
-        node.spawn();
-        self.nodes.push(node);
-        self.wait_node_state(name, "online", Duration::from_secs(30))
-            .await;
-        self.nodes.last_mut().expect("just pushed")
     }
 
     /// Polls `GET /nodes/{name}` until its state is `state`.

@@ -124,3 +124,16 @@ impl From<NodeError> for ApiError {
         }
     }
 }
+
+impl From<crate::identity::IdentityError> for ApiError {
+    fn from(e: crate::identity::IdentityError) -> Self {
+        use crate::identity::IdentityError as E;
+        match e {
+            E::KeyMismatch(_) | E::Tls(_) => ApiError::invalid("certificate_pem", e.to_string()),
+            E::NotPending(_) => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+            E::Io { .. } | E::Crypto(_) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            }
+        }
+    }
+}

@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 
 pub use error::ApiError;
 
+use crate::identity::Identity;
 use crate::node::Node;
 
 /// Longest a client may take to finish the TLS handshake.
@@ -27,6 +28,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
+    identity: Arc<Identity>,
     node: Arc<Node>,
 ) -> std::io::Result<()> {
     let acceptor = TlsAcceptor::from(tls);
@@ -34,6 +36,7 @@ pub async fn serve(
         let (tcp, peer) = listener.accept().await?;
         let acceptor = acceptor.clone();
         let node = node.clone();
+        let identity = identity.clone();
         tokio::spawn(async move {
             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(s)) => s,
@@ -48,7 +51,8 @@ pub async fn serve(
             };
             let service = service_fn(move |req| {
                 let node = node.clone();
-                async move { Ok::<_, Infallible>(routes::handle(&node, req).await) }
+                let identity = identity.clone();
+                async move { Ok::<_, Infallible>(routes::handle(&node, &identity, req).await) }
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

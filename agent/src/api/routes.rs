@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ImportImage, NetworkPolicy,
-    PublishInstance, SshAccess, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, IdentityCsr, ImportImage,
+    InstallCertificate, NetworkPolicy, PublishInstance, SshAccess, StateChange, UpdateInstance,
 };
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::stream::{self, full, Body};
+use crate::identity::Identity;
 use crate::node::Node;
 
 /// Largest JSON body, file and image accepted.
@@ -31,10 +32,10 @@ const LIMIT_HEADER: &str = "X-Cohort-Limit";
 
 type Answer = Result<Response<Body>, ApiError>;
 
-pub async fn handle(node: &Node, req: Request<Incoming>) -> Response<Body> {
+pub async fn handle(node: &Node, identity: &Identity, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let answer = route(node, req).await;
+    let answer = route(node, identity, req).await;
     match answer {
         Ok(resp) => resp,
         Err(e) => {
@@ -44,7 +45,7 @@ pub async fn handle(node: &Node, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-async fn route(node: &Node, req: Request<Incoming>) -> Answer {
+async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answer {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query: HashMap<String, String> =
@@ -57,6 +58,14 @@ async fn route(node: &Node, req: Request<Incoming>) -> Answer {
         (&M::GET, ["v1", "health"]) => ok(&node.health()),
         (&M::GET, ["v1", "inventory"]) => ok(&node.inventory().await?),
         (&M::GET, ["v1", "metrics"]) => super::metrics::render(node).await,
+        (&M::GET, ["v1", "identity"]) => ok(&identity.info()),
+        (&M::POST, ["v1", "identity", "csr"]) => ok(&IdentityCsr {
+            csr_pem: identity.prepare()?,
+        }),
+        (&M::PUT, ["v1", "identity", "certificate"]) => {
+            let body: InstallCertificate = read_json(req).await?;
+            ok(&identity.install(&body.certificate_pem)?)
+        }
         (&M::GET, ["v1", "instances"]) => ok(&node.instances().await?),
         (&M::POST, ["v1", "instances"]) => {
             let body: CreateInstance = read_json(req).await?;

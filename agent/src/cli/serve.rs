@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use cohort_agent::identity::{Identity, IdentityFiles};
 use cohort_agent::{AgentConfig, Node};
 
 pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
@@ -13,11 +14,17 @@ pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
         std::fs::read(&p)
             .with_context(|| format!("reading {} (run cohort-agent join first)", p.display()))
     };
-    let tls = cohort_agent::tls::server_config(
-        &read(config.cert_path())?,
-        &read(config.key_path())?,
-        &read(config.ca_path())?,
-    )?;
+    let identity = Arc::new(
+        Identity::load(
+            IdentityFiles {
+                key: config.key_path(),
+                cert: config.cert_path(),
+            },
+            &config.node_name,
+        )
+        .context("loading the node's key and certificate (run cohort-agent join first)")?,
+    );
+    let tls = cohort_agent::tls::server_config(identity.clone(), &read(config.ca_path())?)?;
     let listen = config.listen;
     let metrics_listen = config.metrics_listen;
     if let Some(addr) = metrics_listen {
@@ -52,7 +59,7 @@ pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
     };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        served = cohort_agent::api::serve(listener, Arc::new(tls), node) => served?,
+        served = cohort_agent::api::serve(listener, Arc::new(tls), identity, node) => served?,
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
         _ = term.recv() => tracing::info!("SIGTERM; stopping"),
     }

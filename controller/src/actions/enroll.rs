@@ -167,6 +167,7 @@ fn refusal(conn: &mut PgConnection, req: &EnrollRequest) -> ActionResult<ActionE
 pub async fn enroll(ctl: &Controller, req: EnrollRequest) -> ActionResult<EnrollResponse> {
     let agent_host = check_request(&req)?;
     let pki = ctl.pki.clone();
+    let life = ctl.node_cert_lifetime();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let Some(token) =
@@ -188,7 +189,7 @@ pub async fn enroll(ctl: &Controller, req: EnrollRequest) -> ActionResult<Enroll
                 ));
             }
             let issued = pki
-                .issue_node_certificate(&req.csr_pem, &req.node_name, &names)
+                .issue_node_certificate(&req.csr_pem, &req.node_name, &names, life)
                 .map_err(|e| match e {
                     PkiError::InvalidCsr(e) => {
                         ActionError::invalid("csr_pem", format!("invalid CSR: {e}"))

@@ -40,6 +40,10 @@ pub struct Node {
     pub instances: u32,
     pub last_heartbeat_at: Option<DateTime<Utc>>,
     pub enrolled_at: DateTime<Utc>,
+    /// When the node's certificate expires (renewed at two thirds of its life); none when every
+    /// certificate of the node is revoked or expired (the node must join again).
+    #[serde(default)]
+    pub certificate_expires_at: Option<DateTime<Utc>>,
 }
 
 /// `POST /api/v1/nodes/tokens`.

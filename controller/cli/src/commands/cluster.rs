@@ -40,6 +40,7 @@ pub fn node_rows(nodes: &[Node]) -> Rows {
         "DISK FREE",
         "GPUS",
         "INSTANCES",
+        "CERT EXPIRES",
     ]);
     for node in nodes {
         rows.push([
@@ -55,6 +56,10 @@ pub fn node_rows(nodes: &[Node]) -> Rows {
             units::byte_size(node.disk_free_bytes),
             node.gpus.to_string(),
             node.instances.to_string(),
+            node.certificate_expires_at.map_or_else(
+                || "EXPIRED".to_string(),
+                |at| at.format("%Y-%m-%d %H:%M").to_string(),
+            ),
         ]);
     }
     rows
