@@ -86,31 +86,35 @@ pub fn lxc_output(args: &[&str]) -> Output {
 /// the instance was gone, the client waited for ever). Past the deadline the client is killed,
 /// and the instance must then be gone within another `deadline`.
 pub fn delete_instance(project: &str, name: &str, deadline: std::time::Duration) {
+    delete_instance_on(TestDaemon::Lxd, project, name, deadline)
+}
+
+/// [`delete_instance`] on the given daemon.
+pub fn delete_instance_on(
+    daemon: TestDaemon,
+    project: &str,
+    name: &str,
+    deadline: std::time::Duration,
+) {
     let secs = deadline.as_secs().max(1).to_string();
+    let program = daemon.client().get_program().to_owned();
     let out = Command::new("timeout")
-        .args([
-            "-k",
-            "5",
-            &secs,
-            "lxc",
-            "--project",
-            project,
-            "delete",
-            "--force",
-            name,
-        ])
+        .args(["-k", "5", &secs])
+        .arg(&program)
+        .args(["--project", project, "delete", "--force", name])
         .env("LXD_DIR", lxd_dir())
+        .env("INCUS_DIR", TestDaemon::Incus.dir())
         .output()
-        .expect("run timeout lxc");
+        .expect("run timeout with the daemon's client");
     if out.status.success() {
         return;
     }
     let path = format!("/1.0/instances/{name}?project={project}");
     let until = std::time::Instant::now() + deadline;
-    while lxc_output(&["query", &path]).status.success() {
+    while daemon.output(&["query", &path]).status.success() {
         assert!(
             std::time::Instant::now() < until,
-            "lxc delete {name} failed ({}) and {name} is still there: {}",
+            "{daemon:?} delete {name} failed ({}) and {name} is still there: {}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
