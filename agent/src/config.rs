@@ -23,8 +23,9 @@ pub struct AgentConfig {
     /// Default `/var/lib/cohort-agent`.
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
-    /// LXD's unix socket. Default: `$LXD_DIR/unix.socket`, else `/var/lib/lxd/unix.socket`, else
-    /// `/var/snap/lxd/common/lxd/unix.socket` (the first that exists).
+    /// The daemon's unix socket, LXD's or Incus's. Default: `$LXD_DIR/unix.socket`, else
+    /// `/var/lib/lxd/unix.socket`, else `/var/snap/lxd/common/lxd/unix.socket`, else
+    /// `$INCUS_DIR/unix.socket`, else `/var/lib/incus/unix.socket` (the first that exists).
     #[serde(default)]
     pub lxd_socket: Option<PathBuf>,
     /// LXD project every call is made in. Default `default`.
@@ -256,9 +257,12 @@ impl AgentConfig {
     }
 }
 
-/// `$LXD_DIR/unix.socket`, else Debian's, else the snap's; the first candidate that exists, or
-/// the first candidate when none does (so the error names it).
+/// `$LXD_DIR/unix.socket`, else Debian's, else the snap's, else Incus's (`$INCUS_DIR`, else
+/// `/var/lib/incus`); the first candidate that exists, or the first candidate when none does (so
+/// the error names it). LXD comes first where both are installed, as it did before Incus was
+/// supported; a node meant to use Incus beside LXD names its socket.
 pub fn default_lxd_socket(lxd_dir: Option<PathBuf>) -> PathBuf {
+    let incus_dir = std::env::var_os("INCUS_DIR").map(PathBuf::from);
     let candidates: Vec<PathBuf> = lxd_dir
         .map(|d| d.join("unix.socket"))
         .into_iter()
@@ -266,6 +270,8 @@ pub fn default_lxd_socket(lxd_dir: Option<PathBuf>) -> PathBuf {
             PathBuf::from("/var/lib/lxd/unix.socket"),
             PathBuf::from("/var/snap/lxd/common/lxd/unix.socket"),
         ])
+        .chain(incus_dir.map(|d| d.join("unix.socket")))
+        .chain([PathBuf::from("/var/lib/incus/unix.socket")])
         .collect();
     candidates
         .iter()

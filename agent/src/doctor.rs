@@ -8,7 +8,9 @@ use std::path::Path;
 
 use crate::config::AgentConfig;
 use crate::lxd::server::ServerEnvironment;
-use crate::lxd::Lxd;
+#[cfg(test)]
+use crate::lxd::server::ServerInfo;
+use crate::lxd::{Daemon, Lxd};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -120,33 +122,27 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
             )]
         }
     };
+    let daemon = Daemon::detect(&info, &socket);
     let mut out = vec![check(
         "LXD reachable",
         Level::Ok,
-        socket.display().to_string(),
+        format!("{} at {}", daemon.kind.title(), socket.display()),
         "",
     )];
     let missing = info.missing_extensions();
     out.push(if missing.is_empty() {
         check(
-            "LXD version and extensions",
+            "daemon and extensions",
             Level::Ok,
-            format!(
-                "LXD {}, all required extensions",
-                info.environment.server_version
-            ),
+            format!("{}, all required extensions", daemon.describe()),
             "",
         )
     } else {
         check(
-            "LXD version and extensions",
+            "daemon and extensions",
             Level::Fail,
-            format!(
-                "LXD {} lacks: {}",
-                info.environment.server_version,
-                missing.join(", ")
-            ),
-            "upgrade LXD to 5.0 or later",
+            format!("{} lacks: {}", daemon.describe(), missing.join(", ")),
+            "upgrade to LXD 5.0 or Incus 6.0 or later",
         )
     });
     out.push(match lxd.pool_driver(&config.storage_pool).await {
@@ -171,12 +167,13 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
     });
     let env = info.environment.clone();
     let pool_dir = config.pool_path();
+    let probed = daemon.clone();
     // The release's test waits on a child process: off the async runtime.
-    let how = tokio::task::spawn_blocking(move || first_start(&env, &pool_dir))
+    let how = tokio::task::spawn_blocking(move || first_start(&probed, &env, &pool_dir))
         .await
         .unwrap_or_else(|e| FirstStart::TestRefused(std::io::Error::other(e.to_string())));
     out.push(first_start_check(
-        &info.environment.server_version,
+        &daemon.describe(),
         &how,
         config.shift_before_first_start,
     ));
@@ -244,28 +241,6 @@ pub fn idmap_check(subuid: &Path) -> Check {
     }
 }
 
-/// Whether this LXD release tests a filesystem for idmapped mounts with a user namespace it
-/// writes no mapping into. Newer kernels (6.18 here) refuse such a mount, and these releases then
-/// decide they cannot mount a container's root idmapped and chown every file of it on its first
-/// start instead. Fixed in 5.0.4, 5.21.2 and 6.1 (LXD commit ec223f75, "Make get_userns_fd configure
-/// the userns").
-pub fn lxd_probes_unmapped(version: &str) -> bool {
-    let mut parts = version
-        .split('.')
-        .map(|p| p.trim().parse::<u32>().unwrap_or(0));
-    let (major, minor, patch) = (
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-    );
-    match (major, minor) {
-        (5, 0) => patch < 4,
-        (5, 21) => patch < 2,
-        (5, m) => m < 21,
-        _ => false,
-    }
-}
-
 /// How LXD gives a new isolated container's files its id range on the first start.
 #[derive(Debug)]
 pub enum FirstStart {
@@ -278,7 +253,7 @@ pub enum FirstStart {
     /// Every file remapped: liblxc has no idmapped mounts.
     NoLxcSupport,
     /// Every file remapped: the release's test of idmapped mounts fails here
-    /// ([`lxd_probes_unmapped`]).
+    /// ([`Daemon::probes_idmap_unmapped`]).
     TestRefused(std::io::Error),
 }
 
@@ -291,7 +266,7 @@ impl FirstStart {
 
 /// What this LXD does on a new container's first start, with the release's own test of the pool
 /// (`pool_dir`) where the release needs it ([`unmapped_idmap_probe`]). Blocking.
-pub fn first_start(env: &ServerEnvironment, pool_dir: &Path) -> FirstStart {
+pub fn first_start(daemon: &Daemon, env: &ServerEnvironment, pool_dir: &Path) -> FirstStart {
     if env.kernel_has("shiftfs") {
         return FirstStart::Shiftfs;
     }
@@ -301,7 +276,7 @@ pub fn first_start(env: &ServerEnvironment, pool_dir: &Path) -> FirstStart {
     if !env.lxc_has("idmapped_mounts_v2") {
         return FirstStart::NoLxcSupport;
     }
-    if lxd_probes_unmapped(&env.server_version) {
+    if daemon.probes_idmap_unmapped() {
         if let Err(e) = unmapped_idmap_probe(pool_dir) {
             return FirstStart::TestRefused(e);
         }
@@ -309,7 +284,7 @@ pub fn first_start(env: &ServerEnvironment, pool_dir: &Path) -> FirstStart {
     FirstStart::Idmapped
 }
 
-/// LXD's own test, done the way the releases of [`lxd_probes_unmapped`] do it: an idmapped
+/// LXD's own test, done the way the releases of [`Daemon::probes_idmap_unmapped`] do it: an idmapped
 /// mount of `dir` (detached, never attached anywhere) for a fresh user namespace with no
 /// mapping, made by `unshare --user`. Two raw syscalls: nix wraps neither `open_tree` nor
 /// `mount_setattr`.
@@ -386,9 +361,9 @@ pub fn unmapped_idmap_probe(dir: &Path) -> std::io::Result<()> {
     result
 }
 
-/// The doctor's row for [`first_start`]: a warning wherever LXD remaps each new container's
+/// The doctor's row for [`first_start`] of `daemon` (`LXD 5.0.2`): a warning wherever it remaps each new container's
 /// files (seconds of a class's bring-up), saying who does that work.
-pub fn first_start_check(version: &str, how: &FirstStart, agent_shifts: bool) -> Check {
+pub fn first_start_check(daemon: &str, how: &FirstStart, agent_shifts: bool) -> Check {
     const NAME: &str = "first start without remapping";
     let who = if agent_shifts {
         "the agent moves them itself before the start (shift_before_first_start), about a \
@@ -402,7 +377,7 @@ pub fn first_start_check(version: &str, how: &FirstStart, agent_shifts: bool) ->
             return check(
                 NAME,
                 Level::Ok,
-                format!("LXD {version} mounts each container's root through shiftfs"),
+                format!("{daemon} mounts each container's root through shiftfs"),
                 "",
             )
         }
@@ -410,7 +385,7 @@ pub fn first_start_check(version: &str, how: &FirstStart, agent_shifts: bool) ->
             return check(
                 NAME,
                 Level::Ok,
-                format!("LXD {version} mounts each container's root idmapped"),
+                format!("{daemon} mounts each container's root idmapped"),
                 "",
             )
         }
@@ -424,7 +399,7 @@ pub fn first_start_check(version: &str, how: &FirstStart, agent_shifts: bool) ->
         ),
         FirstStart::TestRefused(e) => (
             format!(
-                "LXD {version} tests idmapped mounts with an unmapped user namespace, which this \
+                "{daemon} tests idmapped mounts with an unmapped user namespace, which this \
                  kernel refuses ({e})"
             ),
             "upgrade LXD to 5.0.4, 5.21.2, 6.1 or later, whose test works on this kernel",
@@ -434,7 +409,7 @@ pub fn first_start_check(version: &str, how: &FirstStart, agent_shifts: bool) ->
         NAME,
         Level::Warn,
         format!(
-            "{detail}: LXD remaps every file of each new container on its first start instead \
+            "{detail}: {daemon} remaps every file of each new container on its first start instead \
              of mounting it idmapped; {who}"
         ),
         fix,
@@ -477,18 +452,19 @@ mod tests {
 
     #[test]
     fn the_releases_with_lxds_unmapped_idmap_test_are_known() {
+        use crate::lxd::daemon::lxd_release_probes_unmapped;
         for v in ["5.0.0", "5.0.2", "5.0.3", "5.1", "5.20", "5.21.0", "5.21.1"] {
-            assert!(lxd_probes_unmapped(v), "{v}");
+            assert!(lxd_release_probes_unmapped(v), "{v}");
         }
         for v in ["5.0.4", "5.0.5", "5.21.2", "5.21.3", "6.1", "6.5", "4.0.9"] {
-            assert!(!lxd_probes_unmapped(v), "{v}");
+            assert!(!lxd_release_probes_unmapped(v), "{v}");
         }
     }
 
     #[test]
     fn a_failed_unmapped_probe_warns_with_the_upgrade() {
         let refused = || FirstStart::TestRefused(std::io::Error::from_raw_os_error(libc::EINVAL));
-        let c = first_start_check("5.0.2", &refused(), true);
+        let c = first_start_check(concat!("LXD ", "5.0.2"), &refused(), true);
         assert_eq!(c.level, Level::Warn);
         assert!(c.detail.contains("LXD 5.0.2") && c.detail.contains("remaps"));
         assert!(
@@ -497,46 +473,63 @@ mod tests {
             c.detail
         );
         assert!(c.fix.contains("5.0.4"));
-        let off = first_start_check("5.0.2", &refused(), false);
+        let off = first_start_check(concat!("LXD ", "5.0.2"), &refused(), false);
         assert!(off.detail.contains("shift_before_first_start is off"));
         assert_eq!(
-            first_start_check("6.1", &FirstStart::Idmapped, true).level,
+            first_start_check(concat!("LXD ", "6.1"), &FirstStart::Idmapped, true).level,
             Level::Ok
         );
         assert_eq!(
-            first_start_check("5.0.2", &FirstStart::Shiftfs, true).level,
+            first_start_check(concat!("LXD ", "5.0.2"), &FirstStart::Shiftfs, true).level,
             Level::Ok
         );
-        let no_kernel = first_start_check("6.1", &FirstStart::NoKernelSupport, true);
+        let no_kernel =
+            first_start_check(concat!("LXD ", "6.1"), &FirstStart::NoKernelSupport, true);
         assert_eq!(no_kernel.level, Level::Warn);
         assert!(no_kernel.detail.contains("no idmapped mounts"));
-        let no_lxc = first_start_check("6.1", &FirstStart::NoLxcSupport, true);
+        let no_lxc = first_start_check(concat!("LXD ", "6.1"), &FirstStart::NoLxcSupport, true);
         assert_eq!(no_lxc.level, Level::Warn);
         assert!(no_lxc.detail.contains("liblxc"));
     }
 
     #[test]
     fn lxd_remaps_where_it_has_neither_idmapped_mounts_nor_shiftfs() {
-        let env = |version: &str, kernel: &[(&str, &str)], lxc: &[(&str, &str)]| {
-            let map = |pairs: &[(&str, &str)]| {
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect()
+        let env_of =
+            |server: &str, version: &str, kernel: &[(&str, &str)], lxc: &[(&str, &str)]| {
+                let map = |pairs: &[(&str, &str)]| {
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                };
+                ServerEnvironment {
+                    server: server.into(),
+                    server_version: version.into(),
+                    kernel_version: "6.18.0".into(),
+                    firewall: "nftables".into(),
+                    kernel_features: map(kernel),
+                    lxc_features: map(lxc),
+                }
             };
-            ServerEnvironment {
-                server_version: version.into(),
-                kernel_version: "6.18.0".into(),
-                firewall: "nftables".into(),
-                kernel_features: map(kernel),
-                lxc_features: map(lxc),
-            }
-        };
         let idmapped = [("idmapped_mounts", "true")];
         let v2 = [("idmapped_mounts_v2", "true")];
         // The test of an old release fails on a pool that is not there.
         let nowhere = Path::new("/nonexistent/pool");
-        let how = |e: &ServerEnvironment| first_start(e, nowhere);
+        let env = |version: &str, kernel: &[(&str, &str)], lxc: &[(&str, &str)]| {
+            env_of("lxd", version, kernel, lxc)
+        };
+        let how = |e: &ServerEnvironment| {
+            let info = ServerInfo {
+                api_extensions: vec![],
+                environment: e.clone(),
+            };
+            first_start(&Daemon::from_info(&info, false), e, nowhere)
+        };
+        // Incus numbers its releases apart: its 5.0.2 never had LXD's test.
+        assert!(matches!(
+            how(&env_of("incus", "5.0.2", &idmapped, &v2)),
+            FirstStart::Idmapped
+        ));
         assert!(matches!(
             how(&env("6.1", &idmapped, &v2)),
             FirstStart::Idmapped

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::AgentConfig;
 use crate::lxd::server::ServerError;
-use crate::lxd::{Lxd, LxdError};
+use crate::lxd::{Daemon, Lxd, LxdError};
 use crate::network::{NetworkError, NodeNetwork};
 
 pub struct Node {
@@ -18,7 +18,8 @@ pub struct Node {
     pub lxd: Lxd,
     /// Permits for concurrent creates (`max_concurrent_creates`).
     pub(crate) creates: Arc<Semaphore>,
-    lxd_version: String,
+    /// LXD or Incus, its version, and what the agent does differently for it.
+    pub daemon: Daemon,
     storage_driver: String,
     /// Whether LXD chowns each new container's files on its first start (see
     /// `instances::shift`), so the agent does it first.
@@ -64,6 +65,7 @@ impl Node {
     pub async fn connect(config: AgentConfig) -> Result<Self, NodeError> {
         let lxd = Lxd::new(&config.lxd_socket(), &config.lxd_project);
         let info = lxd.check_server().await?;
+        let daemon = Daemon::detect(&info, &config.lxd_socket());
         let storage_driver = lxd.pool_driver(&config.storage_pool).await?;
         let creates = Arc::new(Semaphore::new(config.max_concurrent_creates()));
         let remaps_first_start = match storage_driver.as_str() {
@@ -71,8 +73,9 @@ impl Node {
             "btrfs" | "dir" if config.shift_before_first_start => {
                 let env = info.environment.clone();
                 let pool = config.pool_path();
+                let daemon = daemon.clone();
                 tokio::task::spawn_blocking(move || {
-                    crate::doctor::first_start(&env, &pool).remaps()
+                    crate::doctor::first_start(&daemon, &env, &pool).remaps()
                 })
                 .await
                 .unwrap_or(false)
@@ -94,7 +97,7 @@ impl Node {
             config,
             lxd,
             creates,
-            lxd_version: info.environment.server_version,
+            daemon,
             storage_driver,
             remaps_first_start,
             shifts: AtomicU64::new(0),
@@ -112,7 +115,7 @@ impl Node {
         Health {
             node_name: self.config.node_name.clone(),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
-            lxd_version: self.lxd_version.clone(),
+            lxd_version: self.daemon.version.clone(),
             lxd_project: self.config.lxd_project.clone(),
         }
     }
@@ -219,7 +222,8 @@ impl Node {
             node_name: self.config.node_name.clone(),
             host: host?,
             lxd: LxdFacts {
-                version: self.lxd_version.clone(),
+                daemon: self.daemon.kind.as_str().to_string(),
+                version: self.daemon.version.clone(),
                 project: self.config.lxd_project.clone(),
                 storage_pool: self.config.storage_pool.clone(),
                 storage_driver: self.storage_driver.clone(),

@@ -139,6 +139,7 @@ fn record(
             memory_bytes: inv.host.memory_bytes as i64,
             disk_total_bytes: inv.host.disk_total_bytes as i64,
             disk_free_bytes: inv.host.disk_free_bytes as i64,
+            daemon: Some(&inv.lxd.daemon),
             lxd_version: Some(&inv.lxd.version),
             storage_driver: Some(&inv.lxd.storage_driver),
             nvidia_runtime: inv.nvidia_runtime,

@@ -87,6 +87,7 @@ pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nod
                 memory_bytes: n.memory_bytes as u64,
                 disk_total_bytes: n.disk_total_bytes as u64,
                 disk_free_bytes: n.disk_free_bytes as u64,
+                daemon: n.daemon.clone(),
                 lxd_version: n.lxd_version.clone(),
                 storage_driver: n.storage_driver.clone(),
                 nvidia_runtime: n.nvidia_runtime,

@@ -145,6 +145,9 @@ pub struct HostFacts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LxdFacts {
+    /// The daemon the node runs: `lxd` or `incus` (absent from agents before Incus: `lxd`).
+    #[serde(default = "default_daemon")]
+    pub daemon: String,
     pub version: String,
     pub project: String,
     pub storage_pool: String,
@@ -458,4 +461,8 @@ pub struct PublishInstance {
     /// Keep the image in the node's LXD (default: deleted once exported).
     #[serde(default)]
     pub keep: bool,
+}
+
+fn default_daemon() -> String {
+    "lxd".into()
 }

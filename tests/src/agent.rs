@@ -104,7 +104,7 @@ impl TestAgent {
         let ca = TestCa::new("Cohort test CA");
         let agent_leaf = ca.leaf("node-test", cohort_proto::ROLE_NODE, false);
         let mut config = AgentConfig::new("node-test");
-        config.lxd_socket = Some(crate::lxd::socket_path().into());
+        config.lxd_socket = Some(lxd.daemon().socket_path().into());
         config.lxd_project = lxd.project().to_string();
         config.listen = "127.0.0.1:0".parse().expect("address");
         config.ssh_listen = "127.0.0.1".into();

@@ -41,6 +41,8 @@ impl ClusterNode {
             .env("COHORT_LOG", "info,cohort_agent=debug")
             // Tests that want a node network make one of their own (`TestNetwork`).
             .env("COHORT_AGENT_NETWORK_MODE", "none")
+            // The daemon its project is on (LXD, or Incus beside it).
+            .env("COHORT_AGENT_LXD_SOCKET", self.lxd.daemon().socket_path())
             .stdout(Stdio::from(log.try_clone().expect("log fd")))
             .stderr(Stdio::from(log))
             .spawn()
@@ -247,7 +249,8 @@ impl Cluster {
         self.add_node_in(name, TestLxd::new()).await
     }
 
-    /// [`Cluster::add_node`] working in the given LXD project (e.g. one with its own images).
+    /// [`Cluster::add_node`] working in the given project (e.g. one with its own images, or one
+    /// on Incus: the agent then drives Incus).
     pub async fn add_node_in(&mut self, name: &str, lxd: TestLxd) -> &mut ClusterNode {
         let ssh_ports = PortRange::claim();
         let agent_port = self.ports.port(1 + self.nodes.len() as u16);

@@ -112,6 +112,7 @@ impl NodeAgent for GpuNode {
                     disk_total_bytes: 1 << 40,
                 },
                 lxd: LxdFacts {
+                    daemon: "lxd".into(),
                     version: "5.0.2".into(),
                     project: "default".into(),
                     storage_pool: "default".into(),

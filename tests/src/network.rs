@@ -142,9 +142,22 @@ impl TestNetwork {
     /// chains for it, the namespaces and their links. Each step may find nothing.
     fn clear(&self) {
         let name = self.name();
-        let used = output("lxc", &["query", &format!("/1.0/networks/{name}")]);
+        // On whichever daemon the agent under test made it.
+        for daemon in [crate::lxd::TestDaemon::Lxd, crate::lxd::TestDaemon::Incus] {
+            self.clear_on(daemon, &name);
+        }
+        self.clear_host(&name);
+    }
+
+    /// The bridge `name` on `daemon`, after the instances on it.
+    fn clear_on(&self, daemon: crate::lxd::TestDaemon, name: &str) {
+        let used = daemon.output(&["query", &format!("/1.0/networks/{name}")]);
         if used.status.success() {
             let net: serde_json::Value = serde_json::from_slice(&used.stdout).unwrap_or_default();
+            // A daemon also lists the other daemon's bridge, as an interface it does not manage.
+            if net["managed"] != true {
+                return;
+            }
             for url in net["used_by"].as_array().into_iter().flatten() {
                 let Some(url) = url.as_str() else { continue };
                 let (path, query) = url.split_once('?').unwrap_or((url, ""));
@@ -154,15 +167,20 @@ impl TestNetwork {
                     .find_map(|kv| kv.strip_prefix("project="))
                     .unwrap_or("default");
                 if path.starts_with("/1.0/instances/") {
-                    crate::lxd::delete_instance(
+                    crate::lxd::delete_instance_on(
+                        daemon,
                         project,
                         instance,
                         std::time::Duration::from_secs(60),
                     );
                 }
             }
-            run("lxc", &["network", "delete", &name]);
+            daemon.run(&["network", "delete", name]);
         }
+    }
+
+    /// The agent's chains for `name`, the namespaces and their links.
+    fn clear_host(&self, name: &str) {
         let mut nft = Command::new("nft")
             .args(["-f", "-"])
             .stdin(std::process::Stdio::piped())
@@ -173,7 +191,7 @@ impl TestNetwork {
         nft.stdin
             .take()
             .expect("stdin")
-            .write_all(firewall::removal_script(&name).as_bytes())
+            .write_all(firewall::removal_script(name).as_bytes())
             .expect("write nft script");
         let _ = nft.wait();
         let namespaces = run("ip", &["netns", "list"]);

@@ -1,11 +1,14 @@
 //! The agent against the real LXD daemon, one LXD project per test: create/start/stop/delete,
 //! limits read back with `lxc`, template clones, idempotent create and delete, clear errors for
-//! an unknown image and bad input (with nothing created), exec, files and snapshots.
+//! an unknown image and bad input (with nothing created), exec, files and snapshots. A subset runs
+//! against Incus too (`incus::`), and a container of each daemon on one host never shares host
+//! ids with the other's.
 
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use cohort_e2e::agent::TestAgent;
+use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::TestLxd;
 use cohort_proto::agent::{CreateInstance, ExecResult, Instance, InstanceSource, Limits, Snapshot};
 use cohort_proto::ErrorBody;
@@ -98,7 +101,11 @@ fn b64(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_start_stop_delete_with_limits_read_back_from_lxd() {
-    let lxd = TestLxd::new();
+    create_start_stop_delete_with_limits_read_back_from_lxd_on(TestDaemon::Lxd).await;
+}
+
+async fn create_start_stop_delete_with_limits_read_back_from_lxd_on(daemon: TestDaemon) {
+    let lxd = TestLxd::on(daemon);
     let agent = TestAgent::start(&lxd).await;
     let mut req = spec("life-1", "op-1");
     req.limits = Limits {
@@ -125,8 +132,8 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd() {
     // is done; by the start it is set, on the volume too, and nothing is left of it in config.
     assert_eq!(get(cohort_agent::instances::KEY_ROOT_SIZE), "");
     assert_eq!(
-        root_quota(&agent, "life-1"),
-        pool_is_btrfs().then_some(3 << 30)
+        root_quota(daemon, &agent, "life-1"),
+        pool_is_btrfs(daemon).then_some(3 << 30)
     );
     let cpus = exec(&agent, "life-1", json!({"command": ["nproc"]})).await;
     assert_eq!(
@@ -186,19 +193,17 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd() {
 
 /// Whether the test pool is btrfs (the one `scripts/setup` makes), where a root disk's quota is
 /// a qgroup limit.
-fn pool_is_btrfs() -> bool {
-    let pool: serde_json::Value = serde_json::from_str(&cohort_e2e::lxd::lxc(&[
-        "query",
-        "/1.0/storage-pools/cohort",
-    ]))
-    .expect("pool JSON");
+fn pool_is_btrfs(daemon: TestDaemon) -> bool {
+    let pool: serde_json::Value =
+        serde_json::from_str(&daemon.run(&["query", "/1.0/storage-pools/cohort"]))
+            .expect("pool JSON");
     pool["driver"] == "btrfs"
 }
 
 /// The referenced-bytes limit btrfs holds for the instance's root volume, `None` where the
 /// pool is not btrfs or the volume has none.
-fn root_quota(agent: &TestAgent, name: &str) -> Option<u64> {
-    if !pool_is_btrfs() {
+fn root_quota(daemon: TestDaemon, agent: &TestAgent, name: &str) -> Option<u64> {
+    if !pool_is_btrfs(daemon) {
         return None;
     }
     let volume = agent.node.rootfs(name);
@@ -244,7 +249,7 @@ async fn a_quota_held_back_at_the_create_is_set_before_any_start() {
             .trim(),
         ""
     );
-    assert_eq!(root_quota(&agent, "cut-off"), None);
+    assert_eq!(root_quota(TestDaemon::Lxd, &agent, "cut-off"), None);
 
     let inst = state(&agent, "cut-off", "start").await;
     assert_eq!(inst.status, "Running");
@@ -255,8 +260,8 @@ async fn a_quota_held_back_at_the_create_is_set_before_any_start() {
     );
     assert_eq!(lxd.lxc(&["config", "get", "cut-off", key]).trim(), "");
     assert_eq!(
-        root_quota(&agent, "cut-off"),
-        pool_is_btrfs().then_some(2 << 30)
+        root_quota(TestDaemon::Lxd, &agent, "cut-off"),
+        pool_is_btrfs(TestDaemon::Lxd).then_some(2 << 30)
     );
 }
 
@@ -297,7 +302,11 @@ async fn create_is_idempotent_on_key_and_spec() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clone_from_a_stopped_template_container() {
-    let lxd = TestLxd::new();
+    clone_from_a_stopped_template_container_on(TestDaemon::Lxd).await;
+}
+
+async fn clone_from_a_stopped_template_container_on(daemon: TestDaemon) {
+    let lxd = TestLxd::on(daemon);
     let agent = TestAgent::start(&lxd).await;
     // A template is a container that has run once (so it has its own idmap) and was stopped.
     lxd.lxc_create(&["launch", "cohort/base", "tpl-1"]);
@@ -397,7 +406,11 @@ async fn unknown_image_and_bad_input_create_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_files_and_snapshots() {
-    let lxd = TestLxd::new();
+    exec_files_and_snapshots_on(TestDaemon::Lxd).await;
+}
+
+async fn exec_files_and_snapshots_on(daemon: TestDaemon) {
+    let lxd = TestLxd::on(daemon);
     let agent = TestAgent::start(&lxd).await;
     let mut req = spec("work-1", "op-w");
     req.start = true;
@@ -580,8 +593,17 @@ fn ctime(path: &std::path::Path) -> (i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_container_is_shifted_before_its_first_start_and_lxd_leaves_its_files_alone() {
+    a_new_container_is_shifted_before_its_first_start_and_lxd_leaves_its_files_alone_on(
+        TestDaemon::Lxd,
+    )
+    .await;
+}
+
+async fn a_new_container_is_shifted_before_its_first_start_and_lxd_leaves_its_files_alone_on(
+    daemon: TestDaemon,
+) {
     use std::os::unix::fs::MetadataExt;
-    let lxd = TestLxd::new();
+    let lxd = TestLxd::on(daemon);
     let agent = TestAgent::start(&lxd).await;
     let key = "volatile.last_state.idmap";
 
@@ -834,4 +856,81 @@ async fn gpus_given_back_are_checked_before_lxd_is_asked() {
         .await
         .expect("delete");
     assert_eq!(resp.status(), 204);
+}
+
+/// The same agent against Incus 6.0 (started beside LXD by `scripts/setup`): the life cycle with
+/// limits, clones, exec, files and snapshots, and the first start, which Incus mounts idmapped
+/// so the agent leaves its files alone.
+mod incus {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn create_start_stop_delete_with_limits_read_back_from_incus() {
+        create_start_stop_delete_with_limits_read_back_from_lxd_on(TestDaemon::Incus).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clone_from_a_stopped_template_container() {
+        super::clone_from_a_stopped_template_container_on(TestDaemon::Incus).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exec_files_and_snapshots() {
+        super::exec_files_and_snapshots_on(TestDaemon::Incus).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_container_is_shifted_only_where_the_daemon_would_remap_it() {
+        a_new_container_is_shifted_before_its_first_start_and_lxd_leaves_its_files_alone_on(
+            TestDaemon::Incus,
+        )
+        .await;
+    }
+
+    /// Both daemons hand out isolated ranges from root's one line in /etc/subuid and each
+    /// alone starts at the same first range: the agent keeps each to its half, so a student's
+    /// container on Incus never runs as the host ids of one on LXD.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn containers_of_the_two_daemons_never_share_host_ids() {
+        let on_lxd = TestLxd::new();
+        let on_incus = TestLxd::on(TestDaemon::Incus);
+        let lxd_agent = TestAgent::start(&on_lxd).await;
+        let incus_agent = TestAgent::start(&on_incus).await;
+        assert_eq!(
+            lxd_agent.node.daemon.kind,
+            cohort_agent::lxd::DaemonKind::Lxd
+        );
+        assert_eq!(
+            incus_agent.node.daemon.kind,
+            cohort_agent::lxd::DaemonKind::Incus
+        );
+        created(&lxd_agent, &spec("ids-lxd", "op-l")).await;
+        created(&incus_agent, &spec("ids-incus", "op-i")).await;
+        let base = |lxd: &TestLxd, name: &str| -> u64 {
+            lxd.lxc(&["config", "get", name, "security.idmap.base"])
+                .trim()
+                .parse()
+                .expect("the agent set the range")
+        };
+        let (l, i) = (base(&on_lxd, "ids-lxd"), base(&on_incus, "ids-incus"));
+        let size = cohort_agent::instances::idmap::RANGE_SIZE;
+        assert!(
+            l + size <= i || i + size <= l,
+            "ranges overlap: {l} and {i}"
+        );
+        // And against every isolated container LXD holds, made by any test or agent.
+        let listing: serde_json::Value = serde_json::from_str(&cohort_e2e::lxd::lxc(&[
+            "query",
+            "/1.0/instances?all-projects=true&recursion=1",
+        ]))
+        .expect("LXD listing");
+        for (b, s) in
+            cohort_agent::instances::idmap::taken_ranges(listing.as_array().expect("a list"))
+        {
+            assert!(
+                b + s <= i || i + size <= b,
+                "Incus range {i} inside LXD's {b}+{s}"
+            );
+        }
+    }
 }

@@ -300,3 +300,50 @@ mod ipnet_like {
         }
     }
 }
+
+/// The node network on Incus (the agent makes its bridge, addresses, NAT forwards and firewall
+/// the same way): a small class logs in through NAT with no forkproxy, each at its own address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_on_incus_logs_in_through_the_node_network() {
+    let net = TestNetwork::claim();
+    let incus = TestLxd::on(cohort_e2e::lxd::TestDaemon::Incus);
+    let ports = PortRange::claim();
+    let agent = TestAgent::start_with(&incus, |c| net.configure(c)).await;
+    assert_eq!(agent.node.daemon.kind, cohort_agent::lxd::DaemonKind::Incus);
+    let key = SshKey::generate();
+    let gw = net.gateway().to_string();
+    let class: Vec<_> = (0..3u16)
+        .map(|i| student(&format!("in-s{i}"), &format!("s{i}"), &key, ports.port(i)))
+        .collect();
+    let made = futures_util::future::join_all(class.iter().map(|req| create(&agent, req))).await;
+    let mut addresses: Vec<_> = made.iter().map(|i| i.address.clone().unwrap()).collect();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 3, "two students share an address");
+    for (i, inst) in made.iter().enumerate() {
+        let port = ports.port(i as u16);
+        assert!(inst.ssh_ready, "{} not ready", inst.name);
+        let out = key.run(&gw, port, &format!("s{i}"), "whoami");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("s{i}\n"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            forkproxies_on(port),
+            0,
+            "{} goes through a forkproxy",
+            inst.name
+        );
+    }
+    // The bridge is Incus's; LXD sees it only as a host interface it does not manage.
+    let managed = |daemon: cohort_e2e::lxd::TestDaemon| {
+        let net: serde_json::Value =
+            serde_json::from_str(&daemon.run(&["query", &format!("/1.0/networks/{}", net.name())]))
+                .expect("network JSON");
+        net["managed"] == true
+    };
+    assert!(managed(cohort_e2e::lxd::TestDaemon::Incus));
+    assert!(!managed(cohort_e2e::lxd::TestDaemon::Lxd));
+}

@@ -21,7 +21,8 @@ use bytes::Bytes;
 use super::InstanceError;
 use hyper::header::HeaderMap;
 
-use crate::lxd::{encode, LxdError, RawStream};
+use crate::lxd::daemon::FileHeader;
+use crate::lxd::{encode, Daemon, LxdError, RawStream};
 use crate::node::Node;
 
 /// Calls in all for one file operation that keeps meeting the helper race.
@@ -104,24 +105,32 @@ fn missing_path(name: &str, path: &str, e: LxdError) -> InstanceError {
     }
 }
 
-/// Mode, uid and gid from LXD's file headers; a directory is not a file to pull.
-fn file_meta(headers: &HeaderMap, path: &str) -> Result<(u32, u32, u32), InstanceError> {
-    let header = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
-    if header("X-LXD-type") == Some("directory") {
+/// Mode, uid and gid from the daemon's file headers; a directory is not a file to pull.
+fn file_meta(
+    daemon: &Daemon,
+    headers: &HeaderMap,
+    path: &str,
+) -> Result<(u32, u32, u32), InstanceError> {
+    let header = |k: FileHeader| {
+        headers
+            .get(daemon.file_header(k))
+            .and_then(|v| v.to_str().ok())
+    };
+    if header(FileHeader::Type) == Some("directory") {
         return Err(InstanceError::invalid(
             "path",
             format!("{path} is a directory"),
         ));
     }
-    let num = |k: &str, radix: u32| {
+    let num = |k: FileHeader, radix: u32| {
         header(k)
             .and_then(|v| u32::from_str_radix(v.trim_start_matches("0o"), radix).ok())
             .unwrap_or(0)
     };
     Ok((
-        num("X-LXD-mode", 8),
-        num("X-LXD-uid", 10),
-        num("X-LXD-gid", 10),
+        num(FileHeader::Mode, 8),
+        num(FileHeader::Uid, 10),
+        num(FileHeader::Gid, 10),
     ))
 }
 
@@ -140,7 +149,7 @@ impl Node {
             .past_helper_races(name, || self.lxd.get_raw(&url))
             .await
             .map_err(|e| missing_path(name, path, e))?;
-        let (mode, uid, gid) = file_meta(&raw.headers, path)?;
+        let (mode, uid, gid) = file_meta(&self.daemon, &raw.headers, path)?;
         Ok(FileContent {
             mode,
             uid,
@@ -162,7 +171,7 @@ impl Node {
             .past_helper_races(name, || self.lxd.get_stream(&url))
             .await
             .map_err(|e| missing_path(name, path, e))?;
-        let (mode, uid, gid) = file_meta(&raw.headers, path)?;
+        let (mode, uid, gid) = file_meta(&self.daemon, &raw.headers, path)?;
         if let Some(size) = raw.length().filter(|size| *size > limit) {
             return Err(InstanceError::TooLarge {
                 field: "path".into(),
@@ -193,13 +202,14 @@ impl Node {
         }
         let url = files_path(name, path)?;
         self.check_special_bits(name, mode).await?;
+        let h = |k| self.daemon.file_header(k);
         let headers = [
             ("Content-Type", "application/octet-stream".to_string()),
-            ("X-LXD-type", "file".to_string()),
-            ("X-LXD-write", "overwrite".to_string()),
-            ("X-LXD-mode", super::file_mode::lxd_mode_header(mode)),
-            ("X-LXD-uid", uid.to_string()),
-            ("X-LXD-gid", gid.to_string()),
+            (h(FileHeader::Type), "file".to_string()),
+            (h(FileHeader::Write), "overwrite".to_string()),
+            (h(FileHeader::Mode), super::file_mode::lxd_mode_header(mode)),
+            (h(FileHeader::Uid), uid.to_string()),
+            (h(FileHeader::Gid), gid.to_string()),
         ];
         let pushed = self
             .past_helper_races(name, || {
@@ -228,11 +238,12 @@ impl Node {
     /// Makes the directory `path` (mode 0755, owned by the container's root) unless it is there.
     pub(crate) async fn push_directory(&self, name: &str, path: &str) -> Result<(), InstanceError> {
         let url = files_path(name, path)?;
+        let h = |k| self.daemon.file_header(k);
         let headers = [
-            ("X-LXD-type", "directory".to_string()),
-            ("X-LXD-mode", "0755".to_string()),
-            ("X-LXD-uid", "0".to_string()),
-            ("X-LXD-gid", "0".to_string()),
+            (h(FileHeader::Type), "directory".to_string()),
+            (h(FileHeader::Mode), "0755".to_string()),
+            (h(FileHeader::Uid), "0".to_string()),
+            (h(FileHeader::Gid), "0".to_string()),
         ];
         let made = self
             .past_helper_races(name, || {
@@ -286,18 +297,17 @@ impl Node {
         }
     }
 
-    /// LXD's pid file for the instance's helper, in its log directory (`$LXD_DIR/logs`, or
-    /// `/var/log/lxd` for an LXD started without `LXD_DIR`), when that directory exists.
+    /// The daemon's pid file for the instance's helper, in its log directory (`logs/` beside the
+    /// socket, or the packaged default: see [`crate::lxd::Daemon::instance_log_dirs`]), when that
+    /// directory exists.
     fn file_helper_pid_file(&self, name: &str) -> Option<PathBuf> {
         let local = self.config.lxd_local_name(name);
-        [
-            self.config.lxd_dir().join("logs"),
-            PathBuf::from("/var/log/lxd"),
-        ]
-        .into_iter()
-        .map(|logs| logs.join(&local))
-        .find(|dir| dir.is_dir())
-        .map(|dir| dir.join("forkfile.pid"))
+        self.daemon
+            .instance_log_dirs(&self.config.lxd_dir())
+            .into_iter()
+            .map(|logs| logs.join(&local))
+            .find(|dir| dir.is_dir())
+            .map(|dir| dir.join("forkfile.pid"))
     }
 }
 

@@ -146,6 +146,7 @@ impl Node {
         let Some(host) = host_range(Path::new("/etc/subuid"), Path::new("/etc/subgid")) else {
             return Ok(None);
         };
+        let host = self.daemon.idmap_window(host);
         let listing = self
             .lxd
             .unscoped()

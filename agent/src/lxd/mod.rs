@@ -1,10 +1,13 @@
-//! A small LXD client over the daemon's unix socket (hyper + hyperlocal): the response envelope,
-//! operations, and the calls the agent makes, every one scoped to one LXD project.
+//! A small client for LXD or Incus over the daemon's unix socket (hyper + hyperlocal): the
+//! response envelope, operations, and the calls the agent makes, every one scoped to one project.
+//! What differs between the two daemons is decided in one place, [`daemon`].
 
 mod client;
+pub mod daemon;
 mod envelope;
 pub mod networks;
 pub mod server;
 
 pub use client::{encode, Lxd, RawFile, RawStream};
+pub use daemon::{Daemon, DaemonKind};
 pub use envelope::LxdError;

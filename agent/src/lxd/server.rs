@@ -1,5 +1,5 @@
-//! `GET /1.0`: LXD's version and API extensions, and the check that refuses to run without the
-//! extensions the agent relies on.
+//! `GET /1.0`: the daemon's name, version and API extensions, and the check that refuses to run
+//! without the extensions the agent relies on (LXD 5.0 and Incus 6.0 have them all).
 
 use serde::Deserialize;
 
@@ -29,6 +29,9 @@ pub struct ServerInfo {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct ServerEnvironment {
+    /// `lxd` or `incus`; absent from LXD releases before 4.x named it.
+    #[serde(default)]
+    pub server: String,
     pub server_version: String,
     #[serde(default)]
     pub kernel_version: String,
@@ -77,7 +80,7 @@ pub enum ServerError {
     #[error(transparent)]
     Lxd(#[from] LxdError),
     /// required API extensions are missing
-    #[error("LXD {version} lacks API extensions the agent needs: {missing}; upgrade LXD to 5.0 or later")]
+    #[error("{version} lacks API extensions the agent needs: {missing}; upgrade to LXD 5.0 or Incus 6.0 or later")]
     MissingExtensions { version: String, missing: String },
     /// the storage pool is missing
     #[error("LXD storage pool {pool:?} does not exist ({source}); create it or set storage_pool")]
@@ -100,7 +103,10 @@ impl Lxd {
         let missing = info.missing_extensions();
         if !missing.is_empty() {
             return Err(ServerError::MissingExtensions {
-                version: info.environment.server_version.clone(),
+                version: format!(
+                    "{} {}",
+                    info.environment.server, info.environment.server_version
+                ),
                 missing: missing.join(", "),
             });
         }

@@ -217,6 +217,7 @@ diesel::table! {
         disk_used_gib -> Int8,
         instance_count -> Int4,
         state_before_offline -> Nullable<Text>,
+        daemon -> Nullable<Text>,
     }
 }
 

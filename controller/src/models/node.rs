@@ -24,6 +24,8 @@ pub struct Node {
     pub nvidia_runtime: bool,
     pub last_heartbeat_at: Option<DateTime<Utc>>,
     pub enrolled_at: DateTime<Utc>,
+    /// `lxd` or `incus`, from the node's inventory.
+    pub daemon: Option<String>,
 }
 
 #[derive(Debug, Insertable)]
@@ -44,6 +46,7 @@ pub struct NodeFacts<'a> {
     pub memory_bytes: i64,
     pub disk_total_bytes: i64,
     pub disk_free_bytes: i64,
+    pub daemon: Option<&'a str>,
     pub lxd_version: Option<&'a str>,
     pub storage_driver: Option<&'a str>,
     pub nvidia_runtime: bool,

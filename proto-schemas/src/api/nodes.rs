@@ -33,6 +33,8 @@ pub struct Node {
     pub memory_bytes: u64,
     pub disk_total_bytes: u64,
     pub disk_free_bytes: u64,
+    /// The daemon the node runs, `lxd` or `incus`; with `lxd_version`, its version.
+    pub daemon: Option<String>,
     pub lxd_version: Option<String>,
     pub storage_driver: Option<String>,
     pub nvidia_runtime: bool,

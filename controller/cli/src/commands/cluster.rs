@@ -28,7 +28,18 @@ pub async fn run(session: &Session, args: Cluster) -> anyhow::Result<()> {
     }
 }
 
-/// lxc's cluster list columns that apply (NAME, URL, STATE) and the capacity Cohort schedules on.
+/// `lxd 5.0.2`, `incus 6.0.4`: the daemon the node's agent drives, once it has reported; `-`
+/// before its first report.
+fn daemon_cell(node: &Node) -> String {
+    match (&node.daemon, &node.lxd_version) {
+        (Some(daemon), Some(version)) => format!("{daemon} {version}"),
+        (None, Some(version)) => format!("lxd {version}"),
+        _ => "-".into(),
+    }
+}
+
+/// lxc's cluster list columns that apply (NAME, URL, STATE), the capacity Cohort schedules on,
+/// and the daemon each node runs (a lab can mix LXD and Incus nodes).
 pub fn node_rows(nodes: &[Node]) -> Rows {
     let mut rows = Rows::new([
         "NAME",
@@ -40,6 +51,7 @@ pub fn node_rows(nodes: &[Node]) -> Rows {
         "DISK FREE",
         "GPUS",
         "INSTANCES",
+        "DAEMON",
         "CERT EXPIRES",
     ]);
     for node in nodes {
@@ -56,6 +68,7 @@ pub fn node_rows(nodes: &[Node]) -> Rows {
             units::byte_size(node.disk_free_bytes),
             node.gpus.to_string(),
             node.instances.to_string(),
+            daemon_cell(node),
             node.certificate_expires_at.map_or_else(
                 || "EXPIRED".to_string(),
                 |at| at.format("%Y-%m-%d %H:%M").to_string(),
