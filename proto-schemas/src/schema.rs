@@ -29,6 +29,12 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::agent::PublishInstance),
         ),
         ("agent_inventory", schema_for!(crate::agent::Inventory)),
+        ("agent_identity", schema_for!(crate::agent::IdentityInfo)),
+        ("agent_identity_csr", schema_for!(crate::agent::IdentityCsr)),
+        (
+            "agent_install_certificate",
+            schema_for!(crate::agent::InstallCertificate),
+        ),
         ("agent_exec_request", schema_for!(crate::agent::ExecRequest)),
         ("agent_exec_result", schema_for!(crate::agent::ExecResult)),
         ("api_node", schema_for!(crate::api::nodes::Node)),
