@@ -6,6 +6,7 @@
 #   lxc-baseline.sh PROJECT N FIRST_PORT PUBKEY_FILE PRIVKEY_FILE [--floor]
 #
 # With --floor it only runs `lxc launch` for the N containers (the floor no tool can beat).
+# COHORT_BENCH_CLIENT=incus runs the same loop with `incus` (same verbs and flags) against Incus.
 # Prints the elapsed seconds on the last line. Leaves the containers for the caller to delete.
 set -euo pipefail
 project=$1 n=$2 first_port=$3 pub=$4 key=$5 mode=${6:-}
@@ -19,7 +20,7 @@ trap 'rm -f "$known"' EXIT
 # every lxc call gets a deadline and a call past it fails the attempt (which is then retried).
 # `lxc exec` passes SIGTERM on to the command inside and keeps waiting, so the deadline ends
 # with SIGKILL.
-lxc_bin=$(type -P lxc)
+lxc_bin=$(type -P "${COHORT_BENCH_CLIENT:-lxc}")
 export lxc_bin
 lxc() { timeout -k 5 120 "$lxc_bin" "$@"; }
 export -f lxc

@@ -40,7 +40,7 @@ pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
     tracing::info!(
         %listen,
         node = node.config.node_name,
-        lxd = node.health().lxd_version,
+        daemon = node.daemon.describe(),
         project = node.config.lxd_project,
         "agent serving"
     );

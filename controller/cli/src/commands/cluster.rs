@@ -99,3 +99,45 @@ async fn drain(session: &Session, args: MemberAction, verb: &str) -> anyhow::Res
     progress::wait(&client, &operation, session.quiet).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use cohort_proto::api::nodes::NodeState;
+
+    use super::*;
+
+    fn node(daemon: Option<&str>, version: Option<&str>) -> Node {
+        Node {
+            name: "n1".into(),
+            agent_url: "https://n1:9443".into(),
+            ssh_host: "n1".into(),
+            ssh_port_first: 20000,
+            ssh_port_last: 20099,
+            state: NodeState::Online,
+            cores: 2,
+            memory_bytes: 1 << 30,
+            disk_total_bytes: 1 << 30,
+            disk_free_bytes: 1 << 30,
+            daemon: daemon.map(str::to_string),
+            lxd_version: version.map(str::to_string),
+            storage_driver: None,
+            nvidia_runtime: false,
+            gpus: 0,
+            instances: 0,
+            last_heartbeat_at: None,
+            enrolled_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn each_node_shows_its_daemon_and_version() {
+        assert_eq!(
+            daemon_cell(&node(Some("incus"), Some("6.0.4"))),
+            "incus 6.0.4"
+        );
+        assert_eq!(daemon_cell(&node(Some("lxd"), Some("5.0.2"))), "lxd 5.0.2");
+        // A node polled before the controller stored daemons ran LXD.
+        assert_eq!(daemon_cell(&node(None, Some("5.0.2"))), "lxd 5.0.2");
+        assert_eq!(daemon_cell(&node(None, None)), "-");
+    }
+}
