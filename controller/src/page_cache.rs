@@ -371,11 +371,13 @@ mod tests {
             .read_or_wait(&key(Scope::Owner(1)), &mut other)
             .is_some());
         let (tx, rx) = std::sync::mpsc::channel();
+        // Timed from before the spawn: a thread that starts late on a busy machine still
+        // cannot see the page before the read ends.
+        let started = Instant::now();
         let waiter = {
             let cache = cache.clone();
             std::thread::spawn(move || {
                 let mut waited = false;
-                let started = Instant::now();
                 let first = cache.read_or_wait(&key(Scope::All), &mut waited).is_none();
                 tx.send(started.elapsed()).unwrap();
                 // Having waited once, it reads itself.

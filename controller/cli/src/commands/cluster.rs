@@ -126,6 +126,7 @@ mod tests {
             instances: 0,
             last_heartbeat_at: None,
             enrolled_at: chrono::Utc::now(),
+            certificate_expires_at: None,
         }
     }
 
