@@ -41,6 +41,7 @@ fn request() -> CreateInstance {
             port: 20001,
         }),
         home_volume: Some("home-alice".into()),
+        home_mib: None,
         config: [("user.course".to_string(), "cs101".to_string())].into(),
         start: true,
         network_policy: None,

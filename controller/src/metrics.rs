@@ -1,7 +1,7 @@
 //! Prometheus metrics served at `/metrics`: counters and latency histograms this process keeps
 //! (requests by route and status, operation steps, polls), and gauges read from PostgreSQL at
-//! each scrape (nodes, instances, queue, operations, GPU use by course), so every controller
-//! reports the same fleet.
+//! each scrape (nodes, instances, queue, operations, GPU use by course, storage pool use by
+//! node), so every controller reports the same fleet.
 
 use diesel::prelude::*;
 use prometheus_client::encoding::text::encode;
@@ -45,6 +45,13 @@ pub struct CourseLabels {
     pub course: String,
 }
 
+/// A node's storage pool: `kind` is `used` or `total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub node: String,
+    pub kind: String,
+}
+
 type LatencyFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -65,6 +72,7 @@ pub struct Metrics {
     pub course_instances: Family<CourseLabels, Gauge>,
     pub course_gpu_processes: Family<CourseLabels, Gauge>,
     pub course_gpu_memory: Family<CourseLabels, Gauge>,
+    pub node_pool: Family<PoolLabels, Gauge>,
     pub instance_pages: Family<OutcomeLabels, Counter>,
 }
 
@@ -84,6 +92,7 @@ impl Default for Metrics {
             course_instances: Family::default(),
             course_gpu_processes: Family::default(),
             course_gpu_memory: Family::default(),
+            node_pool: Family::default(),
             instance_pages: Family::default(),
         };
         registry.register(
@@ -134,6 +143,11 @@ impl Default for Metrics {
             m.course_gpu_memory.clone(),
         );
         registry.register(
+            "node_pool_bytes",
+            "Bytes of each node's LXD storage pool, used and total, at its last poll",
+            m.node_pool.clone(),
+        );
+        registry.register(
             "instance_pages",
             "Pages of GET /instances: served again unchanged (hit) or read (miss)",
             m.instance_pages.clone(),
@@ -151,6 +165,8 @@ pub struct Fleet {
     pub operations: Vec<(String, String, i64)>,
     /// (course, instances, GPU processes, GPU memory bytes)
     pub courses: Vec<(String, i64, i64, i64)>,
+    /// (node, pool used bytes, pool total bytes) of the nodes that reported their pool.
+    pub pools: Vec<(String, i64, i64)>,
 }
 
 impl Metrics {
@@ -193,6 +209,17 @@ impl Metrics {
             self.course_instances.get_or_create(&l).set(*instances);
             self.course_gpu_processes.get_or_create(&l).set(*procs);
             self.course_gpu_memory.get_or_create(&l).set(*bytes);
+        }
+        self.node_pool.clear();
+        for (node, used, total) in &fleet.pools {
+            for (kind, bytes) in [("used", used), ("total", total)] {
+                self.node_pool
+                    .get_or_create(&PoolLabels {
+                        node: node.clone(),
+                        kind: kind.into(),
+                    })
+                    .set(*bytes);
+            }
         }
     }
 
@@ -238,11 +265,17 @@ pub fn read_fleet(conn: &mut PgConnection) -> QueryResult<Fleet> {
             sql::<BigInt>("COALESCE(SUM(instance_usage.gpu_memory_used_bytes), 0)::bigint"),
         ))
         .load(conn)?;
+    let pools = nodes::table
+        .filter(nodes::pool_total_bytes.gt(0))
+        .order(nodes::name)
+        .select((nodes::name, nodes::pool_used_bytes, nodes::pool_total_bytes))
+        .load(conn)?;
     Ok(Fleet {
         nodes,
         instances,
         queued,
         operations,
         courses,
+        pools,
     })
 }
