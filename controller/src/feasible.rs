@@ -40,6 +40,9 @@ pub const INSTANCE_FIELDS: Fields = [
 /// A course's per-student size.
 pub const COURSE_FIELDS: Fields = ["cpu", "memory_mib", "disk_gib", "gpus", "gpu_model"];
 
+/// (id, cores, memory bytes, disk bytes, pool bytes, NVIDIA runtime, first port, last port).
+type CapacityRow = (i64, i32, i64, i64, i64, bool, i32, i32);
+
 /// A node's whole capacity, as placement counts it.
 struct Capacity {
     id: i64,
@@ -75,7 +78,7 @@ pub fn check(
     if let Some(id) = pinned {
         q = q.filter(nodes::id.eq(id));
     }
-    let rows: Vec<(i64, i32, i64, i64, i64, bool, i32, i32)> = q.load(conn)?;
+    let rows: Vec<CapacityRow> = q.load(conn)?;
     let nodes: Vec<Capacity> = rows
         .into_iter()
         .map(
