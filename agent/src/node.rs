@@ -218,6 +218,7 @@ impl Node {
             .await
             .expect("host facts do not panic");
         let gpus = self.gpus().await?;
+        let pool = self.lxd.pool_space(&self.config.storage_pool).await?;
         Ok(Inventory {
             node_name: self.config.node_name.clone(),
             host: host?,
@@ -227,6 +228,8 @@ impl Node {
                 project: self.config.lxd_project.clone(),
                 storage_pool: self.config.storage_pool.clone(),
                 storage_driver: self.storage_driver.clone(),
+                pool_used_bytes: pool.used,
+                pool_total_bytes: pool.total,
             },
             gpus,
             nvidia_runtime: crate::gpu::nvidia_runtime_available(),

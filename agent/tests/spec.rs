@@ -41,6 +41,7 @@ fn request() -> CreateInstance {
             port: 20001,
         }),
         home_volume: Some("home-alice".into()),
+        home_mib: None,
         config: [("user.course".to_string(), "cs101".to_string())].into(),
         start: true,
         network_policy: None,
@@ -152,4 +153,25 @@ fn dangerous_and_unknown_input_is_refused_naming_the_field() {
     let mut r = request();
     r.ssh = None;
     assert_eq!(field_of(plan(&r, "cohort").err().unwrap()), "home_volume");
+}
+
+/// A home's size is checked, needs a home volume, and is not part of the spec: the home outlives
+/// its container and takes its course's size anew when the container is made again.
+#[test]
+fn a_home_size_is_checked_and_left_out_of_the_spec() {
+    let mut sized = request();
+    sized.home_mib = Some(64);
+    assert!(plan(&sized, "cohort").is_ok());
+    assert_eq!(spec_hash(&sized), spec_hash(&request()));
+    for mib in [16, (16 << 20) + 1] {
+        sized.home_mib = Some(mib);
+        assert_eq!(field_of(plan(&sized, "cohort").err().unwrap()), "home_mib");
+    }
+    let mut no_volume = request();
+    no_volume.home_volume = None;
+    no_volume.home_mib = Some(64);
+    assert_eq!(
+        field_of(plan(&no_volume, "cohort").err().unwrap()),
+        "home_mib"
+    );
 }

@@ -99,6 +99,7 @@ pub fn worker(url: &str, worker: u32, count: u32, threads: u32, batch: u32) -> R
                                     gpu_model: None,
                                     gpu_share: "shared",
                                     gpu_share_count: None,
+                                    home_gib: 0,
                                     strategy: "spread",
                                     priority: 0,
                                     config: serde_json::json!({}),

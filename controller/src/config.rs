@@ -237,6 +237,9 @@ pub struct PlacementConfig {
     /// (and of every container outside a course): the most processes it may hold, so a fork
     /// bomb stays inside it; default 2000.
     pub default_processes: u32,
+    /// `COHORT_DEFAULT_HOME_GIB`: the size of a student's home volume when their course sets
+    /// none; default 5.
+    pub default_home_gib: u32,
 }
 
 impl Default for DatabaseConfig {
@@ -303,6 +306,7 @@ impl Default for PlacementConfig {
             disk_overcommit: 1.0,
             queue_interval_s: 5,
             default_processes: 2000,
+            default_home_gib: 5,
         }
     }
 }
@@ -365,6 +369,13 @@ impl Config {
                 value: self.server.node_cert_lifetime_s.to_string(),
             });
         }
+        if !(1..=16384).contains(&p.default_home_gib) {
+            return Err(ConfigError::Range {
+                setting: "placement.default_home_gib",
+                rule: "1 to 16384",
+                value: p.default_home_gib.to_string(),
+            });
+        }
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -407,6 +418,10 @@ impl Config {
         env_parse(
             "COHORT_DEFAULT_PROCESSES",
             &mut self.placement.default_processes,
+        )?;
+        env_parse(
+            "COHORT_DEFAULT_HOME_GIB",
+            &mut self.placement.default_home_gib,
         )?;
         env_parse(
             "COHORT_DISK_OVERCOMMIT",

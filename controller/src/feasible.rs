@@ -18,6 +18,7 @@ use crate::error::{ActionError, ActionResult};
 pub struct Need<'a> {
     pub cpu: i32,
     pub memory_mib: i64,
+    /// The root disk and, for a course's student, the home volume.
     pub disk_gib: i64,
     pub gpus: i32,
     pub gpu_model: Option<&'a str>,
@@ -38,6 +39,9 @@ pub const INSTANCE_FIELDS: Fields = [
 
 /// A course's per-student size.
 pub const COURSE_FIELDS: Fields = ["cpu", "memory_mib", "disk_gib", "gpus", "gpu_model"];
+
+/// (id, cores, memory bytes, disk bytes, pool bytes, NVIDIA runtime, first port, last port).
+type CapacityRow = (i64, i32, i64, i64, i64, bool, i32, i32);
 
 /// A node's whole capacity, as placement counts it.
 struct Capacity {
@@ -65,6 +69,7 @@ pub fn check(
             nodes::cores,
             nodes::memory_bytes,
             nodes::disk_total_bytes,
+            nodes::pool_total_bytes,
             nodes::nvidia_runtime,
             nodes::ssh_port_first,
             nodes::ssh_port_last,
@@ -73,19 +78,26 @@ pub fn check(
     if let Some(id) = pinned {
         q = q.filter(nodes::id.eq(id));
     }
-    let rows: Vec<(i64, i32, i64, i64, bool, i32, i32)> = q.load(conn)?;
+    let rows: Vec<CapacityRow> = q.load(conn)?;
     let nodes: Vec<Capacity> = rows
         .into_iter()
-        .map(|(id, cores, memory, disk, runtime, first, last)| Capacity {
-            id,
-            // Placement skips nodes with less than 1 MiB of memory: not reported yet.
-            reported: memory >= 1 << 20,
-            runtime,
-            cpu: f64::from(cores) * config.cpu_overcommit,
-            memory_mib: (memory >> 20) as f64 * config.memory_overcommit,
-            disk_gib: (disk >> 30) as f64 * config.disk_overcommit,
-            ports: last >= first,
-        })
+        .map(
+            |(id, cores, memory, disk, pool, runtime, first, last)| Capacity {
+                id,
+                // Placement skips nodes with less than 1 MiB of memory: not reported yet.
+                reported: memory >= 1 << 20,
+                runtime,
+                cpu: f64::from(cores) * config.cpu_overcommit,
+                memory_mib: (memory >> 20) as f64 * config.memory_overcommit,
+                // Placement keeps a tenth of a reported pool free, whatever the overcommit.
+                disk_gib: match pool {
+                    0 => (disk >> 30) as f64 * config.disk_overcommit,
+                    pool => ((disk >> 30) as f64 * config.disk_overcommit)
+                        .min(pool as f64 * 0.9 / (1u64 << 30) as f64),
+                },
+                ports: last >= first,
+            },
+        )
         .collect();
     if nodes.is_empty() || nodes.iter().any(|n| !n.reported) {
         return Ok(());

@@ -15,6 +15,7 @@ pub mod error;
 pub mod failed_create;
 pub mod feasible;
 pub mod gpu_slots;
+pub mod homes;
 pub mod image_format;
 pub mod metrics;
 pub mod models;

@@ -1,7 +1,7 @@
 //! Prometheus metrics served at `/metrics`: counters and latency histograms this process keeps
 //! (requests by route and status, operation steps, polls), and gauges read from PostgreSQL at
-//! each scrape (nodes, instances, queue, operations, GPU use by course), so every controller
-//! reports the same fleet.
+//! each scrape (nodes, instances, queue, operations, GPU use by course, storage pool use by
+//! node), so every controller reports the same fleet.
 
 use diesel::prelude::*;
 use prometheus_client::encoding::text::encode;
@@ -50,6 +50,13 @@ pub struct CourseLabels {
     pub course: String,
 }
 
+/// A node's storage pool: `kind` is `used` or `total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub node: String,
+    pub kind: String,
+}
+
 type LatencyFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -70,6 +77,7 @@ pub struct Metrics {
     pub course_instances: Family<CourseLabels, Gauge>,
     pub course_gpu_processes: Family<CourseLabels, Gauge>,
     pub course_gpu_memory: Family<CourseLabels, Gauge>,
+    pub node_pool: Family<PoolLabels, Gauge>,
     pub instance_pages: Family<OutcomeLabels, Counter>,
     pub node_certificate_expiry: Family<CertificateLabels, Gauge>,
 }
@@ -90,6 +98,7 @@ impl Default for Metrics {
             course_instances: Family::default(),
             course_gpu_processes: Family::default(),
             course_gpu_memory: Family::default(),
+            node_pool: Family::default(),
             instance_pages: Family::default(),
             node_certificate_expiry: Family::default(),
         };
@@ -141,6 +150,11 @@ impl Default for Metrics {
             m.course_gpu_memory.clone(),
         );
         registry.register(
+            "node_pool_bytes",
+            "Bytes of each node's LXD storage pool, used and total, at its last poll",
+            m.node_pool.clone(),
+        );
+        registry.register(
             "instance_pages",
             "Pages of GET /instances: served again unchanged (hit) or read (miss)",
             m.instance_pages.clone(),
@@ -166,6 +180,8 @@ pub struct Fleet {
     pub courses: Vec<(String, i64, i64, i64)>,
     /// (node, Unix time its newest live certificate expires)
     pub certificates: Vec<(String, i64)>,
+    /// (node, pool used bytes, pool total bytes) of the nodes that reported their pool.
+    pub pools: Vec<(String, i64, i64)>,
 }
 
 impl Metrics {
@@ -215,6 +231,17 @@ impl Metrics {
                 .get_or_create(&CertificateLabels { node: node.clone() })
                 .set(*expiry);
         }
+        self.node_pool.clear();
+        for (node, used, total) in &fleet.pools {
+            for (kind, bytes) in [("used", used), ("total", total)] {
+                self.node_pool
+                    .get_or_create(&PoolLabels {
+                        node: node.clone(),
+                        kind: kind.into(),
+                    })
+                    .set(*bytes);
+            }
+        }
     }
 
     /// The Prometheus text exposition format (0.0.4): see [`cohort_proto::metrics`].
@@ -263,6 +290,11 @@ pub fn read_fleet(conn: &mut PgConnection) -> QueryResult<Fleet> {
         .into_iter()
         .map(|(node, at)| (node, at.timestamp()))
         .collect();
+    let pools = nodes::table
+        .filter(nodes::pool_total_bytes.gt(0))
+        .order(nodes::name)
+        .select((nodes::name, nodes::pool_used_bytes, nodes::pool_total_bytes))
+        .load(conn)?;
     Ok(Fleet {
         nodes,
         instances,
@@ -270,5 +302,6 @@ pub fn read_fleet(conn: &mut PgConnection) -> QueryResult<Fleet> {
         operations,
         courses,
         certificates,
+        pools,
     })
 }

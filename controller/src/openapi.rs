@@ -411,6 +411,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         ),
         r(
             "put",
+            "/api/v1/courses/{code}/home",
+            "Set the size of a course's home volumes (home_mib; null: the default); applied to each home when its container is next made",
+            schema::<courses::CourseHome>(g),
+            (200, schema::<courses::Course>(g)),
+            true,
+        ),
+        r(
+            "put",
             "/api/v1/courses/{code}/network",
             "Set a course's network policy (egress, ssh_from); applied to its running containers at once",
             schema::<courses::NetworkPolicy>(g),

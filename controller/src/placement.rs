@@ -1,7 +1,7 @@
 //! Placement: filter the nodes that can hold an instance (online, not cordoned, cpu, memory,
-//! disk, GPUs of the model asked for with room under `share_limit` and every holder's course
-//! `--gpu-share N`, a free SSH port), score them
-//! (spread or pack, holding the image first), then allocate the port and GPU slots on the best
+//! disk for the root and the home with a tenth of the node's pool left free, GPUs of the model
+//! asked for with room under `share_limit` and every holder's course `--gpu-share N`, a free SSH
+//! port), score them (spread or pack, holding the image first), then allocate the port and GPU slots on the best
 //! one. Runs inside the caller's transaction, so the instance row, its port and its GPU slots
 //! commit together; the unique indexes are the last guard.
 
@@ -65,7 +65,7 @@ pub fn insert(
         gpu_count: new.gpu_count,
         cpu: new.cpu,
         memory_mib: new.memory_mib,
-        disk_gib: new.disk_gib,
+        disk_gib: new.disk_gib + i64::from(new.home_gib),
         gpu_model: new.gpu_model,
         exclusive: new.gpu_share == "exclusive",
         share: new.gpu_share_count,
@@ -97,7 +97,7 @@ pub fn place(
         gpu_count: instance.gpu_count,
         cpu: instance.cpu,
         memory_mib: instance.memory_mib,
-        disk_gib: instance.disk_gib,
+        disk_gib: instance.disk_gib + i64::from(instance.home_gib),
         gpu_model: instance.gpu_model.as_deref(),
         exclusive: instance.gpu_share == "exclusive",
         share: instance.gpu_share_count,
@@ -130,6 +130,7 @@ struct Ask<'a> {
     gpu_count: i32,
     cpu: i32,
     memory_mib: i64,
+    /// The root disk and the home volume together.
     disk_gib: i64,
     gpu_model: Option<&'a str>,
     exclusive: bool,

@@ -1,17 +1,21 @@
 -- Placement as it is now: the current definition of every function placement runs in
 -- PostgreSQL, in one place to read. The migrations made them step by step (placement_functions,
--- placement_window, placement_insert, course_gpu_share, create_orphans); a test
--- (`controller_placement::the_placement_sql_is_what_the_migrations_leave`) checks that this file
+-- placement_window, placement_insert, course_gpu_share, create_orphans, count_homes_and_pools);
+-- a test (`controller_placement::the_placement_sql_is_what_the_migrations_leave`) checks that this file
 -- defines exactly what they leave in the database, so a migration that changes placement
 -- changes this file too. `controller/src/placement.rs` drives the passes and calls
 -- `cohort_place_try` once per try.
 --
--- The counters these read (`nodes.cpu_used`, `memory_used_mib`, `disk_used_gib`,
--- `instance_count`, `gpus.allocated`) are kept by triggers (migration placement_counters).
+-- The counters these read (`nodes.cpu_used`, `memory_used_mib`, `disk_used_gib` (root disks and
+-- homes), `instance_count`, `gpus.allocated`) are kept by triggers (migrations
+-- placement_counters, count_homes_and_pools); `pool_used_bytes` and `pool_total_bytes` by the
+-- poller.
 
 -- Whether node `n` can take an instance of this size by its committed counters. Plain SQL, so the
 -- planner inlines it into the queries below, where it filters the shortlist and re-checks the
--- locked row.
+-- locked row. `disk_gib` is the root disk and the home together; the node's storage pool must
+-- keep a tenth free once they are full (by the use its agent last reported; 0 total: not
+-- reported, not checked).
 CREATE OR REPLACE FUNCTION cohort_node_fits(
     n nodes, pinned BIGINT, gpu_count INTEGER, cpu INTEGER, cpu_overcommit DOUBLE PRECISION,
     memory_mib BIGINT, memory_overcommit DOUBLE PRECISION, disk_gib BIGINT,
@@ -23,6 +27,8 @@ CREATE OR REPLACE FUNCTION cohort_node_fits(
         AND n.memory_bytes >= 1048576
         AND n.memory_used_mib + memory_mib <= (n.memory_bytes / 1048576) * memory_overcommit
         AND n.disk_used_gib + disk_gib <= (n.disk_total_bytes / 1073741824) * disk_overcommit
+        AND (n.pool_total_bytes = 0
+             OR n.pool_used_bytes + disk_gib * 1073741824 <= n.pool_total_bytes * 0.9)
         AND n.instance_count <= n.ssh_port_last - n.ssh_port_first
         AND n.id <> ALL (tried)
 $$;
@@ -53,7 +59,7 @@ BEGIN
 END
 $$;
 
--- As the course_gpu_share migration made it, skipping the ports of orphans.
+-- As the create_orphans migration made it, writing a new row's home_gib.
 -- One try at placing instance `p_instance`, or the new row `p_row` when that is NULL: finds and
 -- locks the best node of the window (all nodes when `p_shortlist` is NULL) by the committed
 -- counters, skipping nodes other transactions hold unless `p_wait`; then gives the instance its
@@ -215,11 +221,11 @@ BEGIN
     -- counters' trigger runs once. The GPU slots need its id, so they follow it.
     IF p_instance IS NULL THEN
         INSERT INTO instances (name, owner_id, course_id, image_id, node_id, ssh_port,
-                               desired_state, observed_state, cpu, memory_mib, disk_gib,
+                               desired_state, observed_state, cpu, memory_mib, disk_gib, home_gib,
                                gpu_count, gpu_model, gpu_share, gpu_share_count, strategy,
                                priority, config)
         SELECT r.name, r.owner_id, r.course_id, r.image_id, node.id, placed_port,
-               r.desired_state, 'pending', r.cpu, r.memory_mib, r.disk_gib,
+               r.desired_state, 'pending', r.cpu, r.memory_mib, r.disk_gib, r.home_gib,
                r.gpu_count, r.gpu_model, r.gpu_share, r.gpu_share_count, r.strategy,
                r.priority, r.config
         FROM jsonb_populate_record(NULL::instances, p_row) r

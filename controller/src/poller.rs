@@ -139,6 +139,8 @@ fn record(
             memory_bytes: inv.host.memory_bytes as i64,
             disk_total_bytes: inv.host.disk_total_bytes as i64,
             disk_free_bytes: inv.host.disk_free_bytes as i64,
+            pool_used_bytes: inv.lxd.pool_used_bytes.min(i64::MAX as u64) as i64,
+            pool_total_bytes: inv.lxd.pool_total_bytes.min(i64::MAX as u64) as i64,
             daemon: Some(&inv.lxd.daemon),
             lxd_version: Some(&inv.lxd.version),
             storage_driver: Some(&inv.lxd.storage_driver),

@@ -16,6 +16,7 @@ pub const QUEUED: &str = "queued:";
 pub struct Need<'a> {
     pub cpu: i32,
     pub memory_mib: i64,
+    /// The root disk and the home volume together.
     pub disk_gib: i64,
     pub gpu_count: i32,
     pub gpu_model: Option<&'a str>,
@@ -23,7 +24,9 @@ pub struct Need<'a> {
     pub share: Option<i32>,
 }
 
-/// The most any one online node has free of each resource, by the counters placement uses.
+/// The most any one online node has free of each resource, by the counters placement uses
+/// (disk: the lesser of what its reservations leave and what its pool has before the last
+/// tenth).
 #[derive(QueryableByName)]
 struct Free {
     #[diesel(sql_type = BigInt)]
@@ -54,7 +57,10 @@ pub fn why(
                 max(n.cores * $1 - n.cpu_used) FILTER (WHERE n.state = 'online') AS cpu,
                 max((n.memory_bytes / 1048576) * $2 - n.memory_used_mib)
                     FILTER (WHERE n.state = 'online') AS memory_mib,
-                max((n.disk_total_bytes / 1073741824) * $3 - n.disk_used_gib)
+                max(least((n.disk_total_bytes / 1073741824) * $3 - n.disk_used_gib,
+                          CASE WHEN n.pool_total_bytes = 0 THEN NULL
+                               ELSE (n.pool_total_bytes * 0.9 - n.pool_used_bytes)
+                                    / 1073741824 END))
                     FILTER (WHERE n.state = 'online') AS disk_gib,
                 max((n.ssh_port_last - n.ssh_port_first + 1 - n.instance_count)::int8)
                     FILTER (WHERE n.state = 'online') AS ports,

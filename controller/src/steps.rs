@@ -27,7 +27,7 @@ use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
 use crate::models::ssh_key::SshKey;
 use crate::models::user::User;
-use crate::processes;
+use crate::{homes, processes};
 
 /// What became of one step.
 #[derive(Debug)]
@@ -219,7 +219,7 @@ async fn create(
     let (owner_id, image_id, id) = (instance.owner_id, instance.image_id, instance.id);
     let course_id = instance.course_id;
     let (row, placement) = (instance.clone(), ctl.config.placement.clone());
-    let (owner, keys, image, gpus, network_policy, cap) = ctl
+    let (owner, keys, image, gpus, network_policy, cap, home_mib) = ctl
         .db(move |conn| {
             Ok((
                 User::find(conn, owner_id)?,
@@ -231,6 +231,10 @@ async fn create(
                     None => None,
                 },
                 processes::cap(conn, &row, &placement)?,
+                match course_id {
+                    Some(course) => Some(homes::mib_of(conn, course, &placement)?),
+                    None => None,
+                },
             ))
         })
         .await?;
@@ -256,6 +260,7 @@ async fn create(
         gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
         ssh: ssh_access(&owner, &keys, instance, node),
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
+        home_mib,
         config,
         start: instance.desired_state == "running",
         network_policy,

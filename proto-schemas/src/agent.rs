@@ -152,6 +152,12 @@ pub struct LxdFacts {
     pub project: String,
     pub storage_pool: String,
     pub storage_driver: String,
+    /// The storage pool's used and total bytes as LXD reports them
+    /// (`GET /1.0/storage-pools/<pool>/resources`): what placement keeps from filling up.
+    #[serde(default)]
+    pub pool_used_bytes: u64,
+    #[serde(default)]
+    pub pool_total_bytes: u64,
 }
 
 /// GPUs seen through NVML. When NVML cannot be loaded, `gpus` is empty and `unavailable` says why.
@@ -250,6 +256,10 @@ pub struct CreateInstance {
     /// Custom storage volume (created if missing, kept on delete) mounted at `/home/<user>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_volume: Option<String>,
+    /// The home volume's size in MiB (LXD's `size` on the volume: a quota on the pool), applied
+    /// to a volume that exists too. None: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_mib: Option<u64>,
     /// Extra instance config. Only `user.*` keys and a short allow-list pass; `security.*`,
     /// `raw.*` and unknown keys are refused with a 400 naming the key.
     #[serde(default)]

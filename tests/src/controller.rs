@@ -258,6 +258,11 @@ impl ControllerProcess {
             .env("COHORT_LISTEN", format!("127.0.0.1:{port}"))
             .env("COHORT_POLL_INTERVAL_S", "1")
             .env("COHORT_LEASE_S", "3")
+            // Every node of every test shares this machine's one LXD pool (40 GiB), and a
+            // student reserves their root disk and home on it: 1 GiB homes (the default is 5)
+            // keep a class of a dozen placeable. A test that needs another size says so
+            // (`home_mib` on its course, or this variable in `extra_env`).
+            .env("COHORT_DEFAULT_HOME_GIB", "1")
             .env("RUST_LOG", "info,cohort_controller=debug")
             .stdout(Stdio::from(log.try_clone().expect("log fd")))
             .stderr(Stdio::from(log));

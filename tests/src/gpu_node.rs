@@ -117,6 +117,8 @@ impl NodeAgent for GpuNode {
                     project: "default".into(),
                     storage_pool: "default".into(),
                     storage_driver: "dir".into(),
+                    pool_used_bytes: 0,
+                    pool_total_bytes: 0,
                 },
                 gpus,
                 nvidia_runtime: true,

@@ -29,6 +29,7 @@ fn spec(name: &str, key: &str) -> CreateInstance {
         gpus: Vec::new(),
         ssh: None,
         home_volume: None,
+        home_mib: None,
         config: BTreeMap::new(),
         start: false,
         network_policy: None,

@@ -1,6 +1,7 @@
 //! A student's way in, made by the agent on the real LXD: the user with their key, sudo and a
 //! home volume, sshd reached through the proxy port with the real `ssh` client; a key never
-//! given is refused; the home volume outlives the instance.
+//! given is refused; the home volume outlives the instance, and takes the size of the next
+//! create.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -40,6 +41,7 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
             port,
         }),
         home_volume: Some("home-alice".into()),
+        home_mib: Some(64),
         config: BTreeMap::new(),
         start: true,
         network_policy: None,
@@ -145,6 +147,36 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
         vols.lines().any(|l| l.trim() == "home-alice"),
         "home volume gone: {vols}"
     );
+    // Made again (stopped, so at once) with another home size: the kept volume takes it.
+    let size = || lxd.lxc(&["storage", "volume", "get", "cohort", "home-alice", "size"]);
+    assert_eq!(size().trim(), "64MiB");
+    let again = CreateInstance {
+        idempotency_key: "op-ssh-again".into(),
+        home_mib: Some(128),
+        start: false,
+        ..req.clone()
+    };
+    let made = agent
+        .controller()
+        .post(agent.url("/v1/instances"))
+        .json(&again)
+        .send()
+        .await
+        .expect("POST /v1/instances");
+    assert_eq!(
+        made.status(),
+        201,
+        "{}",
+        made.text().await.unwrap_or_default()
+    );
+    assert_eq!(size().trim(), "128MiB");
+    let del = agent
+        .controller()
+        .delete(agent.url("/v1/instances/cs101-alice"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
     // Nothing answers on the port once the instance is gone.
     assert!(
         !cohort_agent::instances::ssh::sshd_answers("127.0.0.1", port, Duration::from_millis(500))
@@ -181,6 +213,7 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
                 port: ports.port(i),
             }),
             home_volume: None,
+            home_mib: None,
             config: BTreeMap::new(),
             start: true,
             network_policy: None,
@@ -293,6 +326,7 @@ async fn copies_of_a_template_get_their_host_key_and_a_link_in_it_never_leads_ou
             port,
         }),
         home_volume: None,
+        home_mib: None,
         config: BTreeMap::new(),
         start: true,
         network_policy: None,

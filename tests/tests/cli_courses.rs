@@ -262,6 +262,52 @@ fn course_sizes_need_a_unit_and_enough_memory() {
     );
 }
 
+/// Issue 24: `--home-size` on `course create` and `course set` takes the CLI's sizes (a unit is
+/// required), the controller keeps it in range, and `course show` says what was set;
+/// `--home-size default` goes back to the controller's default.
+#[test]
+fn a_course_sets_the_size_of_its_homes() {
+    let controller = cli_support::Controller::start();
+    let cli = cli_support::Cli::admin_of(&controller);
+    let tarball = cli_support::base_image_tarball();
+    let tarball = tarball.to_str().unwrap();
+    cli.ok(&["-q", "image", "import", tarball, "--alias", "cohort/base"]);
+    let create = ["course", "create", "cs104", "--title", "Homes"];
+    let image = ["--image", "cohort/base", "--disk", "2GiB"];
+    let with = |size: &'static str| [&create[..], &image[..], &["--home-size", size]].concat();
+    cli.fails(&with("64"), "Invalid size \"64\": give a unit");
+    cli.fails(
+        &with("16MiB"),
+        "must be 32 to 16777216 MiB (field: home_mib)",
+    );
+    assert_eq!(
+        cli.ok(&["course", "list", "-f", "csv"]),
+        "",
+        "a course was made"
+    );
+    cli.ok(&with("512MiB"));
+    let shown = cli.ok(&["course", "show", "cs104"]);
+    assert!(shown.contains("home_mib: 512\n"), "{shown}");
+
+    cli.ok(&["course", "set", "cs104", "--home-size", "2GiB"]);
+    let shown = cli.ok(&["course", "show", "cs104"]);
+    assert!(shown.contains("home_mib: 2048\n"), "{shown}");
+    cli.fails(
+        &["course", "set", "cs104", "--home-size", "20TiB"],
+        "(field: home_mib)",
+    );
+    cli.ok(&["course", "set", "cs104", "--home-size", "default"]);
+    let shown = cli.ok(&["course", "show", "cs104"]);
+    assert!(!shown.contains("home_mib"), "{shown}");
+    let audit = cli.ok(&["audit", "list", "-f", "csv"]);
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("set_home") && l.contains("cs104")),
+        "{audit}"
+    );
+}
+
 /// Issue 24: a provision only part of which fits. `course provision --wait` returns once every
 /// student's container runs or waits in the queue, with exit status 2 (0 when all run) and each
 /// queued student's reason; `cohort info` of the queued one says which resource is short.

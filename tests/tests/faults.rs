@@ -23,8 +23,13 @@ const FAULT_AFTER: usize = 4;
 const PROVISION_LIMIT: Duration = Duration::from_secs(1200);
 
 /// This machine has 2 cores; at the default overcommit (4 instance cores per core) a node
-/// takes 8 one-core students. The test node takes the whole course.
-const OVERCOMMIT: [(&str, &str); 1] = [("COHORT_CPU_OVERCOMMIT", "16")];
+/// takes 8 one-core students. Its pool has 40 GiB, and each student reserves 3 (a 2 GiB root
+/// disk and a 64 MiB home, counted as a whole GiB); a btrfs pool is thin, so twice that is
+/// promised. The test node takes the whole course.
+const OVERCOMMIT: [(&str, &str); 2] = [
+    ("COHORT_CPU_OVERCOMMIT", "16"),
+    ("COHORT_DISK_OVERCOMMIT", "2"),
+];
 
 /// One fault test at a time: each one alone already fills this machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -38,7 +43,7 @@ async fn start_provision(cluster: &Cluster, code: &str) -> (String, String) {
         .request(Method::POST, "/courses", &teacher)
         .json(
             &json!({"code": code, "title": "Faults", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
+                      "cpu": 1, "memory_mib": 256, "disk_gib": 2, "home_mib": 64}),
         )
         .send()
         .await

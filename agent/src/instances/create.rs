@@ -132,7 +132,7 @@ impl Node {
     ) -> Result<Created, InstanceError> {
         self.check_source(&req.source).await?;
         if let Some(vol) = &req.home_volume {
-            self.ensure_volume(vol).await?;
+            self.ensure_volume(vol, req.home_mib).await?;
         }
         let mut body = plan.body.clone();
         if let Some(base) = base {
@@ -267,20 +267,37 @@ impl Node {
     }
 
     /// Creates the custom volume for a home directory unless it exists (it is never deleted with
-    /// the instance).
-    async fn ensure_volume(&self, volume: &str) -> Result<(), InstanceError> {
+    /// the instance), with LXD's `size` of `mib` MiB: a quota on the pool (a btrfs qgroup limit),
+    /// so its student meets ENOSPC there and nobody else does. A volume that exists takes the
+    /// size too (its course's may have changed since it was made).
+    async fn ensure_volume(&self, volume: &str, mib: Option<u64>) -> Result<(), InstanceError> {
         let pool = encode(&self.config.storage_pool);
         let path = format!(
             "/1.0/storage-pools/{pool}/volumes/custom/{}",
             encode(volume)
         );
+        let size = mib.map(|m| format!("{m}MiB"));
         match self.lxd.get(&path).await {
-            Ok(_) => return Ok(()),
+            Ok(existing) => {
+                let now = existing["config"]["size"].as_str();
+                return match &size {
+                    Some(size) if now != Some(size.as_str()) => {
+                        let body = json!({"config": {"size": size}});
+                        self.lxd.call(Method::PATCH, &path, Some(&body)).await?;
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                };
+            }
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
-        let body =
-            json!({"name": volume, "type": "custom", "content_type": "filesystem", "config": {}});
+        let config = match &size {
+            Some(size) => json!({ "size": size }),
+            None => json!({}),
+        };
+        let body = json!({"name": volume, "type": "custom", "content_type": "filesystem",
+                          "config": config});
         match self
             .lxd
             .call(

@@ -21,6 +21,10 @@ pub struct Plan {
     pub ssh: Option<SshAccess>,
 }
 
+/// The smallest and largest home volume, in MiB (as the controller allows them).
+const HOME_MIB_MIN: u64 = 32;
+const HOME_MIB_MAX: u64 = 16 << 20;
+
 /// Checks `req` and builds LXD's body. `pool` is the storage pool for root and home.
 pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
     super::check_name(&req.name)?;
@@ -49,6 +53,21 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
                 "a home volume needs ssh (it is mounted at /home/<ssh.username>)",
             ));
         }
+    }
+    match (req.home_mib, &req.home_volume) {
+        (Some(_), None) => {
+            return Err(InstanceError::invalid(
+                "home_mib",
+                "a home size needs a home_volume",
+            ))
+        }
+        (Some(m), Some(_)) if !(HOME_MIB_MIN..=HOME_MIB_MAX).contains(&m) => {
+            return Err(InstanceError::invalid(
+                "home_mib",
+                format!("must be {HOME_MIB_MIN} to {HOME_MIB_MAX}"),
+            ))
+        }
+        _ => {}
     }
     for (i, gpu) in req.gpus.iter().enumerate() {
         check_gpu(i, gpu)?;
@@ -128,8 +147,10 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
 pub fn spec_hash(req: &CreateInstance) -> String {
     let mut req = req.clone();
     req.idempotency_key.clear();
-    // A course's policy changes while its containers live: not part of what was made.
+    // A course's policy changes while its containers live: not part of what was made. Nor is
+    // the home's size: the home outlives the container, and takes the course's size anew.
     req.network_policy = None;
+    req.home_mib = None;
     let bytes = serde_json::to_vec(&req).expect("request serialises");
     hex::encode(Sha256::digest(bytes))
 }

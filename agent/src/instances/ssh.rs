@@ -91,6 +91,7 @@ pub fn check_access(ssh: &SshAccess) -> Result<SshAccess, InstanceError> {
         gpus: Vec::new(),
         ssh: Some(ssh.clone()),
         home_volume: None,
+        home_mib: None,
         config: Default::default(),
         start: false,
         network_policy: None,

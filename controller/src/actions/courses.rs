@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use cohort_proto::api::courses::{
-    Course as WireCourse, CourseQuota, CreateCourse, Student as WireStudent,
+    Course as WireCourse, CourseHome, CourseQuota, CreateCourse, Student as WireStudent,
 };
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -108,6 +108,7 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
     {
         return Err(ActionError::invalid("processes", "must be 64 to 1000000"));
     }
+    crate::homes::check("home_mib", req.home_mib)?;
     if req.gpus.is_some_and(|g| g > 16) {
         return Err(ActionError::invalid("gpus", "must be 0 to 16"));
     }
@@ -190,6 +191,7 @@ pub async fn create(
                     },
                     gpu_share_count: req.gpu_share.filter(|n| *n > 1).map(|n| n as i32),
                     processes: req.processes.map(|n| n as i32),
+                    home_mib: req.home_mib.map(|n| n as i32),
                     starts_at: starts,
                     ends_at: ends,
                 },
@@ -245,6 +247,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         gpu_share: c.gpu_share.clone(),
         gpu_share_count: c.gpu_share_count.map(|n| n as u32),
         processes: c.processes.map(|n| n as u32),
+        home_mib: c.home_mib.map(|n| n as u64),
         starts_at: c.starts_at,
         ends_at: c.ends_at,
         state: c.state.clone(),
@@ -312,6 +315,35 @@ pub async fn set_quota(
                 "course",
                 &code,
                 json!(quota),
+            )?;
+            let course = writable(conn, &caller, &code)?;
+            Ok(view(conn, &course)?)
+        })
+    })
+    .await
+}
+
+/// `PUT /courses/{code}/home` (its instructor, admin): the size of the students' home volumes,
+/// which each home takes when its container is next made.
+pub async fn set_home(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    home: CourseHome,
+) -> ActionResult<WireCourse> {
+    crate::homes::check("home_mib", home.home_mib)?;
+    let placement = ctl.config.placement.clone();
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            crate::homes::set(conn, course.id, home.home_mib, &placement)?;
+            audit::record(
+                conn,
+                caller.name(),
+                "set_home",
+                "course",
+                &code,
+                json!(home),
             )?;
             let course = writable(conn, &caller, &code)?;
             Ok(view(conn, &course)?)

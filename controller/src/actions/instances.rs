@@ -193,6 +193,7 @@ fn create_tx(
                     GpuShare::Shared => "shared",
                 },
                 gpu_share_count: None,
+                home_gib: 0,
                 strategy: match req.strategy {
                     cohort_proto::api::instances::PlacementStrategy::Spread => "spread",
                     cohort_proto::api::instances::PlacementStrategy::Pack => "pack",

@@ -21,7 +21,7 @@ use crate::models::course::Course;
 use crate::models::enrollment::{Enrolled, Enrollment};
 use crate::models::instance::{Instance, NewInstance};
 use crate::models::operation_item::OperationItem;
-use crate::{placement, views};
+use crate::{homes, placement, views};
 
 /// Refuses a provision that would take the course past its admin-set quota.
 fn check_quota(course: &Course, students: usize) -> ActionResult<()> {
@@ -142,7 +142,9 @@ pub async fn provision(
                 let need = crate::feasible::Need {
                     cpu: course.cpu,
                     memory_mib: course.memory_mib,
-                    disk_gib: course.disk_gib,
+                    // The root disk and the home volume, both on the node's pool.
+                    disk_gib: course.disk_gib
+                        + homes::reserved_gib(homes::course_mib(&course, &placement_config)),
                     gpus: course.gpus,
                     gpu_model: course.gpu_model.as_deref(),
                     exclusive: course.gpu_share == "exclusive",
@@ -265,6 +267,7 @@ fn insert_instance(
             gpu_model: course.gpu_model.as_deref(),
             gpu_share: &course.gpu_share,
             gpu_share_count: course.gpu_share_count,
+            home_gib: homes::reserved_gib(homes::course_mib(course, placement_config)) as i32,
             strategy: "spread",
             priority: 0,
             config: json!({}),

@@ -2,8 +2,8 @@
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::courses::{
-    CourseQuota, CreateCourse, EndpointsQuery, NetworkPolicy, StudentAction, StudentSnapshot,
-    Teardown,
+    CourseHome, CourseQuota, CreateCourse, EndpointsQuery, NetworkPolicy, StudentAction,
+    StudentSnapshot, Teardown,
 };
 use futures_util::StreamExt;
 
@@ -38,6 +38,15 @@ pub async fn set_quota(
     req: ApiJson<CourseQuota>,
 ) -> Reply {
     Ok(HttpResponse::Ok().json(courses::set_quota(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
+pub async fn set_home(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<CourseHome>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(courses::set_home(&ctl, caller, code.into_inner(), req.0).await?))
 }
 
 pub async fn set_network(

@@ -65,6 +65,7 @@ diesel::table! {
         created_at -> Timestamptz,
         gpu_share_count -> Nullable<Int4>,
         processes -> Nullable<Int4>,
+        home_mib -> Nullable<Int4>,
     }
 }
 
@@ -159,6 +160,7 @@ diesel::table! {
         last_seen_at -> Nullable<Timestamptz>,
         ssh_host_key -> Nullable<Text>,
         gpu_share_count -> Nullable<Int4>,
+        home_gib -> Int4,
     }
 }
 
@@ -217,6 +219,8 @@ diesel::table! {
         disk_used_gib -> Int8,
         instance_count -> Int4,
         state_before_offline -> Nullable<Text>,
+        pool_used_bytes -> Int8,
+        pool_total_bytes -> Int8,
         daemon -> Nullable<Text>,
     }
 }

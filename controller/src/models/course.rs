@@ -30,6 +30,8 @@ pub struct Course {
     pub gpu_share_count: Option<i32>,
     /// `limits.processes` of each student's container; `None`: the controller's default.
     pub processes: Option<i32>,
+    /// Each student's home volume in MiB; `None`: the controller's default.
+    pub home_mib: Option<i32>,
 }
 
 #[derive(Debug, Insertable)]
@@ -47,6 +49,7 @@ pub struct NewCourse<'a> {
     pub gpu_share: &'a str,
     pub gpu_share_count: Option<i32>,
     pub processes: Option<i32>,
+    pub home_mib: Option<i32>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
 }

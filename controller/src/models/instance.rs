@@ -37,6 +37,8 @@ pub struct Instance {
     pub ssh_host_key: Option<String>,
     /// Its course's `--gpu-share N`: it shares a GPU with at most N - 1 others.
     pub gpu_share_count: Option<i32>,
+    /// Its home volume's size as placement reserves it, in whole GiB (0 outside a course).
+    pub home_gib: i32,
 }
 
 /// What the API shows of the rows an instance refers to: its owner's name, its image's alias, its
@@ -125,6 +127,8 @@ pub struct NewInstance<'a> {
     pub gpu_model: Option<&'a str>,
     pub gpu_share: &'a str,
     pub gpu_share_count: Option<i32>,
+    /// The home volume's size placement reserves, in whole GiB (0 outside a course).
+    pub home_gib: i32,
     pub strategy: &'a str,
     pub priority: i32,
     pub config: serde_json::Value,

@@ -46,6 +46,9 @@ pub struct NodeFacts<'a> {
     pub memory_bytes: i64,
     pub disk_total_bytes: i64,
     pub disk_free_bytes: i64,
+    /// The LXD storage pool's used and total bytes (placement keeps a tenth of it free).
+    pub pool_used_bytes: i64,
+    pub pool_total_bytes: i64,
     pub daemon: Option<&'a str>,
     pub lxd_version: Option<&'a str>,
     pub storage_driver: Option<&'a str>,

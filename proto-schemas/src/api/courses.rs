@@ -51,6 +51,10 @@ pub struct CreateCourse {
     /// default the controller's `COHORT_DEFAULT_PROCESSES`.
     #[serde(default)]
     pub processes: Option<u32>,
+    /// Size of each student's home volume in MiB (32 to 16777216); default the controller's
+    /// `COHORT_DEFAULT_HOME_GIB`. A student who fills it gets ENOSPC in their own container.
+    #[serde(default)]
+    pub home_mib: Option<u64>,
     /// `YYYY-MM-DD` or RFC 3339.
     #[serde(default)]
     pub starts: Option<String>,
@@ -96,6 +100,10 @@ pub struct Course {
     /// `limits.processes` of each student's container, when the course sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
+    /// Size of each student's home volume in MiB, when the course sets it (otherwise the
+    /// controller's `COHORT_DEFAULT_HOME_GIB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_mib: Option<u64>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
     /// `active`, `ended` or `torn_down`.
@@ -219,4 +227,13 @@ pub struct EndpointsQuery {
     /// `csv` (default), `json`, `ssh-config` or `known-hosts`.
     #[serde(default)]
     pub format: Option<String>,
+}
+
+/// `PUT /api/v1/courses/{code}/home`: the size of the students' home volumes, applied to each
+/// home when its container is next created (a new student, a reset, a re-provision).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseHome {
+    /// MiB, 32 to 16777216; null: the controller's default.
+    pub home_mib: Option<u64>,
 }

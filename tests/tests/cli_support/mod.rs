@@ -58,6 +58,8 @@ impl Controller {
                 .env("COHORT_STATE_DIR", state.path())
                 .env("COHORT_LISTEN", &listen)
                 .env("COHORT_SERVER_NAMES", "127.0.0.1")
+                // One LXD pool serves every test (see `ControllerProcess::start`).
+                .env("COHORT_DEFAULT_HOME_GIB", "1")
                 .env("RUST_LOG", "warn");
         };
         let mut init = Command::new(binary("cohort-controller"));

@@ -98,6 +98,7 @@ pub fn student(name: &str, user: &str, key: &SshKey, port: u16) -> CreateInstanc
             port,
         }),
         home_volume: None,
+        home_mib: None,
         config: BTreeMap::new(),
         start: true,
         network_policy: None,

@@ -143,6 +143,9 @@ pub struct CourseCreate {
     /// Most processes in each student's container (limits.processes)
     #[arg(long)]
     pub processes: Option<u32>,
+    /// Size of each student's home volume, e.g. 10GiB or 512MiB (default: the controller's)
+    #[arg(long, value_name = "SIZE")]
+    pub home_size: Option<String>,
     /// First day, YYYY-MM-DD or RFC 3339
     #[arg(long)]
     pub starts: Option<String>,
@@ -181,6 +184,10 @@ pub struct NetworkFlags {
 pub struct CourseSet {
     /// [<remote>:]<code>
     pub code: String,
+    /// Size of each student's home volume (e.g. 10GiB), or "default"; a home takes it when its
+    /// container is next made
+    #[arg(long, value_name = "SIZE|default")]
+    pub home_size: Option<String>,
     #[command(flatten)]
     pub network: NetworkFlags,
 }

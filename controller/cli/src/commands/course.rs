@@ -245,6 +245,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         gpu_model: args.gpu_model,
         gpu_share,
         processes: args.processes,
+        home_mib: args.home_size.as_deref().map(units::mib).transpose()?,
         starts: args.starts,
         ends: args.ends,
         instructor: args.instructor,

@@ -1,12 +1,14 @@
 //! `--egress` and `--ssh-from` of `cohort course create|set`, and `cohort course set`: the flags
-//! given change the course's policy, the others keep what it has.
+//! given change the course's policy, the others keep what it has; `--home-size` sets the size of
+//! its students' homes.
 
 use anyhow::bail;
-use cohort_proto::api::courses::{Course as CourseInfo, Egress, NetworkPolicy};
+use cohort_proto::api::courses::{Course as CourseInfo, CourseHome, Egress, NetworkPolicy};
 
 use super::Session;
 use crate::args::course::{CourseSet, NetworkFlags};
 use crate::client::seg;
+use crate::units;
 
 /// `open`, `none`, or a comma-separated list of `CIDR[:PORT]` (checked by the controller).
 pub fn egress(flag: &str) -> anyhow::Result<Egress> {
@@ -46,15 +48,30 @@ pub fn policy(
     }))
 }
 
-/// `cohort course set CODE --egress ... --ssh-from ...`.
+/// `cohort course set CODE --home-size ... --egress ... --ssh-from ...`.
 pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
+    let home = match args.home_size.as_deref().map(str::trim) {
+        None => None,
+        Some("default") => Some(CourseHome { home_mib: None }),
+        Some(size) => Some(CourseHome {
+            home_mib: Some(units::mib(size)?),
+        }),
+    };
+    let network = args.network.egress.is_some() || args.network.ssh_from.is_some();
+    if home.is_none() && !network {
+        bail!("nothing to set: give --home-size, --egress and/or --ssh-from");
+    }
     let (client, code) = session.target(&args.code)?;
     let path = format!("/courses/{}", seg(&code));
-    let course: CourseInfo = client.get(&path).await?;
-    let Some(policy) = policy(&course.network, &args.network)? else {
-        bail!("nothing to set: give --egress and/or --ssh-from");
-    };
-    let _: CourseInfo = client.put(&format!("{path}/network"), &policy).await?;
+    if let Some(home) = home {
+        let _: CourseInfo = client.put(&format!("{path}/home"), &home).await?;
+    }
+    if network {
+        let course: CourseInfo = client.get(&path).await?;
+        if let Some(policy) = policy(&course.network, &args.network)? {
+            let _: CourseInfo = client.put(&format!("{path}/network"), &policy).await?;
+        }
+    }
     Ok(())
 }
 
