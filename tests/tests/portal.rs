@@ -1,0 +1,183 @@
+//! Issue 27's portal in a real browser (headless Chromium over WebDriver) against a real
+//! `cohort-controller serve` over HTTPS: sign-in in the browser's language and switching it,
+//! session cookies' flags, expiry and sign-out, a form without its CSRF token refused, failed
+//! sign-ins audited and limited per source.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use cohort_controller::db::schema::{audit_log, portal_sessions};
+use cohort_e2e::browser::Browser;
+use cohort_e2e::controller::{controller_binary, ControllerProcess};
+use cohort_e2e::fleet::{init, Api};
+use cohort_e2e::{PortRange, TestDb};
+use diesel::prelude::*;
+use serde_json::{json, Value};
+
+/// Sets `username`'s portal password with `cohort-controller password`, as an operator would.
+fn set_password(db_url: &str, state: &std::path::Path, username: &str, password: &str) {
+    let mut child = Command::new(controller_binary())
+        .args(["password", username])
+        .env("DATABASE_URL", db_url)
+        .env("COHORT_STATE_DIR", state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cohort-controller password");
+    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
+    let out = child.wait_with_output().expect("password output");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
+    browser.goto(&format!("{base}/signin")).await;
+    browser.type_into("#username", username).await;
+    browser.type_into("#password", password).await;
+    browser.follow("#signin").await;
+}
+
+fn failed_sign_ins(conn: &mut PgConnection, username: &str) -> i64 {
+    audit_log::table
+        .filter(audit_log::action.eq("failed_sign_in"))
+        .filter(audit_log::detail.retrieve_as_text("username").eq(username))
+        .count()
+        .get_result(conn)
+        .expect("audit count")
+}
+
+/// POSTs a sign-out from inside the signed-in page (same origin, with its cookie), with `body`.
+async fn post_sign_out(browser: &Browser, body: &str) -> u64 {
+    let script = format!(
+        "const done = arguments[0];
+         fetch('/signout', {{method: 'POST', redirect: 'manual',
+             headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}})
+           .then(r => done(r.status)).catch(e => done(String(e)));"
+    );
+    let status = browser.run_async(&script).await;
+    status
+        .as_u64()
+        .unwrap_or_else(|| panic!("sign-out post: {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().expect("state");
+    let admin = init(db.url(), state.path());
+    let _controller = ControllerProcess::start(
+        db.url(),
+        state.path(),
+        ports.port(0),
+        &[("COHORT_AUTH_FAILURES_PER_MINUTE", "3")],
+    );
+    let base = format!("https://127.0.0.1:{}", ports.port(0));
+    let api = Api::new(state.path(), ports.port(0));
+    let _: Value = api
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            "/users",
+            Some(json!({"username": "mei", "role": "student"})),
+        )
+        .await;
+    set_password(db.url(), state.path(), "mei", "plum blossom 42");
+    let mut conn = db.connect();
+
+    // A browser that asks for Traditional Chinese gets it; the switcher changes it.
+    let browser = Browser::start(ports.port(1), "zh-TW").await;
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(
+        browser.url().await,
+        format!("{base}/signin"),
+        "not signed in yet"
+    );
+    assert_eq!(browser.text("h1").await, "登入");
+    browser.screenshot("signin-zh-hant").await;
+    browser.follow("a[hreflang=zh-Hans]").await;
+    assert_eq!(browser.text("h1").await, "登录");
+    browser.follow("a[hreflang=en]").await;
+    assert_eq!(browser.text("h1").await, "Sign in");
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+
+    // A wrong password is shown as such, counted and audited.
+    sign_in(&browser, &base, "mei", "plum blossom 41").await;
+    assert_eq!(
+        browser.text("#signin-error").await,
+        "Wrong username or password."
+    );
+    assert_eq!(failed_sign_ins(&mut conn, "mei"), 1);
+
+    // The right one signs in; the session cookie is Secure, HttpOnly, SameSite=Strict, expires.
+    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    assert_eq!(browser.url().await, format!("{base}/"));
+    assert_eq!(browser.text("#whoami").await, "mei");
+    assert_eq!(browser.text("h1").await, "My containers");
+    assert!(browser.count("#no-containers").await == 1);
+    browser.screenshot("home-en").await;
+    let cookies = browser.cookies().await;
+    let session = cookies
+        .iter()
+        .find(|c| c["name"] == "cohort_session")
+        .unwrap_or_else(|| panic!("no session cookie: {cookies:?}"));
+    assert_eq!(session["secure"], true, "{session}");
+    assert_eq!(session["httpOnly"], true, "{session}");
+    assert_eq!(session["sameSite"], "Strict", "{session}");
+    assert!(session["expiry"].as_u64().is_some(), "{session}");
+    let secret = session["value"].as_str().expect("cookie value");
+    let stored: Vec<Vec<u8>> = portal_sessions::table
+        .select(portal_sessions::secret_hash)
+        .load(&mut conn)
+        .expect("sessions");
+    assert_eq!(
+        stored,
+        [cohort_controller::auth::sha256(secret)],
+        "only the hash is kept"
+    );
+
+    // A form posted without the session's CSRF token, or with a wrong one, is refused (403) and
+    // changes nothing: the session is still there.
+    assert_eq!(post_sign_out(&browser, "").await, 403);
+    assert_eq!(post_sign_out(&browser, "csrf=0123456789abcdef").await, 403);
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(browser.text("#whoami").await, "mei", "still signed in");
+
+    // An expired session is no session.
+    diesel::update(portal_sessions::table)
+        .set(portal_sessions::expires_at.eq(chrono::Utc::now() - chrono::Duration::seconds(1)))
+        .execute(&mut conn)
+        .expect("expire");
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+
+    // Signing out (the real button, with its token) ends the session in the database too.
+    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    assert_eq!(browser.text("#whoami").await, "mei");
+    browser.follow(".signout button").await;
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+    let live: i64 = portal_sessions::table
+        .filter(portal_sessions::expires_at.gt(diesel::dsl::now))
+        .count()
+        .get_result(&mut conn)
+        .expect("count");
+    assert_eq!(live, 0, "the session row is gone");
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+
+    // Two more failures make three this minute: even the right password is refused now.
+    sign_in(&browser, &base, "mei", "wrong one 1").await;
+    sign_in(&browser, &base, "mei", "wrong one 2").await;
+    assert_eq!(failed_sign_ins(&mut conn, "mei"), 3);
+    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    assert_eq!(
+        browser.text("#signin-error").await,
+        "Too many failed sign-ins from this address. Try again in a minute."
+    );
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+    browser.screenshot("signin-throttled").await;
+}
