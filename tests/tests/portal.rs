@@ -181,3 +181,152 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
     assert_eq!(browser.url().await, format!("{base}/signin"));
     browser.screenshot("signin-throttled").await;
 }
+
+/// A student signs in, reads their container's ssh command and host-key line from its page, and
+/// that exact command (with their key, and only the page's host key trusted) logs in; a
+/// classmate's container by URL is a 403 page; a state change without the CSRF token is refused
+/// and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
+    use cohort_e2e::cluster::Cluster;
+    use cohort_e2e::ssh::SshKey;
+
+    let cluster = Cluster::start(1).await;
+    cluster.import_base_image("cohort/base").await;
+    let teacher = cluster.user("prof", "instructor").await;
+    let res = cluster
+        .request(reqwest::Method::POST, "/courses", &teacher)
+        .json(
+            &json!({"code": "web1", "title": "Portal", "image": "cohort/base",
+                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
+        )
+        .send()
+        .await
+        .expect("create course");
+    assert_eq!(
+        res.status(),
+        201,
+        "{}",
+        res.text().await.unwrap_or_default()
+    );
+    let (ann_key, bob_key) = (SshKey::generate(), SshKey::generate());
+    let roster = format!(
+        "username,name,email,ssh_key\nann,Ann,ann@uni.edu,{}\nbob,Bob,bob@uni.edu,{}\n",
+        ann_key.public_key(),
+        bob_key.public_key()
+    );
+    let res = cluster
+        .request(reqwest::Method::POST, "/courses/web1/roster", &teacher)
+        .header("content-type", "text/csv")
+        .body(roster)
+        .send()
+        .await
+        .expect("roster");
+    assert!(
+        res.status().is_success(),
+        "{}",
+        res.text().await.unwrap_or_default()
+    );
+    let id = cluster.start_provision("web1", &teacher).await;
+    let op = cluster
+        .wait_operation(&id, std::time::Duration::from_secs(300))
+        .await;
+    assert_eq!(op["status"], "success", "{op}");
+    let controller_state = cluster.state.path().join("controller");
+    set_password(
+        &cluster.db_url,
+        &controller_state,
+        "ann",
+        "ann's long password",
+    );
+
+    let ports = PortRange::claim();
+    let base = cluster.controller.url();
+    let browser = Browser::start(ports.port(0), "en").await;
+    sign_in(&browser, &base, "ann", "ann's long password").await;
+    assert_eq!(
+        browser
+            .text("#containers tr[data-name=web1-ann] .status")
+            .await,
+        "running"
+    );
+    assert_eq!(
+        browser.count("#containers tbody tr").await,
+        1,
+        "only her own"
+    );
+    browser
+        .follow("#containers a[href='/containers/web1-ann']")
+        .await;
+    let command = browser.text("#ssh-command").await;
+    let known_hosts = browser.text("#known-hosts").await;
+    browser.click("button[data-copy=ssh-command]").await;
+    browser.screenshot("container-en").await;
+    assert!(
+        command.starts_with("ssh -p ") && command.ends_with(" ann@127.0.0.1"),
+        "{command}"
+    );
+
+    // The command as shown, given her key and trusting only the host key the page showed.
+    let trusted = tempfile::NamedTempFile::new().expect("known_hosts");
+    std::fs::write(trusted.path(), format!("{known_hosts}\n")).expect("write known_hosts");
+    let with_identity = command.replacen(
+        "ssh ",
+        &format!(
+            "ssh -i {} -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes \
+             -o UserKnownHostsFile={} -o ConnectTimeout=10 ",
+            ann_key.private_key().display(),
+            trusted.path().display()
+        ),
+        1,
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let out = loop {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{with_identity} whoami"))
+            .output()
+            .expect("run ssh");
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert!(
+        out.status.success(),
+        "{with_identity}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ann\n");
+
+    // Bob's container by URL: the 403 page, in the page and in its status.
+    browser.goto(&format!("{base}/containers/web1-bob")).await;
+    assert_eq!(
+        browser.text("main .error").await,
+        "You may not see this page."
+    );
+    browser.screenshot("forbidden-en").await;
+    let status = browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/containers/web1-bob').then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 403);
+
+    // Stopping her container without the form's token is refused; it stays wanted running.
+    browser.goto(&format!("{base}/containers/web1-ann")).await;
+    let status = browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/containers/web1-ann/state', {method: 'POST', redirect: 'manual',
+                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                 body: 'action=stop'}).then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 403);
+    let ann = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-ann", None)
+        .await;
+    assert_eq!(ann["desired_state"], "running", "{ann}");
+}

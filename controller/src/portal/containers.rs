@@ -111,7 +111,9 @@ pub async fn show(
             dl.facts {
                 dt { (lang.t(Msg::Status)) } dd #status { (state_name(&i)) }
                 dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
-                @if let Some(reason) = &i.stop_reason { dt { "" } dd { (reason) } }
+                @if let Some(reason) = &i.stop_reason {
+                    dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }
+                }
             }
             @if let Some(e) = &e {
                 h2 { (lang.t(Msg::SshCommand)) }

@@ -138,6 +138,7 @@ pub enum Msg {
     Stop,
     Restart,
     Back,
+    StoppedBecause,
 }
 
 impl Msg {
@@ -190,6 +191,7 @@ impl Msg {
             Msg::Stop => ("Stop", "停止", "停止"),
             Msg::Restart => ("Restart", "重新啟動", "重启"),
             Msg::Back => ("Back", "返回", "返回"),
+            Msg::StoppedBecause => ("Stopped because", "停止原因", "停止原因"),
         }
     }
 }
