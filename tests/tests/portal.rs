@@ -330,3 +330,101 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         .await;
     assert_eq!(ann["desired_state"], "running", "{ann}");
 }
+
+/// A student's own account page: a bad SSH key is refused next to its field and nothing is
+/// added, a good one is listed by fingerprint and removed; a password change needs the current
+/// password and a long enough new one, ends the other sessions, and the new password is the one
+/// that signs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_student_manages_their_keys_and_password() {
+    use cohort_e2e::ssh::SshKey;
+
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().expect("state");
+    let admin = init(db.url(), state.path());
+    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &[]);
+    let base = format!("https://127.0.0.1:{}", ports.port(0));
+    let api = Api::new(state.path(), ports.port(0));
+    let _: Value = api
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            "/users",
+            Some(json!({"username": "lin", "role": "student"})),
+        )
+        .await;
+    set_password(db.url(), state.path(), "lin", "first password");
+    let mut conn = db.connect();
+    let browser = Browser::start(ports.port(1), "zh-CN").await;
+    let other = Browser::start(ports.port(2), "en").await;
+    sign_in(&other, &base, "lin", "first password").await;
+    assert_eq!(other.text("#whoami").await, "lin");
+    sign_in(&browser, &base, "lin", "first password").await;
+    browser.follow("#account-link").await;
+    assert_eq!(browser.text("h1").await, "我的账号");
+    browser.follow("a[hreflang=en]").await;
+
+    browser
+        .type_into("#public_key", "ssh-ed25519 not-base64 x")
+        .await;
+    browser.follow("#add-key").await;
+    assert!(!browser.text("#public_key-error").await.is_empty());
+    assert_eq!(browser.count("#no-keys").await, 1, "nothing was added");
+    let key = SshKey::generate();
+    browser.type_into("#public_key", &key.public_key()).await;
+    browser.follow("#add-key").await;
+    assert_eq!(browser.count("#keys li").await, 1);
+    let fingerprint = browser.text("#keys li code").await;
+    assert!(fingerprint.starts_with("SHA256:"), "{fingerprint}");
+    let keys: i64 = cohort_controller::db::schema::ssh_keys::table
+        .count()
+        .get_result(&mut conn)
+        .expect("keys");
+    assert_eq!(keys, 1, "the same key store as /api/v1/me/ssh-keys");
+    browser.screenshot("account-en").await;
+    browser.follow("#keys li button").await;
+    assert_eq!(browser.count("#no-keys").await, 1, "removed");
+
+    browser
+        .type_into("#current_password", "not my password")
+        .await;
+    browser.type_into("#new_password", "second password").await;
+    browser.follow("#change-password").await;
+    assert_eq!(
+        browser.text("#current_password-error").await,
+        "that is not your current password"
+    );
+    browser
+        .type_into("#current_password", "first password")
+        .await;
+    browser.type_into("#new_password", "short").await;
+    browser
+        .run("document.getElementById('new_password').removeAttribute('minlength'); return 1;")
+        .await;
+    browser.follow("#change-password").await;
+    assert!(browser
+        .text("#new_password-error")
+        .await
+        .contains("at least 10"));
+    browser
+        .type_into("#current_password", "first password")
+        .await;
+    browser.type_into("#new_password", "second password").await;
+    browser.follow("#change-password").await;
+    assert_eq!(browser.url().await, format!("{base}/account"));
+    let live: i64 = portal_sessions::table
+        .count()
+        .get_result(&mut conn)
+        .expect("count");
+    assert_eq!(live, 1, "the other browser's session ended");
+    other.goto(&format!("{base}/")).await;
+    assert_eq!(other.url().await, format!("{base}/signin"));
+    sign_in(&other, &base, "lin", "first password").await;
+    assert_eq!(
+        other.text("#signin-error").await,
+        "Wrong username or password."
+    );
+    sign_in(&other, &base, "lin", "second password").await;
+    assert_eq!(other.text("#whoami").await, "lin");
+}

@@ -4,9 +4,7 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
-use cohort_proto::api::instances::{
-    Instance as WireInstance, InstancePage, InstanceStateChange, StateAction,
-};
+use cohort_proto::api::instances::{Instance as WireInstance, InstanceStateChange, StateAction};
 use maud::{html, Markup};
 use serde::Deserialize;
 
@@ -14,10 +12,9 @@ use super::error::PortalError;
 use super::i18n::{Lang, Msg};
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::instances;
+use crate::actions::{instances, users};
 use crate::controller::Controller;
 use crate::course::endpoints::Endpoint;
-use crate::error::ActionError;
 
 fn state_name(i: &WireInstance) -> String {
     serde_json::to_value(i.observed_state)
@@ -39,15 +36,13 @@ fn endpoint(i: &WireInstance) -> Option<Endpoint> {
     ))
 }
 
-/// The caller's own containers (an instructor's or admin's list holds others' too).
+/// The caller's own containers (`GET /api/v1/me`'s).
 pub async fn home(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpResponse, PortalError> {
     let lang = s.lang;
-    let page = instances::list(&ctl, s.bearer.clone(), InstancePage::default())
+    let me = users::me(&ctl, s.bearer.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
-    let all: Vec<WireInstance> = serde_json::from_slice(&page.json)
-        .map_err(|e| PortalError::Action(lang, ActionError::Internal(e.to_string())))?;
-    let mine: Vec<&WireInstance> = all.iter().filter(|i| i.owner == s.caller.name()).collect();
+    let mine = &me.instances;
     Ok(layout::ok(
         &s,
         lang.t(Msg::MyContainers),
@@ -63,7 +58,7 @@ pub async fn home(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpRespons
                         th scope="col" { (lang.t(Msg::SshCommand)) }
                     } }
                     tbody {
-                        @for i in &mine {
+                        @for i in mine {
                             tr data-name=(i.name) {
                                 td { a href={ "/containers/" (i.name) } { (i.name) } }
                                 td.status { (state_name(i)) }

@@ -139,6 +139,15 @@ pub enum Msg {
     Restart,
     Back,
     StoppedBecause,
+    Account,
+    SshKeys,
+    NoKeys,
+    PublicKey,
+    AddKey,
+    Remove,
+    ChangePassword,
+    CurrentPassword,
+    NewPassword,
 }
 
 impl Msg {
@@ -192,6 +201,19 @@ impl Msg {
             Msg::Restart => ("Restart", "重新啟動", "重启"),
             Msg::Back => ("Back", "返回", "返回"),
             Msg::StoppedBecause => ("Stopped because", "停止原因", "停止原因"),
+            Msg::Account => ("My account", "我的帳號", "我的账号"),
+            Msg::SshKeys => ("My SSH keys", "我的 SSH 金鑰", "我的 SSH 密钥"),
+            Msg::NoKeys => ("You have no SSH keys.", "您沒有 SSH 金鑰。", "您没有 SSH 密钥。"),
+            Msg::PublicKey => (
+                "Public key (one OpenSSH line)",
+                "公開金鑰（一行 OpenSSH 格式）",
+                "公钥（一行 OpenSSH 格式）",
+            ),
+            Msg::AddKey => ("Add key", "新增金鑰", "添加密钥"),
+            Msg::Remove => ("Remove", "移除", "删除"),
+            Msg::ChangePassword => ("Change password", "變更密碼", "修改密码"),
+            Msg::CurrentPassword => ("Current password", "目前密碼", "当前密码"),
+            Msg::NewPassword => ("New password", "新密碼", "新密码"),
         }
     }
 }

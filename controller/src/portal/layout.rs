@@ -45,6 +45,7 @@ pub fn page(
                         }
                     }
                     @if let Some(s) = signed_in {
+                        a #account-link href="/account" { (lang.t(Msg::Account)) }
                         form.signout method="post" action="/signout" {
                             span { (lang.t(Msg::SignedInAs)) " " strong #whoami { (s.caller.name()) } }
                             input type="hidden" name="csrf" value=(s.csrf);

@@ -3,6 +3,7 @@
 //! binary), an embedded stylesheet and script, cookie sessions with CSRF tokens, and three
 //! languages. Handlers only parse, call the same actions as the REST API, and render.
 
+mod account;
 mod assets;
 mod containers;
 mod error;
@@ -27,5 +28,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/containers/{name}/state",
             post().to(containers::change_state),
-        );
+        )
+        .route("/account", get().to(account::page))
+        .route("/account/keys", post().to(account::add_key))
+        .route("/account/keys/{id}/delete", post().to(account::remove_key))
+        .route("/account/password", post().to(account::change_password));
 }
