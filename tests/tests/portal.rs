@@ -182,7 +182,9 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
     browser.screenshot("signin-throttled").await;
 }
 
-/// A student signs in, reads their container's ssh command and host-key line from its page, and
+/// An instructor imports a roster in the browser (a bad row refused by its number, nothing
+/// imported), provisions and watches every row turn ready, and downloads known_hosts. A student
+/// signs in, reads their container's ssh command and host-key line from its page, and
 /// that exact command (with their key, and only the page's host key trusted) logs in; a
 /// classmate's container by URL is a 403 page; a state change without the CSRF token is refused
 /// and changes nothing.
@@ -210,38 +212,85 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         res.text().await.unwrap_or_default()
     );
     let (ann_key, bob_key) = (SshKey::generate(), SshKey::generate());
-    let roster = format!(
+    let controller_state = cluster.state.path().join("controller");
+    set_password(
+        &cluster.db_url,
+        &controller_state,
+        "prof",
+        "prof's long password",
+    );
+    let ports = PortRange::claim();
+    let base = cluster.controller.url();
+
+    // The instructor: a roster with a bad row is refused with its row number, nothing imported.
+    let teacher_browser = Browser::start(ports.port(1), "en").await;
+    sign_in(&teacher_browser, &base, "prof", "prof's long password").await;
+    teacher_browser.follow("#courses-link").await;
+    teacher_browser
+        .follow("#courses a[href='/courses/web1']")
+        .await;
+    let good = format!(
         "username,name,email,ssh_key\nann,Ann,ann@uni.edu,{}\nbob,Bob,bob@uni.edu,{}\n",
         ann_key.public_key(),
         bob_key.public_key()
     );
-    let res = cluster
-        .request(reqwest::Method::POST, "/courses/web1/roster", &teacher)
-        .header("content-type", "text/csv")
-        .body(roster)
-        .send()
-        .await
-        .expect("roster");
-    assert!(
-        res.status().is_success(),
-        "{}",
-        res.text().await.unwrap_or_default()
+    let bad = good.replace(&bob_key.public_key(), "ssh-ed25519 broken");
+    teacher_browser.type_into("#roster", &bad).await;
+    teacher_browser.follow("#import-roster").await;
+    let error = teacher_browser.text("#roster-error").await;
+    assert!(error.contains("row 3"), "{error}");
+    assert_eq!(
+        teacher_browser.count("#students tbody tr").await,
+        0,
+        "nothing imported"
     );
-    let id = cluster.start_provision("web1", &teacher).await;
-    let op = cluster
-        .wait_operation(&id, std::time::Duration::from_secs(300))
+    teacher_browser.screenshot("roster-error-en").await;
+    teacher_browser.type_into("#roster", &good).await;
+    teacher_browser.follow("#import-roster").await;
+    assert_eq!(teacher_browser.count("#students tbody tr").await, 2);
+
+    // Provisioning: the bar fills and every row turns ready.
+    teacher_browser.follow("#provision").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let status = teacher_browser
+            .run("return document.getElementById('progress').dataset.status || '';")
+            .await;
+        if status == "success" {
+            break;
+        }
+        assert!(
+            status != "failure" && std::time::Instant::now() < deadline,
+            "provisioning: {status}\n{}",
+            cluster.controller_log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    for user in ["ann", "bob"] {
+        let state = teacher_browser
+            .text(&format!("#students tr[data-username={user}] td.state"))
+            .await;
+        assert_eq!(state, "ready", "{user}");
+    }
+    assert_eq!(
+        teacher_browser.text("#progress-text").await,
+        "2 / 2 (success)"
+    );
+    teacher_browser.screenshot("course-provisioned-en").await;
+    let known_hosts = teacher_browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/courses/web1/endpoints/known-hosts').then(r => r.text()).then(done);",
+        )
         .await;
-    assert_eq!(op["status"], "success", "{op}");
-    let controller_state = cluster.state.path().join("controller");
+    let known_hosts = known_hosts.as_str().unwrap_or_default().to_string();
+    assert_eq!(known_hosts.lines().count(), 2, "{known_hosts}");
     set_password(
         &cluster.db_url,
         &controller_state,
         "ann",
         "ann's long password",
     );
-
-    let ports = PortRange::claim();
-    let base = cluster.controller.url();
     let browser = Browser::start(ports.port(0), "en").await;
     sign_in(&browser, &base, "ann", "ann's long password").await;
     assert_eq!(

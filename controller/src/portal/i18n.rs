@@ -148,6 +148,18 @@ pub enum Msg {
     ChangePassword,
     CurrentPassword,
     NewPassword,
+    MyCourses,
+    NoCourses,
+    Code,
+    CourseTitle,
+    Provisioning,
+    Class,
+    Provision,
+    Roster,
+    RosterFile,
+    RosterText,
+    ImportRoster,
+    Downloads,
 }
 
 impl Msg {
@@ -214,6 +226,18 @@ impl Msg {
             Msg::ChangePassword => ("Change password", "變更密碼", "修改密码"),
             Msg::CurrentPassword => ("Current password", "目前密碼", "当前密码"),
             Msg::NewPassword => ("New password", "新密碼", "新密码"),
+            Msg::MyCourses => ("My courses", "我的課程", "我的课程"),
+            Msg::NoCourses => ("You have no courses.", "您沒有課程。", "您没有课程。"),
+            Msg::Code => ("Code", "代碼", "代码"),
+            Msg::CourseTitle => ("Title", "標題", "标题"),
+            Msg::Provisioning => ("Provisioning", "正在建立", "正在创建"),
+            Msg::Class => ("Class", "班級", "班级"),
+            Msg::Provision => ("Provision containers", "建立容器", "创建容器"),
+            Msg::Roster => ("Roster", "名單", "名单"),
+            Msg::RosterFile => ("Roster file (CSV)", "名單檔案（CSV）", "名单文件（CSV）"),
+            Msg::RosterText => ("Roster (CSV text)", "名單（CSV 文字）", "名单（CSV 文本）"),
+            Msg::ImportRoster => ("Import roster", "匯入名單", "导入名单"),
+            Msg::Downloads => ("Endpoints", "連線資訊下載", "连接信息下载"),
         }
     }
 }

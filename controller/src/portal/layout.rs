@@ -45,6 +45,9 @@ pub fn page(
                         }
                     }
                     @if let Some(s) = signed_in {
+                        @if s.caller.role >= cohort_proto::api::users::Role::Instructor {
+                            a #courses-link href="/courses" { (lang.t(Msg::MyCourses)) }
+                        }
                         a #account-link href="/account" { (lang.t(Msg::Account)) }
                         form.signout method="post" action="/signout" {
                             span { (lang.t(Msg::SignedInAs)) " " strong #whoami { (s.caller.name()) } }

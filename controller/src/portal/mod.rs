@@ -6,6 +6,7 @@
 mod account;
 mod assets;
 mod containers;
+mod courses;
 mod error;
 pub mod i18n;
 mod layout;
@@ -32,5 +33,14 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/account", get().to(account::page))
         .route("/account/keys", post().to(account::add_key))
         .route("/account/keys/{id}/delete", post().to(account::remove_key))
-        .route("/account/password", post().to(account::change_password));
+        .route("/account/password", post().to(account::change_password))
+        .route("/courses", get().to(courses::list))
+        .route("/courses/{code}", get().to(courses::show))
+        .route("/courses/{code}/roster", post().to(courses::import_roster))
+        .route("/courses/{code}/provision", post().to(courses::provision))
+        .route(
+            "/courses/{code}/endpoints/{format}",
+            get().to(courses::download),
+        )
+        .route("/progress/{id}", get().to(courses::progress));
 }
