@@ -195,22 +195,7 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
 
     let cluster = Cluster::start(1).await;
     cluster.import_base_image("cohort/base").await;
-    let teacher = cluster.user("prof", "instructor").await;
-    let res = cluster
-        .request(reqwest::Method::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": "web1", "title": "Portal", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        )
-        .send()
-        .await
-        .expect("create course");
-    assert_eq!(
-        res.status(),
-        201,
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
+    cluster.user("prof", "instructor").await;
     let (ann_key, bob_key) = (SshKey::generate(), SshKey::generate());
     let controller_state = cluster.state.path().join("controller");
     set_password(
@@ -226,9 +211,30 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
     let teacher_browser = Browser::start(ports.port(1), "en").await;
     sign_in(&teacher_browser, &base, "prof", "prof's long password").await;
     teacher_browser.follow("#courses-link").await;
-    teacher_browser
-        .follow("#courses a[href='/courses/web1']")
-        .await;
+    let create = [
+        ("#new-title", "Portal"),
+        ("#new-image", "cohort/base"),
+        ("#new-cpu", "1"),
+        ("#new-memory_mib", "256"),
+        ("#new-disk_gib", "2"),
+    ];
+    teacher_browser.type_into("#new-code", "Web 1!").await;
+    for (field, value) in create {
+        teacher_browser.type_into(field, value).await;
+    }
+    teacher_browser.follow("#create-course").await;
+    assert!(!teacher_browser.text("#code-error").await.is_empty());
+    assert_eq!(
+        teacher_browser.count("#no-courses").await,
+        1,
+        "nothing made"
+    );
+    teacher_browser.type_into("#new-code", "web1").await;
+    for (field, value) in create {
+        teacher_browser.type_into(field, value).await;
+    }
+    teacher_browser.follow("#create-course").await;
+    assert_eq!(teacher_browser.url().await, format!("{base}/courses/web1"));
     let good = format!(
         "username,name,email,ssh_key\nann,Ann,ann@uni.edu,{}\nbob,Bob,bob@uni.edu,{}\n",
         ann_key.public_key(),
@@ -277,6 +283,14 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         "2 / 2 (success)"
     );
     teacher_browser.screenshot("course-provisioned-en").await;
+    // A per-student action from the class table goes through the course's student action.
+    teacher_browser
+        .follow("#students tr[data-username=bob] button[data-action=stop]")
+        .await;
+    let bob = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-bob", None)
+        .await;
+    assert_eq!(bob["desired_state"], "stopped", "{bob}");
     let known_hosts = teacher_browser
         .run_async(
             "const done = arguments[0];

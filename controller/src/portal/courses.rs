@@ -13,17 +13,37 @@ use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::{courses, endpoints, operations, provision, roster};
+use crate::actions::{courses, endpoints, operations, provision, roster, teardown};
 use crate::controller::Controller;
 use crate::error::ActionError;
+use cohort_proto::api::courses::{CreateCourse, StudentAction};
 
 pub async fn list(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpResponse, PortalError> {
+    render_list(&ctl, &s, StatusCode::OK, None).await
+}
+
+/// The course list with the new-course form; `error` is a refused field: (field, message).
+async fn render_list(
+    ctl: &Controller,
+    s: &SignedIn,
+    status: StatusCode,
+    error: Option<(String, String)>,
+) -> Result<HttpResponse, PortalError> {
     let lang = s.lang;
-    let mine = courses::list(&ctl, s.bearer.clone())
+    let mine = courses::list(ctl, s.bearer.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
-    Ok(layout::ok(
-        &s,
+    let field = |name: &str| {
+        html! {
+            @if let Some((f, message)) = &error {
+                @if f == name { p.error id={ (name) "-error" } role="alert" { (message) } }
+            }
+        }
+    };
+    Ok(layout::page(
+        status,
+        lang,
+        Some(s),
         lang.t(Msg::MyCourses),
         html! {
             @if mine.is_empty() { p #no-courses { (lang.t(Msg::NoCourses)) } }
@@ -40,8 +60,110 @@ pub async fn list(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpRespons
                     }
                 }
             }
+            h2 { (lang.t(Msg::NewCourse)) }
+            form.stacked method="post" action="/courses" {
+                input type="hidden" name="csrf" value=(s.csrf);
+                @for (name, label, kind, required) in [
+                    ("code", Msg::Code, "text", true),
+                    ("title", Msg::CourseTitle, "text", true),
+                    ("image", Msg::Image, "text", true),
+                    ("cpu", Msg::Cpu, "number", false),
+                    ("memory_mib", Msg::MemoryMib, "number", false),
+                    ("disk_gib", Msg::DiskGib, "number", false),
+                ] {
+                    label for={ "new-" (name) } { (lang.t(label)) }
+                    input id={ "new-" (name) } name=(name) type=(kind) required[required] min=[(kind == "number").then_some("1")];
+                    (field(name))
+                }
+                button #create-course type="submit" { (lang.t(Msg::CreateCourse)) }
+            }
         },
     ))
+}
+
+/// The new-course form: empty numbers are left to the course's defaults.
+#[derive(Deserialize)]
+pub struct NewCourseForm {
+    code: String,
+    title: String,
+    image: String,
+    #[serde(default)]
+    cpu: String,
+    #[serde(default)]
+    memory_mib: String,
+    #[serde(default)]
+    disk_gib: String,
+}
+
+fn number(field: &str, value: &str) -> Result<Option<u64>, ActionError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    value
+        .parse()
+        .map(Some)
+        .map_err(|_| ActionError::invalid(field, "must be a whole number"))
+}
+
+pub async fn create(
+    ctl: web::Data<Controller>,
+    CsrfForm(s, form): CsrfForm<NewCourseForm>,
+) -> Result<HttpResponse, PortalError> {
+    let request = (|| -> Result<CreateCourse, ActionError> {
+        let cpu = number("cpu", &form.cpu)?
+            .map(|n| u32::try_from(n).map_err(|_| ActionError::invalid("cpu", "is too large")))
+            .transpose()?;
+        let json = serde_json::json!({
+            "code": form.code.trim(), "title": form.title.trim(), "image": form.image.trim(),
+            "cpu": cpu, "memory_mib": number("memory_mib", &form.memory_mib)?,
+            "disk_gib": number("disk_gib", &form.disk_gib)?,
+        });
+        serde_json::from_value(json).map_err(|e| ActionError::invalid("code", e.to_string()))
+    })();
+    let outcome = match request {
+        Ok(req) => courses::create(&ctl, s.caller.clone(), req).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(course) => Ok(HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, format!("/courses/{}", course.code)))
+            .finish()),
+        Err(ActionError::Invalid { field, message }) => {
+            render_list(&ctl, &s, StatusCode::BAD_REQUEST, Some((field, message))).await
+        }
+        Err(ActionError::Conflict {
+            field: Some(field),
+            message,
+        }) => render_list(&ctl, &s, StatusCode::CONFLICT, Some((field, message))).await,
+        Err(e) => Err(PortalError::Action(s.lang, e)),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct StudentPath {
+    code: String,
+    username: String,
+    action: StudentAction,
+}
+
+/// Start, stop or restart one student's container from the class table.
+pub async fn student_action(
+    ctl: web::Data<Controller>,
+    path: web::Path<StudentPath>,
+    CsrfForm(s, Empty {}): CsrfForm<Empty>,
+) -> Result<HttpResponse, PortalError> {
+    let StudentPath {
+        code,
+        username,
+        action,
+    } = path.into_inner();
+    teardown::student_action(&ctl, s.caller.clone(), code.clone(), username, action)
+        .await
+        .map_err(|e| PortalError::Action(s.lang, e))?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/courses/{code}")))
+        .finish())
 }
 
 #[derive(Deserialize)]
@@ -78,6 +200,7 @@ async fn render(
                 th scope="col" { (lang.t(Msg::Status)) }
                 th scope="col" { (lang.t(Msg::Node)) }
                 th scope="col" { "SSH" }
+                th scope="col" { (lang.t(Msg::Actions)) }
             } }
             tbody {
                 @for st in &students {
@@ -87,6 +210,16 @@ async fn render(
                         td.state { (st.state.as_deref().unwrap_or("—")) }
                         td { (st.node.as_deref().unwrap_or("—")) }
                         td { @if let Some(p) = st.ssh_port { (p) } }
+                        td.actions {
+                            @if st.instance.is_some() {
+                                @for (action, label) in [("start", Msg::Start), ("stop", Msg::Stop), ("restart", Msg::Restart)] {
+                                    form.inline method="post" action={ "/courses/" (code) "/students/" (st.username) "/" (action) } {
+                                        input type="hidden" name="csrf" value=(s.csrf);
+                                        button type="submit" data-action=(action) { (lang.t(label)) }
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
             }

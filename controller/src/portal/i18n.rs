@@ -160,6 +160,13 @@ pub enum Msg {
     RosterText,
     ImportRoster,
     Downloads,
+    NewCourse,
+    CreateCourse,
+    Image,
+    Cpu,
+    MemoryMib,
+    DiskGib,
+    Actions,
 }
 
 impl Msg {
@@ -237,6 +244,13 @@ impl Msg {
             Msg::RosterFile => ("Roster file (CSV)", "名單檔案（CSV）", "名单文件（CSV）"),
             Msg::RosterText => ("Roster (CSV text)", "名單（CSV 文字）", "名单（CSV 文本）"),
             Msg::ImportRoster => ("Import roster", "匯入名單", "导入名单"),
+            Msg::NewCourse => ("New course", "新增課程", "新建课程"),
+            Msg::CreateCourse => ("Create course", "建立課程", "创建课程"),
+            Msg::Image => ("Template image", "範本映像", "模板镜像"),
+            Msg::Cpu => ("CPU cores per student", "每位學生的 CPU 核心", "每位学生的 CPU 核心"),
+            Msg::MemoryMib => ("Memory per student (MiB)", "每位學生的記憶體（MiB）", "每位学生的内存（MiB）"),
+            Msg::DiskGib => ("Disk per student (GiB)", "每位學生的磁碟（GiB）", "每位学生的磁盘（GiB）"),
+            Msg::Actions => ("Actions", "操作", "操作"),
             Msg::Downloads => ("Endpoints", "連線資訊下載", "连接信息下载"),
         }
     }

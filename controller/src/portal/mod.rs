@@ -35,7 +35,12 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/account/keys/{id}/delete", post().to(account::remove_key))
         .route("/account/password", post().to(account::change_password))
         .route("/courses", get().to(courses::list))
+        .route("/courses", post().to(courses::create))
         .route("/courses/{code}", get().to(courses::show))
+        .route(
+            "/courses/{code}/students/{username}/{action}",
+            post().to(courses::student_action),
+        )
         .route("/courses/{code}/roster", post().to(courses::import_roster))
         .route("/courses/{code}/provision", post().to(courses::provision))
         .route(
