@@ -397,7 +397,7 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
 /// A student's own account page: a bad SSH key is refused next to its field and nothing is
 /// added, a good one is listed by fingerprint and removed; a password change needs the current
 /// password and a long enough new one, ends the other sessions, and the new password is the one
-/// that signs in.
+/// that signs in. The admin page is refused to her and shows the admin the filtered audit log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_student_manages_their_keys_and_password() {
     use cohort_e2e::ssh::SshKey;
@@ -490,4 +490,23 @@ async fn a_student_manages_their_keys_and_password() {
     );
     sign_in(&other, &base, "lin", "second password").await;
     assert_eq!(other.text("#whoami").await, "lin");
+
+    // The admin page is the admin's: a student gets the 403 page; the admin sees the nodes and
+    // the audit log, filtered.
+    browser.goto(&format!("{base}/admin")).await;
+    assert_eq!(
+        browser.text("main .error").await,
+        "You may not see this page."
+    );
+    assert_eq!(browser.count("#admin-link").await, 0);
+    set_password(db.url(), state.path(), "admin", "the admin's password");
+    other.follow(".signout button").await;
+    sign_in(&other, &base, "admin", "the admin's password").await;
+    other.follow("#admin-link").await;
+    assert_eq!(other.count("#nodes").await, 1);
+    other.type_into("#filter-action", "change_password").await;
+    other.follow("#filter").await;
+    assert_eq!(other.count("#audit tbody tr").await, 1);
+    assert_eq!(other.text("#audit tbody td.actor").await, "lin");
+    other.screenshot("admin-en").await;
 }

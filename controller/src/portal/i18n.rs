@@ -167,6 +167,13 @@ pub enum Msg {
     MemoryMib,
     DiskGib,
     Actions,
+    Admin,
+    Nodes,
+    Audit,
+    AuditAction,
+    AuditActor,
+    Filter,
+    When,
 }
 
 impl Msg {
@@ -251,6 +258,13 @@ impl Msg {
             Msg::MemoryMib => ("Memory per student (MiB)", "每位學生的記憶體（MiB）", "每位学生的内存（MiB）"),
             Msg::DiskGib => ("Disk per student (GiB)", "每位學生的磁碟（GiB）", "每位学生的磁盘（GiB）"),
             Msg::Actions => ("Actions", "操作", "操作"),
+            Msg::Admin => ("Administration", "系統管理", "系统管理"),
+            Msg::Nodes => ("Nodes", "節點", "节点"),
+            Msg::Audit => ("Audit log", "稽核紀錄", "审计日志"),
+            Msg::AuditAction => ("Action", "動作", "动作"),
+            Msg::AuditActor => ("Who", "執行者", "执行者"),
+            Msg::Filter => ("Filter", "篩選", "筛选"),
+            Msg::When => ("When", "時間", "时间"),
             Msg::Downloads => ("Endpoints", "連線資訊下載", "连接信息下载"),
         }
     }

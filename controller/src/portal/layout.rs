@@ -48,6 +48,9 @@ pub fn page(
                         @if s.caller.role >= cohort_proto::api::users::Role::Instructor {
                             a #courses-link href="/courses" { (lang.t(Msg::MyCourses)) }
                         }
+                        @if s.caller.is_admin() {
+                            a #admin-link href="/admin" { (lang.t(Msg::Admin)) }
+                        }
                         a #account-link href="/account" { (lang.t(Msg::Account)) }
                         form.signout method="post" action="/signout" {
                             span { (lang.t(Msg::SignedInAs)) " " strong #whoami { (s.caller.name()) } }

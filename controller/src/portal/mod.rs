@@ -4,6 +4,7 @@
 //! languages. Handlers only parse, call the same actions as the REST API, and render.
 
 mod account;
+mod admin;
 mod assets;
 mod containers;
 mod courses;
@@ -47,5 +48,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             "/courses/{code}/endpoints/{format}",
             get().to(courses::download),
         )
-        .route("/progress/{id}", get().to(courses::progress));
+        .route("/progress/{id}", get().to(courses::progress))
+        .route("/admin", get().to(admin::page));
 }
