@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ActionError, ActionResult};
 use crate::models::api_token::ApiToken;
+use crate::models::portal_session::PortalSession;
 use crate::models::user::User;
 
 /// Prefix of every API token, so leaked tokens are easy to recognise.
@@ -32,29 +33,54 @@ pub fn sha256(secret: &str) -> Vec<u8> {
 /// database keeps. Actions resolve it with [`Bearer::caller`] on the connection they answer with,
 /// so a request costs one pool checkout (each one pings PostgreSQL), not one to authenticate and
 /// one to answer; the only way from a `Bearer` to a [`Caller`] is through the database.
+///
+/// A portal session's cookie is a bearer credential too ([`Bearer::portal_session`]), so pages
+/// call the very actions the REST API calls and one place decides who may do what.
 #[derive(Debug, Clone)]
 pub struct Bearer {
     hash: Vec<u8>,
+    kind: Credential,
+}
+
+/// What a [`Bearer`] secret is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Credential {
+    ApiToken,
+    PortalSession,
 }
 
 impl Bearer {
     pub fn new(token: &str) -> Self {
         Bearer {
             hash: sha256(token),
+            kind: Credential::ApiToken,
+        }
+    }
+
+    /// The secret of a portal session cookie.
+    pub fn portal_session(secret: &str) -> Self {
+        Bearer {
+            hash: sha256(secret),
+            kind: Credential::PortalSession,
         }
     }
 
     /// Whether the token presented is `secret` (compared by hash, like every token).
     pub fn is(&self, secret: &str) -> bool {
-        self.hash == sha256(secret)
+        self.kind == Credential::ApiToken && self.hash == sha256(secret)
     }
 
-    /// The user behind the token; an unknown, expired or revoked token, or one of a disabled
-    /// user, is a 401.
+    /// The user behind the token; an unknown, expired or revoked token or session, or one of a
+    /// disabled user, is a 401.
     pub fn caller(&self, conn: &mut PgConnection) -> ActionResult<Caller> {
-        ApiToken::user_for_hash(conn, &self.hash)?
-            .map(Caller::new)
-            .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into()))
+        match self.kind {
+            Credential::ApiToken => ApiToken::user_for_hash(conn, &self.hash)?
+                .map(Caller::new)
+                .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into())),
+            Credential::PortalSession => PortalSession::live(conn, &self.hash)?
+                .map(|(_, user)| Caller::new(user))
+                .ok_or_else(|| ActionError::Unauthenticated("session expired".into())),
+        }
     }
 }
 

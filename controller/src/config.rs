@@ -94,6 +94,8 @@ pub struct AuthConfig {
     /// `COHORT_METRICS_TOKEN`: the bearer token Prometheus scrapes `/metrics` with; an admin's API
     /// token works too. Unset: only admin tokens; default unset.
     pub metrics_token: Option<String>,
+    /// `COHORT_SESSION_MINUTES`: how long a portal session lasts from sign-in; default 480 (8 h).
+    pub session_minutes: u32,
 }
 
 impl Default for AuthConfig {
@@ -104,6 +106,7 @@ impl Default for AuthConfig {
             failures_per_minute: 20,
             failure_sources: 10_000,
             metrics_token: None,
+            session_minutes: 480,
         }
     }
 }
@@ -450,6 +453,7 @@ impl Config {
             "COHORT_AUTH_FAILURE_SOURCES",
             &mut self.auth.failure_sources,
         )?;
+        env_parse("COHORT_SESSION_MINUTES", &mut self.auth.session_minutes)?;
         if let Ok(token) = std::env::var("COHORT_METRICS_TOKEN") {
             self.auth.metrics_token = Some(token).filter(|t| !t.is_empty());
         }

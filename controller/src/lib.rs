@@ -24,6 +24,7 @@ pub mod page_cache;
 pub mod pki;
 pub mod placement;
 pub mod poller;
+pub mod portal;
 pub mod processes;
 pub mod queue;
 pub mod queue_reason;

@@ -57,6 +57,8 @@ enum Command {
         #[arg(long, default_value = "admin")]
         admin: String,
     },
+    /// Set a user's portal password (argon2id), read from the first line of standard input.
+    Password { username: String },
     /// Serve the API and run the job worker, the queue and the node poller.
     Serve,
 }
@@ -103,6 +105,17 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate { force } => {
             migrate(&config, force)?;
+        }
+        Command::Password { username } => {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("reading the password from standard input")?;
+            let password = line.trim_end_matches(['\r', '\n']);
+            let mut conn = diesel::PgConnection::establish(&config.database.url)
+                .with_context(|| "connecting to the database (DATABASE_URL)")?;
+            actions::sign_in::set_password(&mut conn, &username, password)?;
+            println!("set the portal password of {username}");
         }
         Command::Backup { output } => {
             let output = output.unwrap_or_else(|| {

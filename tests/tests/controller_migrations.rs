@@ -10,7 +10,7 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 21] = [
+const TABLES: [&str; 23] = [
     "api_tokens",
     "audit_log",
     "course_networks",
@@ -30,6 +30,8 @@ const TABLES: [&str; 21] = [
     "operation_items",
     "operations",
     "orphans",
+    "portal_sessions",
+    "sign_in_passwords",
     "ssh_keys",
     "users",
 ];

@@ -21,6 +21,7 @@ pub mod passwords;
 pub mod provision;
 pub mod proxy;
 pub mod roster;
+pub mod sign_in;
 pub mod teardown;
 pub mod tokens;
 pub mod users;

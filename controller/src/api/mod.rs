@@ -153,6 +153,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/operations/{id}", get().to(operations::get))
                     .route("/operations/{id}/wait", get().to(operations::wait)),
             )
+            .configure(crate::portal::routes)
             .default_service(web::to(unknown));
     }
 }

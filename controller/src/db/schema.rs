@@ -273,6 +273,25 @@ diesel::table! {
 }
 
 diesel::table! {
+    portal_sessions (id) {
+        id -> Int8,
+        secret_hash -> Bytea,
+        user_id -> Int8,
+        csrf_token -> Text,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    sign_in_passwords (user_id) {
+        user_id -> Int8,
+        hash -> Text,
+        changed_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     ssh_keys (id) {
         id -> Int8,
         user_id -> Int8,
@@ -319,6 +338,8 @@ diesel::joinable!(operation_items -> instances (instance_id));
 diesel::joinable!(operation_items -> operations (operation_id));
 diesel::joinable!(operations -> users (created_by));
 diesel::joinable!(orphans -> nodes (node_id));
+diesel::joinable!(portal_sessions -> users (user_id));
+diesel::joinable!(sign_in_passwords -> users (user_id));
 diesel::joinable!(ssh_keys -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
@@ -340,6 +361,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     operation_items,
     operations,
     orphans,
+    portal_sessions,
+    sign_in_passwords,
     ssh_keys,
     users,
 );

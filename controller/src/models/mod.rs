@@ -18,5 +18,7 @@ pub mod node_certificate;
 pub mod operation;
 pub mod operation_item;
 pub mod orphan;
+pub mod portal_session;
+pub mod sign_in_password;
 pub mod ssh_key;
 pub mod user;

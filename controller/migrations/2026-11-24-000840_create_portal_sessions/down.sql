@@ -1,0 +1,2 @@
+DROP TABLE portal_sessions;
+DROP TABLE sign_in_passwords;

@@ -1,0 +1,235 @@
+//! Portal sign-in: a username and password checked against the user's argon2id hash (or, for a
+//! roster student who has not set one, the first-login password their instructor was shown),
+//! a new session on success; failures count against the source address like a bad API token
+//! ([`crate::auth_failures`]) and are audited as `failed_sign_in`.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use argon2::password_hash::{
+    rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString,
+};
+use argon2::Argon2;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use serde_json::json;
+
+use crate::auth::{new_secret, sha256, Caller};
+use crate::controller::Controller;
+use crate::course::password as crypt;
+use crate::error::{ActionError, ActionResult};
+use crate::models::audit;
+use crate::models::portal_session::PortalSession;
+use crate::models::sign_in_password::SignInPassword;
+use crate::models::user::User;
+
+/// Shortest password a user may set.
+pub const MIN_PASSWORD_LEN: usize = 10;
+/// Longest: argon2 hashes any length, but a megabyte password is only a way to burn CPU.
+pub const MAX_PASSWORD_LEN: usize = 1024;
+
+/// A new session: the cookie's secret (shown to the browser once) and when it ends.
+#[derive(Debug)]
+pub struct NewSession {
+    pub secret: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The argon2id PHC string of `password` (argon2's defaults: 19 MiB, 2 passes, OWASP's minimum).
+pub fn hash_password(password: &str) -> ActionResult<String> {
+    let salt = SaltString::generate(&mut OsRng);
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| ActionError::Internal(format!("hashing a password: {e}")))
+}
+
+fn argon2_matches(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash)
+        .map(|parsed| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        })
+        .unwrap_or(false)
+}
+
+/// Whether `password` is `user`'s: their own argon2id password when they have set one, else the
+/// roster's first-login password.
+fn password_matches(conn: &mut PgConnection, user: &User, password: &str) -> ActionResult<bool> {
+    Ok(match SignInPassword::hash_of(conn, user.id)? {
+        Some(hash) => argon2_matches(password, &hash),
+        None => user
+            .password_hash
+            .as_deref()
+            .is_some_and(|hash| crypt::verify(password, hash)),
+    })
+}
+
+/// Checks a password's length; `field` names the form field.
+pub fn check_new_password(field: &str, password: &str) -> ActionResult<()> {
+    let chars = password.chars().count();
+    if chars < MIN_PASSWORD_LEN {
+        return Err(ActionError::invalid(
+            field,
+            format!("a password needs at least {MIN_PASSWORD_LEN} characters"),
+        ));
+    }
+    if password.len() > MAX_PASSWORD_LEN {
+        return Err(ActionError::invalid(
+            field,
+            format!("a password has at most {MAX_PASSWORD_LEN} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Signs `username` in with `password` from `source`; a wrong name or password is a 401 that
+/// counts against the source, a source over its limit a 429 before anything is checked.
+pub async fn password(
+    ctl: &Controller,
+    username: String,
+    password: String,
+    source: Option<IpAddr>,
+) -> ActionResult<NewSession> {
+    if let Some(wait) = source.and_then(|s| ctl.auth_failures.blocked(s, Instant::now())) {
+        let retry_after_s = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        return Err(ActionError::Throttled { retry_after_s });
+    }
+    let lifetime = chrono::Duration::minutes(i64::from(ctl.config.auth.session_minutes.max(1)));
+    let source_text = source.map(|s| s.to_string()).unwrap_or_default();
+    let name = username.clone();
+    let outcome = ctl
+        .db(move |conn| {
+            let user = User::by_username(conn, &name)?.filter(|u| !u.is_disabled());
+            let matches = match &user {
+                Some(user) => password_matches(conn, user, &password)?,
+                None => false,
+            };
+            let Some(user) = user.filter(|_| matches) else {
+                audit::record(
+                    conn,
+                    "anonymous",
+                    "failed_sign_in",
+                    "source",
+                    &source_text,
+                    json!({"path": "/signin", "username": name, "reason": "wrong username or password"}),
+                )?;
+                return Ok(None);
+            };
+            let secret = new_secret();
+            let expires_at = Utc::now() + lifetime;
+            conn.transaction(|conn| {
+                PortalSession::delete_expired(conn)?;
+                PortalSession::insert(conn, user.id, &sha256(&secret), &new_secret(), expires_at)?;
+                audit::record(
+                    conn,
+                    &user.username,
+                    "sign_in",
+                    "user",
+                    &user.username,
+                    json!({"source": source_text, "via": "password"}),
+                )
+            })?;
+            Ok(Some(NewSession { secret, expires_at }))
+        })
+        .await?;
+    outcome.ok_or_else(|| {
+        if let Some(source) = source {
+            ctl.auth_failures.record(source, Instant::now());
+        }
+        ActionError::Unauthenticated("wrong username or password".into())
+    })
+}
+
+/// Ends the session whose cookie holds `secret`.
+pub async fn sign_out(ctl: &Controller, caller: Caller, secret: String) -> ActionResult<()> {
+    ctl.db(move |conn| {
+        PortalSession::delete(conn, &sha256(&secret))?;
+        Ok(audit::record(
+            conn,
+            caller.name(),
+            "sign_out",
+            "user",
+            caller.name(),
+            json!({}),
+        )?)
+    })
+    .await
+}
+
+/// The caller changes their own password, proving the current one; their other sessions end.
+pub async fn change_own(
+    ctl: &Controller,
+    caller: Caller,
+    session_id: i64,
+    current: String,
+    new: String,
+) -> ActionResult<()> {
+    check_new_password("new_password", &new)?;
+    ctl.db(move |conn| {
+        if !password_matches(conn, &caller.user, &current)? {
+            return Err(ActionError::invalid(
+                "current_password",
+                "that is not your current password",
+            ));
+        }
+        let hash = hash_password(&new)?;
+        conn.transaction(|conn| {
+            SignInPassword::set(conn, caller.user.id, &hash)?;
+            PortalSession::delete_others(conn, caller.user.id, session_id)?;
+            audit::record(
+                conn,
+                caller.name(),
+                "change_password",
+                "user",
+                caller.name(),
+                json!({}),
+            )
+        })?;
+        Ok(())
+    })
+    .await
+}
+
+/// Sets `username`'s portal password (the operator's `cohort-controller password`, and tests).
+pub fn set_password(conn: &mut PgConnection, username: &str, password: &str) -> ActionResult<()> {
+    check_new_password("password", password)?;
+    let user = User::by_username(conn, username)?
+        .ok_or_else(|| ActionError::NotFound(format!("user {username}")))?;
+    let hash = hash_password(password)?;
+    conn.transaction(|conn| {
+        SignInPassword::set(conn, user.id, &hash)?;
+        audit::record(
+            conn,
+            "operator",
+            "set_password",
+            "user",
+            username,
+            json!({}),
+        )
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argon2id_hashes_verify_and_are_salted() {
+        let a = hash_password("correct horse battery").expect("hash");
+        assert!(a.starts_with("$argon2id$"), "{a}");
+        assert!(argon2_matches("correct horse battery", &a));
+        assert!(!argon2_matches("correct horse batterz", &a));
+        assert_ne!(a, hash_password("correct horse battery").expect("hash"));
+        assert!(!argon2_matches("x", "not a phc string"));
+    }
+
+    #[test]
+    fn new_passwords_have_a_length_range() {
+        assert!(check_new_password("p", "short").is_err());
+        assert!(check_new_password("p", "long enough pw").is_ok());
+        assert!(check_new_password("p", &"x".repeat(MAX_PASSWORD_LEN + 1)).is_err());
+    }
+}

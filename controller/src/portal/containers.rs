@@ -1,0 +1,159 @@
+//! The student's pages: their containers with status and node, one container's SSH command
+//! (with a copy button) and `known_hosts` line, and start, stop and restart as plain forms. Every
+//! read and change goes through the same actions as `/api/v1/instances`.
+
+use actix_web::http::header;
+use actix_web::{web, HttpResponse};
+use cohort_proto::api::instances::{Instance as WireInstance, InstanceStateChange, StateAction};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use super::error::PortalError;
+use super::i18n::{Lang, Msg};
+use super::layout;
+use super::session::{CsrfForm, SignedIn};
+use crate::actions::{instances, users};
+use crate::controller::Controller;
+use crate::course::endpoints::Endpoint;
+
+fn state_name(i: &WireInstance) -> String {
+    serde_json::to_value(i.observed_state)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// The SSH endpoint of an instance that has one, worded as the course endpoints export does.
+fn endpoint(i: &WireInstance) -> Option<Endpoint> {
+    Some(Endpoint::new(
+        &i.owner,
+        &i.name,
+        i.node.as_deref().unwrap_or(""),
+        i.ssh_host.as_deref()?,
+        i.ssh_port?,
+        None,
+        i.ssh_host_key.as_deref(),
+    ))
+}
+
+/// The caller's own containers (`GET /api/v1/me`'s).
+pub async fn home(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpResponse, PortalError> {
+    let lang = s.lang;
+    let me = users::me(&ctl, s.bearer.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let mine = &me.instances;
+    Ok(layout::ok(
+        &s,
+        lang.t(Msg::MyContainers),
+        html! {
+            @if mine.is_empty() {
+                p #no-containers { (lang.t(Msg::NoContainers)) }
+            } @else {
+                table #containers {
+                    thead { tr {
+                        th scope="col" { (lang.t(Msg::Name)) }
+                        th scope="col" { (lang.t(Msg::Status)) }
+                        th scope="col" { (lang.t(Msg::Node)) }
+                        th scope="col" { (lang.t(Msg::SshCommand)) }
+                    } }
+                    tbody {
+                        @for i in mine {
+                            tr data-name=(i.name) {
+                                td { a href={ "/containers/" (i.name) } { (i.name) } }
+                                td.status { (state_name(i)) }
+                                td { (i.node.as_deref().unwrap_or("—")) }
+                                td { @if let Some(e) = endpoint(i) { code { (e.ssh_command) } } }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    ))
+}
+
+fn actions(lang: Lang, s: &SignedIn, name: &str) -> Markup {
+    html! {
+        div.actions {
+            @for (action, label) in [("start", Msg::Start), ("stop", Msg::Stop), ("restart", Msg::Restart)] {
+                form method="post" action={ "/containers/" (name) "/state" } {
+                    input type="hidden" name="csrf" value=(s.csrf);
+                    input type="hidden" name="action" value=(action);
+                    button type="submit" id={ "action-" (action) } { (lang.t(label)) }
+                }
+            }
+        }
+    }
+}
+
+/// One container; a container the caller may not see is the 403 (or 404) page the action's
+/// refusal maps to.
+pub async fn show(
+    ctl: web::Data<Controller>,
+    s: SignedIn,
+    name: web::Path<String>,
+) -> Result<HttpResponse, PortalError> {
+    let lang = s.lang;
+    let i = instances::get(&ctl, s.bearer.clone(), name.into_inner())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let e = endpoint(&i);
+    Ok(layout::ok(
+        &s,
+        &i.name,
+        html! {
+            dl.facts {
+                dt { (lang.t(Msg::Status)) } dd #status { (state_name(&i)) }
+                dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
+                @if let Some(reason) = &i.stop_reason {
+                    dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }
+                }
+            }
+            @if let Some(e) = &e {
+                h2 { (lang.t(Msg::SshCommand)) }
+                div.copyable {
+                    code #ssh-command { (e.ssh_command) }
+                    button type="button" data-copy="ssh-command" data-copied=(lang.t(Msg::Copied)) {
+                        (lang.t(Msg::Copy))
+                    }
+                }
+                @if let Some(line) = &e.known_hosts {
+                    h2 { (lang.t(Msg::HostKey)) }
+                    div.copyable {
+                        code #known-hosts { (line) }
+                        button type="button" data-copy="known-hosts" data-copied=(lang.t(Msg::Copied)) {
+                            (lang.t(Msg::Copy))
+                        }
+                    }
+                }
+            }
+            (actions(lang, &s, &i.name))
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct StateForm {
+    action: StateAction,
+}
+
+/// Start, stop or restart, then back to the container's page.
+pub async fn change_state(
+    ctl: web::Data<Controller>,
+    name: web::Path<String>,
+    CsrfForm(s, form): CsrfForm<StateForm>,
+) -> Result<HttpResponse, PortalError> {
+    let name = name.into_inner();
+    let req = InstanceStateChange {
+        action: form.action,
+        force: false,
+        timeout_s: None,
+    };
+    instances::change_state(&ctl, s.caller, name.clone(), req)
+        .await
+        .map_err(|e| PortalError::Action(s.lang, e))?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/containers/{name}")))
+        .finish())
+}

@@ -1,0 +1,298 @@
+//! The portal's languages and its message catalog: English, Traditional and Simplified Chinese,
+//! chosen from the `lang` cookie the switcher sets, else from `Accept-Language`.
+
+use actix_web::HttpRequest;
+
+/// Name of the cookie that keeps a chosen language.
+pub const LANG_COOKIE: &str = "cohort_lang";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    ZhHant,
+    ZhHans,
+}
+
+impl Lang {
+    pub const ALL: [Lang; 3] = [Lang::En, Lang::ZhHant, Lang::ZhHans];
+
+    /// The BCP 47 tag, for `<html lang>` and the switcher.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::ZhHant => "zh-Hant",
+            Lang::ZhHans => "zh-Hans",
+        }
+    }
+
+    /// The language's name in itself, for the switcher.
+    pub fn own_name(self) -> &'static str {
+        match self {
+            Lang::En => "English",
+            Lang::ZhHant => "繁體中文",
+            Lang::ZhHans => "简体中文",
+        }
+    }
+
+    pub fn from_tag(tag: &str) -> Option<Lang> {
+        Lang::ALL
+            .into_iter()
+            .find(|l| l.tag().eq_ignore_ascii_case(tag))
+    }
+
+    /// One `Accept-Language` range: Chinese as spoken in Taiwan, Hong Kong and Macau, or written
+    /// Hant, is Traditional; other Chinese is Simplified; English is English.
+    fn from_range(range: &str) -> Option<Lang> {
+        let range = range.to_ascii_lowercase();
+        let mut parts = range.split('-');
+        match parts.next()? {
+            "en" => Some(Lang::En),
+            "zh" => {
+                let rest: Vec<&str> = parts.collect();
+                let traditional = rest
+                    .iter()
+                    .any(|p| matches!(*p, "hant" | "tw" | "hk" | "mo"));
+                Some(if traditional {
+                    Lang::ZhHant
+                } else {
+                    Lang::ZhHans
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The best of ours for an `Accept-Language` header, by its q-values; English if none fits.
+    pub fn from_accept_language(header: &str) -> Lang {
+        let mut ranges: Vec<(f32, usize, &str)> = header
+            .split(',')
+            .enumerate()
+            .filter_map(|(i, item)| {
+                let mut parts = item.trim().split(';');
+                let range = parts.next()?.trim();
+                let q = parts
+                    .find_map(|p| p.trim().strip_prefix("q="))
+                    .map_or(Some(1.0), |q| q.parse::<f32>().ok())?;
+                (q > 0.0).then_some((q, i, range))
+            })
+            .collect();
+        // Highest q first; the header's order breaks ties.
+        ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranges
+            .into_iter()
+            .find_map(|(_, _, range)| Lang::from_range(range))
+            .unwrap_or(Lang::En)
+    }
+
+    /// The language of a request: the switcher's cookie, else the browser's preference.
+    pub fn of(req: &HttpRequest) -> Lang {
+        req.cookie(LANG_COOKIE)
+            .and_then(|c| Lang::from_tag(c.value()))
+            .unwrap_or_else(|| {
+                let header = req
+                    .headers()
+                    .get(actix_web::http::header::ACCEPT_LANGUAGE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                Lang::from_accept_language(header)
+            })
+    }
+
+    /// The message `msg` in this language.
+    pub fn t(self, msg: Msg) -> &'static str {
+        let (en, hant, hans) = msg.texts();
+        match self {
+            Lang::En => en,
+            Lang::ZhHant => hant,
+            Lang::ZhHans => hans,
+        }
+    }
+}
+
+/// Every text the portal shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Msg {
+    Title,
+    SignIn,
+    SignOut,
+    Username,
+    Password,
+    BadCredentials,
+    TooManyFailures,
+    FormExpired,
+    Forbidden,
+    NotFound,
+    SomethingFailed,
+    Language,
+    SignedInAs,
+    MyContainers,
+    NoContainers,
+    Name,
+    Status,
+    Node,
+    SshCommand,
+    HostKey,
+    Copy,
+    Copied,
+    Start,
+    Stop,
+    Restart,
+    Back,
+    StoppedBecause,
+    Account,
+    SshKeys,
+    NoKeys,
+    PublicKey,
+    AddKey,
+    Remove,
+    ChangePassword,
+    CurrentPassword,
+    NewPassword,
+    MyCourses,
+    NoCourses,
+    Code,
+    CourseTitle,
+    Provisioning,
+    Class,
+    Provision,
+    Roster,
+    RosterFile,
+    RosterText,
+    ImportRoster,
+    Downloads,
+    NewCourse,
+    CreateCourse,
+    Image,
+    Cpu,
+    MemoryMib,
+    DiskGib,
+    Actions,
+    Admin,
+    Nodes,
+    Audit,
+    AuditAction,
+    AuditActor,
+    Filter,
+    When,
+}
+
+impl Msg {
+    /// (English, Traditional Chinese, Simplified Chinese).
+    fn texts(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Msg::Title => ("Cohort GPU lab", "Cohort GPU 實驗室", "Cohort GPU 实验室"),
+            Msg::SignIn => ("Sign in", "登入", "登录"),
+            Msg::SignOut => ("Sign out", "登出", "退出登录"),
+            Msg::Username => ("Username", "使用者名稱", "用户名"),
+            Msg::Password => ("Password", "密碼", "密码"),
+            Msg::BadCredentials => (
+                "Wrong username or password.",
+                "使用者名稱或密碼錯誤。",
+                "用户名或密码错误。",
+            ),
+            Msg::TooManyFailures => (
+                "Too many failed sign-ins from this address. Try again in a minute.",
+                "此位址登入失敗次數過多，請一分鐘後再試。",
+                "此地址登录失败次数过多，请一分钟后再试。",
+            ),
+            Msg::FormExpired => (
+                "This form has expired or did not come from this site. Reload the page and try again.",
+                "此表單已過期或並非來自本網站，請重新載入頁面後再試。",
+                "此表单已过期或并非来自本网站，请刷新页面后重试。",
+            ),
+            Msg::Forbidden => (
+                "You may not see this page.",
+                "您無權查看此頁面。",
+                "您无权查看此页面。",
+            ),
+            Msg::NotFound => ("Not found.", "找不到。", "未找到。"),
+            Msg::SomethingFailed => ("Something failed.", "發生錯誤。", "发生错误。"),
+            Msg::Language => ("Language", "語言", "语言"),
+            Msg::SignedInAs => ("Signed in as", "目前登入：", "当前登录："),
+            Msg::MyContainers => ("My containers", "我的容器", "我的容器"),
+            Msg::NoContainers => (
+                "You have no containers yet.",
+                "您目前沒有容器。",
+                "您还没有容器。",
+            ),
+            Msg::Name => ("Name", "名稱", "名称"),
+            Msg::Status => ("Status", "狀態", "状态"),
+            Msg::Node => ("Node", "節點", "节点"),
+            Msg::SshCommand => ("SSH command", "SSH 指令", "SSH 命令"),
+            Msg::HostKey => ("Host key", "主機金鑰", "主机密钥"),
+            Msg::Copy => ("Copy", "複製", "复制"),
+            Msg::Copied => ("Copied", "已複製", "已复制"),
+            Msg::Start => ("Start", "啟動", "启动"),
+            Msg::Stop => ("Stop", "停止", "停止"),
+            Msg::Restart => ("Restart", "重新啟動", "重启"),
+            Msg::Back => ("Back", "返回", "返回"),
+            Msg::StoppedBecause => ("Stopped because", "停止原因", "停止原因"),
+            Msg::Account => ("My account", "我的帳號", "我的账号"),
+            Msg::SshKeys => ("My SSH keys", "我的 SSH 金鑰", "我的 SSH 密钥"),
+            Msg::NoKeys => ("You have no SSH keys.", "您沒有 SSH 金鑰。", "您没有 SSH 密钥。"),
+            Msg::PublicKey => (
+                "Public key (one OpenSSH line)",
+                "公開金鑰（一行 OpenSSH 格式）",
+                "公钥（一行 OpenSSH 格式）",
+            ),
+            Msg::AddKey => ("Add key", "新增金鑰", "添加密钥"),
+            Msg::Remove => ("Remove", "移除", "删除"),
+            Msg::ChangePassword => ("Change password", "變更密碼", "修改密码"),
+            Msg::CurrentPassword => ("Current password", "目前密碼", "当前密码"),
+            Msg::NewPassword => ("New password", "新密碼", "新密码"),
+            Msg::MyCourses => ("My courses", "我的課程", "我的课程"),
+            Msg::NoCourses => ("You have no courses.", "您沒有課程。", "您没有课程。"),
+            Msg::Code => ("Code", "代碼", "代码"),
+            Msg::CourseTitle => ("Title", "標題", "标题"),
+            Msg::Provisioning => ("Provisioning", "正在建立", "正在创建"),
+            Msg::Class => ("Class", "班級", "班级"),
+            Msg::Provision => ("Provision containers", "建立容器", "创建容器"),
+            Msg::Roster => ("Roster", "名單", "名单"),
+            Msg::RosterFile => ("Roster file (CSV)", "名單檔案（CSV）", "名单文件（CSV）"),
+            Msg::RosterText => ("Roster (CSV text)", "名單（CSV 文字）", "名单（CSV 文本）"),
+            Msg::ImportRoster => ("Import roster", "匯入名單", "导入名单"),
+            Msg::NewCourse => ("New course", "新增課程", "新建课程"),
+            Msg::CreateCourse => ("Create course", "建立課程", "创建课程"),
+            Msg::Image => ("Template image", "範本映像", "模板镜像"),
+            Msg::Cpu => ("CPU cores per student", "每位學生的 CPU 核心", "每位学生的 CPU 核心"),
+            Msg::MemoryMib => ("Memory per student (MiB)", "每位學生的記憶體（MiB）", "每位学生的内存（MiB）"),
+            Msg::DiskGib => ("Disk per student (GiB)", "每位學生的磁碟（GiB）", "每位学生的磁盘（GiB）"),
+            Msg::Actions => ("Actions", "操作", "操作"),
+            Msg::Admin => ("Administration", "系統管理", "系统管理"),
+            Msg::Nodes => ("Nodes", "節點", "节点"),
+            Msg::Audit => ("Audit log", "稽核紀錄", "审计日志"),
+            Msg::AuditAction => ("Action", "動作", "动作"),
+            Msg::AuditActor => ("Who", "執行者", "执行者"),
+            Msg::Filter => ("Filter", "篩選", "筛选"),
+            Msg::When => ("When", "時間", "时间"),
+            Msg::Downloads => ("Endpoints", "連線資訊下載", "连接信息下载"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_language_picks_the_script_by_region_and_q() {
+        assert_eq!(
+            Lang::from_accept_language("zh-TW,zh;q=0.9,en;q=0.8"),
+            Lang::ZhHant
+        );
+        assert_eq!(Lang::from_accept_language("zh-Hant-HK"), Lang::ZhHant);
+        assert_eq!(Lang::from_accept_language("zh-CN,zh;q=0.9"), Lang::ZhHans);
+        assert_eq!(Lang::from_accept_language("zh"), Lang::ZhHans);
+        assert_eq!(
+            Lang::from_accept_language("fr-FR,zh-TW;q=0.5"),
+            Lang::ZhHant
+        );
+        assert_eq!(
+            Lang::from_accept_language("en;q=0.2,zh-CN;q=0.8"),
+            Lang::ZhHans
+        );
+        assert_eq!(Lang::from_accept_language("zh-TW;q=0,en"), Lang::En);
+        assert_eq!(Lang::from_accept_language("de, fr"), Lang::En);
+        assert_eq!(Lang::from_accept_language(""), Lang::En);
+    }
+}

@@ -1,0 +1,53 @@
+//! The web portal, served by the controller on its HTTPS listener beside `/api/v1`: pages
+//! rendered with maud (markup checked at compile time, escaped by default, compiled into the
+//! binary), an embedded stylesheet and script, cookie sessions with CSRF tokens, and three
+//! languages. Handlers only parse, call the same actions as the REST API, and render.
+
+mod account;
+mod admin;
+mod assets;
+mod containers;
+mod courses;
+mod error;
+pub mod i18n;
+mod layout;
+mod session;
+mod sign_in;
+
+use actix_web::web::{self, get, post};
+
+pub use session::{SESSION_COOKIE, SIGN_IN_COOKIE};
+
+/// Registers the portal's routes.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/", get().to(containers::home))
+        .route("/signin", get().to(sign_in::page))
+        .route("/signin", post().to(sign_in::submit))
+        .route("/signout", post().to(sign_in::sign_out))
+        .route("/lang/{tag}", get().to(sign_in::switch_language))
+        .route("/static/{file}", get().to(assets::asset))
+        .route("/containers/{name}", get().to(containers::show))
+        .route(
+            "/containers/{name}/state",
+            post().to(containers::change_state),
+        )
+        .route("/account", get().to(account::page))
+        .route("/account/keys", post().to(account::add_key))
+        .route("/account/keys/{id}/delete", post().to(account::remove_key))
+        .route("/account/password", post().to(account::change_password))
+        .route("/courses", get().to(courses::list))
+        .route("/courses", post().to(courses::create))
+        .route("/courses/{code}", get().to(courses::show))
+        .route(
+            "/courses/{code}/students/{username}/{action}",
+            post().to(courses::student_action),
+        )
+        .route("/courses/{code}/roster", post().to(courses::import_roster))
+        .route("/courses/{code}/provision", post().to(courses::provision))
+        .route(
+            "/courses/{code}/endpoints/{format}",
+            get().to(courses::download),
+        )
+        .route("/progress/{id}", get().to(courses::progress))
+        .route("/admin", get().to(admin::page));
+}

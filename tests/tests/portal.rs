@@ -1,0 +1,512 @@
+//! Issue 27's portal in a real browser (headless Chromium over WebDriver) against a real
+//! `cohort-controller serve` over HTTPS: sign-in in the browser's language and switching it,
+//! session cookies' flags, expiry and sign-out, a form without its CSRF token refused, failed
+//! sign-ins audited and limited per source.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use cohort_controller::db::schema::{audit_log, portal_sessions};
+use cohort_e2e::browser::Browser;
+use cohort_e2e::controller::{controller_binary, ControllerProcess};
+use cohort_e2e::fleet::{init, Api};
+use cohort_e2e::{PortRange, TestDb};
+use diesel::prelude::*;
+use serde_json::{json, Value};
+
+/// Sets `username`'s portal password with `cohort-controller password`, as an operator would.
+fn set_password(db_url: &str, state: &std::path::Path, username: &str, password: &str) {
+    let mut child = Command::new(controller_binary())
+        .args(["password", username])
+        .env("DATABASE_URL", db_url)
+        .env("COHORT_STATE_DIR", state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cohort-controller password");
+    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
+    let out = child.wait_with_output().expect("password output");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
+    browser.goto(&format!("{base}/signin")).await;
+    browser.type_into("#username", username).await;
+    browser.type_into("#password", password).await;
+    browser.follow("#signin").await;
+}
+
+fn failed_sign_ins(conn: &mut PgConnection, username: &str) -> i64 {
+    audit_log::table
+        .filter(audit_log::action.eq("failed_sign_in"))
+        .filter(audit_log::detail.retrieve_as_text("username").eq(username))
+        .count()
+        .get_result(conn)
+        .expect("audit count")
+}
+
+/// POSTs a sign-out from inside the signed-in page (same origin, with its cookie), with `body`.
+async fn post_sign_out(browser: &Browser, body: &str) -> u64 {
+    let script = format!(
+        "const done = arguments[0];
+         fetch('/signout', {{method: 'POST', redirect: 'manual',
+             headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}})
+           .then(r => done(r.status)).catch(e => done(String(e)));"
+    );
+    let status = browser.run_async(&script).await;
+    status
+        .as_u64()
+        .unwrap_or_else(|| panic!("sign-out post: {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().expect("state");
+    let admin = init(db.url(), state.path());
+    let _controller = ControllerProcess::start(
+        db.url(),
+        state.path(),
+        ports.port(0),
+        &[("COHORT_AUTH_FAILURES_PER_MINUTE", "3")],
+    );
+    let base = format!("https://127.0.0.1:{}", ports.port(0));
+    let api = Api::new(state.path(), ports.port(0));
+    let _: Value = api
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            "/users",
+            Some(json!({"username": "mei", "role": "student"})),
+        )
+        .await;
+    set_password(db.url(), state.path(), "mei", "plum blossom 42");
+    let mut conn = db.connect();
+
+    // A browser that asks for Traditional Chinese gets it; the switcher changes it.
+    let browser = Browser::start(ports.port(1), "zh-TW").await;
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(
+        browser.url().await,
+        format!("{base}/signin"),
+        "not signed in yet"
+    );
+    assert_eq!(browser.text("h1").await, "登入");
+    browser.screenshot("signin-zh-hant").await;
+    browser.follow("a[hreflang=zh-Hans]").await;
+    assert_eq!(browser.text("h1").await, "登录");
+    browser.follow("a[hreflang=en]").await;
+    assert_eq!(browser.text("h1").await, "Sign in");
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+
+    // A wrong password is shown as such, counted and audited.
+    sign_in(&browser, &base, "mei", "plum blossom 41").await;
+    assert_eq!(
+        browser.text("#signin-error").await,
+        "Wrong username or password."
+    );
+    assert_eq!(failed_sign_ins(&mut conn, "mei"), 1);
+
+    // The right one signs in; the session cookie is Secure, HttpOnly, SameSite=Strict, expires.
+    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    assert_eq!(browser.url().await, format!("{base}/"));
+    assert_eq!(browser.text("#whoami").await, "mei");
+    assert_eq!(browser.text("h1").await, "My containers");
+    assert!(browser.count("#no-containers").await == 1);
+    browser.screenshot("home-en").await;
+    let cookies = browser.cookies().await;
+    let session = cookies
+        .iter()
+        .find(|c| c["name"] == "cohort_session")
+        .unwrap_or_else(|| panic!("no session cookie: {cookies:?}"));
+    assert_eq!(session["secure"], true, "{session}");
+    assert_eq!(session["httpOnly"], true, "{session}");
+    assert_eq!(session["sameSite"], "Strict", "{session}");
+    assert!(session["expiry"].as_u64().is_some(), "{session}");
+    let secret = session["value"].as_str().expect("cookie value");
+    let stored: Vec<Vec<u8>> = portal_sessions::table
+        .select(portal_sessions::secret_hash)
+        .load(&mut conn)
+        .expect("sessions");
+    assert_eq!(
+        stored,
+        [cohort_controller::auth::sha256(secret)],
+        "only the hash is kept"
+    );
+
+    // A form posted without the session's CSRF token, or with a wrong one, is refused (403) and
+    // changes nothing: the session is still there.
+    assert_eq!(post_sign_out(&browser, "").await, 403);
+    assert_eq!(post_sign_out(&browser, "csrf=0123456789abcdef").await, 403);
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(browser.text("#whoami").await, "mei", "still signed in");
+
+    // An expired session is no session.
+    diesel::update(portal_sessions::table)
+        .set(portal_sessions::expires_at.eq(chrono::Utc::now() - chrono::Duration::seconds(1)))
+        .execute(&mut conn)
+        .expect("expire");
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+
+    // Signing out (the real button, with its token) ends the session in the database too.
+    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    assert_eq!(browser.text("#whoami").await, "mei");
+    browser.follow(".signout button").await;
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+    let live: i64 = portal_sessions::table
+        .filter(portal_sessions::expires_at.gt(diesel::dsl::now))
+        .count()
+        .get_result(&mut conn)
+        .expect("count");
+    assert_eq!(live, 0, "the session row is gone");
+    browser.goto(&format!("{base}/")).await;
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+
+    // Two more failures make three this minute: even the right password is refused now.
+    sign_in(&browser, &base, "mei", "wrong one 1").await;
+    sign_in(&browser, &base, "mei", "wrong one 2").await;
+    assert_eq!(failed_sign_ins(&mut conn, "mei"), 3);
+    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    assert_eq!(
+        browser.text("#signin-error").await,
+        "Too many failed sign-ins from this address. Try again in a minute."
+    );
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+    browser.screenshot("signin-throttled").await;
+}
+
+/// An instructor imports a roster in the browser (a bad row refused by its number, nothing
+/// imported), provisions and watches every row turn ready, and downloads known_hosts. A student
+/// signs in, reads their container's ssh command and host-key line from its page, and
+/// that exact command (with their key, and only the page's host key trusted) logs in; a
+/// classmate's container by URL is a 403 page; a state change without the CSRF token is refused
+/// and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
+    use cohort_e2e::cluster::Cluster;
+    use cohort_e2e::ssh::SshKey;
+
+    let cluster = Cluster::start(1).await;
+    cluster.import_base_image("cohort/base").await;
+    cluster.user("prof", "instructor").await;
+    let (ann_key, bob_key) = (SshKey::generate(), SshKey::generate());
+    let controller_state = cluster.state.path().join("controller");
+    set_password(
+        &cluster.db_url,
+        &controller_state,
+        "prof",
+        "prof's long password",
+    );
+    let ports = PortRange::claim();
+    let base = cluster.controller.url();
+
+    // The instructor: a roster with a bad row is refused with its row number, nothing imported.
+    let teacher_browser = Browser::start(ports.port(1), "en").await;
+    sign_in(&teacher_browser, &base, "prof", "prof's long password").await;
+    teacher_browser.follow("#courses-link").await;
+    let create = [
+        ("#new-title", "Portal"),
+        ("#new-image", "cohort/base"),
+        ("#new-cpu", "1"),
+        ("#new-memory_mib", "256"),
+        ("#new-disk_gib", "2"),
+    ];
+    teacher_browser.type_into("#new-code", "Web 1!").await;
+    for (field, value) in create {
+        teacher_browser.type_into(field, value).await;
+    }
+    teacher_browser.follow("#create-course").await;
+    assert!(!teacher_browser.text("#code-error").await.is_empty());
+    assert_eq!(
+        teacher_browser.count("#no-courses").await,
+        1,
+        "nothing made"
+    );
+    teacher_browser.type_into("#new-code", "web1").await;
+    for (field, value) in create {
+        teacher_browser.type_into(field, value).await;
+    }
+    teacher_browser.follow("#create-course").await;
+    assert_eq!(teacher_browser.url().await, format!("{base}/courses/web1"));
+    let good = format!(
+        "username,name,email,ssh_key\nann,Ann,ann@uni.edu,{}\nbob,Bob,bob@uni.edu,{}\n",
+        ann_key.public_key(),
+        bob_key.public_key()
+    );
+    let bad = good.replace(&bob_key.public_key(), "ssh-ed25519 broken");
+    teacher_browser.type_into("#roster", &bad).await;
+    teacher_browser.follow("#import-roster").await;
+    let error = teacher_browser.text("#roster-error").await;
+    assert!(error.contains("row 3"), "{error}");
+    assert_eq!(
+        teacher_browser.count("#students tbody tr").await,
+        0,
+        "nothing imported"
+    );
+    teacher_browser.screenshot("roster-error-en").await;
+    teacher_browser.type_into("#roster", &good).await;
+    teacher_browser.follow("#import-roster").await;
+    assert_eq!(teacher_browser.count("#students tbody tr").await, 2);
+
+    // Provisioning: the bar fills and every row turns ready.
+    teacher_browser.follow("#provision").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let status = teacher_browser
+            .run("return document.getElementById('progress').dataset.status || '';")
+            .await;
+        if status == "success" {
+            break;
+        }
+        assert!(
+            status != "failure" && std::time::Instant::now() < deadline,
+            "provisioning: {status}\n{}",
+            cluster.controller_log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    for user in ["ann", "bob"] {
+        let state = teacher_browser
+            .text(&format!("#students tr[data-username={user}] td.state"))
+            .await;
+        assert_eq!(state, "ready", "{user}");
+    }
+    assert_eq!(
+        teacher_browser.text("#progress-text").await,
+        "2 / 2 (success)"
+    );
+    teacher_browser.screenshot("course-provisioned-en").await;
+    // A per-student action from the class table goes through the course's student action.
+    teacher_browser
+        .follow("#students tr[data-username=bob] button[data-action=stop]")
+        .await;
+    let bob = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-bob", None)
+        .await;
+    assert_eq!(bob["desired_state"], "stopped", "{bob}");
+    let known_hosts = teacher_browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/courses/web1/endpoints/known-hosts').then(r => r.text()).then(done);",
+        )
+        .await;
+    let known_hosts = known_hosts.as_str().unwrap_or_default().to_string();
+    assert_eq!(known_hosts.lines().count(), 2, "{known_hosts}");
+    set_password(
+        &cluster.db_url,
+        &controller_state,
+        "ann",
+        "ann's long password",
+    );
+    let browser = Browser::start(ports.port(0), "en").await;
+    sign_in(&browser, &base, "ann", "ann's long password").await;
+    assert_eq!(
+        browser
+            .text("#containers tr[data-name=web1-ann] .status")
+            .await,
+        "running"
+    );
+    assert_eq!(
+        browser.count("#containers tbody tr").await,
+        1,
+        "only her own"
+    );
+    browser
+        .follow("#containers a[href='/containers/web1-ann']")
+        .await;
+    let command = browser.text("#ssh-command").await;
+    let known_hosts = browser.text("#known-hosts").await;
+    browser.click("button[data-copy=ssh-command]").await;
+    browser.screenshot("container-en").await;
+    assert!(
+        command.starts_with("ssh -p ") && command.ends_with(" ann@127.0.0.1"),
+        "{command}"
+    );
+
+    // The command as shown, given her key and trusting only the host key the page showed.
+    let trusted = tempfile::NamedTempFile::new().expect("known_hosts");
+    std::fs::write(trusted.path(), format!("{known_hosts}\n")).expect("write known_hosts");
+    let with_identity = command.replacen(
+        "ssh ",
+        &format!(
+            "ssh -i {} -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes \
+             -o UserKnownHostsFile={} -o ConnectTimeout=10 ",
+            ann_key.private_key().display(),
+            trusted.path().display()
+        ),
+        1,
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let out = loop {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{with_identity} whoami"))
+            .output()
+            .expect("run ssh");
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert!(
+        out.status.success(),
+        "{with_identity}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ann\n");
+
+    // Bob's container by URL: the 403 page, in the page and in its status.
+    browser.goto(&format!("{base}/containers/web1-bob")).await;
+    assert_eq!(
+        browser.text("main .error").await,
+        "You may not see this page."
+    );
+    browser.screenshot("forbidden-en").await;
+    let status = browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/containers/web1-bob').then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 403);
+
+    // Stopping her container without the form's token is refused; it stays wanted running.
+    browser.goto(&format!("{base}/containers/web1-ann")).await;
+    let status = browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/containers/web1-ann/state', {method: 'POST', redirect: 'manual',
+                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                 body: 'action=stop'}).then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 403);
+    let ann = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-ann", None)
+        .await;
+    assert_eq!(ann["desired_state"], "running", "{ann}");
+}
+
+/// A student's own account page: a bad SSH key is refused next to its field and nothing is
+/// added, a good one is listed by fingerprint and removed; a password change needs the current
+/// password and a long enough new one, ends the other sessions, and the new password is the one
+/// that signs in. The admin page is refused to her and shows the admin the filtered audit log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_student_manages_their_keys_and_password() {
+    use cohort_e2e::ssh::SshKey;
+
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().expect("state");
+    let admin = init(db.url(), state.path());
+    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &[]);
+    let base = format!("https://127.0.0.1:{}", ports.port(0));
+    let api = Api::new(state.path(), ports.port(0));
+    let _: Value = api
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            "/users",
+            Some(json!({"username": "lin", "role": "student"})),
+        )
+        .await;
+    set_password(db.url(), state.path(), "lin", "first password");
+    let mut conn = db.connect();
+    let browser = Browser::start(ports.port(1), "zh-CN").await;
+    let other = Browser::start(ports.port(2), "en").await;
+    sign_in(&other, &base, "lin", "first password").await;
+    assert_eq!(other.text("#whoami").await, "lin");
+    sign_in(&browser, &base, "lin", "first password").await;
+    browser.follow("#account-link").await;
+    assert_eq!(browser.text("h1").await, "我的账号");
+    browser.follow("a[hreflang=en]").await;
+
+    browser
+        .type_into("#public_key", "ssh-ed25519 not-base64 x")
+        .await;
+    browser.follow("#add-key").await;
+    assert!(!browser.text("#public_key-error").await.is_empty());
+    assert_eq!(browser.count("#no-keys").await, 1, "nothing was added");
+    let key = SshKey::generate();
+    browser.type_into("#public_key", &key.public_key()).await;
+    browser.follow("#add-key").await;
+    assert_eq!(browser.count("#keys li").await, 1);
+    let fingerprint = browser.text("#keys li code").await;
+    assert!(fingerprint.starts_with("SHA256:"), "{fingerprint}");
+    let keys: i64 = cohort_controller::db::schema::ssh_keys::table
+        .count()
+        .get_result(&mut conn)
+        .expect("keys");
+    assert_eq!(keys, 1, "the same key store as /api/v1/me/ssh-keys");
+    browser.screenshot("account-en").await;
+    browser.follow("#keys li button").await;
+    assert_eq!(browser.count("#no-keys").await, 1, "removed");
+
+    browser
+        .type_into("#current_password", "not my password")
+        .await;
+    browser.type_into("#new_password", "second password").await;
+    browser.follow("#change-password").await;
+    assert_eq!(
+        browser.text("#current_password-error").await,
+        "that is not your current password"
+    );
+    browser
+        .type_into("#current_password", "first password")
+        .await;
+    browser.type_into("#new_password", "short").await;
+    browser
+        .run("document.getElementById('new_password').removeAttribute('minlength'); return 1;")
+        .await;
+    browser.follow("#change-password").await;
+    assert!(browser
+        .text("#new_password-error")
+        .await
+        .contains("at least 10"));
+    browser
+        .type_into("#current_password", "first password")
+        .await;
+    browser.type_into("#new_password", "second password").await;
+    browser.follow("#change-password").await;
+    assert_eq!(browser.url().await, format!("{base}/account"));
+    let live: i64 = portal_sessions::table
+        .count()
+        .get_result(&mut conn)
+        .expect("count");
+    assert_eq!(live, 1, "the other browser's session ended");
+    other.goto(&format!("{base}/")).await;
+    assert_eq!(other.url().await, format!("{base}/signin"));
+    sign_in(&other, &base, "lin", "first password").await;
+    assert_eq!(
+        other.text("#signin-error").await,
+        "Wrong username or password."
+    );
+    sign_in(&other, &base, "lin", "second password").await;
+    assert_eq!(other.text("#whoami").await, "lin");
+
+    // The admin page is the admin's: a student gets the 403 page; the admin sees the nodes and
+    // the audit log, filtered.
+    browser.goto(&format!("{base}/admin")).await;
+    assert_eq!(
+        browser.text("main .error").await,
+        "You may not see this page."
+    );
+    assert_eq!(browser.count("#admin-link").await, 0);
+    set_password(db.url(), state.path(), "admin", "the admin's password");
+    other.follow(".signout button").await;
+    sign_in(&other, &base, "admin", "the admin's password").await;
+    other.follow("#admin-link").await;
+    assert_eq!(other.count("#nodes").await, 1);
+    other.type_into("#filter-action", "change_password").await;
+    other.follow("#filter").await;
+    assert_eq!(other.count("#audit tbody tr").await, 1);
+    assert_eq!(other.text("#audit tbody td.actor").await, "lin");
+    other.screenshot("admin-en").await;
+}
