@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ActionError, ActionResult};
 use crate::models::api_token::ApiToken;
+use crate::models::lxd_trust::LxdCertificate;
 use crate::models::user::User;
 
 /// Prefix of every API token, so leaked tokens are easy to recognise.
@@ -28,33 +29,54 @@ pub fn sha256(secret: &str) -> Vec<u8> {
     Sha256::digest(secret.as_bytes()).to_vec()
 }
 
-/// The bearer token a request presented, not checked yet: only its SHA-256, which is all the
-/// database keeps. Actions resolve it with [`Bearer::caller`] on the connection they answer with,
-/// so a request costs one pool checkout (each one pings PostgreSQL), not one to authenticate and
-/// one to answer; the only way from a `Bearer` to a [`Caller`] is through the database.
+/// The credential a request presented, not checked yet: a bearer token (only its SHA-256, which
+/// is all the database keeps) or the fingerprint of an `lxc` client certificate. Actions resolve
+/// it with [`Bearer::caller`] on the connection they answer with, so a request costs one pool
+/// checkout (each one pings PostgreSQL), not one to authenticate and one to answer; the only way
+/// from a `Bearer` to a [`Caller`] is through the database.
 #[derive(Debug, Clone)]
 pub struct Bearer {
-    hash: Vec<u8>,
+    credential: Credential,
+}
+
+#[derive(Debug, Clone)]
+enum Credential {
+    Token(Vec<u8>),
+    /// SHA-256 of a client certificate the LXD-style API's TLS handshake proved the key of.
+    LxdCertificate(String),
 }
 
 impl Bearer {
     pub fn new(token: &str) -> Self {
         Bearer {
-            hash: sha256(token),
+            credential: Credential::Token(sha256(token)),
+        }
+    }
+
+    /// A client certificate (by fingerprint) of the LXD-style API: it acts as the user its trust
+    /// entry binds it to.
+    pub fn lxd_certificate(fingerprint: &str) -> Self {
+        Bearer {
+            credential: Credential::LxdCertificate(fingerprint.to_string()),
         }
     }
 
     /// Whether the token presented is `secret` (compared by hash, like every token).
     pub fn is(&self, secret: &str) -> bool {
-        self.hash == sha256(secret)
+        matches!(&self.credential, Credential::Token(hash) if *hash == sha256(secret))
     }
 
-    /// The user behind the token; an unknown, expired or revoked token, or one of a disabled
-    /// user, is a 401.
+    /// The user behind the credential; an unknown, expired or revoked token or certificate, or
+    /// one of a disabled user, is a 401.
     pub fn caller(&self, conn: &mut PgConnection) -> ActionResult<Caller> {
-        ApiToken::user_for_hash(conn, &self.hash)?
-            .map(Caller::new)
-            .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into()))
+        match &self.credential {
+            Credential::Token(hash) => ApiToken::user_for_hash(conn, hash)?
+                .map(Caller::new)
+                .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into())),
+            Credential::LxdCertificate(fingerprint) => LxdCertificate::user_for(conn, fingerprint)?
+                .map(Caller::new)
+                .ok_or_else(|| ActionError::Unauthenticated("untrusted certificate".into())),
+        }
     }
 }
 

@@ -161,6 +161,13 @@ pub struct ServerConfig {
     pub server_names: Vec<String>,
     /// Largest image upload accepted, in MiB; default 4096.
     pub max_image_mib: u64,
+    /// `COHORT_LXD_LISTEN`: where the LXD-style API for the real `lxc` client and pylxd is
+    /// served (HTTPS, `/1.0`); default none (not served). A listener of its own because it takes
+    /// any self-signed client certificate and trusts it by pinned fingerprint, while the main
+    /// listener takes only certificates of the Cohort CA.
+    pub lxd_listen: Option<SocketAddr>,
+    /// `COHORT_LXD_ADDRESS`: `host:port` written into `lxc` trust tokens; default `lxd_listen`.
+    pub lxd_address: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -263,6 +270,8 @@ impl Default for ServerConfig {
             state_dir: PathBuf::from("/var/lib/cohort"),
             server_names: Vec::new(),
             max_image_mib: 4096,
+            lxd_listen: None,
+            lxd_address: None,
         }
     }
 }
@@ -373,6 +382,15 @@ impl Config {
         )?;
         env_parse("COHORT_LISTEN", &mut self.server.listen)?;
         env_parse("COHORT_STATE_DIR", &mut self.server.state_dir)?;
+        if let Ok(listen) = std::env::var("COHORT_LXD_LISTEN") {
+            self.server.lxd_listen = Some(listen.parse().map_err(|_| ConfigError::Env {
+                var: "COHORT_LXD_LISTEN",
+                value: listen.clone(),
+            })?);
+        }
+        if let Ok(address) = std::env::var("COHORT_LXD_ADDRESS") {
+            self.server.lxd_address = Some(address);
+        }
         if let Ok(url) = std::env::var("COHORT_PUBLIC_URL") {
             self.server.public_url = Some(url);
         }

@@ -16,6 +16,7 @@ pub mod failed_create;
 pub mod feasible;
 pub mod gpu_slots;
 pub mod image_format;
+pub mod lxd_api;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
