@@ -81,20 +81,27 @@ pub fn lxd_instance(i: &Instance, full: bool) -> Value {
         "project": project_of(i),
     });
     if full {
-        value["state"] = json!({
-            "status": status,
-            "status_code": code,
-            "disk": {},
-            "memory": {"usage": 0, "usage_peak": 0, "swap_usage": 0, "swap_usage_peak": 0},
-            "network": {},
-            "pid": 0,
-            "processes": 0,
-            "cpu": {"usage": 0},
-        });
+        value["state"] = lxd_state(i);
         value["snapshots"] = json!([]);
         value["backups"] = json!([]);
     }
     value
+}
+
+/// `api.InstanceState` as far as the controller knows it: status only; usage figures are not
+/// kept, so they are zero (which `lxc` shows as absent) rather than guessed.
+pub fn lxd_state(i: &Instance) -> Value {
+    let (status, code) = status(&i.observed_state);
+    json!({
+        "status": status,
+        "status_code": code,
+        "disk": {},
+        "memory": {"usage": 0, "usage_peak": 0, "swap_usage": 0, "swap_usage_peak": 0},
+        "network": {},
+        "pid": 0,
+        "processes": 0,
+        "cpu": {"usage": 0},
+    })
 }
 
 /// The query of a listing: `recursion`, `project`, `all-projects`.
@@ -155,10 +162,65 @@ pub async fn get(
     name: actix_web::web::Path<String>,
     req: HttpRequest,
 ) -> LxdReply {
-    let listing = Listing::of(&req);
-    let instance = instances::get(&ctl, client.0, name.into_inner()).await?;
+    let recursion = Listing::of(&req).recursion;
+    let instance = in_project(&ctl, client, name.into_inner(), &req).await?;
+    Ok(sync(lxd_instance(&instance, recursion >= 1)))
+}
+
+/// The instance the caller names in the project it is in, or LXD's 404.
+async fn in_project(
+    ctl: &Controller,
+    client: LxdClient,
+    name: String,
+    req: &HttpRequest,
+) -> Result<Instance, LxdError> {
+    let listing = Listing::of(req);
+    let instance = instances::get(ctl, client.0, name).await?;
     if project_of(&instance) != listing.project {
         return Err(crate::error::ActionError::NotFound("Instance".into()).into());
     }
-    Ok(sync(lxd_instance(&instance, listing.recursion >= 1)))
+    Ok(instance)
+}
+
+pub async fn state(
+    ctl: Ctl,
+    client: LxdClient,
+    name: actix_web::web::Path<String>,
+    req: HttpRequest,
+) -> LxdReply {
+    let instance = in_project(&ctl, client, name.into_inner(), &req).await?;
+    Ok(sync(lxd_state(&instance)))
+}
+
+/// `GET /1.0/instances/{name}/snapshots`: the node's snapshots, through the action
+/// `GET /api/v1/instances/{name}/snapshots` uses.
+pub async fn snapshots(
+    ctl: Ctl,
+    client: LxdClient,
+    name: actix_web::web::Path<String>,
+    req: HttpRequest,
+) -> LxdReply {
+    let name = name.into_inner();
+    let caller = super::caller_of(&ctl, LxdClient(client.0.clone())).await?;
+    in_project(&ctl, client, name.clone(), &req).await?;
+    let snapshots = crate::actions::proxy::snapshots(&ctl, caller, name.clone()).await?;
+    Ok(if Listing::of(&req).recursion >= 1 {
+        sync(
+            snapshots
+                .iter()
+                .map(|s| {
+                    json!({"name": s.name, "created_at": s.created_at, "stateful": s.stateful,
+                           "ephemeral": false, "architecture": "x86_64", "config": {},
+                           "devices": {}, "profiles": [], "expires_at": null, "size": -1})
+                })
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        sync(
+            snapshots
+                .iter()
+                .map(|s| format!("/1.0/instances/{name}/snapshots/{}", s.name))
+                .collect::<Vec<_>>(),
+        )
+    })
 }

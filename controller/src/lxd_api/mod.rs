@@ -3,19 +3,23 @@
 //! the portal: a client certificate is resolved to the Cohort user its trust entry binds it to,
 //! and that user's roles and ownership decide, in the actions, what it may do.
 
+mod events;
+mod images;
 mod instances;
 mod listing;
+mod operations;
 mod reply;
 mod server;
+mod state;
 pub mod tls;
 
 use std::future::{ready, Ready};
 
 use actix_web::dev::Payload;
-use actix_web::web::{self, get, post};
+use actix_web::web::{self, delete, get, post, put};
 use actix_web::{FromRequest, HttpRequest};
 
-use crate::auth::Bearer;
+use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
 use reply::LxdError;
@@ -51,6 +55,11 @@ impl FromRequest for LxdClient {
 
 type Ctl = web::Data<Controller>;
 
+/// The user behind a client certificate, for actions that take a resolved [`Caller`].
+async fn caller_of(ctl: &Controller, client: LxdClient) -> Result<Caller, LxdError> {
+    Ok(ctl.db(move |conn| client.0.caller(conn)).await?)
+}
+
 /// Registers `/1.0` with the controller as shared state.
 pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg| {
@@ -74,6 +83,29 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             .route("/1.0/cluster/members/{name}", get().to(listing::member_get))
             .route("/1.0/instances", get().to(instances::list))
             .route("/1.0/instances/{name}", get().to(instances::get))
+            .route("/1.0/instances/{name}", delete().to(state::delete))
+            .route("/1.0/instances/{name}/state", put().to(state::put_state))
+            .route("/1.0/instances/{name}/state", get().to(instances::state))
+            .route(
+                "/1.0/instances/{name}/snapshots",
+                get().to(instances::snapshots),
+            )
+            .route(
+                "/1.0/instances/{name}/backups",
+                get().to(server::no_backups),
+            )
+            .route(
+                "/1.0/instances/{name}/backups",
+                post().to(server::not_supported),
+            )
+            .route("/1.0/images", get().to(images::list))
+            .route("/1.0/images/aliases", get().to(images::aliases))
+            .route("/1.0/images/aliases/{name:.*}", get().to(images::alias))
+            .route("/1.0/images/{fingerprint}", get().to(images::get))
+            .route("/1.0/operations", get().to(operations::list))
+            .route("/1.0/operations/{id}", get().to(operations::get))
+            .route("/1.0/operations/{id}/wait", get().to(operations::wait))
+            .route("/1.0/events", get().to(events::events))
             .route("/1.0/profiles", get().to(server::not_supported))
             .route("/1.0/networks", get().to(server::not_supported))
             .route("/1.0/virtual-machines", get().to(server::not_supported))

@@ -22,6 +22,8 @@ pub const API_EXTENSIONS: &[&str] = &[
     "instance_all_projects",
     "operation_description",
     "api_filtering",
+    // `lxc info` needs it; instances list no backups, and making one is refused.
+    "container_backup",
 ];
 
 /// The server's LXD version as clients compare it: the one whose behaviour this API follows.
@@ -163,4 +165,10 @@ pub async fn certificates(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdR
 /// Profiles, networks and VMs: LXD has them, Cohort does not offer them.
 pub async fn not_supported(req: HttpRequest) -> LxdReply {
     Err(LxdError::not_supported(req.path().to_string()))
+}
+
+/// `GET /1.0/instances/{name}/backups`: Cohort keeps no LXD backups of instances (snapshots and
+/// the controller's own backup instead), so the list is empty.
+pub async fn no_backups() -> HttpResponse {
+    sync(Vec::<String>::new())
 }

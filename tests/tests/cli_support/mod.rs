@@ -327,8 +327,16 @@ impl OneNode {
 
     /// A one-node deployment whose node is on `network` (see [`Agent::join_on`]).
     pub fn start_on(network: Option<&cohort_e2e::TestNetwork>) -> Self {
+        Self::start_with(Controller::start(), network)
+    }
+
+    /// A one-node deployment whose controller also serves the LXD-style API.
+    pub fn start_with_lxd_api() -> Self {
+        Self::start_with(Controller::start_with_lxd_api(), None)
+    }
+
+    fn start_with(controller: Controller, network: Option<&cohort_e2e::TestNetwork>) -> Self {
         let lxd = TestLxd::new();
-        let controller = Controller::start();
         let cli = Cli::admin_of(&controller);
         let agent = Agent::join_on(&controller, &cli, &lxd, "node1", network);
         let started = Instant::now();
