@@ -98,6 +98,30 @@ fn lxc_lists_and_drives_the_fleet() {
     let images = lxc.ok(&["image", "list", "lab:", "-f", "csv", "-c", "l"]);
     assert_eq!(images.trim(), "cohort/base");
 
+    // Launched from the fleet's image, placed by Cohort on the node `--target` names.
+    lxc.ok(&[
+        "launch",
+        "lab:cohort/base",
+        "lab:web3",
+        "--target",
+        "node1",
+        "-c",
+        "limits.memory=256MiB",
+    ]);
+    let launched = lxc.ok(&["list", "lab:web3", "-f", "csv", "-c", "nsL"]);
+    assert_eq!(launched.trim(), "web3,RUNNING,node1");
+    assert!(lxd
+        .lxc(&["list", "-f", "csv", "-c", "ns"])
+        .contains("web3,RUNNING"));
+    lxc.fails(
+        &["init", "lab:cohort/base", "lab:vm1", "--vm"],
+        "Asked for a VM",
+    );
+    lxc.fails(
+        &["init", "lab:cohort/base", "lab:x1", "--target", "nowhere"],
+        "nowhere",
+    );
+
     // Nodes are cluster members; courses projects.
     let members = lxc.ok(&["cluster", "list", "lab:", "-f", "csv"]);
     assert!(members.starts_with("node1,"), "{members}");

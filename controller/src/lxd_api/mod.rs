@@ -3,6 +3,7 @@
 //! the portal: a client certificate is resolved to the Cohort user its trust entry binds it to,
 //! and that user's roles and ownership decide, in the actions, what it may do.
 
+mod create;
 mod events;
 mod images;
 mod instances;
@@ -82,6 +83,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             .route("/1.0/cluster/members", get().to(listing::members))
             .route("/1.0/cluster/members/{name}", get().to(listing::member_get))
             .route("/1.0/instances", get().to(instances::list))
+            .route("/1.0/instances", post().to(create::create))
             .route("/1.0/instances/{name}", get().to(instances::get))
             .route("/1.0/instances/{name}", delete().to(state::delete))
             .route("/1.0/instances/{name}/state", put().to(state::put_state))
