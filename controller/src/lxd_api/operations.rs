@@ -83,11 +83,13 @@ pub async fn list(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdReply {
         } else {
             json!(format!("/1.0/operations/{}", op.id))
         };
-        groups
+        if let Some(list) = groups
             .entry(key)
             .or_insert_with(|| json!([]))
             .as_array_mut()
-            .map(|a| a.push(entry));
+        {
+            list.push(entry);
+        }
     }
     Ok(sync(groups))
 }
