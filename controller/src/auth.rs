@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ActionError, ActionResult};
 use crate::models::api_token::ApiToken;
+use crate::models::lxd_trust::LxdCertificate;
 use crate::models::portal_session::PortalSession;
 use crate::models::user::User;
 
@@ -29,57 +30,68 @@ pub fn sha256(secret: &str) -> Vec<u8> {
     Sha256::digest(secret.as_bytes()).to_vec()
 }
 
-/// The bearer token a request presented, not checked yet: only its SHA-256, which is all the
-/// database keeps. Actions resolve it with [`Bearer::caller`] on the connection they answer with,
-/// so a request costs one pool checkout (each one pings PostgreSQL), not one to authenticate and
-/// one to answer; the only way from a `Bearer` to a [`Caller`] is through the database.
-///
-/// A portal session's cookie is a bearer credential too ([`Bearer::portal_session`]), so pages
-/// call the very actions the REST API calls and one place decides who may do what.
+/// The credential a request presented, not checked yet: a bearer token or a portal session's
+/// cookie (only their SHA-256, which is all the database keeps), or the fingerprint of an `lxc`
+/// client certificate. Actions resolve it with [`Bearer::caller`] on the connection they answer
+/// with, so a request costs one pool checkout (each one pings PostgreSQL), not one to
+/// authenticate and one to answer; the only way from a `Bearer` to a [`Caller`] is through the
+/// database. Pages and `lxc` call the very actions the REST API calls: one place decides who
+/// may do what.
 #[derive(Debug, Clone)]
 pub struct Bearer {
-    hash: Vec<u8>,
-    kind: Credential,
+    credential: Credential,
 }
 
-/// What a [`Bearer`] secret is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Credential {
-    ApiToken,
-    PortalSession,
+    /// SHA-256 of an API token.
+    Token(Vec<u8>),
+    /// SHA-256 of a portal session cookie's secret.
+    PortalSession(Vec<u8>),
+    /// SHA-256 of a client certificate the LXD-style API's TLS handshake proved the key of.
+    LxdCertificate(String),
 }
 
 impl Bearer {
     pub fn new(token: &str) -> Self {
         Bearer {
-            hash: sha256(token),
-            kind: Credential::ApiToken,
+            credential: Credential::Token(sha256(token)),
         }
     }
 
     /// The secret of a portal session cookie.
     pub fn portal_session(secret: &str) -> Self {
         Bearer {
-            hash: sha256(secret),
-            kind: Credential::PortalSession,
+            credential: Credential::PortalSession(sha256(secret)),
+        }
+    }
+
+    /// A client certificate (by fingerprint) of the LXD-style API: it acts as the user its trust
+    /// entry binds it to.
+    pub fn lxd_certificate(fingerprint: &str) -> Self {
+        Bearer {
+            credential: Credential::LxdCertificate(fingerprint.to_string()),
         }
     }
 
     /// Whether the token presented is `secret` (compared by hash, like every token).
     pub fn is(&self, secret: &str) -> bool {
-        self.kind == Credential::ApiToken && self.hash == sha256(secret)
+        matches!(&self.credential, Credential::Token(hash) if *hash == sha256(secret))
     }
 
-    /// The user behind the token; an unknown, expired or revoked token or session, or one of a
-    /// disabled user, is a 401.
+    /// The user behind the credential; an unknown, expired or revoked token, session or
+    /// certificate, or one of a disabled user, is a 401.
     pub fn caller(&self, conn: &mut PgConnection) -> ActionResult<Caller> {
-        match self.kind {
-            Credential::ApiToken => ApiToken::user_for_hash(conn, &self.hash)?
+        match &self.credential {
+            Credential::Token(hash) => ApiToken::user_for_hash(conn, hash)?
                 .map(Caller::new)
                 .ok_or_else(|| ActionError::Unauthenticated("invalid API token".into())),
-            Credential::PortalSession => PortalSession::live(conn, &self.hash)?
+            Credential::PortalSession(hash) => PortalSession::live(conn, hash)?
                 .map(|(_, user)| Caller::new(user))
                 .ok_or_else(|| ActionError::Unauthenticated("session expired".into())),
+            Credential::LxdCertificate(fingerprint) => LxdCertificate::user_for(conn, fingerprint)?
+                .map(Caller::new)
+                .ok_or_else(|| ActionError::Unauthenticated("untrusted certificate".into())),
         }
     }
 }

@@ -167,6 +167,13 @@ pub struct ServerConfig {
     /// `COHORT_NODE_CERT_LIFETIME_S`: how long a node's certificate is valid, in seconds; the
     /// poller renews it at two thirds of its life. Default one year (31536000); at least 30.
     pub node_cert_lifetime_s: u64,
+    /// `COHORT_LXD_LISTEN`: where the LXD-style API for the real `lxc` client and pylxd is
+    /// served (HTTPS, `/1.0`); default none (not served). A listener of its own because it takes
+    /// any self-signed client certificate and trusts it by pinned fingerprint, while the main
+    /// listener takes only certificates of the Cohort CA.
+    pub lxd_listen: Option<SocketAddr>,
+    /// `COHORT_LXD_ADDRESS`: `host:port` written into `lxc` trust tokens; default `lxd_listen`.
+    pub lxd_address: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -273,6 +280,8 @@ impl Default for ServerConfig {
             server_names: Vec::new(),
             max_image_mib: 4096,
             node_cert_lifetime_s: 365 * 86_400,
+            lxd_listen: None,
+            lxd_address: None,
         }
     }
 }
@@ -402,6 +411,15 @@ impl Config {
             "COHORT_NODE_CERT_LIFETIME_S",
             &mut self.server.node_cert_lifetime_s,
         )?;
+        if let Ok(listen) = std::env::var("COHORT_LXD_LISTEN") {
+            self.server.lxd_listen = Some(listen.parse().map_err(|_| ConfigError::Env {
+                var: "COHORT_LXD_LISTEN",
+                value: listen.clone(),
+            })?);
+        }
+        if let Ok(address) = std::env::var("COHORT_LXD_ADDRESS") {
+            self.server.lxd_address = Some(address);
+        }
         if let Ok(url) = std::env::var("COHORT_PUBLIC_URL") {
             self.server.public_url = Some(url);
         }

@@ -1,7 +1,9 @@
 //! The OpenAPI 3 document served at `/api/v1/openapi.json`, built from the same schemars types
 //! the handlers take and answer, so it cannot drift from them.
 
-use cohort_proto::api::{courses, gpus, images, instances, nodes, operations, orphans, users};
+use cohort_proto::api::{
+    courses, gpus, images, instances, lxd_trust, nodes, operations, orphans, users,
+};
 use cohort_proto::enroll::{EnrollRequest, EnrollResponse};
 use cohort_proto::ErrorBody;
 use schemars::gen::{SchemaGenerator, SchemaSettings};
@@ -115,6 +117,30 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             "delete",
             "/api/v1/users/{username}/tokens/{id}",
             "Revoke an API token (the user, admin)",
+            None,
+            (204, None),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/lxd/trust",
+            "Make a token `lxc remote add` accepts once (own; admin for anyone)",
+            schema::<lxd_trust::CreateTrustToken>(g),
+            (201, schema::<lxd_trust::TrustTokenIssued>(g)),
+            true,
+        ),
+        r(
+            "get",
+            "/api/v1/lxd/trust",
+            "List trusted lxc certificates and pending tokens (own; admin all)",
+            None,
+            (200, list::<lxd_trust::TrustEntry>(g)),
+            true,
+        ),
+        r(
+            "delete",
+            "/api/v1/lxd/trust/{name}",
+            "Untrust lxc certificates and tokens by name or fingerprint (own; admin any)",
             None,
             (204, None),
             true,

@@ -60,9 +60,14 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     tokio::spawn(crate::reclaim::run(ctl.clone()));
     tokio::spawn(crate::page_cache::run(ctl.clone(), Duration::from_secs(30)));
     let listen = ctl.config.server.listen;
+    let lxd = ctl
+        .config
+        .server
+        .lxd_listen
+        .map(|addr| crate::lxd_api::tls::serve(ctl.clone(), addr));
     let data = web::Data::from(ctl);
     tracing::info!(%listen, "serving the API");
-    HttpServer::new(move || {
+    let main = HttpServer::new(move || {
         App::new()
             .wrap_fn(api::count_status)
             .configure(api::configure(data.clone()))
@@ -76,7 +81,12 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
         }
     })
     .bind_rustls_0_23(listen, tls)?
-    .run()
-    .await?;
+    .run();
+    match lxd {
+        Some(lxd) => {
+            tokio::try_join!(async { Ok(main.await?) }, lxd)?;
+        }
+        None => main.await?,
+    }
     Ok(())
 }

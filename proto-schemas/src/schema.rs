@@ -103,5 +103,17 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
         ),
         ("api_me", schema_for!(crate::api::users::Me)),
         ("api_add_ssh_key", schema_for!(crate::api::users::AddSshKey)),
+        (
+            "api_create_trust_token",
+            schema_for!(crate::api::lxd_trust::CreateTrustToken),
+        ),
+        (
+            "api_trust_token_issued",
+            schema_for!(crate::api::lxd_trust::TrustTokenIssued),
+        ),
+        (
+            "api_trust_entry",
+            schema_for!(crate::api::lxd_trust::TrustEntry),
+        ),
     ]
 }

@@ -10,7 +10,7 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 23] = [
+const TABLES: [&str; 25] = [
     "api_tokens",
     "audit_log",
     "course_networks",
@@ -24,6 +24,8 @@ const TABLES: [&str; 23] = [
     "instances",
     "inventory_writes",
     "join_tokens",
+    "lxd_certificates",
+    "lxd_trust_tokens",
     "node_certificates",
     "node_images",
     "nodes",

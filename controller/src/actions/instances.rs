@@ -31,7 +31,7 @@ use crate::page_cache::{Page, PageKey};
 use crate::{placement, processes, validate, views};
 
 /// Defaults when a request gives no limits: 1 core, 1024 MiB, 10 GiB.
-const DEFAULT_LIMITS: Limits = Limits {
+pub const DEFAULT_LIMITS: Limits = Limits {
     cpu: 1,
     memory_mib: 1024,
     disk_gib: 10,

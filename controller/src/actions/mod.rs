@@ -13,6 +13,7 @@ pub mod enroll;
 pub mod gpus;
 pub mod images;
 pub mod instances;
+pub mod lxd_trust;
 pub mod metrics;
 pub mod nodes;
 pub mod operations;

@@ -9,6 +9,7 @@ mod extract;
 mod gpus;
 mod images;
 mod instances;
+mod lxd_trust;
 mod meta;
 mod nodes;
 mod operations;
@@ -148,6 +149,9 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/courses/{code}/provision", post().to(courses::provision))
                     .route("/courses/{code}/endpoints", get().to(courses::endpoints))
                     .route("/courses/{code}/teardown", post().to(courses::teardown))
+                    .route("/lxd/trust", get().to(lxd_trust::list))
+                    .route("/lxd/trust", post().to(lxd_trust::create))
+                    .route("/lxd/trust/{name}", delete().to(lxd_trust::remove))
                     .route("/audit", get().to(audit::list))
                     .route("/operations", get().to(operations::list))
                     .route("/operations/{id}", get().to(operations::get))

@@ -178,6 +178,28 @@ diesel::table! {
 }
 
 diesel::table! {
+    lxd_certificates (id) {
+        id -> Int8,
+        name -> Text,
+        user_id -> Int8,
+        fingerprint -> Text,
+        certificate -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    lxd_trust_tokens (id) {
+        id -> Int8,
+        name -> Text,
+        user_id -> Int8,
+        secret_hash -> Bytea,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     node_certificates (id) {
         id -> Int8,
         node_name -> Text,
@@ -332,6 +354,8 @@ diesel::joinable!(instances -> images (image_id));
 diesel::joinable!(instances -> nodes (node_id));
 diesel::joinable!(instances -> users (owner_id));
 diesel::joinable!(join_tokens -> users (created_by));
+diesel::joinable!(lxd_certificates -> users (user_id));
+diesel::joinable!(lxd_trust_tokens -> users (user_id));
 diesel::joinable!(node_images -> images (image_id));
 diesel::joinable!(node_images -> nodes (node_id));
 diesel::joinable!(operation_items -> instances (instance_id));
@@ -355,6 +379,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     instance_usage,
     instances,
     join_tokens,
+    lxd_certificates,
+    lxd_trust_tokens,
     node_certificates,
     node_images,
     nodes,

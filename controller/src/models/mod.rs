@@ -13,6 +13,7 @@ pub mod image;
 pub mod instance;
 pub mod instance_usage;
 pub mod join_token;
+pub mod lxd_trust;
 pub mod node;
 pub mod node_certificate;
 pub mod operation;

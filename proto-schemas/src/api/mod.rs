@@ -7,6 +7,7 @@ pub mod courses;
 pub mod gpus;
 pub mod images;
 pub mod instances;
+pub mod lxd_trust;
 pub mod nodes;
 pub mod operations;
 pub mod orphans;

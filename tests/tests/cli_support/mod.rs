@@ -43,12 +43,27 @@ pub struct Controller {
     pub admin_token: String,
     pub state: tempfile::TempDir,
     pub ports: PortRange,
+    /// `host:port` of the LXD-style API, when served ([`Controller::start_with_lxd_api`]).
+    pub lxd_address: Option<String>,
     child: Child,
     _db: TestDb,
+    _lxd_ports: Option<PortRange>,
 }
 
 impl Controller {
     pub fn start() -> Self {
+        Self::start_serving(None)
+    }
+
+    /// A controller that also serves the LXD-style API (`/1.0`) on a port of a block of its own.
+    pub fn start_with_lxd_api() -> Self {
+        Self::start_serving(Some(PortRange::claim()))
+    }
+
+    fn start_serving(lxd_ports: Option<PortRange>) -> Self {
+        let lxd_address = lxd_ports
+            .as_ref()
+            .map(|p| format!("127.0.0.1:{}", p.port(0)));
         let db = TestDb::new();
         let ports = PortRange::claim();
         let state = tempfile::tempdir().expect("state dir");
@@ -61,6 +76,9 @@ impl Controller {
                 // One LXD pool serves every test (see `ControllerProcess::start`).
                 .env("COHORT_DEFAULT_HOME_GIB", "1")
                 .env("RUST_LOG", "warn");
+            if let Some(lxd) = &lxd_address {
+                cmd.env("COHORT_LXD_LISTEN", lxd);
+            }
         };
         let mut init = Command::new(binary("cohort-controller"));
         init.args(["init", "--admin", ADMIN]);
@@ -90,6 +108,16 @@ impl Controller {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        while let Some(lxd) = &lxd_address {
+            if std::net::TcpStream::connect(lxd).is_ok() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "controller did not serve the LXD-style API"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         Controller {
             url: format!("https://{listen}"),
             admin_token,
@@ -97,6 +125,8 @@ impl Controller {
             child,
             _db: db,
             ports,
+            lxd_address,
+            _lxd_ports: lxd_ports,
         }
     }
 
@@ -299,8 +329,16 @@ impl OneNode {
 
     /// A one-node deployment whose node is on `network` (see [`Agent::join_on`]).
     pub fn start_on(network: Option<&cohort_e2e::TestNetwork>) -> Self {
+        Self::start_with(Controller::start(), network)
+    }
+
+    /// A one-node deployment whose controller also serves the LXD-style API.
+    pub fn start_with_lxd_api() -> Self {
+        Self::start_with(Controller::start_with_lxd_api(), None)
+    }
+
+    fn start_with(controller: Controller, network: Option<&cohort_e2e::TestNetwork>) -> Self {
         let lxd = TestLxd::new();
-        let controller = Controller::start();
         let cli = Cli::admin_of(&controller);
         let agent = Agent::join_on(&controller, &cli, &lxd, "node1", network);
         let started = Instant::now();
@@ -333,4 +371,102 @@ impl OneNode {
             lxd,
         }
     }
+}
+
+/// The real `lxc` client (Debian's lxd-client 5.0.2) with a configuration directory of its own
+/// (`LXD_CONF`), so tests never read or change the user's remotes or client certificate.
+pub struct Lxc {
+    pub conf: tempfile::TempDir,
+}
+
+impl Lxc {
+    pub fn new() -> Self {
+        Lxc {
+            conf: tempfile::tempdir().expect("lxc conf dir"),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new("lxc")
+            .args(args)
+            .env("LXD_CONF", self.conf.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run lxc")
+    }
+
+    /// stdout of a command that must succeed.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "lxc {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A command that must fail with `message` in its stderr.
+    pub fn fails(&self, args: &[&str], message: &str) {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "lxc {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            stderr.contains(message),
+            "lxc {args:?}: {stderr:?} lacks {message:?}"
+        );
+    }
+
+    /// `cohort config trust add` for `user` (None: the CLI's own user), redeemed by
+    /// `lxc remote add lab TOKEN`.
+    pub fn trusted_by(cli: &Cli, name: &str, user: Option<&str>) -> Self {
+        let mut args = vec!["config", "trust", "add", name];
+        if let Some(user) = user {
+            args.extend(["--user", user]);
+        }
+        let token = token_of(&cli.ok(&args));
+        let lxc = Lxc::new();
+        lxc.ok(&["remote", "add", "lab", &token]);
+        lxc
+    }
+
+    /// `curl` to the LXD-style API with this client's certificate: the parsed JSON answer and
+    /// the HTTP status.
+    pub fn curl(&self, address: &str, path: &str) -> (serde_json::Value, u16) {
+        let out = Command::new("curl")
+            .args(["-sk", "-w", "\n%{http_code}", "--cert"])
+            .arg(self.conf.path().join("client.crt"))
+            .arg("--key")
+            .arg(self.conf.path().join("client.key"))
+            .arg(format!("https://{address}{path}"))
+            .output()
+            .expect("run curl");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (body, status) = text.rsplit_once('\n').expect("status line");
+        (
+            serde_json::from_str(body).unwrap_or_else(|_| panic!("JSON from {path}: {body}")),
+            status.trim().parse().expect("status"),
+        )
+    }
+}
+
+impl Default for Lxc {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The token line of `cohort config trust add`'s output.
+pub fn token_of(output: &str) -> String {
+    output
+        .lines()
+        .nth(1)
+        .unwrap_or_else(|| panic!("a token line in {output:?}"))
+        .trim()
+        .to_string()
 }

@@ -3,6 +3,8 @@
 
 use clap::{Args, Subcommand};
 
+use super::TableFormat;
+
 #[derive(Debug, Args)]
 pub struct Config {
     #[command(subcommand)]
@@ -23,6 +25,8 @@ pub enum ConfigCommand {
     Edit(ConfigEdit),
     /// Manage devices
     Device(Device),
+    /// Manage the certificates the real `lxc` client and pylxd are trusted with
+    Trust(Trust),
 }
 
 #[derive(Debug, Args)]
@@ -114,4 +118,46 @@ pub struct DeviceRemove {
 pub struct DeviceList {
     /// [<remote>:]<instance>
     pub instance: String,
+}
+
+#[derive(Debug, Args)]
+pub struct Trust {
+    #[command(subcommand)]
+    pub command: TrustCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrustCommand {
+    /// Make a token that `lxc remote add <remote> <token>` accepts once
+    Add(TrustAdd),
+    /// List trusted lxc certificates and pending tokens
+    #[command(visible_alias = "ls")]
+    List(TrustList),
+    /// Untrust lxc certificates (by name or fingerprint) and pending tokens
+    #[command(visible_alias = "rm")]
+    Remove(TrustRemove),
+}
+
+#[derive(Debug, Args)]
+pub struct TrustAdd {
+    /// [<remote>:]<name>: the client's name
+    pub name: String,
+    /// The Cohort user the certificate acts as (default: you; others need the admin role)
+    #[arg(long)]
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustList {
+    /// [<remote>:]
+    pub remote: Option<String>,
+    /// Format (csv|json|table|yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustRemove {
+    /// [<remote>:]<name or fingerprint>
+    pub name: String,
 }

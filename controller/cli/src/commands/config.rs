@@ -76,6 +76,7 @@ pub async fn run(session: &Session, args: Config) -> anyhow::Result<()> {
             }
             patch(session, &edit.instance, &change).await?;
         }
+        ConfigCommand::Trust(trust) => return super::trust::run(session, trust).await,
         ConfigCommand::Device(device) => match device.command {
             DeviceCommand::Add(add) => {
                 let mut dev = pairs(&add.pairs)?;

@@ -20,6 +20,7 @@ pub mod operation;
 pub mod publish;
 pub mod remote;
 pub mod snapshot;
+pub mod trust;
 pub mod user;
 
 use std::io::{BufRead, Write};

@@ -1,0 +1,2 @@
+DROP TABLE lxd_certificates;
+DROP TABLE lxd_trust_tokens;

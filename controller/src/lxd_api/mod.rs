@@ -1,0 +1,116 @@
+//! The LXD-style REST API (`/1.0`) that the real `lxc` client and pylxd speak, served on a
+//! listener of its own ([`tls`]). It is a third face over the same actions as the REST API and
+//! the portal: a client certificate is resolved to the Cohort user its trust entry binds it to,
+//! and that user's roles and ownership decide, in the actions, what it may do.
+
+mod create;
+mod events;
+mod images;
+mod instances;
+mod listing;
+mod operations;
+mod reply;
+mod server;
+mod state;
+pub mod tls;
+
+use std::future::{ready, Ready};
+
+use actix_web::dev::Payload;
+use actix_web::web::{self, delete, get, post, put};
+use actix_web::{FromRequest, HttpRequest};
+
+use crate::auth::{Bearer, Caller};
+use crate::controller::Controller;
+use crate::error::ActionError;
+use reply::LxdError;
+
+/// The DER certificate the client presented in the TLS handshake.
+#[derive(Debug, Clone)]
+pub struct LxdPeer(pub Vec<u8>);
+
+impl LxdPeer {
+    pub fn fingerprint(&self) -> String {
+        crate::pki::fingerprint(&self.0)
+    }
+}
+
+/// The credential of an LXD-style request: its client certificate, resolved to a user by the
+/// action that answers (a certificate not trusted is refused there, as a 403).
+pub struct LxdClient(pub Bearer);
+
+impl FromRequest for LxdClient {
+    type Error = LxdError;
+    type Future = Ready<Result<LxdClient, LxdError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            req.conn_data::<LxdPeer>()
+                .map(|peer| LxdClient(Bearer::lxd_certificate(&peer.fingerprint())))
+                .ok_or_else(|| {
+                    LxdError::Action(ActionError::Unauthenticated("no client certificate".into()))
+                }),
+        )
+    }
+}
+
+type Ctl = web::Data<Controller>;
+
+/// The user behind a client certificate, for actions that take a resolved [`Caller`].
+async fn caller_of(ctl: &Controller, client: LxdClient) -> Result<Caller, LxdError> {
+    Ok(ctl.db(move |conn| client.0.caller(conn)).await?)
+}
+
+/// Registers `/1.0` with the controller as shared state.
+pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceConfig) {
+    move |cfg| {
+        let unknown = |_: HttpRequest| async {
+            Err::<actix_web::HttpResponse, _>(LxdError::Action(ActionError::NotFound(
+                "Not Found".into(),
+            )))
+        };
+        cfg.app_data(ctl)
+            .app_data(web::JsonConfig::default().error_handler(|e, _| {
+                LxdError::BadRequest(format!("Failed to decode request body: {e}")).into()
+            }))
+            .route("/", get().to(server::root))
+            .route("/1.0", get().to(server::get))
+            .route("/1.0/certificates", get().to(server::certificates))
+            .route("/1.0/certificates", post().to(server::add_certificate))
+            .route("/1.0/projects", get().to(listing::projects))
+            .route("/1.0/projects/{name}", get().to(listing::project))
+            .route("/1.0/cluster", get().to(listing::cluster))
+            .route("/1.0/cluster/members", get().to(listing::members))
+            .route("/1.0/cluster/members/{name}", get().to(listing::member_get))
+            .route("/1.0/instances", get().to(instances::list))
+            .route("/1.0/instances", post().to(create::create))
+            .route("/1.0/instances/{name}", get().to(instances::get))
+            .route("/1.0/instances/{name}", delete().to(state::delete))
+            .route("/1.0/instances/{name}/state", put().to(state::put_state))
+            .route("/1.0/instances/{name}/state", get().to(instances::state))
+            .route(
+                "/1.0/instances/{name}/snapshots",
+                get().to(instances::snapshots),
+            )
+            .route(
+                "/1.0/instances/{name}/backups",
+                get().to(server::no_backups),
+            )
+            .route(
+                "/1.0/instances/{name}/backups",
+                post().to(server::not_supported),
+            )
+            .route("/1.0/images", get().to(images::list))
+            .route("/1.0/images/aliases", get().to(images::aliases))
+            .route("/1.0/images/aliases/{name:.*}", get().to(images::alias))
+            .route("/1.0/images/{fingerprint}", get().to(images::get))
+            .route("/1.0/operations", get().to(operations::list))
+            .route("/1.0/operations/{id}", get().to(operations::get))
+            .route("/1.0/operations/{id}/wait", get().to(operations::wait))
+            .route("/1.0/events", get().to(events::events))
+            .route("/1.0/profiles", get().to(server::not_supported))
+            .route("/1.0/networks", get().to(server::not_supported))
+            .route("/1.0/virtual-machines", get().to(server::not_supported))
+            .default_service(web::to(unknown));
+    }
+}
