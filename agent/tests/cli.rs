@@ -30,7 +30,7 @@ fn doctor_reports_this_machine() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "doctor failed here:\n{table}");
     assert!(row(&table, "LXD reachable").contains("OK"));
-    assert!(row(&table, "LXD version and extensions").contains("LXD 5."));
+    assert!(row(&table, "daemon and extensions").contains("LXD 5."));
     assert!(row(&table, "storage pool").contains("btrfs"));
     assert!(row(&table, "fs.inotify.max_user_instances").contains("OK"));
     let nvml = row(&table, "NVML");
