@@ -35,9 +35,13 @@ pub(super) fn setup(config: &NetworkConfig, name: String) -> Result<NodeNetwork,
         dns: config.dns.unwrap_or(gateway),
         dhcp_ranges: Vec::new(),
         pool: Some(pool),
-        // Never a forward's listen address on a macvlan (the classic proxy listens where the
-        // controller says), but never a container's address either.
-        ssh_address: gateway,
+        // No NAT forward listens on it (the classic proxy listens where the controller says),
+        // but the inventory names it, and it is never given to a container: the node's own
+        // address on the LAN, where it is in the range.
+        ssh_address: config
+            .ssh_address
+            .or_else(super::host::default_route_address)
+            .unwrap_or(gateway),
     })
 }
 
