@@ -41,6 +41,10 @@ drop_project() {
 }
 drop_course() {
   "$cohort" course teardown "$1" --delete --force --quiet >/dev/null
+  local i
+  for i in $(seq -w 1 "$n"); do
+    "$cohort" user delete --force --instances delete "b${1#bench}s$i" >/dev/null 2>&1 || true
+  done
 }
 alive() { grep -qs bringup.sh "/proc/$1/cmdline"; }
 drop_bridge() { lxc network delete "$1" >/dev/null 2>&1 || true; }
@@ -109,7 +113,9 @@ course=bench$$
   --disk 1GiB >/dev/null
 {
   echo "username,name,email,ssh_key"
-  for i in $(seq -w 1 "$n"); do echo "b$i,,,$(cat "$work/key.pub")"; done
+  # Names of this run's own: an account made by an earlier run keeps that run's key (a roster
+  # adds no key to an existing account), and no login with this run's key would succeed.
+  for i in $(seq -w 1 "$n"); do echo "b$$s$i,,,$(cat "$work/key.pub")"; done
 } >"$work/roster.csv"
 "$cohort" course roster "$course" "$work/roster.csv" >/dev/null
 settle
