@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Benchmark 1 (class bring-up) and 4 (memory), in one run on one machine:
 #   cohort   - from `POST /courses/<c>/provision` until every student has logged in over ssh
-#   baseline - scripts/bench/lxc-baseline.sh: the parallel lxc loop an admin writes today
-#   floor    - `lxc launch` of the same number of containers, nothing else
+#   baseline - scripts/bench/lxc-baseline.sh: the parallel lxc loop an admin writes today, each
+#              container with a NIC on a bridge (an address set inside) and a proxy device
+#   floor    - `lxc launch` of the same number of containers with the NIC, nothing else
+# Cohort's containers have their NIC on the node network too (the quickstart's cohort0, with
+# NAT SSH); the baseline and the floor use a NAT bridge of the bench's own, cbup<PID> on
+# 10.252.0.0/24, made for them and removed after.
 # Needs the quickstart deployment (scripts/quickstart) running with room for STUDENTS one-core
 # containers: on a small machine start it with COHORT_CPU_OVERCOMMIT raised (scripts/bench/run
 # does, with COHORT_QUICKSTART_PROFILE=release so that what is measured is optimised code; this
@@ -37,8 +41,13 @@ drop_project() {
 }
 drop_course() {
   "$cohort" course teardown "$1" --delete --force --quiet >/dev/null
+  local i
+  for i in $(seq -w 1 "$n"); do
+    "$cohort" user delete --force --instances delete "b${1#bench}s$i" >/dev/null 2>&1 || true
+  done
 }
 alive() { grep -qs bringup.sh "/proc/$1/cmdline"; }
+drop_bridge() { lxc network delete "$1" >/dev/null 2>&1 || true; }
 for p in $(lxc project list -f csv | cut -d, -f1); do
   case "$p" in
     bench-baseline-* | bench-floor-*)
@@ -50,12 +59,16 @@ while IFS=, read -r code _ _ _ course_state _; do
   [ "$course_state" = TORN_DOWN ] || alive "${code#bench}" ||
     { echo "tearing down course $code, left by an earlier run" >&2; drop_course "$code"; }
 done < <("$cohort" course list --format csv)
+for b in $(lxc network list -f csv | cut -d, -f1); do
+  case "$b" in cbup[0-9]*) alive "${b#cbup}" || drop_bridge "$b" ;; esac
+done
 
-course="" project="" sampler=""
+course="" project="" sampler="" bridge=""
 cleanup() {
   [ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true
   [ -z "$course" ] || drop_course "$course" || true
   [ -z "$project" ] || drop_project "$project" || true
+  [ -z "$bridge" ] || drop_bridge "$bridge"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -100,7 +113,9 @@ course=bench$$
   --disk 1GiB >/dev/null
 {
   echo "username,name,email,ssh_key"
-  for i in $(seq -w 1 "$n"); do echo "b$i,,,$(cat "$work/key.pub")"; done
+  # Names of this run's own: an account made by an earlier run keeps that run's key (a roster
+  # adds no key to an existing account), and no login with this run's key would succeed.
+  for i in $(seq -w 1 "$n"); do echo "b$$s$i,,,$(cat "$work/key.pub")"; done
 } >"$work/roster.csv"
 "$cohort" course roster "$course" "$work/roster.csv" >/dev/null
 settle
@@ -130,6 +145,9 @@ drop_course "$course"
 course=""
 
 # --- baseline and floor ---------------------------------------------------------------------
+bridge=cbup$$
+lxc network create "$bridge" ipv4.address=10.252.0.1/24 ipv4.nat=true ipv6.address=none >/dev/null
+export BENCH_BRIDGE=$bridge BENCH_PREFIX=10.252.0
 for mode in baseline floor; do
   project="bench-$mode-$$"
   lxc project create "$project" -c features.images=false -c features.profiles=false >/dev/null

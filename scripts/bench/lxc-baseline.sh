@@ -7,11 +7,16 @@
 #
 # With --floor it only runs `lxc launch` for the N containers (the floor no tool can beat).
 # COHORT_BENCH_CLIENT=incus runs the same loop with `incus` (same verbs and flags) against Incus.
+# With BENCH_BRIDGE=NAME (an LXD bridge on BENCH_PREFIX.0/24, its own address BENCH_PREFIX.1)
+# each container is launched with a NIC on it (`lxc launch --network`), and the script gives
+# it BENCH_PREFIX.(10+i) inside with iproute2 before anything else (the base image configures
+# no network, and has no udev for systemd-networkd); the floor gets the NIC only.
 # Prints the elapsed seconds on the last line. Leaves the containers for the caller to delete.
 set -euo pipefail
 project=$1 n=$2 first_port=$3 pub=$4 key=$5 mode=${6:-}
 image=${COHORT_BENCH_IMAGE:-cohort/base}
-export project first_port pub key image mode
+bridge=${BENCH_BRIDGE:-} prefix=${BENCH_PREFIX:-}
+export project first_port pub key image mode bridge prefix
 known=$(mktemp)
 export known
 trap 'rm -f "$known"' EXIT
@@ -27,9 +32,16 @@ export -f lxc
 
 # One student's container, start to ssh login; fails (non-zero) if any step does.
 attempt() {
+  local nic=()
+  [ -z "$bridge" ] || nic=(--network "$bridge")
   lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
-    -c limits.cpu=1 -c limits.memory=512MiB -q </dev/null >/dev/null 2>&1 || return 1
+    -c limits.cpu=1 -c limits.memory=512MiB "${nic[@]}" -q </dev/null >/dev/null 2>&1 || return 1
   [ "$mode" = --floor ] && return 0
+  if [ -n "$bridge" ]; then
+    lxc exec "$name" --project "$project" -- sh -c "ip link set dev eth0 up &&
+      ip address replace $prefix.$((10 + i))/24 dev eth0 &&
+      ip route replace default via $prefix.1 dev eth0" || return 1
+  fi
   lxc exec "$name" --project "$project" -- useradd -m -s /bin/bash "$user" || return 1
   lxc exec "$name" --project "$project" -- install -d -m 0700 -o "$user" -g "$user" \
     "/home/$user/.ssh" || return 1

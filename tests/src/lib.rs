@@ -11,6 +11,7 @@ pub mod db;
 pub mod fleet;
 pub mod gpu_node;
 pub mod lxd;
+pub mod macvlan;
 pub mod network;
 pub mod observe;
 pub mod pg;

@@ -73,6 +73,11 @@ impl TestNetwork {
         panic!("no free test network block of {BLOCKS}");
     }
 
+    /// The block's number, which other networks a test makes in it name themselves by.
+    pub fn block(&self) -> u8 {
+        self.block
+    }
+
     /// The bridge's (and LXD network's) name.
     pub fn name(&self) -> String {
         format!("ctn{}", self.block)

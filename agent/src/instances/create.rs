@@ -38,7 +38,9 @@ impl Node {
     pub async fn create_instance(&self, req: &CreateInstance) -> Result<Instance, InstanceError> {
         let mut plan = plan(req, &self.config.storage_pool)?;
         if let (Some(network), Some(ssh)) = (&self.network, plan.ssh.as_mut()) {
-            ssh.listen_address = network.listen_for(&ssh.listen_address);
+            if network.nat_ssh() {
+                ssh.listen_address = network.listen_for(&ssh.listen_address);
+            }
         }
         let permit = self
             .creates
@@ -161,9 +163,15 @@ impl Node {
             Some(network) => {
                 let address = self.reserve_address(network).await?;
                 body["devices"][DEVICE_NIC] = network.nic_device(address);
+                if let Some((key, value)) = network.address_config(address) {
+                    body["config"][key] = value.into();
+                }
                 if let Some(ssh) = &plan.ssh {
-                    body["devices"][DEVICE_SSH] =
-                        ssh_proxy_device(&ssh.listen_address, ssh.port, Some(address));
+                    body["devices"][DEVICE_SSH] = ssh_proxy_device(
+                        &ssh.listen_address,
+                        ssh.port,
+                        network.forward_to(Some(address)),
+                    );
                 }
                 Some(address)
             }

@@ -166,11 +166,11 @@ impl Node {
             )));
         }
         let mut ssh = ssh;
-        // Through the kernel to the container's address where it has one (`network`).
+        // Through the kernel to the container's address where it has one on a bridge.
         let address = self
             .network
             .as_ref()
-            .and(crate::network::nic_address(&lx.devices));
+            .and_then(|n| n.forward_to(crate::network::nic_address(&lx.config, &lx.devices)));
         if let (Some(network), Some(_)) = (&self.network, address) {
             ssh.listen_address = network.listen_for(&ssh.listen_address);
         }

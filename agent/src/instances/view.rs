@@ -107,7 +107,8 @@ impl LxdInstance {
             gpus,
             ssh_port: ssh.as_ref().map(|s| s.1),
             ssh_listen: ssh.map(|s| s.0),
-            address: crate::network::nic_address(&self.devices).map(|a| a.to_string()),
+            address: crate::network::nic_address(&self.config, &self.devices)
+                .map(|a| a.to_string()),
             ssh_host_key: self.config.get(KEY_SSH_HOST_KEY).cloned(),
             created_at: self.created_at,
             ssh_ready,

@@ -35,7 +35,30 @@ pub fn taken_addresses(listing: &[Value], network: &str) -> BTreeSet<Ipv4Addr> {
                     || dev.get("parent").and_then(Value::as_str) == Some(network))
         })
         .filter_map(|dev| dev.get("ipv4.address")?.as_str()?.parse().ok())
+        .chain(
+            listing
+                .iter()
+                .filter_map(|inst| recorded_address(inst, network)),
+        )
         .collect()
+}
+
+/// The address recorded in the config of an instance whose NIC on `network` cannot carry one
+/// (a macvlan NIC).
+fn recorded_address(inst: &Value, network: &str) -> Option<Ipv4Addr> {
+    let on_network = inst
+        .get("expanded_devices")
+        .or_else(|| inst.get("devices"))?
+        .as_object()?
+        .values()
+        .any(|dev| {
+            dev.get("type").and_then(Value::as_str) == Some("nic")
+                && dev.get("network").and_then(Value::as_str) == Some(network)
+        });
+    let config = inst.get("expanded_config").or_else(|| inst.get("config"))?;
+    on_network
+        .then(|| config.get(super::KEY_ADDRESS)?.as_str()?.parse().ok())
+        .flatten()
 }
 
 /// Parses LXD's `ipv4.dhcp.ranges` (`a-b,c-d`).
@@ -49,11 +72,12 @@ pub fn parse_ranges(text: &str) -> Vec<(Ipv4Addr, Ipv4Addr)> {
 }
 
 impl NodeNetwork {
-    /// Every address a container may be given: the subnet's hosts but the bridge's own, the
-    /// SSH address and the DHCP ranges.
+    /// Every address a container may be given: the subnet's hosts (only the pool's, where there
+    /// is one) but the bridge's own, the SSH address and the DHCP ranges.
     pub fn assignable(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
         self.subnet.hosts().filter(move |a| {
-            *a != self.gateway
+            self.pool.is_none_or(|(lo, hi)| (lo..=hi).contains(a))
+                && *a != self.gateway
                 && *a != self.ssh_address
                 && !self
                     .dhcp_ranges
@@ -127,11 +151,41 @@ mod tests {
         let gateway = subnet.hosts().next().unwrap();
         NodeNetwork {
             name: "cohort0".into(),
+            kind: super::super::NetworkKind::Bridge,
             subnet,
             gateway,
+            dns: gateway,
+            pool: None,
             dhcp_ranges: parse_ranges(ranges),
             ssh_address: gateway,
         }
+    }
+
+    #[test]
+    fn a_macvlan_pool_bounds_the_picks_and_recorded_addresses_are_taken() {
+        let mut n = net("192.168.50.0/24", "");
+        n.pool = Some((
+            "192.168.50.100".parse().unwrap(),
+            "192.168.50.101".parse().unwrap(),
+        ));
+        let listing = vec![
+            json!({"devices": {"cohort-net": {"type": "nic", "network": "cohort0"}},
+                   "config": {"user.cohort.address": "192.168.50.100"}}),
+            // Recorded, but not on this network: not taken here.
+            json!({"devices": {"cohort-net": {"type": "nic", "network": "other"}},
+                   "config": {"user.cohort.address": "192.168.50.101"}}),
+        ];
+        let taken = taken_addresses(&listing, "cohort0");
+        assert_eq!(taken.len(), 1);
+        assert_eq!(n.pick(&taken), Some("192.168.50.101".parse().unwrap()));
+        assert_eq!(n.free(&taken), 1);
+        let mut all = taken.clone();
+        all.insert("192.168.50.101".parse().unwrap());
+        assert_eq!(
+            n.pick(&all),
+            None,
+            "nothing outside the pool is ever picked"
+        );
     }
 
     #[test]

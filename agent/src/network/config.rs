@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 pub enum NetworkMode {
     /// A NAT bridge the agent makes in LXD when it is absent (`name`, `subnet`).
     Managed,
-    /// A bridge the admin made in LXD (`name`); its subnet is LXD's `ipv4.address`.
+    /// A network the admin made in LXD (`name`): a bridge (its subnet is LXD's `ipv4.address`)
+    /// or a macvlan onto a LAN interface (`subnet`, `gateway` and `addresses` are the LAN's).
     Existing,
     /// No NIC in any container; SSH through LXD's classic proxy (one forkproxy each).
     None,
@@ -30,7 +31,8 @@ pub struct NetworkConfig {
     /// The managed bridge's subnet; its first address is the bridge's own (gateway and DNS).
     /// Default `10.161.16.0/22`: 1021 containers, in a part of 10/8 that campus networks,
     /// Docker (172.17/16 and up), Kubernetes (10.96/12, 10.244/16), k3s (10.42/16, 10.43/16)
-    /// and libvirt (192.168.122/24) leave alone. Ignored for `existing`.
+    /// and libvirt (192.168.122/24) leave alone. For an existing macvlan network: the LAN's
+    /// subnet. Ignored for an existing bridge.
     #[serde(default = "default_subnet")]
     pub subnet: Ipv4Net,
     /// Host address NAT SSH forwards listen on when the controller names none (`0.0.0.0`) or a
@@ -38,6 +40,16 @@ pub struct NetworkConfig {
     /// holds the host's default route, else the bridge's own address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_address: Option<Ipv4Addr>,
+    /// Existing macvlan network only: the LAN's router, the containers' default route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Ipv4Addr>,
+    /// Existing macvlan network only: the LAN's DNS server. Default: `gateway`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<Ipv4Addr>,
+    /// Existing macvlan network only: the LAN addresses the campus gave this node's containers,
+    /// `FIRST-LAST` inside `subnet` (no DHCP server of LXD's hands them out on a macvlan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<String>,
 }
 
 fn default_mode() -> NetworkMode {
@@ -57,6 +69,9 @@ impl Default for NetworkConfig {
             name: default_name(),
             subnet: default_subnet(),
             ssh_address: None,
+            gateway: None,
+            dns: None,
+            addresses: None,
         }
     }
 }
@@ -70,6 +85,9 @@ pub enum NetworkConfigError {
     /// the subnet is too small or not a private range
     #[error("network subnet {subnet}: {why}")]
     Subnet { subnet: Ipv4Net, why: &'static str },
+    /// the macvlan address range is missing, malformed or outside the subnet
+    #[error("network addresses {0}")]
+    Addresses(String),
     /// the name is not a valid interface name
     #[error("network name {0:?} must be 1-15 characters of a-z, 0-9, '-' and '_'")]
     Name(String),
@@ -114,7 +132,27 @@ impl NetworkConfig {
                 });
             }
         }
+        if let Some(text) = &self.addresses {
+            self.address_range(text)?;
+        }
         Ok(())
+    }
+
+    /// The macvlan pool, `FIRST-LAST` inside `subnet`.
+    pub fn address_range(&self, text: &str) -> Result<(Ipv4Addr, Ipv4Addr), NetworkConfigError> {
+        let bad = |why: &str| NetworkConfigError::Addresses(format!("{text:?}: {why}"));
+        let (first, last) = text
+            .split_once('-')
+            .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)))
+            .ok_or_else(|| bad("not FIRST-LAST (e.g. 192.168.50.100-192.168.50.199)"))?;
+        let subnet = self.subnet.trunc();
+        if first > last {
+            return Err(bad("FIRST is after LAST"));
+        }
+        if !subnet.contains(&first) || !subnet.contains(&last) {
+            return Err(bad(&format!("not inside network.subnet {subnet}")));
+        }
+        Ok((first, last))
     }
 }
 
@@ -153,5 +191,33 @@ mod tests {
         assert!("bridge".parse::<NetworkMode>().is_err());
         assert_eq!("none".parse::<NetworkMode>().unwrap(), NetworkMode::None);
         assert!(toml::from_str::<NetworkConfig>("mode = \"bridge\"").is_err());
+    }
+
+    #[test]
+    fn a_macvlan_pool_must_be_a_range_inside_the_lan_subnet() {
+        let c: NetworkConfig = toml::from_str(
+            "mode = \"existing\"\nname = \"campus\"\nsubnet = \"192.168.50.0/24\"\n\
+             gateway = \"192.168.50.1\"\naddresses = \"192.168.50.100-192.168.50.199\"",
+        )
+        .unwrap();
+        assert!(c.check().is_ok());
+        assert_eq!(
+            c.address_range("192.168.50.100-192.168.50.199").unwrap(),
+            (
+                "192.168.50.100".parse().unwrap(),
+                "192.168.50.199".parse().unwrap()
+            )
+        );
+        for bad in [
+            "192.168.50.100",
+            "192.168.50.199-192.168.50.100",
+            "192.168.50.100-192.168.51.5",
+        ] {
+            let c = NetworkConfig {
+                addresses: Some(bad.into()),
+                ..c.clone()
+            };
+            assert!(c.check().is_err(), "{bad}");
+        }
     }
 }

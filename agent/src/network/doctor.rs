@@ -1,6 +1,7 @@
 //! `cohort-agent doctor`'s rows for the network: the node network, the SSH mode it gives
-//! (`nat` through the kernel, or the `forkproxy` fallback) and the firewall (LXD's driver, `nft`,
-//! the agent's table). Read-only: a managed bridge that is missing is made by `serve`, not here.
+//! (`nat` through the kernel, or the `forkproxy` fallback, which a macvlan needs too) and the
+//! firewall (LXD's driver, `nft`, the agent's table). Read-only: a managed bridge that is
+//! missing is made by `serve`, not here.
 
 use crate::config::AgentConfig;
 use crate::doctor::{check, Check, Level};
@@ -9,12 +10,53 @@ use crate::lxd::Lxd;
 
 use super::{firewall, NetworkMode};
 
-/// What doctor found of the network: whether SSH goes through NAT.
+/// How students' SSH reaches the containers, from what doctor found of the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SshPath {
+    /// A DNAT rule per container on the bridge.
+    Nat,
+    /// LXD's classic proxy, the node having no usable network.
+    Forkproxy,
+    /// LXD's classic proxy, because the host cannot reach a macvlan's children.
+    Macvlan,
+}
+
+/// The row for an existing macvlan network: usable, with what it gives up.
+fn macvlan_check(config: &AgentConfig, n: &crate::lxd::networks::LxdNetwork) -> Check {
+    let net = &config.network;
+    let parent = n.config.get("parent").map_or("?", String::as_str);
+    match (net.gateway, net.addresses.as_deref()) {
+        (Some(gateway), Some(range)) if net.address_range(range).is_ok() => check(
+            "node network",
+            Level::Warn,
+            format!(
+                "macvlan {} onto {parent}: containers are LAN hosts at {range} (gateway {gateway}); \
+                 the host cannot reach them, so SSH goes through forkproxy, and the node cannot \
+                 enforce isolation between containers or a course's egress and ssh_from: the \
+                 LAN's switches and firewalls must",
+                n.name
+            ),
+            "use a bridge (mode managed) where the node must keep students apart",
+        ),
+        _ => check(
+            "node network",
+            Level::Fail,
+            format!(
+                "macvlan {} onto {parent} needs network.subnet, network.gateway and \
+                 network.addresses (FIRST-LAST inside the subnet) in the agent's config",
+                n.name
+            ),
+            "add the LAN's subnet, router and the address range the campus gave this node",
+        ),
+    }
+}
+
+/// What doctor found of the network: how SSH reaches the containers.
 fn network_check(
     config: &AgentConfig,
     found: Result<Option<crate::lxd::networks::LxdNetwork>, String>,
     firewall_driver: &str,
-) -> (Check, bool) {
+) -> (Check, SshPath) {
     const NAME: &str = "node network";
     let net = &config.network;
     if net.mode == NetworkMode::None {
@@ -25,13 +67,13 @@ fn network_check(
                 "network.mode = none: containers have no network (no pip, no git clone)",
                 "set network.mode = \"managed\" (the default) in agent.toml",
             ),
-            false,
+            SshPath::Forkproxy,
         );
     }
     match found {
         Err(e) => (
             check(NAME, Level::Fail, e, "start LXD (scripts/setup)"),
-            false,
+            SshPath::Forkproxy,
         ),
         Ok(None) if net.mode == NetworkMode::Existing => (
             check(
@@ -40,7 +82,7 @@ fn network_check(
                 format!("LXD has no network {:?}", net.name),
                 format!("lxc network create {} or set network.mode = \"managed\"", net.name),
             ),
-            false,
+            SshPath::Forkproxy,
         ),
         Ok(None) if firewall_driver.is_empty() => (
             check(
@@ -52,7 +94,7 @@ fn network_check(
                 ),
                 "install dnsmasq-base and nftables, then restart LXD (scripts/setup does both)",
             ),
-            false,
+            SshPath::Forkproxy,
         ),
         Ok(None) => (
             check(
@@ -64,21 +106,32 @@ fn network_check(
                 ),
                 "",
             ),
-            true,
+            SshPath::Nat,
         ),
+        Ok(Some(n))
+            if n.kind == "macvlan" && n.managed && net.mode == NetworkMode::Existing =>
+        {
+            let row = macvlan_check(config, &n);
+            let path = if row.level == Level::Fail {
+                SshPath::Forkproxy
+            } else {
+                SshPath::Macvlan
+            };
+            (row, path)
+        }
         Ok(Some(n)) if n.kind != "bridge" || !n.managed => (
             check(
                 NAME,
                 Level::Fail,
                 format!(
-                    "{} is a {} network{}: only bridges LXD manages are supported",
+                    "{} is a {} network{}: only bridges and macvlans LXD manages are supported",
                     n.name,
                     n.kind,
                     if n.managed { "" } else { " LXD does not manage" }
                 ),
                 "name a bridge made with lxc network create, or use mode managed",
             ),
-            false,
+            SshPath::Forkproxy,
         ),
         Ok(Some(n)) => match n.config.get("ipv4.address") {
             Some(a) if a.parse::<ipnet::Ipv4Net>().is_ok() => (
@@ -92,7 +145,7 @@ fn network_check(
                     ),
                     "",
                 ),
-                true,
+                SshPath::Nat,
             ),
             _ => (
                 check(
@@ -101,7 +154,7 @@ fn network_check(
                     format!("bridge {} has no IPv4 subnet", n.name),
                     format!("lxc network set {} ipv4.address=10.161.16.1/22", n.name),
                 ),
-                false,
+                SshPath::Forkproxy,
             ),
         },
     }
@@ -113,21 +166,27 @@ pub async fn checks(config: &AgentConfig, lxd: &Lxd, env: &ServerEnvironment) ->
         .network(&config.network.name)
         .await
         .map_err(|e| e.to_string());
-    let (network, nat) = network_check(config, found, &env.firewall);
-    let ssh = if nat {
-        check(
+    let (network, path) = network_check(config, found, &env.firewall);
+    let nat = path == SshPath::Nat;
+    let ssh = match path {
+        SshPath::Nat => check(
             "SSH mode",
             Level::Ok,
             "nat: a DNAT rule per container (proxy nat=true), no process, the client's address reaches sshd",
             "",
-        )
-    } else {
-        check(
+        ),
+        SshPath::Forkproxy => check(
             "SSH mode",
             Level::Warn,
             "forkproxy: LXD's classic proxy, one lxd forkproxy process (about 19.6 MiB) per container",
             "give the node a network (see node network)",
-        )
+        ),
+        SshPath::Macvlan => check(
+            "SSH mode",
+            Level::Warn,
+            "forkproxy on the node's ports (a DNAT rule cannot reach a macvlan's children from the host), one lxd forkproxy (about 19.6 MiB) per container; on the LAN each container also answers on its own address, port 22",
+            "",
+        ),
     };
     let bridge = config.network.name.clone();
     let has_nft = crate::gpu::find_on_path("nft").is_some();
@@ -136,11 +195,18 @@ pub async fn checks(config: &AgentConfig, lxd: &Lxd, env: &ServerEnvironment) ->
         && tokio::task::spawn_blocking(move || firewall::installed(&bridge))
             .await
             .unwrap_or(false);
-    vec![
-        network,
-        ssh,
-        firewall_check(&env.firewall, has_nft, nat, installed),
-    ]
+    let firewall = if path == SshPath::Macvlan {
+        check(
+            "firewall",
+            Level::Warn,
+            "the agent's table inet cohort has nothing to guard on a macvlan: containers reach \
+             the host only through the LAN, like any LAN host",
+            "",
+        )
+    } else {
+        firewall_check(&env.firewall, has_nft, nat, installed)
+    };
+    vec![network, ssh, firewall]
 }
 
 /// LXD's firewall driver, `nft`, and the agent's table for the bridge.
@@ -209,21 +275,45 @@ mod tests {
     #[test]
     fn the_ssh_mode_follows_the_network() {
         let mut config = AgentConfig::new("n");
-        let (c, nat) = network_check(&config, Ok(None), "nftables");
-        assert!(nat && c.level == Level::Ok, "{c:?}");
-        let (c, nat) = network_check(&config, Ok(None), "");
-        assert!(!nat && c.level == Level::Fail && c.fix.contains("restart LXD"));
+        let (c, path) = network_check(&config, Ok(None), "nftables");
+        assert!(path == SshPath::Nat && c.level == Level::Ok, "{c:?}");
+        let (c, path) = network_check(&config, Ok(None), "");
+        assert!(
+            path == SshPath::Forkproxy && c.level == Level::Fail && c.fix.contains("restart LXD")
+        );
         config.network.mode = NetworkMode::None;
-        let (c, nat) = network_check(&config, Ok(None), "nftables");
-        assert!(!nat && c.level == Level::Warn);
+        let (c, path) = network_check(&config, Ok(None), "nftables");
+        assert!(path == SshPath::Forkproxy && c.level == Level::Warn);
         config.network.mode = NetworkMode::Existing;
-        let (c, nat) = network_check(&config, Ok(None), "nftables");
-        assert!(!nat && c.level == Level::Fail);
+        let (c, path) = network_check(&config, Ok(None), "nftables");
+        assert!(path == SshPath::Forkproxy && c.level == Level::Fail);
         let macvlan: crate::lxd::networks::LxdNetwork = serde_json::from_value(
-            serde_json::json!({"name": "cohort0", "type": "macvlan", "managed": true}),
+            serde_json::json!({"name": "cohort0", "type": "macvlan", "managed": true,
+                               "config": {"parent": "eno1"}}),
         )
         .unwrap();
-        let (c, nat) = network_check(&config, Ok(Some(macvlan)), "nftables");
-        assert!(!nat && c.level == Level::Fail && c.detail.contains("macvlan"));
+        // Without the LAN's router and range: unusable.
+        let (c, path) = network_check(&config, Ok(Some(macvlan.clone())), "nftables");
+        assert!(
+            path == SshPath::Forkproxy
+                && c.level == Level::Fail
+                && c.detail.contains("network.gateway")
+        );
+        config.network.subnet = "192.168.50.0/24".parse().unwrap();
+        config.network.gateway = Some("192.168.50.1".parse().unwrap());
+        config.network.addresses = Some("192.168.50.100-192.168.50.199".into());
+        let (c, path) = network_check(&config, Ok(Some(macvlan)), "nftables");
+        assert_eq!(path, SshPath::Macvlan);
+        assert_eq!(c.level, Level::Warn);
+        assert!(
+            c.detail.contains("onto eno1") && c.detail.contains("cannot reach them"),
+            "{c:?}"
+        );
+        let unmanaged: crate::lxd::networks::LxdNetwork = serde_json::from_value(
+            serde_json::json!({"name": "cohort0", "type": "macvlan", "managed": false}),
+        )
+        .unwrap();
+        let (c, path) = network_check(&config, Ok(Some(unmanaged)), "nftables");
+        assert!(path == SshPath::Forkproxy && c.level == Level::Fail);
     }
 }

@@ -197,8 +197,11 @@ mod tests {
     fn net() -> NodeNetwork {
         NodeNetwork {
             name: "cohort0".into(),
+            kind: super::super::NetworkKind::Bridge,
             subnet: "10.9.0.0/24".parse().unwrap(),
             gateway: "10.9.0.1".parse().unwrap(),
+            dns: "10.9.0.1".parse().unwrap(),
+            pool: None,
             dhcp_ranges: Vec::new(),
             ssh_address: "10.9.0.1".parse().unwrap(),
         }

@@ -1,7 +1,7 @@
 //! The container's side of its NIC, written into its root filesystem before the first boot so
 //! the boot needs no DHCP round trip: a oneshot unit that sets the static address and default
 //! route with iproute2, wanted by `multi-user.target` through a drop-in, and `resolv.conf`
-//! naming the bridge's dnsmasq.
+//! naming the bridge's dnsmasq (the LAN's DNS server on a macvlan).
 //!
 //! Not systemd-networkd, although the base image has it: the image has no udev, and networkd
 //! (252) waits for udev to initialise every link whenever `/sys` is writable, which it is in an
@@ -55,7 +55,7 @@ pub fn files(network: &NodeNetwork, address: Ipv4Addr) -> Vec<RootFile<'static>>
         },
         RootFile {
             path: RESOLV_PATH,
-            content: format!("nameserver {}\n", network.gateway).into_bytes(),
+            content: format!("nameserver {}\n", network.dns).into_bytes(),
             mode: 0o644,
         },
     ]
@@ -152,8 +152,11 @@ mod tests {
     fn the_unit_sets_the_address_and_route_and_dns_is_the_bridge() {
         let net = NodeNetwork {
             name: "cohort0".into(),
+            kind: super::super::NetworkKind::Bridge,
             subnet: "10.161.16.0/22".parse().unwrap(),
             gateway: "10.161.16.1".parse().unwrap(),
+            dns: "10.161.16.1".parse().unwrap(),
+            pool: None,
             dhcp_ranges: Vec::new(),
             ssh_address: "10.161.16.1".parse().unwrap(),
         };

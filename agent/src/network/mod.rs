@@ -1,7 +1,10 @@
-//! The node network: the LXD bridge every container gets one NIC on (a NAT bridge the agent makes,
-//! or one the admin made), each container's static address on it, the files that configure it
-//! inside before the first boot, the SSH forward through the kernel (`proxy` with `nat=true`),
-//! and the nftables table that keeps the host out of the containers' reach.
+//! The node network: the LXD network every container gets one NIC on (a NAT bridge the agent
+//! makes, or a bridge or macvlan the admin made), each container's static address on it, the
+//! files that configure it inside before the first boot, the SSH forward through the kernel
+//! (`proxy` with `nat=true`), and the nftables table that keeps the host out of the containers'
+//! reach.
+//!
+//! A macvlan onto the campus LAN is the exception to the last two: see `macvlan`.
 
 pub mod addresses;
 pub mod config;
@@ -9,6 +12,7 @@ pub mod doctor;
 pub mod firewall;
 pub mod guest;
 mod host;
+mod macvlan;
 mod node;
 pub mod policy;
 
@@ -26,16 +30,35 @@ use crate::lxd::{Lxd, LxdError};
 pub const DEVICE_NIC: &str = "cohort-net";
 pub const GUEST_INTERFACE: &str = "eth0";
 
+/// The instance config key that records a container's address where LXD's NIC cannot (a
+/// macvlan NIC has no `ipv4.address`). Under `user.cohort.`, which no user may set.
+pub const KEY_ADDRESS: &str = "user.cohort.address";
+
+/// What kind of LXD network the containers are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkKind {
+    /// An LXD bridge: the host routes (and NATs) for the containers and guards them.
+    Bridge,
+    /// An LXD macvlan onto a LAN interface: the containers are LAN hosts the host cannot reach.
+    Macvlan,
+}
+
 /// The network this node's containers are on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeNetwork {
     /// The LXD network, which is also the bridge's interface on the host.
     pub name: String,
+    pub kind: NetworkKind,
     pub subnet: Ipv4Net,
-    /// The bridge's own address: the containers' gateway and DNS server.
+    /// The bridge's own address (the LAN's router on a macvlan): the containers' gateway.
     pub gateway: Ipv4Addr,
+    /// The containers' DNS server: the bridge's dnsmasq, or the LAN's.
+    pub dns: Ipv4Addr,
     /// LXD's `ipv4.dhcp.ranges`: never handed to a container as its static address.
     pub dhcp_ranges: Vec<(Ipv4Addr, Ipv4Addr)>,
+    /// The only addresses a container may get, where the network is not the node's own (the
+    /// range the campus gave a macvlan node); `None`: the whole subnet.
+    pub pool: Option<(Ipv4Addr, Ipv4Addr)>,
     /// Where NAT SSH forwards listen when the controller names no concrete address.
     pub ssh_address: Ipv4Addr,
 }
@@ -95,9 +118,12 @@ impl NodeNetwork {
             name: config.name.clone(),
             why: why.to_string(),
         };
+        if found.kind == "macvlan" && found.managed && config.mode == NetworkMode::Existing {
+            return macvlan::setup(config, found.name).map(Some);
+        }
         if found.kind != "bridge" || !found.managed {
             return Err(unsupported(&format!(
-                "it is a{} {} network; only bridges LXD manages are supported",
+                "it is a{} {} network; only bridges and macvlans LXD manages are supported",
                 if found.managed { "" } else { "n unmanaged" },
                 found.kind
             )));
@@ -118,8 +144,11 @@ impl NodeNetwork {
             .unwrap_or(gateway);
         Ok(Some(NodeNetwork {
             name: found.name,
+            kind: NetworkKind::Bridge,
             subnet: iface.trunc(),
             gateway,
+            dns: gateway,
+            pool: None,
             dhcp_ranges: found
                 .config
                 .get("ipv4.dhcp.ranges")
@@ -130,8 +159,16 @@ impl NodeNetwork {
     }
 
     /// The container's NIC: its static address (served by LXD's dnsmasq too), isolated from
-    /// every other port of the bridge, and unable to send as another MAC or address.
+    /// every other port of the bridge, and unable to send as another MAC or address. LXD has
+    /// none of these for a macvlan NIC: its address is recorded under [`KEY_ADDRESS`] instead.
     pub fn nic_device(&self, address: Ipv4Addr) -> Value {
+        if self.kind == NetworkKind::Macvlan {
+            return json!({
+                "type": "nic",
+                "network": self.name,
+                "name": GUEST_INTERFACE,
+            });
+        }
         json!({
             "type": "nic",
             "network": self.name,
@@ -141,6 +178,23 @@ impl NodeNetwork {
             "security.mac_filtering": "true",
             "security.ipv4_filtering": "true",
         })
+    }
+
+    /// Whether SSH forwards go through the kernel to the container's address (a bridge), or
+    /// through LXD's classic proxy (a macvlan, whose children the host cannot reach).
+    pub fn nat_ssh(&self) -> bool {
+        self.kind == NetworkKind::Bridge
+    }
+
+    /// The address an SSH forward connects to for a container at `address`: `None` for the
+    /// classic proxy.
+    pub fn forward_to(&self, address: Option<Ipv4Addr>) -> Option<Ipv4Addr> {
+        address.filter(|_| self.nat_ssh())
+    }
+
+    /// The instance config that records `address` where the NIC cannot.
+    pub fn address_config(&self, address: Ipv4Addr) -> Option<(&'static str, String)> {
+        (self.kind == NetworkKind::Macvlan).then(|| (KEY_ADDRESS, address.to_string()))
     }
 
     /// Where a NAT forward listens for a request that names `requested`: that address when it
@@ -199,9 +253,17 @@ pub fn bridge_config(subnet: Ipv4Net) -> BTreeMap<String, String> {
     config
 }
 
-/// The static address of the agent's NIC in an instance's devices.
-pub fn nic_address(devices: &BTreeMap<String, BTreeMap<String, String>>) -> Option<Ipv4Addr> {
-    devices.get(DEVICE_NIC)?.get("ipv4.address")?.parse().ok()
+/// The static address of the agent's NIC in an instance's devices, or recorded in its config
+/// (a macvlan NIC).
+pub fn nic_address(
+    config: &BTreeMap<String, String>,
+    devices: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<Ipv4Addr> {
+    let nic = devices.get(DEVICE_NIC)?;
+    nic.get("ipv4.address")
+        .or_else(|| config.get(KEY_ADDRESS))?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -223,8 +285,11 @@ mod tests {
     fn nat_forwards_listen_on_a_concrete_address_and_carry_the_container_address() {
         let n = NodeNetwork {
             name: "cohort0".into(),
+            kind: NetworkKind::Bridge,
             subnet: "10.9.0.0/24".parse().unwrap(),
             gateway: "10.9.0.1".parse().unwrap(),
+            dns: "10.9.0.1".parse().unwrap(),
+            pool: None,
             dhcp_ranges: Vec::new(),
             ssh_address: "192.0.2.7".parse().unwrap(),
         };
@@ -250,5 +315,7 @@ mod tests {
         }
         assert_eq!(nic["network"], "cohort0");
         assert_eq!(nic["ipv4.address"], "10.9.0.2");
+        assert!(n.nat_ssh());
+        assert_eq!(n.address_config("10.9.0.2".parse().unwrap()), None);
     }
 }

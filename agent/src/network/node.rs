@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::addresses::{self, taken_addresses};
 use super::firewall::{self, ContainerRules, Egress};
 use super::policy::{self, KEY_POLICY};
-use super::{nic_address, ssh_proxy_device, NetworkError, NodeNetwork, DEVICE_NIC};
+use super::{nic_address, ssh_proxy_device, NetworkError, NetworkKind, NodeNetwork, DEVICE_NIC};
 use crate::instances::{InstanceError, DEVICE_SSH};
 use crate::node::Node;
 
@@ -47,9 +47,12 @@ impl Node {
         reservations: &[(String, Ipv4Addr, u64)],
     ) -> Result<BTreeSet<Ipv4Addr>, InstanceError> {
         let mut taken = taken_addresses(&self.daemon_listing().await?, &network.name);
-        for lease in self.lxd.network_leases(&network.name).await? {
-            if let Ok(a) = lease.address.parse() {
-                taken.insert(a);
+        // A macvlan has no LXD DHCP server, so no leases (LXD refuses to list them).
+        if network.kind == NetworkKind::Bridge {
+            for lease in self.lxd.network_leases(&network.name).await? {
+                if let Ok(a) = lease.address.parse() {
+                    taken.insert(a);
+                }
             }
         }
         taken.extend(
@@ -121,20 +124,25 @@ impl Node {
         let Some(lx) = self.lxd_instance(name).await? else {
             return Ok(());
         };
-        if nic_address(&lx.devices).is_some() {
+        if nic_address(&lx.config, &lx.devices).is_some() {
             return Ok(());
         }
         let address = self.reserve_address(&network).await?;
         let mut devices = serde_json::Map::new();
         devices.insert(DEVICE_NIC.into(), network.nic_device(address));
-        if let Some((listen, port)) = lx.ssh_endpoint() {
+        // On a macvlan the classic proxy stays as it is: the host cannot reach the container.
+        if let (Some((listen, port)), true) = (lx.ssh_endpoint(), network.nat_ssh()) {
             let listen = network.listen_for(&listen);
             devices.insert(
                 DEVICE_SSH.into(),
                 ssh_proxy_device(&listen, port, Some(address)),
             );
         }
-        let patch = json!({ "devices": devices });
+        let mut config = serde_json::Map::new();
+        if let Some((key, value)) = network.address_config(address) {
+            config.insert(key.into(), value.into());
+        }
+        let patch = json!({ "devices": devices, "config": config });
         let patched = self
             .lxd
             .call(Method::PATCH, &crate::instances::path(name), Some(&patch))
@@ -162,7 +170,7 @@ impl Node {
         let Some(lx) = self.lxd_instance(name).await? else {
             return Ok(());
         };
-        match nic_address(&lx.devices) {
+        match nic_address(&lx.config, &lx.devices) {
             Some(address) if !lx.is_running() => {
                 self.write_guest_network(name, &network, address).await
             }
@@ -193,6 +201,11 @@ impl Node {
         let Some(network) = &self.network else {
             return;
         };
+        if network.kind == NetworkKind::Macvlan {
+            // Nothing between a macvlan's children and the LAN passes the host's netfilter, and
+            // the host cannot reach them: there is nothing for the table to guard.
+            return;
+        }
         let _lock = address_lock(self).await;
         let listing = match self.daemon_listing().await {
             Ok(l) => l,
