@@ -47,25 +47,34 @@ const QUEUED: &str = "queued:";
 /// queue and at least one waits (1 stays lxc's "Error:").
 pub const SOME_QUEUED: i32 = 2;
 
+/// The items still waiting in the queue, with the controller's reason.
+fn queued(op: &Operation) -> Vec<(String, String)> {
+    op.items
+        .iter()
+        .filter(|i| !i.status.is_final())
+        .filter_map(|i| {
+            let why = i.error.as_deref().filter(|e| e.starts_with(QUEUED))?;
+            Some((i.target.clone(), why.to_string()))
+        })
+        .collect()
+}
+
+/// Whether waiting can stop: the operation ended, or every item not done waits in the queue.
+/// An operation whose items are all done (or that has none: a provision with nothing to do) is
+/// not settled until the worker ends it, so its outcome is the answer.
+fn settled(op: &Operation) -> bool {
+    if op.status.is_final() {
+        return true;
+    }
+    let waiting = queued(op).len();
+    waiting > 0 && op.items.iter().filter(|i| !i.status.is_final()).count() == waiting
+}
+
 /// Waits until every item of a provision is done or waits in the queue (with its reason), as a
 /// class only part of which fits would otherwise keep the caller waiting for capacity. Returns
 /// [`SOME_QUEUED`] with the queued students and their reasons on stderr, 0 when all are done;
 /// an error naming every failed item.
 pub async fn wait_placed(client: &Client, operation: &Operation) -> anyhow::Result<i32> {
-    let queued = |op: &Operation| -> Vec<(String, String)> {
-        op.items
-            .iter()
-            .filter(|i| !i.status.is_final())
-            .filter_map(|i| {
-                let why = i.error.as_deref().filter(|e| e.starts_with(QUEUED))?;
-                Some((i.target.clone(), why.to_string()))
-            })
-            .collect()
-    };
-    let settled = |op: &Operation| {
-        op.status.is_final()
-            || op.items.iter().filter(|i| !i.status.is_final()).count() == queued(op).len()
-    };
     let mut current = operation.clone();
     while !settled(&current) {
         current = client
@@ -127,4 +136,50 @@ pub fn check(op: &Operation) -> anyhow::Result<()> {
         }
     }
     bail!("{}", lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cohort_proto::api::operations::OperationItem;
+
+    fn operation(status: &str, items: &[(&str, Option<&str>)]) -> Operation {
+        let items: Vec<OperationItem> = items
+            .iter()
+            .map(|(status, error)| {
+                serde_json::from_value(serde_json::json!({
+                    "id": "00000000-0000-0000-0000-000000000000", "target": "t", "node": null, "ssh_port": null,
+                    "status": status, "attempts": 0, "error": error,
+                }))
+                .unwrap()
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "id": "00000000-0000-0000-0000-000000000000", "kind": "provision_course", "status": status,
+            "created_by": "admin", "target": "c",
+            "progress": {"total": items.len(), "done": 0, "failed": 0},
+            "items": items, "error": null,
+            "created_at": "2026-11-24T00:00:00Z", "updated_at": "2026-11-24T00:00:00Z",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_provision_waits_for_its_end_unless_everything_left_is_queued() {
+        // Nothing to do (a second run): settled only once the worker ends it, never "0 queued".
+        assert!(!settled(&operation("running", &[])));
+        assert!(settled(&operation("success", &[])));
+        // All done but not yet ended: wait for the outcome.
+        assert!(!settled(&operation("running", &[("success", None)])));
+        // One running, one queued: wait; only queued ones left: settled.
+        let queued = Some("queued: needs 1 GPU");
+        assert!(!settled(&operation(
+            "running",
+            &[("running", None), ("pending", queued)]
+        )));
+        assert!(settled(&operation(
+            "running",
+            &[("success", None), ("pending", queued)]
+        )));
+    }
 }
