@@ -159,7 +159,8 @@ impl TestController {
             name,
             &format!("fp-{name}"),
             "",
-            chrono::Utc::now(),
+            // Live: not expired (an expired certificate pins nothing).
+            chrono::Utc::now() + chrono::Duration::days(365),
         )
         .expect("node certificate");
         Node::find(&mut conn, node.id).expect("reload node")

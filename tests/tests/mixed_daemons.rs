@@ -59,6 +59,33 @@ async fn a_class_on_an_lxd_node_and_an_incus_node_logs_in() {
     assert_eq!(incus, "incus");
     assert!(incus_version.starts_with("6."), "{incus_version}");
 
+    // Placement prefers a node that holds the image: wait until both report holding it, so the
+    // class spreads by load rather than by which node's poll came first.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let images: Vec<Value> = cluster
+            .request(Method::GET, "/images", &admin)
+            .send()
+            .await
+            .expect("images")
+            .json()
+            .await
+            .expect("images JSON");
+        let holders = images
+            .iter()
+            .find(|i| i["alias"] == "cohort/base")
+            .and_then(|i| i["nodes"].as_array())
+            .map_or(0, Vec::len);
+        if holders == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both nodes never reported cohort/base: {images:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
     let teacher = cluster.user("prof", "instructor").await;
     let res = cluster
         .request(Method::POST, "/courses", &teacher)
