@@ -135,10 +135,17 @@ pub fn connect_node(
     conn: &mut PgConnection,
     node: &Node,
 ) -> ActionResult<Arc<dyn NodeAgent>> {
-    let pins: Vec<String> = NodeCertificate::live(conn, &node.name)?
-        .into_iter()
-        .map(|c| c.fingerprint)
-        .collect();
+    connect_pinned(agents, node, &NodeCertificate::live(conn, &node.name)?)
+}
+
+/// [`connect_node`] with the node's live certificates already read (the poller hands them on to
+/// the renewal check).
+pub fn connect_pinned(
+    agents: &dyn AgentConnector,
+    node: &Node,
+    live: &[NodeCertificate],
+) -> ActionResult<Arc<dyn NodeAgent>> {
+    let pins: Vec<String> = live.iter().map(|c| c.fingerprint.clone()).collect();
     if pins.is_empty() {
         return Err(ActionError::conflict(
             None,

@@ -24,7 +24,7 @@ use cohort_proto::api::operations::OperationKind;
 
 use crate::actions::operations::{start, Step};
 use crate::config::DriftPolicy;
-use crate::controller::{connect_node, Controller};
+use crate::controller::{connect_pinned, Controller};
 use crate::db::schema::{operation_items, operations};
 use crate::error::{ActionError, ActionResult};
 use crate::gpu_slots;
@@ -35,6 +35,7 @@ use crate::models::image::Image;
 use crate::models::instance::Instance;
 use crate::models::instance_usage::{InstanceUsage, Observed};
 use crate::models::node::{Node, NodeFacts};
+use crate::models::node_certificate::NodeCertificate;
 use crate::models::orphan::Orphan;
 use crate::renewal;
 
@@ -83,8 +84,11 @@ pub async fn poll_all(ctl: &Arc<Controller>) {
 async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
     let agents = ctl.agents.clone();
     let n = node.clone();
-    let agent = ctl
-        .db(move |conn| connect_node(agents.as_ref(), conn, &n))
+    let (agent, live) = ctl
+        .db(move |conn| {
+            let live = NodeCertificate::live(conn, &n.name)?;
+            Ok((connect_pinned(agents.as_ref(), &n, &live)?, live))
+        })
         .await?;
     let fetched = tokio::time::timeout(POLL_TIMEOUT, async {
         Ok::<_, crate::agent_client::AgentError>((
@@ -115,7 +119,12 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
     })
     .await?;
     // A renewal that fails is tried again next poll; the node's current certificate still works.
-    match tokio::time::timeout(POLL_TIMEOUT, renewal::check(ctl, &name, agent.as_ref())).await {
+    match tokio::time::timeout(
+        POLL_TIMEOUT,
+        renewal::check(ctl, &name, live, agent.as_ref()),
+    )
+    .await
+    {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!(node = %name, error = %e, "certificate renewal failed"),
         Err(_) => tracing::warn!(node = %name, "certificate renewal timed out"),

@@ -36,16 +36,18 @@ pub fn due(issued: DateTime<Utc>, not_after: DateTime<Utc>, now: DateTime<Utc>) 
     now >= issued + life * 2 / 3
 }
 
-/// Settles an unconfirmed renewal, then renews the node's certificate if it is due.
-pub async fn check(ctl: &Controller, node: &str, agent: &dyn NodeAgent) -> ActionResult<Renewal> {
+/// Settles an unconfirmed renewal, then renews the node's certificate if it is due. `live` is the
+/// node's live certificates as the poll that reached `agent` read them.
+pub async fn check(
+    ctl: &Controller,
+    node: &str,
+    live: Vec<NodeCertificate>,
+    agent: &dyn NodeAgent,
+) -> ActionResult<Renewal> {
     let agent_error = |source| ActionError::Agent {
         node: node.to_string(),
         source,
     };
-    let name = node.to_string();
-    let live = ctl
-        .db(move |conn| Ok(NodeCertificate::live(conn, &name)?))
-        .await?;
     let mut outcome = Renewal::NotDue;
     let current = if live.len() > 1 {
         let served = agent.identity().await.map_err(agent_error)?.fingerprint;
