@@ -136,14 +136,43 @@ impl Cluster {
         }
     }
 
+    /// A controller with no nodes that agents on other hosts reach at `address` (a test
+    /// network's address on this host: see [`crate::lab`]); the test still talks to it on
+    /// loopback. Its certificate names `address`, and join tokens carry its URL there.
+    pub async fn start_reachable_at(address: std::net::Ipv4Addr, env: &[(&str, &str)]) -> Self {
+        let ports = PortRange::claim();
+        let port = ports.port(0);
+        let listen = format!("0.0.0.0:{port}");
+        let public = format!("https://{address}:{port}");
+        let names = address.to_string();
+        let mut all = vec![
+            ("COHORT_LISTEN", listen.as_str()),
+            ("COHORT_PUBLIC_URL", public.as_str()),
+            ("COHORT_SERVER_NAMES", names.as_str()),
+        ];
+        all.extend_from_slice(env);
+        let db = TestDb::new();
+        let url = db.url().to_string();
+        Self::start_with_ports(0, Some(db), url, &all, ports).await
+    }
+
     async fn start_on(
         nodes: usize,
         db: Option<TestDb>,
         db_url: String,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_with_ports(nodes, db, db_url, env, PortRange::claim()).await
+    }
+
+    async fn start_with_ports(
+        nodes: usize,
+        db: Option<TestDb>,
+        db_url: String,
+        env: &[(&str, &str)],
+        ports: PortRange,
+    ) -> Self {
         let state = tempfile::tempdir().expect("cluster state dir");
-        let ports = PortRange::claim();
         let controller_dir = state.path().join("controller");
         std::fs::create_dir_all(&controller_dir).expect("controller dir");
         let out = Command::new(controller_binary())
@@ -151,6 +180,8 @@ impl Cluster {
             .env("DATABASE_URL", &db_url)
             .env("COHORT_STATE_DIR", &controller_dir)
             .env("COHORT_LISTEN", format!("127.0.0.1:{}", ports.port(0)))
+            // The configuration the server runs with (the certificate's names, say).
+            .envs(env.iter().copied())
             .output()
             .expect("run cohort-controller init");
         let stdout = String::from_utf8_lossy(&out.stdout);
