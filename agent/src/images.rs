@@ -1,6 +1,8 @@
 //! Images on the node: the list the inventory reports, and imports of unified tarballs, either
-//! uploaded to the agent or fetched from a URL (the controller's image store) and checked
-//! against the expected SHA-256 before LXD sees them.
+//! uploaded to the agent or fetched from a URL (the controller's image store). A fetched tarball
+//! is streamed to a file beside the agent's state, hashed as it arrives, checked against the
+//! expected SHA-256 before LXD sees it, and streamed from there into LXD: an image is never
+//! whole in the agent's memory, whatever its size.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,11 +14,14 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::lxd::{encode, LxdError};
+use crate::lxd::{encode, file_body, full, LxdBody, LxdError};
 use crate::node::Node;
 
 /// Longest an image import may take in LXD.
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// Longest a whole download may take, and longest the controller may send nothing.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(1800);
+const DOWNLOAD_IDLE: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -93,10 +98,15 @@ impl Node {
                 message: "the image tarball is empty".into(),
             });
         }
+        self.import_body(alias, full(tarball)).await
+    }
+
+    /// Hands `body` (a unified tarball) to LXD and points `alias` at the image it makes.
+    async fn import_body(&self, alias: &str, body: LxdBody) -> Result<Image, ImageError> {
         let headers = [("Content-Type", "application/octet-stream".to_string())];
         let meta = self
             .lxd
-            .post_raw("/1.0/images", &headers, tarball, IMPORT_TIMEOUT)
+            .post_stream("/1.0/images", &headers, body, IMPORT_TIMEOUT)
             .await?;
         let fingerprint = meta
             .get("fingerprint")
@@ -114,30 +124,45 @@ impl Node {
         Ok(image.into())
     }
 
-    /// Downloads `req.url`, checks its SHA-256, then imports it.
+    /// Downloads `req.url` to disk, checks its SHA-256, then imports it from there.
     pub async fn import_image(&self, req: &ImportImage) -> Result<Image, ImageError> {
         check_alias(&req.alias)?;
+        let dir = self.config.state_dir.join("images");
+        std::fs::create_dir_all(&dir).map_err(|e| ImageError::Download {
+            url: req.url.clone(),
+            message: format!("cannot make {}: {e}", dir.display()),
+        })?;
+        // Named for the request, so two imports of one image never share a file.
+        let path = dir.join(format!("{}.partial", uuid::Uuid::new_v4()));
+        let result = self.download_and_import(req, &path).await;
+        let _ = std::fs::remove_file(&path);
+        result
+    }
+
+    async fn download_and_import(
+        &self,
+        req: &ImportImage,
+        path: &std::path::Path,
+    ) -> Result<Image, ImageError> {
         let download = |message: String| ImageError::Download {
             url: req.url.clone(),
             message,
         };
-        let resp = self
-            .controller_client()
-            .map_err(download)?
-            .get(&req.url)
-            .send()
+        let client = self.controller_client().map_err(download)?;
+        let got = tokio::time::timeout(DOWNLOAD_TIMEOUT, download_to(&client, &req.url, path))
             .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| download(e.to_string()))?;
-        let bytes = resp.bytes().await.map_err(|e| download(e.to_string()))?;
-        let got = hex::encode(Sha256::digest(&bytes));
+            .map_err(|_| download(format!("not done after {DOWNLOAD_TIMEOUT:?}")))?
+            .map_err(download)?;
         if !got.eq_ignore_ascii_case(&req.fingerprint) {
             return Err(ImageError::Invalid {
                 field: "fingerprint".into(),
                 message: format!("the tarball's SHA-256 is {got}, not {}", req.fingerprint),
             });
         }
-        self.upload_image(&req.alias, bytes).await
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| download(format!("cannot reopen {}: {e}", path.display())))?;
+        self.import_body(&req.alias, file_body(file)).await
     }
 
     /// An HTTPS client for the controller's image store: this node's certificate as its identity,
@@ -179,4 +204,36 @@ impl Node {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Streams `url` into a new file at `path`, hashing as it goes; the hex SHA-256 of what came.
+async fn download_to(
+    client: &reqwest::Client,
+    url: &str,
+    path: &std::path::Path,
+) -> Result<String, String> {
+    use tokio::io::AsyncWriteExt;
+    let mut resp = client
+        .get(url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| e.to_string())?;
+    let mut file = tokio::fs::File::create(path)
+        .await
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut hash = Sha256::new();
+    loop {
+        let chunk = tokio::time::timeout(DOWNLOAD_IDLE, resp.chunk())
+            .await
+            .map_err(|_| format!("nothing received for {DOWNLOAD_IDLE:?}"))?
+            .map_err(|e| e.to_string())?;
+        let Some(chunk) = chunk else { break };
+        hash.update(&chunk);
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    file.flush().await.map_err(|e| e.to_string())?;
+    Ok(hex::encode(hash.finalize()))
 }

@@ -67,6 +67,11 @@ impl ClusterNode {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.state_dir.join("agent.log")).unwrap_or_default()
     }
+
+    /// The agent's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
 }
 
 impl Drop for ClusterNode {

@@ -17,6 +17,17 @@ fn has_image(lxd: &TestLxd, alias: &str) -> bool {
         .any(|l| l.split(',').any(|a| a.trim() == alias))
 }
 
+/// `VmHWM`: the most resident memory the process has had.
+fn peak_rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in kB");
+    kib * 1024
+}
+
 async fn create(cluster: &Cluster, body: Value) {
     let op = cluster.admin(M::POST, "/instances", Some(body)).await;
     let done = cluster
@@ -50,6 +61,14 @@ async fn a_node_without_the_image_fetches_it_before_creating() {
     assert!(
         has_image(lxd, "cohort/base"),
         "the image was not fetched into the project"
+    );
+    // Streamed to disk and from there into LXD: the agent's peak memory stays well under the
+    // tarball's size (it held the whole tarball, and a copy, before).
+    let size = image["size_bytes"].as_u64().expect("image size");
+    let peak = peak_rss_bytes(cluster.nodes[0].pid().expect("agent runs"));
+    assert!(
+        peak < size / 2,
+        "the agent peaked at {peak} bytes fetching a {size}-byte image"
     );
     let fingerprint = image["fingerprint"].as_str().unwrap();
     let held = lxd.lxc(&["image", "list", "-f", "csv", "-c", "F"]);

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::header::{HeaderMap, CONTENT_TYPE};
 use hyper::{Method, Request};
 use hyper_util::client::legacy::Client;
@@ -23,11 +24,37 @@ const WAIT_SLICE_S: u64 = 30;
 /// A connection to one LXD daemon, scoped to one project.
 #[derive(Clone)]
 pub struct Lxd {
-    http: Client<UnixConnector, Full<Bytes>>,
+    http: Client<UnixConnector, LxdBody>,
     socket: PathBuf,
     project: String,
     /// Deadline for operations whose caller gives none.
     pub default_timeout: Duration,
+}
+
+/// A request body for LXD: bytes in memory, or a file streamed from disk ([`file_body`]).
+pub type LxdBody = BoxBody<Bytes, std::io::Error>;
+
+/// A body of bytes already in memory.
+pub fn full(bytes: Bytes) -> LxdBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+/// A file's contents as a body, read in 256 KiB chunks as LXD takes them: an image tarball
+/// goes to LXD without ever being whole in memory.
+pub fn file_body(file: tokio::fs::File) -> LxdBody {
+    use tokio::io::AsyncReadExt;
+    let chunks = futures_util::stream::unfold(file, |mut file| async move {
+        let mut buf = vec![0u8; 256 * 1024];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(hyper::body::Frame::data(Bytes::from(buf))), file))
+            }
+            Err(e) => Some((Err(e), file)),
+        }
+    });
+    StreamBody::new(chunks).boxed()
 }
 
 /// A file (or exec log) LXD is sending: the headers that describe it and its body, not read yet.
@@ -112,7 +139,7 @@ impl Lxd {
         method: Method,
         path: &str,
         headers: &[(&str, String)],
-        body: Bytes,
+        body: LxdBody,
         limit: usize,
     ) -> Result<(u16, HeaderMap, Bytes), LxdError> {
         let uri: hyper::Uri = hyperlocal::Uri::new(&self.socket, &self.url(path)).into();
@@ -120,7 +147,7 @@ impl Lxd {
         for (k, v) in headers {
             req = req.header(*k, v);
         }
-        let req = req.body(Full::new(body)).map_err(|e| LxdError::Decode {
+        let req = req.body(body).map_err(|e| LxdError::Decode {
             what: path.to_string(),
             detail: e.to_string(),
         })?;
@@ -151,7 +178,7 @@ impl Lxd {
         body: Bytes,
     ) -> Result<Answer, LxdError> {
         Ok(self
-            .answer_with_headers(method, path, headers, body)
+            .answer_with_headers(method, path, headers, full(body))
             .await?
             .0)
     }
@@ -162,7 +189,7 @@ impl Lxd {
         method: Method,
         path: &str,
         headers: &[(&str, String)],
-        body: Bytes,
+        body: LxdBody,
     ) -> Result<(Answer, HeaderMap), LxdError> {
         let what = format!("{method} {path}");
         let (status, resp_headers, bytes) =
@@ -180,7 +207,7 @@ impl Lxd {
     /// A sync GET's metadata and its `ETag`, for a `PUT` with `If-Match`.
     pub async fn get_with_etag(&self, path: &str) -> Result<(Value, Option<String>), LxdError> {
         let (answer, headers) = self
-            .answer_with_headers(Method::GET, path, &[], Bytes::new())
+            .answer_with_headers(Method::GET, path, &[], full(Bytes::new()))
             .await?;
         let etag = headers
             .get("etag")
@@ -317,7 +344,7 @@ impl Lxd {
     /// [`Lxd::get_raw`] reading at most `limit` bytes (image exports are larger than files).
     pub async fn get_raw_within(&self, path: &str, limit: usize) -> Result<RawFile, LxdError> {
         let (status, headers, bytes) = self
-            .send(Method::GET, path, &[], Bytes::new(), limit)
+            .send(Method::GET, path, &[], full(Bytes::new()), limit)
             .await?;
         if status >= 300 {
             return Err(Self::raw_error(path, status, &bytes));
@@ -332,7 +359,7 @@ impl Lxd {
         let req = Request::builder()
             .method(Method::GET)
             .uri(uri)
-            .body(Full::new(Bytes::new()))
+            .body(full(Bytes::new()))
             .map_err(|e| LxdError::Decode {
                 what: path.to_string(),
                 detail: e.to_string(),
@@ -371,6 +398,24 @@ impl Lxd {
     ) -> Result<Value, LxdError> {
         let what = format!("POST {path}");
         match self.answer(Method::POST, path, headers, body).await? {
+            Answer::Sync(v) => Ok(v),
+            Answer::Async { operation } => self.wait(&operation, &what, timeout).await,
+        }
+    }
+
+    /// POST of a streamed body (an image tarball from disk); waits when async.
+    pub async fn post_stream(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+        body: LxdBody,
+        timeout: Duration,
+    ) -> Result<Value, LxdError> {
+        let what = format!("POST {path}");
+        let (answer, _) = self
+            .answer_with_headers(Method::POST, path, headers, body)
+            .await?;
+        match answer {
             Answer::Sync(v) => Ok(v),
             Answer::Async { operation } => self.wait(&operation, &what, timeout).await,
         }

@@ -8,6 +8,6 @@ mod envelope;
 pub mod networks;
 pub mod server;
 
-pub use client::{encode, Lxd, RawFile, RawStream};
+pub use client::{encode, file_body, full, Lxd, LxdBody, RawFile, RawStream};
 pub use daemon::{Daemon, DaemonKind};
 pub use envelope::LxdError;
