@@ -23,9 +23,10 @@ pub struct AgentConfig {
     /// Default `/var/lib/cohort-agent`.
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
-    /// The daemon's unix socket, LXD's or Incus's. Default: `$LXD_DIR/unix.socket`, else
-    /// `/var/lib/lxd/unix.socket`, else `/var/snap/lxd/common/lxd/unix.socket`, else
-    /// `$INCUS_DIR/unix.socket`, else `/var/lib/incus/unix.socket` (the first that exists).
+    /// The daemon's unix socket, LXD's or Incus's. Default: the first that exists of
+    /// `$INCUS_DIR/unix.socket`, `$LXD_DIR/unix.socket`, `/var/lib/incus/unix.socket`,
+    /// `/var/lib/lxd/unix.socket`, `/var/snap/lxd/common/lxd/unix.socket`: Incus where both run.
+    /// `join` writes the one it found here, so an enrolled node keeps its daemon.
     #[serde(default)]
     pub lxd_socket: Option<PathBuf>,
     /// LXD project every call is made in. Default `default`.
@@ -207,7 +208,7 @@ impl AgentConfig {
         if let Some(p) = &self.lxd_socket {
             return p.clone();
         }
-        default_lxd_socket(std::env::var_os("LXD_DIR").map(PathBuf::from))
+        default_lxd_socket()
     }
 
     /// LXD's own directory (`LXD_DIR`): where its socket is.
@@ -257,27 +258,36 @@ impl AgentConfig {
     }
 }
 
-/// `$LXD_DIR/unix.socket`, else Debian's, else the snap's, else Incus's (`$INCUS_DIR`, else
-/// `/var/lib/incus`); the first candidate that exists, or the first candidate when none does (so
-/// the error names it). LXD comes first where both are installed, as it did before Incus was
-/// supported; a node meant to use Incus beside LXD names its socket.
-pub fn default_lxd_socket(lxd_dir: Option<PathBuf>) -> PathBuf {
-    let incus_dir = std::env::var_os("INCUS_DIR").map(PathBuf::from);
-    let candidates: Vec<PathBuf> = lxd_dir
-        .map(|d| d.join("unix.socket"))
-        .into_iter()
-        .chain([
-            PathBuf::from("/var/lib/lxd/unix.socket"),
-            PathBuf::from("/var/snap/lxd/common/lxd/unix.socket"),
-        ])
-        .chain(incus_dir.map(|d| d.join("unix.socket")))
-        .chain([PathBuf::from("/var/lib/incus/unix.socket")])
-        .collect();
+/// The first of [`socket_candidates`] (from `INCUS_DIR` and `LXD_DIR`) that exists, or the first
+/// candidate when none does (so the error names it).
+pub fn default_lxd_socket() -> PathBuf {
+    let candidates = socket_candidates(
+        std::env::var_os("INCUS_DIR").map(PathBuf::from),
+        std::env::var_os("LXD_DIR").map(PathBuf::from),
+    );
     candidates
         .iter()
         .find(|p| p.exists())
         .unwrap_or(&candidates[0])
         .clone()
+}
+
+/// Where to look for the daemon's socket, in order: a directory named in the environment
+/// first (Incus's, then LXD's: someone chose it), then the packaged places, Incus's before
+/// LXD's. Incus comes first where both are installed because it brings a class up in about
+/// half LXD 5.0's time (no remapping of each new container's files, no idmap race: see
+/// docs/daemons.md); a node meant to use LXD beside it names LXD's socket.
+pub fn socket_candidates(incus_dir: Option<PathBuf>, lxd_dir: Option<PathBuf>) -> Vec<PathBuf> {
+    incus_dir
+        .into_iter()
+        .chain(lxd_dir)
+        .chain([
+            PathBuf::from("/var/lib/incus"),
+            PathBuf::from("/var/lib/lxd"),
+            PathBuf::from("/var/snap/lxd/common/lxd"),
+        ])
+        .map(|d| d.join("unix.socket"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -369,12 +379,30 @@ mod tests {
     }
 
     #[test]
-    fn socket_default_prefers_lxd_dir() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("unix.socket"), "").unwrap();
+    fn sockets_are_looked_for_incus_first_and_named_directories_before_packaged_ones() {
+        let s = |p: &str| PathBuf::from(p).join("unix.socket");
         assert_eq!(
-            default_lxd_socket(Some(dir.path().to_path_buf())),
-            dir.path().join("unix.socket")
+            socket_candidates(None, None),
+            [
+                s("/var/lib/incus"),
+                s("/var/lib/lxd"),
+                s("/var/snap/lxd/common/lxd")
+            ]
+        );
+        assert_eq!(
+            socket_candidates(Some("/srv/incus".into()), Some("/srv/lxd".into())),
+            [
+                s("/srv/incus"),
+                s("/srv/lxd"),
+                s("/var/lib/incus"),
+                s("/var/lib/lxd"),
+                s("/var/snap/lxd/common/lxd")
+            ]
+        );
+        // A named LXD directory is someone's choice: it comes before Incus's packaged one.
+        assert_eq!(
+            socket_candidates(None, Some("/srv/lxd".into()))[0],
+            s("/srv/lxd")
         );
     }
 

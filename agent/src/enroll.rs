@@ -54,6 +54,10 @@ pub struct JoinOptions {
     pub ssh_port_last: u16,
     pub lxd_project: Option<String>,
     pub storage_pool: Option<String>,
+    /// The daemon's socket; default: the one the agent finds now (Incus's where both run). It
+    /// is written into the config either way, so the node keeps the daemon it enrolled with
+    /// when the other is installed later.
+    pub lxd_socket: Option<std::path::PathBuf>,
 }
 
 /// Decodes a token (base64 of the `JoinToken` JSON) and refuses an expired one.
@@ -185,6 +189,11 @@ pub async fn join(token: &str, opts: &JoinOptions) -> Result<AgentConfig, Enroll
     if let Some(p) = &opts.storage_pool {
         config.storage_pool = p.clone();
     }
+    config.lxd_socket = Some(
+        opts.lxd_socket
+            .clone()
+            .unwrap_or_else(|| config.lxd_socket()),
+    );
     write_state(
         &config,
         &key.serialize_pem(),

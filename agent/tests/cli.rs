@@ -1,5 +1,5 @@
-//! The command line on this machine: `doctor` against the real LXD (and failing without it),
-//! and `join` refusing a controller whose CA does not match the token's fingerprint, writing
+//! The command line on this machine: `doctor` against the real daemons (Incus by default, LXD
+//! when named, and failing without one), and `join` refusing a controller whose CA does not match the token's fingerprint, writing
 //! nothing.
 
 use std::io::{Read, Write};
@@ -24,13 +24,39 @@ fn row<'a>(table: &'a str, check: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {check:?} row in:\n{table}"))
 }
 
+/// LXD's socket on this machine: `LXD_DIR`'s, else Debian's, else the snap's.
+fn lxd_socket() -> String {
+    let dir = std::env::var("LXD_DIR").ok().unwrap_or_else(|| {
+        ["/var/lib/lxd", "/var/snap/lxd/common/lxd"]
+            .into_iter()
+            .find(|d| std::path::Path::new(&format!("{d}/unix.socket")).exists())
+            .unwrap_or("/var/lib/lxd")
+            .to_string()
+    });
+    format!("{dir}/unix.socket")
+}
+
 #[test]
 fn doctor_reports_this_machine() {
-    let out = agent(&["doctor"], &[]);
+    // scripts/setup starts LXD and Incus side by side; with neither named, the agent takes
+    // Incus's socket. No node network: the default bridge (cohort0) may be the LXD quickstart's,
+    // which Incus does not manage (agent_network tests the network checks).
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cohort-agent"));
+    cmd.arg("doctor")
+        .env_remove("COHORT_AGENT_NVML_LIBRARY")
+        .env("COHORT_AGENT_NETWORK_MODE", "none");
+    for var in ["COHORT_AGENT_LXD_SOCKET", "LXD_DIR", "INCUS_DIR"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().expect("run cohort-agent");
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "doctor failed here:\n{table}");
-    assert!(row(&table, "LXD reachable").contains("OK"));
-    assert!(row(&table, "daemon and extensions").contains("LXD 5."));
+    let reachable = row(&table, "LXD reachable");
+    assert!(
+        reachable.contains("OK") && reachable.contains("Incus at /var/lib/incus/unix.socket"),
+        "{reachable}"
+    );
+    assert!(row(&table, "daemon and extensions").contains("Incus 6."));
     assert!(row(&table, "storage pool").contains("btrfs"));
     assert!(row(&table, "fs.inotify.max_user_instances").contains("OK"));
     let nvml = row(&table, "NVML");
@@ -63,8 +89,10 @@ impl Drop for Container {
 
 #[test]
 fn doctor_warns_exactly_when_lxd_remaps_a_new_containers_files() {
-    let out = agent(&["doctor"], &[]);
+    // LXD named, beside the Incus the agent would take by default.
+    let out = agent(&["doctor"], &[("COHORT_AGENT_LXD_SOCKET", &lxd_socket())]);
     let table = String::from_utf8_lossy(&out.stdout);
+    assert!(row(&table, "daemon and extensions").contains("LXD 5."));
     let first = row(&table, "first start without remapping").to_string();
 
     // What LXD does here: an isolated container starts with its files unshifted (`[]`); LXD

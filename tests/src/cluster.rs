@@ -41,8 +41,9 @@ impl ClusterNode {
             .env("COHORT_LOG", "info,cohort_agent=debug")
             // Tests that want a node network make one of their own (`TestNetwork`).
             .env("COHORT_AGENT_NETWORK_MODE", "none")
-            // The daemon its project is on (LXD, or Incus beside it).
-            .env("COHORT_AGENT_LXD_SOCKET", self.lxd.daemon().socket_path())
+            // The daemon is the one `join` wrote into agent.toml (LXD, or Incus beside it):
+            // nothing from this process's environment overrides it.
+            .env_remove("COHORT_AGENT_LXD_SOCKET")
             .stdout(Stdio::from(log.try_clone().expect("log fd")))
             .stderr(Stdio::from(log))
             .spawn()
@@ -341,6 +342,8 @@ impl Cluster {
                 &format!("{}-{}", node.ssh_ports.first(), node.ssh_ports.last()),
             ])
             .args(["--lxd-project", node.lxd.project()])
+            // The daemon its project is on, pinned in its config as every join pins it.
+            .args(["--lxd-socket", &node.lxd.daemon().socket_path()])
             .output()
             .expect("run cohort-agent join");
         assert!(

@@ -166,11 +166,11 @@ impl EnrolledAgent {
             ssh_port_last: ssh_ports.1,
             lxd_project: Some(lxd.project().to_string()),
             storage_pool: None,
+            lxd_socket: Some(lxd.daemon().socket_path().into()),
         };
         let mut config = cohort_agent::enroll::join(&issued.token, &opts)
             .await
             .expect("agent joins");
-        config.lxd_socket = Some(crate::lxd::socket_path().into());
         config.ssh_listen = addr.ip().to_string();
         let config_path = config.config_path();
         std::fs::write(&config_path, config.to_toml()).expect("write agent config");

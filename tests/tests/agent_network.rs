@@ -192,7 +192,7 @@ fn doctor(net: &TestNetwork, mode: &str) -> String {
         .env("COHORT_AGENT_NETWORK_MODE", mode)
         .env("COHORT_AGENT_NETWORK_NAME", net.name())
         .env("COHORT_AGENT_NETWORK_SUBNET", net.subnet())
-        .env("LXD_DIR", cohort_e2e::lxd::lxd_dir())
+        .env("COHORT_AGENT_LXD_SOCKET", cohort_e2e::lxd::socket_path())
         .output()
         .expect("run cohort-agent doctor");
     String::from_utf8_lossy(&out.stdout).into_owned()

@@ -32,6 +32,10 @@ pub struct JoinArgs {
     /// LXD storage pool (default `cohort`).
     #[arg(long)]
     pub storage_pool: Option<String>,
+    /// The daemon's unix socket, written into the config. Default: the first that exists of
+    /// `$INCUS_DIR`'s, `$LXD_DIR`'s, Incus's, LXD's and the LXD snap's (Incus where both run).
+    #[arg(long, env = "COHORT_AGENT_LXD_SOCKET")]
+    pub lxd_socket: Option<PathBuf>,
 }
 
 pub async fn run(args: JoinArgs) -> anyhow::Result<i32> {
@@ -68,11 +72,13 @@ pub async fn run(args: JoinArgs) -> anyhow::Result<i32> {
         ssh_port_last: last,
         lxd_project: args.lxd_project,
         storage_pool: args.storage_pool,
+        lxd_socket: args.lxd_socket,
     };
     let config = join(&args.token, &opts).await?;
     println!(
-        "Enrolled as node {}. Start the agent with:\n  cohort-agent serve --config {}",
+        "Enrolled as node {} on {}. Start the agent with:\n  cohort-agent serve --config {}",
         config.node_name,
+        config.lxd_socket().display(),
         config.config_path().display()
     );
     Ok(0)

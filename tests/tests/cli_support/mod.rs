@@ -256,6 +256,7 @@ impl Agent {
             .args(["--agent-url", &format!("https://{listen}")])
             .args(["--ssh-host", &ssh_host, "--ssh-ports", &ssh_ports])
             .args(["--lxd-project", lxd.project()])
+            .args(["--lxd-socket", &lxd.daemon().socket_path()])
             .arg("--state-dir")
             .arg(state.path())
             .output()
