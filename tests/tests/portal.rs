@@ -510,3 +510,100 @@ async fn a_student_manages_their_keys_and_password() {
     assert_eq!(other.text("#audit tbody td.actor").await, "lin");
     other.screenshot("admin-en").await;
 }
+
+/// Issue 27's directory sign-in against a real slapd (ldaps, a service account that searches,
+/// a group for instructors): a directory instructor signs in with their university password and
+/// gets the instructor's pages, a directory student the student's; a wrong password, an unknown
+/// user, an empty password (an unauthenticated bind a directory would accept) and a filter
+/// injection all get the same message; the password never reaches the controller's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_users_sign_in_with_their_university_password() {
+    use cohort_e2e::ldap::{Person, Slapd};
+
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().expect("state");
+    init(db.url(), state.path());
+    let slapd = Slapd::start(
+        ports.port(2),
+        &[
+            Person {
+                uid: "lin",
+                name: "Lin Wei",
+                password: "lin's directory password",
+                instructor: true,
+            },
+            Person {
+                uid: "chen",
+                name: "Chen Yu",
+                password: "chen's directory password",
+                instructor: false,
+            },
+        ],
+    );
+    let env = slapd.controller_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
+    let base = format!("https://127.0.0.1:{}", ports.port(0));
+    let mut conn = db.connect();
+    let browser = Browser::start(ports.port(1), "en").await;
+
+    for (username, password) in [
+        ("lin", "lin's directory passworD"),
+        ("nobody", "lin's directory password"),
+        ("lin)(uid=*", "lin's directory password"),
+    ] {
+        sign_in(&browser, &base, username, password).await;
+        assert_eq!(
+            browser.text("#signin-error").await,
+            "Wrong username or password.",
+            "{username}\n{}",
+            slapd.log()
+        );
+        assert_eq!(browser.url().await, format!("{base}/signin"));
+    }
+    // An empty password, posted with the form's own token (the page's `required` aside).
+    browser.goto(&format!("{base}/signin")).await;
+    let status = browser
+        .run_async(
+            "const done = arguments[0];
+             const csrf = document.querySelector('input[name=csrf]').value;
+             fetch('/signin', {method: 'POST', redirect: 'manual',
+                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                 body: 'csrf=' + csrf + '&username=lin&password='})
+               .then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 401, "an empty password is no sign-in");
+    assert_eq!(failed_sign_ins(&mut conn, "lin"), 2);
+
+    // The instructor: made on first sign-in, with the group's role and the directory's name.
+    sign_in(&browser, &base, "lin", "lin's directory password").await;
+    assert_eq!(browser.url().await, format!("{base}/"), "{}", slapd.log());
+    assert_eq!(browser.text("#whoami").await, "lin");
+    browser.follow("#courses-link").await;
+    assert_eq!(browser.url().await, format!("{base}/courses"));
+    let (role, full_name): (String, Option<String>) = cohort_controller::db::schema::users::table
+        .filter(cohort_controller::db::schema::users::username.eq("lin"))
+        .select((
+            cohort_controller::db::schema::users::role,
+            cohort_controller::db::schema::users::full_name,
+        ))
+        .get_result(&mut conn)
+        .expect("lin");
+    assert_eq!(
+        (role.as_str(), full_name.as_deref()),
+        ("instructor", Some("Lin Wei"))
+    );
+    browser.follow(".signout button").await;
+
+    // The student: not in the group, so a student; courses are not theirs to see.
+    sign_in(&browser, &base, "chen", "chen's directory password").await;
+    assert_eq!(browser.text("#whoami").await, "chen");
+    assert_eq!(browser.text("h1").await, "My containers");
+    assert_eq!(browser.count("#courses-link").await, 0);
+    browser.screenshot("home-directory-student-en").await;
+
+    let log = std::fs::read_to_string(state.path().join("controller.log")).expect("log");
+    assert!(!log.contains("directory password"), "a password was logged");
+}

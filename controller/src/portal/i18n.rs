@@ -119,6 +119,7 @@ pub enum Msg {
     Password,
     BadCredentials,
     TooManyFailures,
+    DirectoryUnavailable,
     FormExpired,
     Forbidden,
     NotFound,
@@ -189,6 +190,11 @@ impl Msg {
                 "Wrong username or password.",
                 "使用者名稱或密碼錯誤。",
                 "用户名或密码错误。",
+            ),
+            Msg::DirectoryUnavailable => (
+                "The university's directory cannot be reached. Try again later.",
+                "目前無法連線到學校的目錄服務，請稍後再試。",
+                "目前无法连接到学校的目录服务，请稍后再试。",
             ),
             Msg::TooManyFailures => (
                 "Too many failed sign-ins from this address. Try again in a minute.",
