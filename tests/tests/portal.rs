@@ -511,6 +511,68 @@ async fn a_student_manages_their_keys_and_password() {
     other.screenshot("admin-en").await;
 }
 
+/// The signed-in user's API tokens page: a lifetime out of range is refused at its field and
+/// makes nothing; a token made there is shown once, works on the API as its owner, is listed by
+/// name (never its secret) and, revoked there, is refused (401); a form without the CSRF token
+/// makes none.
+async fn api_tokens_from_the_portal(browser: &Browser, base: &str, api: &Api) {
+    let post = |body: &str| {
+        format!(
+            "const done = arguments[0];
+             const csrf = document.querySelector('input[name=csrf]').value;
+             fetch('/account/tokens', {{method: 'POST', redirect: 'manual',
+                 headers: {{'Content-Type': 'application/x-www-form-urlencoded'}},
+                 body: {body}}})
+               .then(r => done(r.status)).catch(e => done(String(e)));"
+        )
+    };
+    browser.goto(&format!("{base}/account")).await;
+    browser.follow("#tokens-link").await;
+    assert_eq!(browser.count("#no-tokens").await, 1);
+    let status = browser
+        .run_async(&post("'name=x&expires_in_days=100'"))
+        .await;
+    assert_eq!(status, 403, "no CSRF token, no API token");
+    let status = browser
+        .run_async(&post("'csrf=' + csrf + '&name=x&expires_in_days=100000'"))
+        .await;
+    assert_eq!(status, 400);
+    browser.goto(&format!("{base}/account/tokens")).await;
+    assert_eq!(browser.count("#no-tokens").await, 1, "nothing made");
+
+    browser.type_into("#token-name", "laptop").await;
+    browser.type_into("#token-days", "30").await;
+    browser.follow("#create-token").await;
+    let token = browser.text("#new-token-secret").await;
+    assert_eq!(browser.text("#tokens tbody tr .name").await, "laptop");
+    let me: Value = api.call(&token, reqwest::Method::GET, "/me", None).await;
+    assert_eq!(me["user"]["username"], "chen", "{me}");
+    let expires = browser.text("#tokens tbody tr .expires").await;
+    let in_30_days = (chrono::Utc::now() + chrono::Duration::days(30)).format("%Y-%m-%d");
+    assert!(expires.starts_with(&in_30_days.to_string()), "{expires}");
+    browser.screenshot("tokens-en").await;
+
+    // Shown once: the page again has the row, not the secret.
+    browser.goto(&format!("{base}/account/tokens")).await;
+    assert_eq!(browser.count("#new-token-secret").await, 0);
+    assert!(!browser
+        .run("return document.body.innerHTML;")
+        .await
+        .to_string()
+        .contains(&token));
+    browser.follow("#tokens tbody tr button").await;
+    assert_eq!(browser.count("#no-tokens").await, 1);
+    let status = api
+        .client
+        .get(format!("{}/me", api.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("call with the revoked token")
+        .status();
+    assert_eq!(status, 401, "a revoked token is refused");
+}
+
 /// Issue 27's directory sign-in against a real slapd (ldaps, a service account that searches,
 /// a group for instructors): a directory instructor signs in with their university password and
 /// gets the instructor's pages, a directory student the student's; a wrong password, an unknown
@@ -603,6 +665,7 @@ async fn directory_users_sign_in_with_their_university_password() {
     assert_eq!(browser.text("h1").await, "My containers");
     assert_eq!(browser.count("#courses-link").await, 0);
     browser.screenshot("home-directory-student-en").await;
+    api_tokens_from_the_portal(&browser, &base, &Api::new(state.path(), ports.port(0))).await;
 
     let log = std::fs::read_to_string(state.path().join("controller.log")).expect("log");
     assert!(!log.contains("directory password"), "a password was logged");
