@@ -291,6 +291,47 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         .admin(reqwest::Method::GET, "/instances/web1-bob", None)
         .await;
     assert_eq!(bob["desired_state"], "stopped", "{bob}");
+    // Bob's page: a snapshot taken and restored from it, the reset's warning says what is kept.
+    teacher_browser
+        .follow("#students tr[data-username=bob] a.manage")
+        .await;
+    let bob_page = format!("{base}/courses/web1/students/bob");
+    assert_eq!(teacher_browser.url().await, bob_page);
+    assert_eq!(teacher_browser.count("#no-snapshots").await, 1);
+    assert!(teacher_browser
+        .text("#reset-warning")
+        .await
+        .contains("the home directory is kept"));
+    teacher_browser.type_into("#snapshot-name", "before").await;
+    teacher_browser.follow("#take-snapshot").await;
+    assert_eq!(teacher_browser.url().await, bob_page);
+    assert_eq!(
+        teacher_browser
+            .count("#snapshots li[data-snapshot=before]")
+            .await,
+        1
+    );
+    teacher_browser
+        .follow("#snapshots li[data-snapshot=before] button[data-action=restore]")
+        .await;
+    assert_eq!(
+        teacher_browser.url().await,
+        bob_page,
+        "restored, back on the page"
+    );
+    assert_eq!(teacher_browser.count("main .error").await, 0);
+    let restored: i64 = {
+        let mut conn = PgConnection::establish(&cluster.db_url).expect("db");
+        audit_log::table
+            .filter(audit_log::action.eq("restore_snapshot"))
+            .filter(audit_log::object.eq("web1-bob"))
+            .count()
+            .get_result(&mut conn)
+            .expect("audit")
+    };
+    assert_eq!(restored, 1, "the restore went through the instance action");
+    teacher_browser.screenshot("student-snapshots-en").await;
+    teacher_browser.goto(&format!("{base}/courses/web1")).await;
     let known_hosts = teacher_browser
         .run_async(
             "const done = arguments[0];
@@ -392,6 +433,43 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         .admin(reqwest::Method::GET, "/instances/web1-ann", None)
         .await;
     assert_eq!(ann["desired_state"], "running", "{ann}");
+
+    // The instructor's forms are not hers, even with her own valid token (403, nothing done);
+    // the instructor's own teardown without the token is refused too; with it, all stop.
+    for path in [
+        "/courses/web1/students/bob/snapshots",
+        "/courses/web1/teardown",
+    ] {
+        let status = browser
+            .run_async(&format!(
+                "const done = arguments[0];
+                 const csrf = document.querySelector('input[name=csrf]').value;
+                 fetch('{path}', {{method: 'POST', redirect: 'manual',
+                     headers: {{'Content-Type': 'application/x-www-form-urlencoded'}},
+                     body: 'csrf=' + csrf}}).then(r => done(r.status)).catch(e => done(String(e)));"
+            ))
+            .await;
+        assert_eq!(status, 403, "{path}");
+    }
+    let status = teacher_browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/courses/web1/teardown', {method: 'POST', redirect: 'manual',
+                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                 body: 'mode=stop'}).then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 403);
+    let ann = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-ann", None)
+        .await;
+    assert_eq!(ann["desired_state"], "running", "{ann}");
+    teacher_browser.follow("#teardown-course").await;
+    assert_eq!(teacher_browser.url().await, format!("{base}/courses/web1"));
+    let ann = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-ann", None)
+        .await;
+    assert_eq!(ann["desired_state"], "stopped", "torn down: {ann}");
 }
 
 /// A student's own account page: a bad SSH key is refused next to its field and nothing is

@@ -13,6 +13,7 @@ pub mod i18n;
 mod layout;
 mod session;
 mod sign_in;
+mod students;
 mod tokens;
 
 use actix_web::web::{self, get, post};
@@ -42,6 +43,22 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/courses", get().to(courses::list))
         .route("/courses", post().to(courses::create))
         .route("/courses/{code}", get().to(courses::show))
+        .route(
+            "/courses/{code}/students/{username}",
+            get().to(students::page),
+        )
+        .route(
+            "/courses/{code}/students/{username}/snapshots",
+            post().to(students::snapshot),
+        )
+        .route(
+            "/courses/{code}/students/{username}/snapshots/{snapshot}/restore",
+            post().to(students::restore),
+        )
+        .route(
+            "/courses/{code}/teardown",
+            post().to(students::teardown_course),
+        )
         .route(
             "/courses/{code}/students/{username}/{action}",
             post().to(courses::student_action),
