@@ -43,6 +43,7 @@ pub struct Config {
     pub reclaim: ReclaimConfig,
     pub limits: LimitsConfig,
     pub auth: AuthConfig,
+    pub ldap: LdapConfig,
 }
 
 /// How much of a request or of an instance's output one call may move.
@@ -107,6 +108,94 @@ impl Default for AuthConfig {
             failure_sources: 10_000,
             metrics_token: None,
             session_minutes: 480,
+        }
+    }
+}
+
+/// Portal sign-in against the university's directory ([`crate::directory`]); off while `url`
+/// is unset. A portal password, where a user has one, is tried first.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LdapConfig {
+    /// `COHORT_LDAP_URL`: `ldaps://host[:port]`, or `ldap://` with `starttls`; default unset (no
+    /// directory sign-in).
+    pub url: Option<String>,
+    /// `COHORT_LDAP_STARTTLS`: upgrade an `ldap://` connection with StartTLS; default false.
+    pub starttls: bool,
+    /// `COHORT_LDAP_CA_FILE`: PEM certificates trusted for the directory's TLS certificate;
+    /// default `/etc/ssl/certs/ca-certificates.crt` (the system's).
+    pub ca_file: PathBuf,
+    /// `COHORT_LDAP_USER_DN`: the user's DN with `{username}` in it (e.g.
+    /// `uid={username},ou=people,dc=uni,dc=edu`), bound directly; default unset (search instead).
+    pub user_dn: Option<String>,
+    /// `COHORT_LDAP_SEARCH_BASE`: where the user is searched for when `user_dn` is unset.
+    pub search_base: String,
+    /// `COHORT_LDAP_USER_FILTER`: the search filter, `{username}` escaped into it; default
+    /// `(uid={username})`.
+    pub user_filter: String,
+    /// `COHORT_LDAP_BIND_DN` / `COHORT_LDAP_BIND_PASSWORD`: the service account that searches and
+    /// reads groups; default unset (anonymous search, groups read as the user).
+    pub bind_dn: Option<String>,
+    pub bind_password: Option<String>,
+    /// `COHORT_LDAP_INSTRUCTOR_GROUP`: DN of the group whose members (`member`, `uniqueMember` or
+    /// `memberUid`) are instructors; default unset (everyone is a student).
+    pub instructor_group: Option<String>,
+    /// `COHORT_LDAP_ADMIN_GROUP`: DN of the group whose members are admins; default unset.
+    pub admin_group: Option<String>,
+    /// `COHORT_LDAP_TIMEOUT_S`: seconds a whole directory sign-in may take; default 10.
+    pub timeout_s: u64,
+}
+
+impl Default for LdapConfig {
+    fn default() -> Self {
+        LdapConfig {
+            url: None,
+            starttls: false,
+            ca_file: PathBuf::from("/etc/ssl/certs/ca-certificates.crt"),
+            user_dn: None,
+            search_base: String::new(),
+            user_filter: "(uid={username})".into(),
+            bind_dn: None,
+            bind_password: None,
+            instructor_group: None,
+            admin_group: None,
+            timeout_s: 10,
+        }
+    }
+}
+
+impl LdapConfig {
+    /// Refuses a directory that would see passwords in clear, or could not find anyone.
+    fn check(&self) -> Result<(), ConfigError> {
+        let Some(url) = &self.url else {
+            return Ok(());
+        };
+        let range = |setting, rule, value: &str| ConfigError::Range {
+            setting,
+            rule,
+            value: value.to_string(),
+        };
+        let tls = url.starts_with("ldaps://") || (url.starts_with("ldap://") && self.starttls);
+        if !tls {
+            return Err(range(
+                "ldap.url",
+                "ldaps://..., or ldap://... with ldap.starttls (passwords never go in clear)",
+                url,
+            ));
+        }
+        match &self.user_dn {
+            Some(dn) if !dn.contains("{username}") => {
+                Err(range("ldap.user_dn", "a DN containing {username}", dn))
+            }
+            None if self.search_base.is_empty() || !self.user_filter.contains("{username}") => {
+                Err(range(
+                    "ldap.search_base",
+                    "set, with a user_filter containing {username}, when user_dn is unset",
+                    &self.search_base,
+                ))
+            }
+            _ if self.timeout_s == 0 => Err(range("ldap.timeout_s", "at least 1", "0")),
+            _ => Ok(()),
         }
     }
 }
@@ -388,6 +477,7 @@ impl Config {
                 value: p.default_home_gib.to_string(),
             });
         }
+        self.ldap.check()?;
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -475,9 +565,32 @@ impl Config {
         if let Ok(token) = std::env::var("COHORT_METRICS_TOKEN") {
             self.auth.metrics_token = Some(token).filter(|t| !t.is_empty());
         }
+        self.apply_ldap_env()?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
             self.worker.id = Some(id);
         }
+        Ok(())
+    }
+
+    fn apply_ldap_env(&mut self) -> Result<(), ConfigError> {
+        let ldap = &mut self.ldap;
+        for (var, field) in [
+            ("COHORT_LDAP_URL", &mut ldap.url),
+            ("COHORT_LDAP_USER_DN", &mut ldap.user_dn),
+            ("COHORT_LDAP_BIND_DN", &mut ldap.bind_dn),
+            ("COHORT_LDAP_BIND_PASSWORD", &mut ldap.bind_password),
+            ("COHORT_LDAP_INSTRUCTOR_GROUP", &mut ldap.instructor_group),
+            ("COHORT_LDAP_ADMIN_GROUP", &mut ldap.admin_group),
+        ] {
+            if let Ok(value) = std::env::var(var) {
+                *field = Some(value).filter(|v| !v.is_empty());
+            }
+        }
+        env_parse("COHORT_LDAP_STARTTLS", &mut ldap.starttls)?;
+        env_parse("COHORT_LDAP_CA_FILE", &mut ldap.ca_file)?;
+        env_parse("COHORT_LDAP_SEARCH_BASE", &mut ldap.search_base)?;
+        env_parse("COHORT_LDAP_USER_FILTER", &mut ldap.user_filter)?;
+        env_parse("COHORT_LDAP_TIMEOUT_S", &mut ldap.timeout_s)?;
         Ok(())
     }
 
@@ -518,6 +631,26 @@ mod overcommit_tests {
         config.placement.disk_overcommit = 1.0;
         config.placement.cpu_overcommit = f64::NAN;
         assert!(config.check().is_err());
+    }
+
+    #[test]
+    fn a_directory_is_reached_only_over_tls_and_can_find_users() {
+        let mut config = Config::default();
+        config.ldap.url = Some("ldap://dir.uni.edu".into());
+        config.ldap.user_dn = Some("uid={username},ou=people,dc=uni,dc=edu".into());
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("ldap.url"), "{err}");
+        config.ldap.starttls = true;
+        assert!(config.check().is_ok());
+        config.ldap.url = Some("ldaps://dir.uni.edu".into());
+        config.ldap.user_dn = Some("uid=someone,dc=uni,dc=edu".into());
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("ldap.user_dn"), "{err}");
+        config.ldap.user_dn = None;
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("ldap.search_base"), "{err}");
+        config.ldap.search_base = "ou=people,dc=uni,dc=edu".into();
+        assert!(config.check().is_ok());
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub enum ActionError {
     /// a background task failed unexpectedly
     #[error("internal error: {0}")]
     Internal(String),
+    /// the university's directory (LDAP) could not be asked
+    #[error(transparent)]
+    Directory(#[from] crate::directory::DirectoryError),
     /// the image store on disk failed
     #[error("image store: {0}")]
     Io(#[from] std::io::Error),

@@ -11,6 +11,7 @@ pub mod config;
 pub mod controller;
 pub mod course;
 pub mod db;
+pub mod directory;
 pub mod error;
 pub mod failed_create;
 pub mod feasible;

@@ -11,6 +11,7 @@ pub mod db;
 pub mod fleet;
 pub mod gpu_node;
 pub mod lab;
+pub mod ldap;
 pub mod lxd;
 pub mod macvlan;
 pub mod network;

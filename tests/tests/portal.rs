@@ -291,6 +291,47 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         .admin(reqwest::Method::GET, "/instances/web1-bob", None)
         .await;
     assert_eq!(bob["desired_state"], "stopped", "{bob}");
+    // Bob's page: a snapshot taken and restored from it, the reset's warning says what is kept.
+    teacher_browser
+        .follow("#students tr[data-username=bob] a.manage")
+        .await;
+    let bob_page = format!("{base}/courses/web1/students/bob");
+    assert_eq!(teacher_browser.url().await, bob_page);
+    assert_eq!(teacher_browser.count("#no-snapshots").await, 1);
+    assert!(teacher_browser
+        .text("#reset-warning")
+        .await
+        .contains("the home directory is kept"));
+    teacher_browser.type_into("#snapshot-name", "before").await;
+    teacher_browser.follow("#take-snapshot").await;
+    assert_eq!(teacher_browser.url().await, bob_page);
+    assert_eq!(
+        teacher_browser
+            .count("#snapshots li[data-snapshot=before]")
+            .await,
+        1
+    );
+    teacher_browser
+        .follow("#snapshots li[data-snapshot=before] button[data-action=restore]")
+        .await;
+    assert_eq!(
+        teacher_browser.url().await,
+        bob_page,
+        "restored, back on the page"
+    );
+    assert_eq!(teacher_browser.count("main .error").await, 0);
+    let restored: i64 = {
+        let mut conn = PgConnection::establish(&cluster.db_url).expect("db");
+        audit_log::table
+            .filter(audit_log::action.eq("restore_snapshot"))
+            .filter(audit_log::object.eq("web1-bob"))
+            .count()
+            .get_result(&mut conn)
+            .expect("audit")
+    };
+    assert_eq!(restored, 1, "the restore went through the instance action");
+    teacher_browser.screenshot("student-snapshots-en").await;
+    teacher_browser.goto(&format!("{base}/courses/web1")).await;
     let known_hosts = teacher_browser
         .run_async(
             "const done = arguments[0];
@@ -392,6 +433,43 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         .admin(reqwest::Method::GET, "/instances/web1-ann", None)
         .await;
     assert_eq!(ann["desired_state"], "running", "{ann}");
+
+    // The instructor's forms are not hers, even with her own valid token (403, nothing done);
+    // the instructor's own teardown without the token is refused too; with it, all stop.
+    for path in [
+        "/courses/web1/students/bob/snapshots",
+        "/courses/web1/teardown",
+    ] {
+        let status = browser
+            .run_async(&format!(
+                "const done = arguments[0];
+                 const csrf = document.querySelector('input[name=csrf]').value;
+                 fetch('{path}', {{method: 'POST', redirect: 'manual',
+                     headers: {{'Content-Type': 'application/x-www-form-urlencoded'}},
+                     body: 'csrf=' + csrf}}).then(r => done(r.status)).catch(e => done(String(e)));"
+            ))
+            .await;
+        assert_eq!(status, 403, "{path}");
+    }
+    let status = teacher_browser
+        .run_async(
+            "const done = arguments[0];
+             fetch('/courses/web1/teardown', {method: 'POST', redirect: 'manual',
+                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                 body: 'mode=stop'}).then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 403);
+    let ann = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-ann", None)
+        .await;
+    assert_eq!(ann["desired_state"], "running", "{ann}");
+    teacher_browser.follow("#teardown-course").await;
+    assert_eq!(teacher_browser.url().await, format!("{base}/courses/web1"));
+    let ann = cluster
+        .admin(reqwest::Method::GET, "/instances/web1-ann", None)
+        .await;
+    assert_eq!(ann["desired_state"], "stopped", "torn down: {ann}");
 }
 
 /// A student's own account page: a bad SSH key is refused next to its field and nothing is
@@ -509,4 +587,164 @@ async fn a_student_manages_their_keys_and_password() {
     assert_eq!(other.count("#audit tbody tr").await, 1);
     assert_eq!(other.text("#audit tbody td.actor").await, "lin");
     other.screenshot("admin-en").await;
+}
+
+/// The signed-in user's API tokens page: a lifetime out of range is refused at its field and
+/// makes nothing; a token made there is shown once, works on the API as its owner, is listed by
+/// name (never its secret) and, revoked there, is refused (401); a form without the CSRF token
+/// makes none.
+async fn api_tokens_from_the_portal(browser: &Browser, base: &str, api: &Api) {
+    let post = |body: &str| {
+        format!(
+            "const done = arguments[0];
+             const csrf = document.querySelector('input[name=csrf]').value;
+             fetch('/account/tokens', {{method: 'POST', redirect: 'manual',
+                 headers: {{'Content-Type': 'application/x-www-form-urlencoded'}},
+                 body: {body}}})
+               .then(r => done(r.status)).catch(e => done(String(e)));"
+        )
+    };
+    browser.goto(&format!("{base}/account")).await;
+    browser.follow("#tokens-link").await;
+    assert_eq!(browser.count("#no-tokens").await, 1);
+    let status = browser
+        .run_async(&post("'name=x&expires_in_days=100'"))
+        .await;
+    assert_eq!(status, 403, "no CSRF token, no API token");
+    let status = browser
+        .run_async(&post("'csrf=' + csrf + '&name=x&expires_in_days=100000'"))
+        .await;
+    assert_eq!(status, 400);
+    browser.goto(&format!("{base}/account/tokens")).await;
+    assert_eq!(browser.count("#no-tokens").await, 1, "nothing made");
+
+    browser.type_into("#token-name", "laptop").await;
+    browser.type_into("#token-days", "30").await;
+    browser.follow("#create-token").await;
+    let token = browser.text("#new-token-secret").await;
+    assert_eq!(browser.text("#tokens tbody tr .name").await, "laptop");
+    let me: Value = api.call(&token, reqwest::Method::GET, "/me", None).await;
+    assert_eq!(me["user"]["username"], "chen", "{me}");
+    let expires = browser.text("#tokens tbody tr .expires").await;
+    let in_30_days = (chrono::Utc::now() + chrono::Duration::days(30)).format("%Y-%m-%d");
+    assert!(expires.starts_with(&in_30_days.to_string()), "{expires}");
+    browser.screenshot("tokens-en").await;
+
+    // Shown once: the page again has the row, not the secret.
+    browser.goto(&format!("{base}/account/tokens")).await;
+    assert_eq!(browser.count("#new-token-secret").await, 0);
+    assert!(!browser
+        .run("return document.body.innerHTML;")
+        .await
+        .to_string()
+        .contains(&token));
+    browser.follow("#tokens tbody tr button").await;
+    assert_eq!(browser.count("#no-tokens").await, 1);
+    let status = api
+        .client
+        .get(format!("{}/me", api.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("call with the revoked token")
+        .status();
+    assert_eq!(status, 401, "a revoked token is refused");
+}
+
+/// Issue 27's directory sign-in against a real slapd (ldaps, a service account that searches,
+/// a group for instructors): a directory instructor signs in with their university password and
+/// gets the instructor's pages, a directory student the student's; a wrong password, an unknown
+/// user, an empty password (an unauthenticated bind a directory would accept) and a filter
+/// injection all get the same message; the password never reaches the controller's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_users_sign_in_with_their_university_password() {
+    use cohort_e2e::ldap::{Person, Slapd};
+
+    let db = TestDb::new();
+    let ports = PortRange::claim();
+    let state = tempfile::tempdir().expect("state");
+    init(db.url(), state.path());
+    let slapd = Slapd::start(
+        ports.port(2),
+        &[
+            Person {
+                uid: "lin",
+                name: "Lin Wei",
+                password: "lin's directory password",
+                instructor: true,
+            },
+            Person {
+                uid: "chen",
+                name: "Chen Yu",
+                password: "chen's directory password",
+                instructor: false,
+            },
+        ],
+    );
+    let env = slapd.controller_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
+    let base = format!("https://127.0.0.1:{}", ports.port(0));
+    let mut conn = db.connect();
+    let browser = Browser::start(ports.port(1), "en").await;
+
+    for (username, password) in [
+        ("lin", "lin's directory passworD"),
+        ("nobody", "lin's directory password"),
+        ("lin)(uid=*", "lin's directory password"),
+    ] {
+        sign_in(&browser, &base, username, password).await;
+        assert_eq!(
+            browser.text("#signin-error").await,
+            "Wrong username or password.",
+            "{username}\n{}",
+            slapd.log()
+        );
+        assert_eq!(browser.url().await, format!("{base}/signin"));
+    }
+    // An empty password, posted with the form's own token (the page's `required` aside).
+    browser.goto(&format!("{base}/signin")).await;
+    let status = browser
+        .run_async(
+            "const done = arguments[0];
+             const csrf = document.querySelector('input[name=csrf]').value;
+             fetch('/signin', {method: 'POST', redirect: 'manual',
+                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                 body: 'csrf=' + csrf + '&username=lin&password='})
+               .then(r => done(r.status)).catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(status, 401, "an empty password is no sign-in");
+    assert_eq!(failed_sign_ins(&mut conn, "lin"), 2);
+
+    // The instructor: made on first sign-in, with the group's role and the directory's name.
+    sign_in(&browser, &base, "lin", "lin's directory password").await;
+    assert_eq!(browser.url().await, format!("{base}/"), "{}", slapd.log());
+    assert_eq!(browser.text("#whoami").await, "lin");
+    browser.follow("#courses-link").await;
+    assert_eq!(browser.url().await, format!("{base}/courses"));
+    let (role, full_name): (String, Option<String>) = cohort_controller::db::schema::users::table
+        .filter(cohort_controller::db::schema::users::username.eq("lin"))
+        .select((
+            cohort_controller::db::schema::users::role,
+            cohort_controller::db::schema::users::full_name,
+        ))
+        .get_result(&mut conn)
+        .expect("lin");
+    assert_eq!(
+        (role.as_str(), full_name.as_deref()),
+        ("instructor", Some("Lin Wei"))
+    );
+    browser.follow(".signout button").await;
+
+    // The student: not in the group, so a student; courses are not theirs to see.
+    sign_in(&browser, &base, "chen", "chen's directory password").await;
+    assert_eq!(browser.text("#whoami").await, "chen");
+    assert_eq!(browser.text("h1").await, "My containers");
+    assert_eq!(browser.count("#courses-link").await, 0);
+    browser.screenshot("home-directory-student-en").await;
+    api_tokens_from_the_portal(&browser, &base, &Api::new(state.path(), ports.port(0))).await;
+
+    let log = std::fs::read_to_string(state.path().join("controller.log")).expect("log");
+    assert!(!log.contains("directory password"), "a password was logged");
 }

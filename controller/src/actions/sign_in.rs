@@ -1,7 +1,8 @@
 //! Portal sign-in: a username and password checked against the user's argon2id hash (or, for a
 //! roster student who has not set one, the first-login password their instructor was shown),
-//! a new session on success; failures count against the source address like a bad API token
-//! ([`crate::auth_failures`]) and are audited as `failed_sign_in`.
+//! else against the university's directory ([`crate::directory`]); a new session on success.
+//! Failures count against the source address like a bad API token ([`crate::auth_failures`])
+//! and are audited as `failed_sign_in`.
 
 use std::net::IpAddr;
 use std::time::Instant;
@@ -17,11 +18,13 @@ use serde_json::json;
 use crate::auth::{new_secret, sha256, Caller};
 use crate::controller::Controller;
 use crate::course::password as crypt;
+use crate::directory::{self, DirectoryUser};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::portal_session::PortalSession;
 use crate::models::sign_in_password::SignInPassword;
-use crate::models::user::User;
+use crate::models::user::{role_name, NewUser, User};
+use cohort_proto::api::users::Role;
 
 /// Shortest password a user may set.
 pub const MIN_PASSWORD_LEN: usize = 10;
@@ -84,8 +87,9 @@ pub fn check_new_password(field: &str, password: &str) -> ActionResult<()> {
     Ok(())
 }
 
-/// Signs `username` in with `password` from `source`; a wrong name or password is a 401 that
-/// counts against the source, a source over its limit a 429 before anything is checked.
+/// Signs `username` in with `password` from `source`: their portal password first, then the
+/// directory when one is configured. A wrong name or password is a 401 that counts against the
+/// source, a source over its limit a 429 before anything is checked.
 pub async fn password(
     ctl: &Controller,
     username: String,
@@ -96,50 +100,126 @@ pub async fn password(
         let retry_after_s = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         return Err(ActionError::Throttled { retry_after_s });
     }
-    let lifetime = chrono::Duration::minutes(i64::from(ctl.config.auth.session_minutes.max(1)));
     let source_text = source.map(|s| s.to_string()).unwrap_or_default();
-    let name = username.clone();
-    let outcome = ctl
+    let (name, given) = (username.clone(), password.clone());
+    let local = ctl
         .db(move |conn| {
             let user = User::by_username(conn, &name)?.filter(|u| !u.is_disabled());
-            let matches = match &user {
-                Some(user) => password_matches(conn, user, &password)?,
-                None => false,
-            };
-            let Some(user) = user.filter(|_| matches) else {
-                audit::record(
-                    conn,
-                    "anonymous",
-                    "failed_sign_in",
-                    "source",
-                    &source_text,
-                    json!({"path": "/signin", "username": name, "reason": "wrong username or password"}),
-                )?;
-                return Ok(None);
-            };
-            let secret = new_secret();
-            let expires_at = Utc::now() + lifetime;
-            conn.transaction(|conn| {
-                PortalSession::delete_expired(conn)?;
-                PortalSession::insert(conn, user.id, &sha256(&secret), &new_secret(), expires_at)?;
-                audit::record(
-                    conn,
-                    &user.username,
-                    "sign_in",
-                    "user",
-                    &user.username,
-                    json!({"source": source_text, "via": "password"}),
-                )
-            })?;
-            Ok(Some(NewSession { secret, expires_at }))
+            Ok(match user {
+                Some(user) if password_matches(conn, &user, &given)? => Some(user),
+                _ => None,
+            })
         })
         .await?;
-    outcome.ok_or_else(|| {
+    let signed_in = match local {
+        Some(user) => Some((user, "password")),
+        None => match directory::authenticate(&ctl.config.ldap, &username, &password).await? {
+            Some(found) => {
+                let name = username.clone();
+                ctl.db(move |conn| directory_user(conn, &name, &found))
+                    .await?
+                    .map(|user| (user, "ldap"))
+            }
+            None => None,
+        },
+    };
+    let Some((user, via)) = signed_in else {
+        let name = username.clone();
+        ctl.db(move |conn| {
+            Ok(audit::record(
+                conn,
+                "anonymous",
+                "failed_sign_in",
+                "source",
+                &source_text,
+                json!({"path": "/signin", "username": name, "reason": "wrong username or password"}),
+            )?)
+        })
+        .await?;
         if let Some(source) = source {
             ctl.auth_failures.record(source, Instant::now());
         }
-        ActionError::Unauthenticated("wrong username or password".into())
+        return Err(ActionError::Unauthenticated(
+            "wrong username or password".into(),
+        ));
+    };
+    let lifetime = chrono::Duration::minutes(i64::from(ctl.config.auth.session_minutes.max(1)));
+    ctl.db(move |conn| {
+        let secret = new_secret();
+        let expires_at = Utc::now() + lifetime;
+        conn.transaction(|conn| {
+            PortalSession::delete_expired(conn)?;
+            PortalSession::insert(conn, user.id, &sha256(&secret), &new_secret(), expires_at)?;
+            audit::record(
+                conn,
+                &user.username,
+                "sign_in",
+                "user",
+                &user.username,
+                json!({"source": source_text, "via": via}),
+            )
+        })?;
+        Ok(NewSession { secret, expires_at })
     })
+    .await
+}
+
+/// The account of someone the directory vouched for: made on their first sign-in with the role
+/// their groups give; later the groups can raise the role but never lower one an admin set. A
+/// disabled account stays out.
+fn directory_user(
+    conn: &mut PgConnection,
+    username: &str,
+    found: &DirectoryUser,
+) -> ActionResult<Option<User>> {
+    conn.transaction(|conn| {
+        let role = role_name(found.role);
+        let user = match User::by_username(conn, username)? {
+            Some(user) if user.is_disabled() => return Ok(None),
+            Some(user) if rank(found.role) > rank(user.role()) => {
+                let user = User::set_role(conn, user.id, role)?;
+                audit::record(
+                    conn,
+                    "directory",
+                    "set_role",
+                    "user",
+                    username,
+                    json!({"role": role, "dn": found.dn}),
+                )?;
+                user
+            }
+            Some(user) => user,
+            None => {
+                let user = User::insert(
+                    conn,
+                    &NewUser {
+                        username,
+                        role,
+                        full_name: found.full_name.as_deref(),
+                        email: found.email.as_deref(),
+                    },
+                )?;
+                audit::record(
+                    conn,
+                    "directory",
+                    "create_user",
+                    "user",
+                    username,
+                    json!({"role": role, "dn": found.dn}),
+                )?;
+                user
+            }
+        };
+        Ok(Some(user))
+    })
+}
+
+fn rank(role: Role) -> u8 {
+    match role {
+        Role::Student => 0,
+        Role::Instructor => 1,
+        Role::Admin => 2,
+    }
 }
 
 /// Ends the session whose cookie holds `secret`.

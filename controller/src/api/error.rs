@@ -47,6 +47,11 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
             "database_unavailable",
             None,
         ),
+        ActionError::Directory(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "directory_unavailable",
+            None,
+        ),
         ActionError::Database(_)
         | ActionError::Pki(_)
         | ActionError::Internal(_)

@@ -90,6 +90,13 @@ impl User {
             .get_result(conn)
     }
 
+    pub fn set_role(conn: &mut PgConnection, id: i64, role: &str) -> QueryResult<User> {
+        diesel::update(users::table.find(id))
+            .set(users::role.eq(role))
+            .returning(User::as_returning())
+            .get_result(conn)
+    }
+
     /// Deletes the account; its tokens, keys and enrollments go with it (ON DELETE CASCADE).
     pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
         diesel::delete(users::table.find(id)).execute(conn)

@@ -31,6 +31,7 @@ fn error_for(error: &FieldError, field: &str) -> Markup {
 fn render(s: &SignedIn, me: &Me, status: StatusCode, error: FieldError) -> HttpResponse {
     let lang = s.lang;
     let body = html! {
+        p { a #tokens-link href="/account/tokens" { (lang.t(Msg::ApiTokens)) } }
         h2 { (lang.t(Msg::SshKeys)) }
         @if me.ssh_keys.is_empty() {
             p #no-keys { (lang.t(Msg::NoKeys)) }

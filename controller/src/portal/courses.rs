@@ -212,6 +212,7 @@ async fn render(
                         td { @if let Some(p) = st.ssh_port { (p) } }
                         td.actions {
                             @if st.instance.is_some() {
+                                a.manage href={ "/courses/" (code) "/students/" (st.username) } { (lang.t(Msg::Manage)) }
                                 @for (action, label) in [("start", Msg::Start), ("stop", Msg::Stop), ("restart", Msg::Restart)] {
                                     form.inline method="post" action={ "/courses/" (code) "/students/" (st.username) "/" (action) } {
                                         input type="hidden" name="csrf" value=(s.csrf);
@@ -239,6 +240,13 @@ async fn render(
                 p.error #roster-error role="alert" data-field=(field) { (message) }
             }
             button #import-roster type="submit" { (lang.t(Msg::ImportRoster)) }
+        }
+        h2 { (lang.t(Msg::Teardown)) }
+        form.stacked #teardown method="post" action={ "/courses/" (code) "/teardown" } {
+            input type="hidden" name="csrf" value=(s.csrf);
+            label { input type="radio" name="mode" value="stop" checked; " " (lang.t(Msg::TeardownStop)) }
+            label { input type="radio" name="mode" value="delete"; " " (lang.t(Msg::TeardownDelete)) }
+            button #teardown-course type="submit" { (lang.t(Msg::Teardown)) }
         }
         h2 { (lang.t(Msg::Downloads)) }
         ul #downloads {

@@ -13,6 +13,8 @@ pub mod i18n;
 mod layout;
 mod session;
 mod sign_in;
+mod students;
+mod tokens;
 
 use actix_web::web::{self, get, post};
 
@@ -35,9 +37,28 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/account/keys", post().to(account::add_key))
         .route("/account/keys/{id}/delete", post().to(account::remove_key))
         .route("/account/password", post().to(account::change_password))
+        .route("/account/tokens", get().to(tokens::page))
+        .route("/account/tokens", post().to(tokens::create))
+        .route("/account/tokens/{id}/revoke", post().to(tokens::revoke))
         .route("/courses", get().to(courses::list))
         .route("/courses", post().to(courses::create))
         .route("/courses/{code}", get().to(courses::show))
+        .route(
+            "/courses/{code}/students/{username}",
+            get().to(students::page),
+        )
+        .route(
+            "/courses/{code}/students/{username}/snapshots",
+            post().to(students::snapshot),
+        )
+        .route(
+            "/courses/{code}/students/{username}/snapshots/{snapshot}/restore",
+            post().to(students::restore),
+        )
+        .route(
+            "/courses/{code}/teardown",
+            post().to(students::teardown_course),
+        )
         .route(
             "/courses/{code}/students/{username}/{action}",
             post().to(courses::student_action),

@@ -84,6 +84,15 @@ pub async fn submit(
             &username,
             Some(lang.t(Msg::BadCredentials)),
         )),
+        Err(ActionError::Directory(e)) => {
+            tracing::warn!(error = %e, "directory sign-in failed");
+            Ok(form(
+                lang,
+                StatusCode::SERVICE_UNAVAILABLE,
+                &username,
+                Some(lang.t(Msg::DirectoryUnavailable)),
+            ))
+        }
         Err(ActionError::Throttled { retry_after_s }) => {
             let mut res = form(
                 lang,
