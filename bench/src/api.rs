@@ -29,7 +29,7 @@ pub struct Outcome {
 }
 
 /// CPU seconds (user and system) a process has used, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The fields after the command name, which is in parentheses and may hold spaces:
     // state is field 3, utime 14 and stime 15.
