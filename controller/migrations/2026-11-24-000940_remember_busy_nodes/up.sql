@@ -32,29 +32,29 @@ BEGIN
     -- with the filter in it is planned as a scan of every node: the planner cannot tell how
     -- many nodes the filter keeps.)
     IF p_shortlist IS NULL THEN
-        candidates := ARRAY(SELECT m.id FROM nodes m WHERE m.id <> ALL (busy));
+        candidates := ARRAY(SELECT m.id FROM nodes m WHERE m.id NOT IN (SELECT unnest(busy)));
     ELSIF p_pack THEN
         candidates := ARRAY(
             (SELECT m.id FROM nodes m
                JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
-             WHERE m.state = 'online' AND m.id <> ALL (busy)
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
              LIMIT p_shortlist)
             UNION
             (SELECT m.id FROM nodes m
-             WHERE m.state = 'online' AND m.id <> ALL (busy)
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
              LIMIT p_shortlist));
     ELSE
         candidates := ARRAY(
             (SELECT m.id FROM nodes m
                JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
-             WHERE m.state = 'online' AND m.id <> ALL (busy)
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
              LIMIT p_shortlist)
             UNION
             (SELECT m.id FROM nodes m
-             WHERE m.state = 'online' AND m.id <> ALL (busy)
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
              LIMIT p_shortlist));
     END IF;
