@@ -29,7 +29,7 @@ pub struct Outcome {
 }
 
 /// CPU seconds (user and system) a process has used, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The fields after the command name, which is in parentheses and may hold spaces:
     // state is field 3, utime 14 and stime 15.
@@ -59,10 +59,12 @@ fn postgres_cpu_seconds() -> f64 {
         .sum()
 }
 
-/// Seeds `instances` placed instances over 100 nodes, one in four with a GPU slot.
+/// Seeds `instances` placed instances over 100 nodes (a node per 100 instances past 10,000, so
+/// 100,000 fit the nodes' ports and GPU slots), one in four with a GPU slot.
 fn seed(url: &str, instances: u32) -> Result<()> {
     use diesel::Connection;
     let mut conn = diesel::PgConnection::establish(url)?;
+    let nodes = instances.div_ceil(100).max(100);
     conn.batch_execute(&format!(
         "INSERT INTO users (username, role) SELECT 'u' || n, 'student'
            FROM generate_series(1, {instances}) AS n;
@@ -72,7 +74,7 @@ fn seed(url: &str, instances: u32) -> Result<()> {
                             cores, memory_bytes, disk_total_bytes, disk_free_bytes, nvidia_runtime)
            SELECT 'sim-' || n, 'https://127.0.0.1:1', '127.0.0.1', 20000, 21000, 'cordoned',
                   256, 2199023255552, 109951162777600, 109951162777600, true
-           FROM generate_series(1, 100) AS n;
+           FROM generate_series(1, {nodes}) AS n;
          INSERT INTO gpus (node_id, uuid, idx, model, memory_bytes, pci_address, share_limit,
                            present)
            SELECT nodes.id, 'GPU-' || nodes.id || '-' || g, g, 'NVIDIA H100 80GB HBM3',
@@ -82,8 +84,8 @@ fn seed(url: &str, instances: u32) -> Result<()> {
                                 observed_state, cpu, memory_mib, disk_gib, gpu_count,
                                 gpu_share, strategy, priority, config)
            SELECT 'inst-' || lpad(u.id::text, 6, '0'), u.id, (SELECT id FROM images LIMIT 1),
-                  (SELECT id FROM nodes ORDER BY id OFFSET (u.id % 100) LIMIT 1),
-                  20000 + u.id / 100, 'running', 'running', 2, 4096, 20,
+                  (SELECT min(id) FROM nodes) + u.id % {nodes},
+                  20000 + u.id / {nodes}, 'running', 'running', 2, 4096, 20,
                   CASE WHEN u.id % 4 = 0 THEN 1 ELSE 0 END, 'shared', 'spread', 0, '{{}}'
            FROM users u WHERE u.role = 'student';
          INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id)

@@ -4,8 +4,10 @@
 //!   cohort-bench placement [--nodes 1000] [--placements 100000] [--processes 2] [--threads 8]
 //!                          [--batch 1]
 //!   cohort-bench api [--instances 10000] [--connections 64] [--seconds 20] [--page 100]
+//!   cohort-bench fleet [--agents 1000] [--containers 10] [--seconds 60]
 
 mod api;
+mod fleet;
 mod placement;
 
 use anyhow::Result;
@@ -68,6 +70,17 @@ enum Bench {
         /// 100 nodes polled every 10 s is 10); each changes what a page shows.
         #[arg(long, default_value_t = 10)]
         writes_per_second: u32,
+    },
+    /// The controller polling simulated agents over mutual TLS at its default interval.
+    Fleet {
+        #[arg(long, default_value_t = 1000)]
+        agents: u32,
+        /// Running containers each agent reports.
+        #[arg(long, default_value_t = 10)]
+        containers: u32,
+        /// How long the controller is measured once every agent was polled.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
     },
 }
 
@@ -137,6 +150,25 @@ fn main() -> Result<()> {
                 out.controller_cpu_ms,
                 out.postgres_cpu_ms,
                 out.client_cpu_ms,
+            );
+        }
+        Bench::Fleet {
+            agents,
+            containers,
+            seconds,
+        } => {
+            let out = fleet::run(agents, containers, seconds)?;
+            println!(
+                "| fleet | {agents} agents over mutual TLS, {containers} containers each, polled every {} s, {:.0} s | {} polls | controller CPU {:.1} % of a core | controller memory {:.1} MiB | poll lateness p99 {:.2} s, max {:.2} s | load generator CPU {:.1} %, {} other requests |",
+                out.interval_s,
+                out.seconds,
+                out.polls,
+                out.controller_cpu_percent,
+                out.controller_rss_mib,
+                out.lateness_p99_s,
+                out.lateness_max_s,
+                out.generator_cpu_percent,
+                out.other_requests,
             );
         }
     }

@@ -32,6 +32,7 @@ pub mod queue;
 pub mod queue_reason;
 pub mod reclaim;
 pub mod renewal;
+pub mod rounds;
 pub mod server;
 pub mod snapshot_policy;
 pub mod steps;

@@ -23,6 +23,8 @@ pub struct Placement {
     pub ssh_port: i32,
     /// (gpu id, slot) pairs.
     pub gpu_slots: Vec<(i64, i32)>,
+    /// The pass that found the node: how hard the search was.
+    pub pass: Pass,
 }
 
 /// The window a first pass ranks: this many of the least loaded nodes (most loaded, to pack),
@@ -36,8 +38,8 @@ const WINDOW: i64 = 32;
 const TRIES_PER_PASS: usize = 4;
 
 /// How hard a pass looks for a node.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pass {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
     /// The best of the window that no other transaction holds.
     Window,
     /// The best of every node that no other transaction holds.
@@ -156,7 +158,8 @@ impl Ask<'_> {
 
 /// Each try is one call of `cohort_place_try` (its current definition, and those of the
 /// functions it calls, are in `placement.sql` beside this file): it reads a window of the least
-/// loaded nodes from an index, filters them on the usage counters the database keeps (see the `placement_counters`
+/// loaded nodes from an index (leaving out those earlier tries of the transaction found held by
+/// other transactions), filters them on the usage counters the database keeps (see the `placement_counters`
 /// migration), ranks them and locks the best one no other placement holds (`FOR UPDATE SKIP
 /// LOCKED`), so concurrent placements spread over nodes instead of queueing on the single best
 /// one; then the port and GPU slots are taken under that lock and the instance written. A pass
@@ -193,6 +196,7 @@ fn place_ask(
                 node_name,
                 ssh_port,
                 gpu_slots: gpus.into_iter().zip(slots).collect(),
+                pass,
             }));
         }
     }

@@ -1,6 +1,7 @@
 -- Placement as it is now: the current definition of every function placement runs in
 -- PostgreSQL, in one place to read. The migrations made them step by step (placement_functions,
--- placement_window, placement_insert, course_gpu_share, create_orphans, count_homes_and_pools);
+-- placement_window, placement_insert, course_gpu_share, create_orphans, count_homes_and_pools,
+-- remember_busy_nodes);
 -- a test (`controller_placement::the_placement_sql_is_what_the_migrations_leave`) checks that this file
 -- defines exactly what they leave in the database, so a migration that changes placement
 -- changes this file too. `controller/src/placement.rs` drives the passes and calls
@@ -59,7 +60,8 @@ BEGIN
 END
 $$;
 
--- As the create_orphans migration made it, writing a new row's home_gib.
+-- As the remember_busy_nodes migration made it: the nodes a transaction found held are skipped
+-- by its later tries.
 -- One try at placing instance `p_instance`, or the new row `p_row` when that is NULL: finds and
 -- locks the best node of the window (all nodes when `p_shortlist` is NULL) by the committed
 -- counters, skipping nodes other transactions hold unless `p_wait`; then gives the instance its
@@ -88,85 +90,102 @@ CREATE OR REPLACE FUNCTION cohort_place_try(
 ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     candidates BIGINT[];
+    busy BIGINT[];
+    ranked BIGINT[];
+    pos INTEGER;
     node RECORD;
 BEGIN
+    -- The nodes earlier tries of this transaction found held by other transactions (or without
+    -- room for their GPUs): a transaction that places a class holds each node it placed on until
+    -- it commits, so those that place classes at once would otherwise each walk every node the
+    -- others hold, least loaded first, on every placement (the window then holds nothing free
+    -- and every try ranks all nodes). Tries that skip held nodes skip these too; the waiting
+    -- pass looks at them again.
+    busy := coalesce(nullif(current_setting('cohort.placement_busy', true), ''), '{}')::BIGINT[];
+    IF p_wait THEN
+        busy := '{}';
+    END IF;
     -- Ordered index scans with a LIMIT; the ids then go through the primary key. (One query
     -- with the filter in it is planned as a scan of every node: the planner cannot tell how
     -- many nodes the filter keeps.)
     IF p_shortlist IS NULL THEN
-        candidates := ARRAY(SELECT m.id FROM nodes m);
+        candidates := ARRAY(SELECT m.id FROM nodes m WHERE m.id NOT IN (SELECT unnest(busy)));
     ELSIF p_pack THEN
         candidates := ARRAY(
             (SELECT m.id FROM nodes m
                JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
-             WHERE m.state = 'online'
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
              LIMIT p_shortlist)
             UNION
             (SELECT m.id FROM nodes m
-             WHERE m.state = 'online'
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
              LIMIT p_shortlist));
     ELSE
         candidates := ARRAY(
             (SELECT m.id FROM nodes m
                JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
-             WHERE m.state = 'online'
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
              LIMIT p_shortlist)
             UNION
             (SELECT m.id FROM nodes m
-             WHERE m.state = 'online'
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
              ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
              LIMIT p_shortlist));
     END IF;
 
-    IF p_wait THEN
-        SELECT n.id, n.name, n.ssh_port_first, n.ssh_port_last, n.instance_count INTO node
-        FROM nodes n JOIN (
-            SELECT m.id,
-                   EXISTS (SELECT 1 FROM node_images ni
-                           WHERE ni.node_id = m.id AND ni.image_id = p_image) AS holds,
-                   (CASE WHEN p_pack THEN -1 ELSE 1 END) * (m.memory_used_mib + p_memory_mib)
-                     / ((m.memory_bytes / 1048576) * p_memory_overcommit) AS score
-            FROM nodes m
-            WHERE m.id = ANY (candidates)
-              AND cohort_node_fits(m, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
+    -- The fitting candidates, best first: holding the image, then by the score.
+    ranked := ARRAY(
+        SELECT m.id FROM nodes m
+        WHERE m.id = ANY (candidates)
+          AND cohort_node_fits(m, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit, p_memory_mib,
+                               p_memory_overcommit, p_disk_gib, p_disk_overcommit, p_tried)
+        ORDER BY EXISTS (SELECT 1 FROM node_images ni
+                         WHERE ni.node_id = m.id AND ni.image_id = p_image) DESC,
+                 (CASE WHEN p_pack THEN -1 ELSE 1 END) * (m.memory_used_mib + p_memory_mib)
+                   / ((m.memory_bytes / 1048576) * p_memory_overcommit),
+                 m.id);
+    -- The first of them that takes the instance by its newest row, locked: one no other
+    -- transaction holds, or, for `p_wait`, waited for. The GPU test runs only on the nodes walked.
+    pos := 0;
+    FOR i IN 1 .. coalesce(cardinality(ranked), 0) LOOP
+        IF p_wait THEN
+            SELECT n.id, n.name, n.ssh_port_first, n.ssh_port_last, n.instance_count INTO node
+            FROM nodes n
+            WHERE n.id = ranked[i]
+              AND cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
                                    p_memory_mib, p_memory_overcommit, p_disk_gib,
                                    p_disk_overcommit, p_tried)
-            ORDER BY holds DESC, score, m.id
-        ) c ON c.id = n.id
-        WHERE cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
-                               p_memory_mib, p_memory_overcommit, p_disk_gib,
-                               p_disk_overcommit, p_tried)
-          AND (p_gpu_count = 0 OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive, p_share)
-                                  >= p_gpu_count)
-        ORDER BY c.holds DESC, c.score, n.id
-        LIMIT 1 FOR UPDATE OF n;
-    ELSE
-        SELECT n.id, n.name, n.ssh_port_first, n.ssh_port_last, n.instance_count INTO node
-        FROM nodes n JOIN (
-            SELECT m.id,
-                   EXISTS (SELECT 1 FROM node_images ni
-                           WHERE ni.node_id = m.id AND ni.image_id = p_image) AS holds,
-                   (CASE WHEN p_pack THEN -1 ELSE 1 END) * (m.memory_used_mib + p_memory_mib)
-                     / ((m.memory_bytes / 1048576) * p_memory_overcommit) AS score
-            FROM nodes m
-            WHERE m.id = ANY (candidates)
-              AND cohort_node_fits(m, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
+              AND (p_gpu_count = 0
+                   OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive, p_share) >= p_gpu_count)
+            FOR UPDATE OF n;
+        ELSE
+            SELECT n.id, n.name, n.ssh_port_first, n.ssh_port_last, n.instance_count INTO node
+            FROM nodes n
+            WHERE n.id = ranked[i]
+              AND cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
                                    p_memory_mib, p_memory_overcommit, p_disk_gib,
                                    p_disk_overcommit, p_tried)
-            ORDER BY holds DESC, score, m.id
-        ) c ON c.id = n.id
-        WHERE cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
-                               p_memory_mib, p_memory_overcommit, p_disk_gib,
-                               p_disk_overcommit, p_tried)
-          AND (p_gpu_count = 0 OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive, p_share)
-                                  >= p_gpu_count)
-        ORDER BY c.holds DESC, c.score, n.id
-        LIMIT 1 FOR UPDATE OF n SKIP LOCKED;
+              AND (p_gpu_count = 0
+                   OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive, p_share) >= p_gpu_count)
+            FOR UPDATE OF n SKIP LOCKED;
+        END IF;
+        IF FOUND THEN
+            pos := i;
+            EXIT;
+        END IF;
+    END LOOP;
+    -- What was walked past is remembered for the rest of the transaction (the waiting pass
+    -- walks past only nodes that no longer fit).
+    IF NOT p_wait AND (pos > 1 OR (pos = 0 AND cardinality(ranked) > 0)) THEN
+        PERFORM set_config('cohort.placement_busy',
+                           (busy || ranked[1:CASE WHEN pos = 0 THEN cardinality(ranked)
+                                                  ELSE pos - 1 END])::TEXT,
+                           true);
     END IF;
-    IF NOT FOUND THEN
+    IF pos = 0 THEN
         RETURN;
     END IF;
     placed_node := node.id;

@@ -42,15 +42,18 @@ use crate::renewal;
 /// Longest a single poll may take.
 const POLL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Polls every node once an interval: a round starts an interval after the previous one
+/// started, so each node is asked every interval however long a round over the fleet takes
+/// (while that is less than the interval).
 pub async fn run(ctl: Arc<Controller>) {
     let every = Duration::from_secs(ctl.config.poller.interval_s.max(1));
-    loop {
+    crate::rounds::on_beat(every, || async {
         poll_all(&ctl).await;
         if let Err(e) = mark_offline(&ctl).await {
             tracing::warn!(error = %e, "offline check failed");
         }
-        tokio::time::sleep(every).await;
-    }
+    })
+    .await;
 }
 
 /// Polls every node once, side by side.

@@ -742,3 +742,83 @@ async fn a_queued_instance_says_which_resource_is_short() {
         Some("queued: no node is online (of 1: offline, cordoned or evacuating)")
     );
 }
+
+/// Issue 32: a class placed in one transaction while other transactions hold the least loaded
+/// nodes (their own classes, not committed yet) walks past those nodes once, not on every
+/// placement: after the first student, each is placed from the window of the least loaded
+/// nodes, never by ranking the whole fleet (before, every student of the class was, which made
+/// a class per transaction place a quarter as many a second as one per transaction).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
+    use cohort_controller::config::PlacementConfig;
+    use cohort_controller::models::instance::NewInstance;
+    use cohort_controller::placement::{self, Pass};
+    use diesel::connection::SimpleConnection;
+
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    let image = t.image("base");
+    for n in 0..100 {
+        let first = 26000 + n * 10;
+        t.node(&format!("n-{n:03}"), (first, first + 9), 64, 256, false);
+    }
+    // Another transaction holds the 70 least loaded nodes (equal load: the lowest ids), more
+    // than a window holds.
+    let mut other = t.conn();
+    other
+        .batch_execute("BEGIN; SELECT id FROM nodes ORDER BY id LIMIT 70 FOR UPDATE;")
+        .unwrap();
+    let held: HashSet<i64> = nodes::table
+        .select(nodes::id)
+        .order(nodes::id)
+        .limit(70)
+        .load(&mut t.conn())
+        .unwrap()
+        .into_iter()
+        .collect();
+
+    let mut conn = t.conn();
+    let config = PlacementConfig::default();
+    let placed = conn
+        .transaction(|conn| {
+            (0..10)
+                .map(|i| {
+                    let name = format!("class-{i}");
+                    let new = NewInstance {
+                        name: &name,
+                        owner_id: admin.user.id,
+                        course_id: None,
+                        image_id: image.id,
+                        desired_state: "running",
+                        observed_state: "queued",
+                        cpu: 1,
+                        memory_mib: 512,
+                        disk_gib: 1,
+                        gpu_count: 0,
+                        gpu_model: None,
+                        gpu_share: "shared",
+                        gpu_share_count: None,
+                        home_gib: 0,
+                        strategy: "spread",
+                        priority: 0,
+                        config: serde_json::json!({}),
+                    };
+                    placement::insert(conn, &new, None, &config)
+                        .map(|(_, p)| p.expect("a free node"))
+                })
+                .collect::<QueryResult<Vec<_>>>()
+        })
+        .unwrap();
+    other.batch_execute("ROLLBACK").unwrap();
+
+    let passes: Vec<Pass> = placed.iter().map(|p| p.pass).collect();
+    assert_eq!(passes[0], Pass::Everything, "the window was all held");
+    assert!(
+        passes[1..].iter().all(|p| *p == Pass::Window),
+        "later students ranked the whole fleet again: {passes:?}"
+    );
+    // Spread as before: ten distinct nodes, none held by the other transaction.
+    let nodes_used: HashSet<i64> = placed.iter().map(|p| p.node_id).collect();
+    assert_eq!(nodes_used.len(), 10, "{placed:?}");
+    assert!(nodes_used.is_disjoint(&held), "{placed:?}");
+}
