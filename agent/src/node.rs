@@ -35,6 +35,8 @@ pub struct Node {
     /// (`network_problem` says why): SSH then goes through LXD's classic proxy.
     pub network: Option<NodeNetwork>,
     pub network_problem: Option<String>,
+    /// The exec sessions relayed to far clients (`instances::exec_session`).
+    pub(crate) exec_sessions: crate::instances::ExecSessions,
 }
 
 /// What [`Node::first_start_shifts`] reports.
@@ -106,6 +108,7 @@ impl Node {
             snapshot_lock: tokio::sync::Mutex::new(()),
             network,
             network_problem,
+            exec_sessions: Default::default(),
         };
         node.rebuild_firewall().await;
         Ok(node)

@@ -8,9 +8,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, IdentityCsr, IdentityInfo,
-    Image, ImportImage, InstallCertificate, Instance, Inventory, NetworkPolicy, PublishInstance,
-    Snapshot, SshAccess, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, ExecSession,
+    ExecSessionRequest, ExecSessionState, IdentityCsr, IdentityInfo, Image, ImportImage,
+    InstallCertificate, Instance, Inventory, NetworkPolicy, PublishInstance, Snapshot, SshAccess,
+    StateChange, UpdateInstance,
 };
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
@@ -54,6 +55,9 @@ pub type AgentFuture<T> = Pin<Box<dyn Future<Output = Result<T, AgentError>> + S
 
 /// A body the agent streams (a file, an exec's output), relayed as it comes.
 pub type AgentStream = futures_util::stream::BoxStream<'static, Result<bytes::Bytes, AgentError>>;
+
+/// A websocket of LXD's, reached through the agent (a raw upgraded connection).
+pub type AgentSocket = reqwest::Upgraded;
 
 /// A file being read from a container: its owner and mode, its length when the agent knows it,
 /// and its content still on the way.
@@ -135,6 +139,25 @@ pub trait NodeAgent: Send + Sync {
     fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance>;
     /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
     fn delete_volume(&self, name: String) -> AgentFuture<()>;
+    /// Starts an exec whose websockets are attached later (`exec_session_socket`).
+    fn start_exec_session(
+        &self,
+        name: String,
+        request: ExecSessionRequest,
+    ) -> AgentFuture<ExecSession> {
+        let _ = (name, request);
+        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
+    }
+    /// The session's state, waiting up to `timeout_s` for its end.
+    fn exec_session_state(&self, id: String, timeout_s: u32) -> AgentFuture<ExecSessionState> {
+        let _ = (id, timeout_s);
+        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
+    }
+    /// One of the session's websockets, upgraded: the bytes are LXD's websocket, end to end.
+    fn exec_session_socket(&self, id: String, secret: String) -> AgentFuture<AgentSocket> {
+        let _ = (id, secret);
+        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
+    }
     /// The certificate the agent serves now.
     fn identity(&self) -> AgentFuture<IdentityInfo> {
         Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
@@ -311,22 +334,27 @@ async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, Age
     if response.status().is_success() {
         return Ok(response);
     }
-    let status = response.status();
+    Err(refusal(response).await)
+}
+
+/// The agent's error answer, with its code and field when it sent the JSON error shape.
+async fn refusal(response: reqwest::Response) -> AgentError {
+    let status = response.status().as_u16();
     let text = response.text().await.unwrap_or_default();
-    Err(match serde_json::from_str::<ErrorBody>(&text) {
+    match serde_json::from_str::<ErrorBody>(&text) {
         Ok(body) => AgentError::Status {
-            status: status.as_u16(),
+            status,
             code: body.error.code,
             message: body.error.message,
             field: body.error.field,
         },
         Err(_) => AgentError::Status {
-            status: status.as_u16(),
+            status,
             code: "agent_error".into(),
             message: text,
             field: None,
         },
-    })
+    }
 }
 
 async fn json<T: DeserializeOwned>(request: reqwest::RequestBuilder) -> Result<T, AgentError> {
@@ -431,6 +459,50 @@ impl NodeAgent for HttpAgent {
             .timeout(std::time::Duration::from_secs(runs + 60))
             .json(&request);
         Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
+    fn start_exec_session(
+        &self,
+        name: String,
+        request: ExecSessionRequest,
+    ) -> AgentFuture<ExecSession> {
+        Box::pin(json(
+            self.instance(Method::POST, &name, "/exec-sessions")
+                .json(&request),
+        ))
+    }
+    fn exec_session_state(&self, id: String, timeout_s: u32) -> AgentFuture<ExecSessionState> {
+        let request = self
+            .req(Method::GET, &format!("/exec-sessions/{}", escape(&id)))
+            .query(&[("timeout", timeout_s)])
+            .timeout(std::time::Duration::from_secs(u64::from(timeout_s) + 30));
+        Box::pin(json(request))
+    }
+    fn exec_session_socket(&self, id: String, secret: String) -> AgentFuture<AgentSocket> {
+        use base64::Engine;
+        let key = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 16]>());
+        let request = self
+            .req(
+                Method::GET,
+                &format!("/exec-sessions/{}/websocket", escape(&id)),
+            )
+            .query(&[("secret", secret)])
+            .header(reqwest::header::CONNECTION, "Upgrade")
+            .header(reqwest::header::UPGRADE, "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", key);
+        Box::pin(async move {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?;
+            if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+                return Err(refusal(response).await);
+            }
+            response
+                .upgrade()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))
+        })
     }
     fn get_file(&self, name: String, path: String, limit: u64) -> AgentFuture<FileDownload> {
         let request = self

@@ -14,6 +14,9 @@
 //! | `POST /v1/instances/{name}/publish`           | [`PublishInstance`] -> tarball; `X-Cohort-Fingerprint` |
 //! | `DELETE /v1/instances/{name}`                 | 204 (also when already absent)     |
 //! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`] (streamed; `X-Cohort-Limit`) |
+//! | `POST /v1/instances/{name}/exec-sessions`     | [`ExecSessionRequest`] -> [`ExecSession`] (LXD's `wait-for-websocket`) |
+//! | `GET /v1/exec-sessions/{op}/websocket?secret=S` | HTTP upgrade, piped to LXD's operation websocket |
+//! | `GET /v1/exec-sessions/{op}?timeout=N`        | [`ExecSessionState`] (waits up to N s for its end) |
 //! | `GET /v1/instances/{name}/files?path=P`       | raw bytes, streamed; `X-Cohort-Mode/Uid/Gid`, `X-Cohort-Limit` |
 //! | `PUT /v1/instances/{name}/files?path=P`       | raw bytes in; same headers         |
 //! | `PUT /v1/instances/{name}/ssh`                | [`SshAccess`] (replace keys/user)  |
@@ -419,6 +422,49 @@ pub struct ExecResult {
     /// Output as base64, since a command may print anything.
     pub stdout_base64: String,
     pub stderr_base64: String,
+}
+
+/// An exec whose streams the caller attaches to over websockets (LXD's `wait-for-websocket`):
+/// interactive with a terminal of `width` x `height`, or stdin, stdout and stderr apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecSessionRequest {
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
+    #[serde(default)]
+    pub interactive: bool,
+    #[serde(default)]
+    pub width: u32,
+    #[serde(default)]
+    pub height: u32,
+    #[serde(default)]
+    pub user: Option<u32>,
+    #[serde(default)]
+    pub group: Option<u32>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// A started exec session: the node's LXD operation and the secret of each of its websockets
+/// (`0`, `1`, `2`, `control`), to be attached within LXD's five seconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecSession {
+    pub operation: String,
+    pub fds: BTreeMap<String, String>,
+}
+
+/// Where an exec session is: still running, or ended with the command's exit code (or LXD's
+/// error when it never ran).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecSessionState {
+    pub finished: bool,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -37,6 +37,15 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
         ),
         ("agent_exec_request", schema_for!(crate::agent::ExecRequest)),
         ("agent_exec_result", schema_for!(crate::agent::ExecResult)),
+        (
+            "agent_exec_session_request",
+            schema_for!(crate::agent::ExecSessionRequest),
+        ),
+        ("agent_exec_session", schema_for!(crate::agent::ExecSession)),
+        (
+            "agent_exec_session_state",
+            schema_for!(crate::agent::ExecSessionState),
+        ),
         ("api_node", schema_for!(crate::api::nodes::Node)),
         (
             "api_create_join_token",

@@ -3,6 +3,7 @@
 
 mod error;
 mod metrics;
+mod relay;
 mod routes;
 mod stream;
 
@@ -56,6 +57,7 @@ pub async fn serve(
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
                 .await
             {
                 tracing::debug!(%peer, "connection ended: {e}");

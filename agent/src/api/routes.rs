@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, IdentityCsr, ImportImage,
-    InstallCertificate, NetworkPolicy, PublishInstance, SshAccess, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecSessionRequest, IdentityCsr,
+    ImportImage, InstallCertificate, NetworkPolicy, PublishInstance, SshAccess, StateChange,
+    UpdateInstance,
 };
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -111,6 +112,23 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             resp.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             Ok(resp)
+        }
+        (&M::POST, ["v1", "instances", name, "exec-sessions"]) => {
+            let body: ExecSessionRequest = read_json(req).await?;
+            created(&node.start_exec_session(name, &body).await?)
+        }
+        (&M::GET, ["v1", "exec-sessions", id]) => {
+            let timeout = match query.get("timeout") {
+                Some(t) => t
+                    .parse()
+                    .map_err(|_| ApiError::invalid("timeout", "must be whole seconds"))?,
+                None => 0,
+            };
+            ok(&node.exec_session_state(id, timeout).await?)
+        }
+        (&M::GET, ["v1", "exec-sessions", id, "websocket"]) => {
+            let id = id.to_string();
+            super::relay::websocket(node, req, &id, &query).await
         }
         (&M::PUT, ["v1", "instances", name, "ssh"]) => {
             let body: SshAccess = read_json(req).await?;

@@ -4,6 +4,7 @@
 mod create;
 mod error;
 mod exec;
+mod exec_session;
 mod exec_tag;
 mod file_mode;
 mod files;
@@ -24,6 +25,7 @@ mod volumes;
 
 pub use error::InstanceError;
 pub use exec::ExecStreams;
+pub use exec_session::ExecSessions;
 pub use files::{FileContent, FileStream};
 pub(crate) use lifecycle::start_lock_path;
 pub use publish::Published;

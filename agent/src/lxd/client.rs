@@ -126,7 +126,7 @@ impl Lxd {
     }
 
     /// `path` with `project=` added to its query (unless unscoped).
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         if self.project.is_empty() {
             return path.to_string();
         }
@@ -170,7 +170,7 @@ impl Lxd {
         Ok((status, headers, bytes))
     }
 
-    async fn answer(
+    pub(super) async fn answer(
         &self,
         method: Method,
         path: &str,
@@ -237,7 +237,9 @@ impl Lxd {
         let what = format!("PUT {path}");
         match self.answer(Method::PUT, path, &headers, bytes).await? {
             Answer::Sync(v) => Ok(v),
-            Answer::Async { operation } => self.wait(&operation, &what, self.default_timeout).await,
+            Answer::Async { operation, .. } => {
+                self.wait(&operation, &what, self.default_timeout).await
+            }
         }
     }
 
@@ -258,7 +260,7 @@ impl Lxd {
         let what = format!("{method} {path}");
         match self.answer(method, path, &headers, bytes).await? {
             Answer::Sync(v) => Ok(v),
-            Answer::Async { operation } => self.wait(&operation, &what, timeout).await,
+            Answer::Async { operation, .. } => self.wait(&operation, &what, timeout).await,
         }
     }
 
@@ -399,7 +401,7 @@ impl Lxd {
         let what = format!("POST {path}");
         match self.answer(Method::POST, path, headers, body).await? {
             Answer::Sync(v) => Ok(v),
-            Answer::Async { operation } => self.wait(&operation, &what, timeout).await,
+            Answer::Async { operation, .. } => self.wait(&operation, &what, timeout).await,
         }
     }
 

@@ -73,7 +73,11 @@ pub(crate) struct Operation {
 /// What one call answered: a result now, or an operation to wait for.
 pub(crate) enum Answer {
     Sync(Value),
-    Async { operation: String },
+    /// The operation's URL and the operation object LXD answered with.
+    Async {
+        operation: String,
+        metadata: Value,
+    },
 }
 
 impl Envelope {
@@ -82,6 +86,7 @@ impl Envelope {
             "sync" => Ok(Answer::Sync(self.metadata)),
             "async" => Ok(Answer::Async {
                 operation: self.operation,
+                metadata: self.metadata,
             }),
             "error" => Err(LxdError::Api {
                 what: what.to_string(),

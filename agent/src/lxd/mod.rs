@@ -7,7 +7,9 @@ pub mod daemon;
 mod envelope;
 pub mod networks;
 pub mod server;
+mod websocket;
 
 pub use client::{encode, file_body, full, Lxd, LxdBody, RawFile, RawStream};
 pub use daemon::{Daemon, DaemonKind};
 pub use envelope::LxdError;
+pub use websocket::OperationSocket;

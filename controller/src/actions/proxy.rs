@@ -1,11 +1,14 @@
 //! Calls passed through to the agent holding an instance: exec, files and snapshots. The
 //! caller's right to the instance is checked first; changes are audited.
 
+use std::sync::Arc;
+
+use cohort_proto::agent::{ExecSession, ExecSessionRequest};
 use cohort_proto::api::instances::{CreateSnapshot, ExecRequest, Snapshot};
 use serde_json::json;
 
 use super::instances::{agent_of, audit_proxied};
-use crate::agent_client::{AgentError, AgentStream, FileDownload, FileMeta};
+use crate::agent_client::{AgentError, AgentStream, FileDownload, FileMeta, NodeAgent};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
@@ -53,6 +56,33 @@ pub async fn exec(
         .map_err(agent_error(node))?;
     // Base64 makes four bytes of three, and the JSON around it is short.
     Ok(bounded(body, limit / 3 * 4 + 1024))
+}
+
+/// An exec whose streams the caller attaches to (the LXD-style API's websockets): the same
+/// right to the instance as [`exec`], audited the same way; answers the node, its agent (for
+/// attaching and waiting) and the session the agent started.
+pub async fn start_exec_session(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    req: ExecSessionRequest,
+) -> ActionResult<(String, Arc<dyn NodeAgent>, ExecSession)> {
+    cohort_proto::validate::exec_request(&req.command, &req.environment, req.cwd.as_deref())
+        .map_err(|e| ActionError::invalid(&e.field, e.message))?;
+    let (node, agent) = agent_of(ctl, caller.clone(), name.clone()).await?;
+    audit_proxied(
+        ctl,
+        &caller,
+        "exec",
+        &name,
+        json!({"command": req.command, "interactive": req.interactive}),
+    )
+    .await?;
+    let session = agent
+        .start_exec_session(name, req)
+        .await
+        .map_err(agent_error(node.clone()))?;
+    Ok((node, agent, session))
 }
 
 fn check_path(path: &str) -> ActionResult<()> {

@@ -10,6 +10,7 @@ use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
+use super::exec_sessions::ExecSessions;
 use super::operations::lxd_operation;
 use super::reply::{LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
@@ -21,10 +22,17 @@ const POLL: Duration = Duration::from_millis(500);
 /// Longest a stream lives; the client reconnects when it needs one again.
 const MAX_LIFE: Duration = Duration::from_secs(6 * 3600);
 
-pub async fn events(ctl: Ctl, client: LxdClient, req: HttpRequest, body: web::Payload) -> LxdReply {
+pub async fn events(
+    ctl: Ctl,
+    sessions: web::Data<ExecSessions>,
+    client: LxdClient,
+    req: HttpRequest,
+    body: web::Payload,
+) -> LxdReply {
     let bearer = client.0.clone();
     // Refused before the upgrade, as LXD refuses an untrusted client.
-    caller_of(&ctl, client).await?;
+    let user_id = caller_of(&ctl, client).await?.user.id;
+    let mut ended = sessions.subscribe();
     let (response, mut session, mut incoming) =
         actix_ws::handle(&req, body).map_err(|e| LxdError::BadRequest(e.to_string()))?;
     actix_web::rt::spawn(async move {
@@ -41,6 +49,13 @@ pub async fn events(ctl: Ctl, client: LxdClient, req: HttpRequest, body: web::Pa
                     Some(Ok(actix_ws::Message::Close(_))) | None | Some(Err(_)) => break,
                     Some(Ok(_)) => {}
                 },
+                id = ended.recv() => {
+                    let Ok(id) = id else { continue };
+                    if let Some(exec) = sessions.get(id, user_id) {
+                        let event = operation_event(exec.lxd_operation());
+                        if session.text(event.to_string()).await.is_err() { break; }
+                    }
+                }
                 _ = tick.tick() => {
                     if send_changes(&ctl, &bearer, &mut seen, first, &mut session).await.is_err() {
                         break;
@@ -52,6 +67,16 @@ pub async fn events(ctl: Ctl, client: LxdClient, req: HttpRequest, body: web::Pa
         let _ = session.close(None).await;
     });
     Ok(response)
+}
+
+fn operation_event(operation: serde_json::Value) -> serde_json::Value {
+    json!({
+        "type": "operation",
+        "timestamp": Utc::now(),
+        "location": "cohort",
+        "project": "default",
+        "metadata": operation,
+    })
 }
 
 /// Sends an event for every operation whose status differs from what the stream last saw;
@@ -78,13 +103,7 @@ async fn send_changes(
         if first {
             continue;
         }
-        let event = json!({
-            "type": "operation",
-            "timestamp": Utc::now(),
-            "location": "cohort",
-            "project": "default",
-            "metadata": lxd_operation(&op),
-        });
+        let event = operation_event(lxd_operation(&op));
         session.text(event.to_string()).await?;
     }
     Ok(())

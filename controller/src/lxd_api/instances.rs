@@ -168,7 +168,7 @@ pub async fn get(
 }
 
 /// The instance the caller names in the project it is in, or LXD's 404.
-async fn in_project(
+pub(super) async fn in_project(
     ctl: &Controller,
     client: LxdClient,
     name: String,

@@ -5,6 +5,9 @@
 
 mod create;
 mod events;
+mod exec;
+mod exec_relay;
+pub mod exec_sessions;
 mod images;
 mod instances;
 mod listing;
@@ -62,7 +65,10 @@ async fn caller_of(ctl: &Controller, client: LxdClient) -> Result<Caller, LxdErr
 }
 
 /// Registers `/1.0` with the controller as shared state.
-pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceConfig) {
+pub fn configure(
+    ctl: web::Data<Controller>,
+    sessions: web::Data<exec_sessions::ExecSessions>,
+) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg| {
         let unknown = |_: HttpRequest| async {
             Err::<actix_web::HttpResponse, _>(LxdError::Action(ActionError::NotFound(
@@ -70,6 +76,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             )))
         };
         cfg.app_data(ctl)
+            .app_data(sessions)
             .app_data(web::JsonConfig::default().error_handler(|e, _| {
                 LxdError::BadRequest(format!("Failed to decode request body: {e}")).into()
             }))
@@ -88,6 +95,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             .route("/1.0/instances/{name}", delete().to(state::delete))
             .route("/1.0/instances/{name}/state", put().to(state::put_state))
             .route("/1.0/instances/{name}/state", get().to(instances::state))
+            .route("/1.0/instances/{name}/exec", post().to(exec::exec))
             .route(
                 "/1.0/instances/{name}/snapshots",
                 get().to(instances::snapshots),
@@ -107,6 +115,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
             .route("/1.0/operations", get().to(operations::list))
             .route("/1.0/operations/{id}", get().to(operations::get))
             .route("/1.0/operations/{id}/wait", get().to(operations::wait))
+            .route("/1.0/operations/{id}/websocket", get().to(exec::websocket))
             .route("/1.0/events", get().to(events::events))
             .route("/1.0/profiles", get().to(server::not_supported))
             .route("/1.0/networks", get().to(server::not_supported))

@@ -7,11 +7,17 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use std::time::Duration;
+
+use super::exec_sessions::ExecSessions;
 use super::instances::Listing;
 use super::reply::{sync, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
 use crate::actions::operations;
 use crate::error::ActionError;
+
+/// Longest one `/wait` on an exec session lasts (pylxd waits with no timeout; it asks again).
+const MAX_SESSION_WAIT: Duration = Duration::from_secs(3600);
 
 fn status(status: OperationStatus) -> (&'static str, u16) {
     match status {
@@ -94,9 +100,17 @@ pub async fn list(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdReply {
     Ok(sync(groups))
 }
 
-pub async fn get(ctl: Ctl, client: LxdClient, id: web::Path<String>) -> LxdReply {
+pub async fn get(
+    ctl: Ctl,
+    sessions: web::Data<ExecSessions>,
+    client: LxdClient,
+    id: web::Path<String>,
+) -> LxdReply {
     let id = id_of(&id)?;
     let caller = caller_of(&ctl, client).await?;
+    if let Some(session) = sessions.get(id, caller.user.id) {
+        return Ok(sync(session.lxd_operation()));
+    }
     Ok(sync(lxd_operation(
         &operations::get(&ctl, caller, id).await?,
     )))
@@ -112,6 +126,7 @@ pub struct WaitQuery {
 
 pub async fn wait(
     ctl: Ctl,
+    sessions: web::Data<ExecSessions>,
     client: LxdClient,
     id: web::Path<String>,
     query: web::Query<WaitQuery>,
@@ -119,6 +134,13 @@ pub async fn wait(
     let id = id_of(&id)?;
     let caller = caller_of(&ctl, client).await?;
     let timeout = query.timeout.and_then(|t| u32::try_from(t).ok());
+    if let Some(session) = sessions.get(id, caller.user.id) {
+        let limit = timeout.map_or(MAX_SESSION_WAIT, |t| {
+            Duration::from_secs(t.into()).min(MAX_SESSION_WAIT)
+        });
+        session.wait(limit).await;
+        return Ok(sync(session.lxd_operation()));
+    }
     Ok(sync(lxd_operation(
         &operations::wait(&ctl, caller, id, timeout).await?,
     )))

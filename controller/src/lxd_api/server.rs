@@ -24,6 +24,8 @@ pub const API_EXTENSIONS: &[&str] = &[
     "api_filtering",
     // `lxc info` needs it; instances list no backups, and making one is refused.
     "container_backup",
+    // `lxc exec --user/--group/--cwd`.
+    "container_exec_user_group_cwd",
 ];
 
 /// The server's LXD version as clients compare it: the one whose behaviour this API follows.

@@ -96,8 +96,10 @@ fn tls_config(ctl: &Controller) -> Result<rustls::ServerConfig, ServeError> {
 pub async fn serve(ctl: Arc<Controller>, listen: std::net::SocketAddr) -> Result<(), ServeError> {
     let tls = tls_config(&ctl)?;
     let data = web::Data::from(ctl);
+    // One set of exec sessions for every worker: a client attaches on other connections.
+    let sessions = web::Data::new(super::exec_sessions::ExecSessions::default());
     tracing::info!(%listen, "serving the LXD-style API");
-    HttpServer::new(move || App::new().configure(super::configure(data.clone())))
+    HttpServer::new(move || App::new().configure(super::configure(data.clone(), sessions.clone())))
         .on_connect(|conn, ext| {
             use actix_tls::accept::rustls_0_23::TlsStream;
             if let Some(tls) = conn.downcast_ref::<TlsStream<actix_web::rt::net::TcpStream>>() {

@@ -388,12 +388,17 @@ impl Lxc {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new("lxc")
-            .args(args)
-            .env("LXD_CONF", self.conf.path())
+        self.command(args)
             .stdin(Stdio::null())
             .output()
             .expect("run lxc")
+    }
+
+    /// `lxc ARGS` with this client's configuration, not started.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("lxc");
+        command.args(args).env("LXD_CONF", self.conf.path());
+        command
     }
 
     /// stdout of a command that must succeed.
