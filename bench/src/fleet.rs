@@ -262,6 +262,7 @@ pub fn run(agents: u32, containers: u32, seconds: u64) -> Result<Outcome> {
                     ssh_port_last: 29999,
                     lxd_project: None,
                     storage_pool: None,
+                    lxd_socket: None,
                 };
                 let config = cohort_agent::enroll::join(&token, &opts).await?;
                 let files = IdentityFiles {

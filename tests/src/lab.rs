@@ -321,7 +321,8 @@ impl Lab {
             .arg(&state)
             .args(["--listen", &listen, "--agent-url", &url])
             .args(["--ssh-host", &address, "--ssh-ports", SSH_PORTS])
-            .args(["--lxd-project", "default"])
+            .args(["--lxd-project", "default", "--lxd-socket"])
+            .arg(node.lxd_dir().join("unix.socket"))
             .output()
             .expect("run cohort-agent join");
         assert!(

@@ -419,7 +419,7 @@ impl Lxd {
             .await?;
         match answer {
             Answer::Sync(v) => Ok(v),
-            Answer::Async { operation } => self.wait(&operation, &what, timeout).await,
+            Answer::Async { operation, .. } => self.wait(&operation, &what, timeout).await,
         }
     }
 
