@@ -5,6 +5,7 @@ mod error;
 mod metrics;
 mod routes;
 mod stream;
+mod tunnel;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -56,6 +57,8 @@ pub async fn serve(
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
+                // The JupyterLab tunnel (`tunnel`) takes the connection over after its 101.
+                .with_upgrades()
                 .await
             {
                 tracing::debug!(%peer, "connection ended: {e}");

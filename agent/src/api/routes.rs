@@ -112,6 +112,9 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             Ok(resp)
         }
+        (&M::GET, ["v1", "instances", name, "jupyter"]) => {
+            super::tunnel::jupyter(node, name, req).await
+        }
         (&M::PUT, ["v1", "instances", name, "ssh"]) => {
             let body: SshAccess = read_json(req).await?;
             ok(&node.set_ssh(name, &body).await?)
