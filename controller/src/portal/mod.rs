@@ -16,7 +16,8 @@ mod sign_in;
 
 use actix_web::web::{self, get, post};
 
-pub use session::{SESSION_COOKIE, SIGN_IN_COOKIE};
+pub use error::PortalError;
+pub use session::{SignedIn, SESSION_COOKIE, SIGN_IN_COOKIE};
 
 /// Registers the portal's routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -49,5 +50,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             get().to(courses::download),
         )
         .route("/progress/{id}", get().to(courses::progress))
-        .route("/admin", get().to(admin::page));
+        .route("/admin", get().to(admin::page))
+        .route(
+            "/jupyter/{name}/{rest:.*}",
+            web::route().to(crate::jupyter::proxy::relay),
+        );
 }
