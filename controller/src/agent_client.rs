@@ -158,6 +158,11 @@ pub trait NodeAgent: Send + Sync {
         let _ = (id, secret);
         Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
     }
+    /// A pipe to the instance's JupyterLab, for the portal's proxy.
+    fn jupyter_tunnel(&self, name: String) -> AgentFuture<Tunnel> {
+        let _ = name;
+        Box::pin(async { Err(AgentError::Decode("no JupyterLab tunnel here".into())) })
+    }
     /// The certificate the agent serves now.
     fn identity(&self) -> AgentFuture<IdentityInfo> {
         Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
@@ -172,6 +177,14 @@ pub trait NodeAgent: Send + Sync {
         Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
     }
 }
+
+/// A byte pipe through the agent to an instance's JupyterLab (the agent's fixed port only).
+pub trait TunnelIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> TunnelIo for T {}
+pub type Tunnel = Box<dyn TunnelIo>;
+
+/// The protocol the agent's JupyterLab route switches to.
+const TUNNEL_PROTOCOL: &str = "cohort-tunnel";
 
 /// Where a node's agent is and which certificates it may present (its live ones).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -331,7 +344,7 @@ async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, Age
         .send()
         .await
         .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?;
-    if response.status().is_success() {
+    if response.status().is_success() || response.status() == StatusCode::SWITCHING_PROTOCOLS {
         return Ok(response);
     }
     Err(refusal(response).await)
@@ -398,6 +411,26 @@ impl HttpAgent {
 }
 
 impl NodeAgent for HttpAgent {
+    fn jupyter_tunnel(&self, name: String) -> AgentFuture<Tunnel> {
+        let request = self
+            .instance(Method::GET, &name, "/jupyter")
+            .header(reqwest::header::CONNECTION, "upgrade")
+            .header(reqwest::header::UPGRADE, TUNNEL_PROTOCOL);
+        Box::pin(async move {
+            let response = send(request).await?;
+            if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+                return Err(AgentError::Decode(format!(
+                    "the agent answered {} instead of switching to {TUNNEL_PROTOCOL}",
+                    response.status()
+                )));
+            }
+            let upgraded = response
+                .upgrade()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?;
+            Ok(Box::new(upgraded) as Tunnel)
+        })
+    }
     fn inventory(&self) -> AgentFuture<Inventory> {
         Box::pin(json(self.req(Method::GET, "/inventory")))
     }

@@ -18,6 +18,7 @@ pub mod feasible;
 pub mod gpu_slots;
 pub mod homes;
 pub mod image_format;
+pub mod jupyter;
 pub mod lxd_api;
 pub mod metrics;
 pub mod models;

@@ -252,7 +252,7 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         r(
             "post",
             "/api/v1/images",
-            "Import an image tarball (admin; query alias, description, gpu_ready)",
+            "Import an image tarball (admin; query alias, description, gpu_ready, jupyter)",
             None,
             (201, schema::<images::Image>(g)),
             true,

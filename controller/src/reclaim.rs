@@ -98,7 +98,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                     .find(policy.course_id)
                     .select(courses::code)
                     .first(conn)?;
-                let running: Vec<(Instance, Since, Since, Since)> = instances::table
+                let running: Vec<(Instance, Since, Since, Since, Since)> = instances::table
                     .inner_join(instance_usage::table)
                     .filter(instances::course_id.eq(policy.course_id))
                     .filter(instances::desired_state.eq("running"))
@@ -108,9 +108,12 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                         instance_usage::running_since,
                         instance_usage::gpu_active_at,
                         instance_usage::gpus_detached_at,
+                        instance_usage::notebook_active_at,
                     ))
                     .load(conn)?;
-                for (i, since, active, detached) in running {
+                for (i, since, gpu_active, detached, notebook_active) in running {
+                    // Notebook use through the portal is use, as GPU use is.
+                    let active = gpu_active.max(notebook_active);
                     let Some(since) = since else { continue };
                     if let Some(max) = policy.max_runtime_minutes {
                         if since + minute * max <= now {

@@ -186,6 +186,17 @@ impl Browser {
         .await;
     }
 
+    /// Sends keys to an element without clearing it first (an editor that is not a form field).
+    pub async fn keys(&self, css: &str, text: &str) {
+        let el = self.find(css).await;
+        self.command(
+            reqwest::Method::POST,
+            &format!("/element/{}/value", el.0),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
     pub async fn click(&self, css: &str) {
         let el = self.find(css).await;
         self.command(

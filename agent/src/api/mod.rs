@@ -6,6 +6,7 @@ mod metrics;
 mod relay;
 mod routes;
 mod stream;
+mod tunnel;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -57,6 +58,7 @@ pub async fn serve(
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
+                // The JupyterLab tunnel (`tunnel`) takes the connection over after its 101.
                 .with_upgrades()
                 .await
             {

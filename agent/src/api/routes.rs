@@ -130,6 +130,9 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let id = id.to_string();
             super::relay::websocket(node, req, &id, &query).await
         }
+        (&M::GET, ["v1", "instances", name, "jupyter"]) => {
+            super::tunnel::jupyter(node, name, req).await
+        }
         (&M::PUT, ["v1", "instances", name, "ssh"]) => {
             let body: SshAccess = read_json(req).await?;
             ok(&node.set_ssh(name, &body).await?)

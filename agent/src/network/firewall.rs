@@ -15,7 +15,9 @@
 //! - `fwd.<bridge>` (forward): nothing from the bridge back into it (container to container
 //!   through the host) or into the subnets of the host's other LXD bridges (containers that are
 //!   not the course's), then each container's course policy: new connections out only where
-//!   its `egress` allows, and new SSH connections in only from its `ssh_from`.
+//!   its `egress` allows, and new SSH connections in only from its `ssh_from`. Nothing routed
+//!   through the host reaches a container's JupyterLab port: only the node itself (the agent's
+//!   tunnel, `api::tunnel`) connects to it.
 //!
 //! A drop in any base chain is final, so LXD's own accepts on the same hooks cannot undo these.
 
@@ -26,6 +28,9 @@ use ipnet::Ipv4Net;
 use tokio::io::AsyncWriteExt;
 
 use super::NodeNetwork;
+
+/// JupyterLab's port in a Jupyter image (the agent's tunnel connects to it from the host).
+const JUPYTER_PORT: u16 = 8888;
 
 /// The table's family and name.
 pub const TABLE: &str = "inet cohort";
@@ -89,7 +94,8 @@ pub fn script(
     s += &format!(
         "add chain {TABLE} {fwd} {{ type filter hook forward priority -10; policy accept; }}\n\
          flush chain {TABLE} {fwd}\n\
-         add rule {TABLE} {fwd} iifname \"{br}\" oifname \"{br}\" drop\n"
+         add rule {TABLE} {fwd} iifname \"{br}\" oifname \"{br}\" drop\n\
+         add rule {TABLE} {fwd} oifname \"{br}\" tcp dport {JUPYTER_PORT} drop\n"
     );
     if !neighbours.is_empty() {
         let nets: Vec<String> = neighbours.iter().map(Ipv4Net::to_string).collect();
@@ -205,6 +211,15 @@ mod tests {
             dhcp_ranges: Vec::new(),
             ssh_address: "10.9.0.1".parse().unwrap(),
         }
+    }
+
+    #[test]
+    fn nothing_routed_through_the_host_reaches_jupyterlab() {
+        let s = script(&net(), &[], &[]);
+        assert!(
+            s.contains("add rule inet cohort fwd.cohort0 oifname \"cohort0\" tcp dport 8888 drop"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -136,6 +136,11 @@ impl ImageUpload {
                         "an image with this alias or fingerprint exists",
                     )
                 })?;
+                if query.jupyter == Some(true) {
+                    diesel::update(crate::db::schema::images::table.find(image.id))
+                        .set(crate::db::schema::images::jupyter.eq(true))
+                        .execute(conn)?;
+                }
                 audit::record(
                     conn,
                     caller.name(),

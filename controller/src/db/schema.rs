@@ -115,6 +115,7 @@ diesel::table! {
         size_bytes -> Int8,
         created_by -> Nullable<Int8>,
         created_at -> Timestamptz,
+        jupyter -> Bool,
     }
 }
 
@@ -131,6 +132,7 @@ diesel::table! {
         updated_at -> Timestamptz,
         gpus_detached_at -> Nullable<Timestamptz>,
         detach_reason -> Nullable<Text>,
+        notebook_active_at -> Nullable<Timestamptz>,
     }
 }
 

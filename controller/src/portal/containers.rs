@@ -99,6 +99,21 @@ pub async fn show(
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let e = endpoint(&i);
+    let alias = i.image.clone();
+    let jupyter: bool = ctl
+        .db(move |conn| {
+            use crate::db::schema::images;
+            use diesel::prelude::*;
+            Ok(images::table
+                .filter(images::alias.eq(alias))
+                .select(images::jupyter)
+                .first(conn)
+                .optional()?
+                .unwrap_or(false))
+        })
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let running = state_name(&i) == "running";
     Ok(layout::ok(
         &s,
         &i.name,
@@ -108,6 +123,16 @@ pub async fn show(
                 dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
                 @if let Some(reason) = &i.stop_reason {
                     dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }
+                }
+            }
+            @if jupyter && running {
+                p { a #open-jupyter.button href={ "/jupyter/" (i.name) "/lab" } { (lang.t(Msg::OpenJupyter)) } }
+            } @else if jupyter {
+                div #jupyter-stopped {
+                    p { (lang.t(Msg::JupyterNeedsRunning)) }
+                    @if let Some(at) = &i.stopped_at {
+                        p { (lang.t(Msg::StoppedSince)) ": " time #stopped-since datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } }
+                    }
                 }
             }
             @if let Some(e) = &e {

@@ -18,7 +18,8 @@ mod tokens;
 
 use actix_web::web::{self, get, post};
 
-pub use session::{SESSION_COOKIE, SIGN_IN_COOKIE};
+pub use error::PortalError;
+pub use session::{SignedIn, SESSION_COOKIE, SIGN_IN_COOKIE};
 
 /// Registers the portal's routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -70,5 +71,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             get().to(courses::download),
         )
         .route("/progress/{id}", get().to(courses::progress))
-        .route("/admin", get().to(admin::page));
+        .route("/admin", get().to(admin::page))
+        .route(
+            "/jupyter/{name}/{rest:.*}",
+            web::route().to(crate::jupyter::proxy::relay),
+        );
 }

@@ -31,6 +31,9 @@ pub struct ImportImageQuery {
     pub description: Option<String>,
     #[serde(default)]
     pub gpu_ready: Option<bool>,
+    /// The image runs JupyterLab for its student (`images/jupyter`): the portal offers it.
+    #[serde(default)]
+    pub jupyter: Option<bool>,
 }
 
 /// `POST /api/v1/images/publish` (like `lxc publish`): the instance must be stopped.

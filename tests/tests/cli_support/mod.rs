@@ -51,6 +51,11 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// The controller's database (for `cohort-controller password`).
+    pub fn db_url(&self) -> &str {
+        self._db.url()
+    }
+
     pub fn start() -> Self {
         Self::start_serving(None)
     }

@@ -48,6 +48,10 @@ pub struct ImageImport {
     /// Mark the image as ready for GPU containers (NVIDIA userspace inside) (Cohort)
     #[arg(long)]
     pub gpu_ready: bool,
+    /// Mark the image as running JupyterLab for its student (images/jupyter): the portal offers
+    /// "Open JupyterLab" for its containers (Cohort)
+    #[arg(long)]
+    pub jupyter: bool,
 }
 
 #[derive(Debug, Args)]

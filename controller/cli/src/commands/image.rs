@@ -130,6 +130,9 @@ async fn import(session: &Session, args: ImageImport) -> anyhow::Result<()> {
     if args.gpu_ready {
         query.push(("gpu_ready", "true".into()));
     }
+    if args.jupyter {
+        query.push(("jupyter", "true".into()));
+    }
     let request = client
         .request(Method::POST, "/images")
         .query(&query)

@@ -1,0 +1,39 @@
+//! Who may reach a container's JupyterLab through the portal: its owner only. Everyone else,
+//! admins included, is refused (they have other ways in); the container must be placed on a
+//! node whose agent the controller can reach over mutual TLS.
+
+use std::sync::Arc;
+
+use crate::agent_client::NodeAgent;
+use crate::auth::Caller;
+use crate::controller::{connect_node, Controller};
+use crate::error::{ActionError, ActionResult};
+use crate::models::instance::Instance;
+use crate::models::node::Node;
+
+/// The container the caller may open, and its node's agent.
+pub struct Granted {
+    pub instance: Instance,
+    pub agent: Arc<dyn NodeAgent>,
+}
+
+/// Whether `caller` may open `name`'s JupyterLab; the refusal says why (403, 404, 409).
+pub async fn authorize(ctl: &Controller, caller: Caller, name: String) -> ActionResult<Granted> {
+    let agents = ctl.agents.clone();
+    ctl.db(move |conn| {
+        let instance = Instance::by_name(conn, &name)?
+            .ok_or_else(|| ActionError::NotFound(format!("no container named {name}")))?;
+        if instance.owner_id != caller.user.id {
+            return Err(ActionError::Forbidden(format!(
+                "{name}'s JupyterLab is open to its owner only"
+            )));
+        }
+        let node_id = instance.node_id.ok_or_else(|| {
+            ActionError::conflict(None, format!("{name} is not placed on a node yet"))
+        })?;
+        let node = Node::find(conn, node_id)?;
+        let agent = connect_node(agents.as_ref(), conn, &node)?;
+        Ok(Granted { instance, agent })
+    })
+    .await
+}

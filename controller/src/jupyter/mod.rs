@@ -1,0 +1,7 @@
+//! JupyterLab in the browser behind the portal's sign-in: who may open a container's notebook
+//! (`access`), the relay of HTTP and websockets through the node's agent (`proxy`), and the
+//! notebook use idle reclaim counts (`activity`).
+
+pub mod access;
+pub mod activity;
+pub mod proxy;

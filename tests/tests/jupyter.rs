@@ -1,0 +1,315 @@
+//! Issue 28: JupyterLab in the browser behind the portal's sign-in, end to end on a real node
+//! network. A student signs in (headless Chromium), opens JupyterLab from her container's page,
+//! makes a notebook and runs a cell that prints the container's hostname; the notebook is in her
+//! home afterwards (read over SSH). A classmate gets 403 on her JupyterLab, a browser without a
+//! session is sent to sign-in and its websocket is refused, and JupyterLab's port answers
+//! neither another container nor a machine on the host's network. One container per student.
+
+mod cli_support;
+mod net_support;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cli_support::OneNode;
+use cohort_e2e::browser::Browser;
+use cohort_e2e::ssh::SshKey;
+use cohort_e2e::{PortRange, TestNetwork};
+use net_support::{connect_script, python_in};
+
+/// The Jupyter image's tarball: `images/build jupyter` once (cached by its recipe's hash, like
+/// the base image `scripts/setup` builds; a cached recipe is not built again).
+fn jupyter_tarball() -> PathBuf {
+    let cache = std::env::var("COHORT_CACHE_DIR").unwrap_or_else(|_| "/var/cache/cohort".into());
+    let build = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../images/build");
+    let out = Command::new(build)
+        .args(["jupyter", "--cache", &cache])
+        .output()
+        .expect("run images/build jupyter");
+    assert!(
+        out.status.success(),
+        "images/build jupyter: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_dir(&cache)
+        .expect("cache dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("cohort-jupyter-") && n.ends_with(".tar.gz"))
+        })
+        .expect("the jupyter tarball images/build made")
+}
+
+fn set_password(node: &OneNode, username: &str, password: &str) {
+    let mut child = Command::new(cli_support::binary("cohort-controller"))
+        .args(["password", username])
+        .env("DATABASE_URL", node.controller.db_url())
+        .env("COHORT_STATE_DIR", node.controller.state.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cohort-controller password");
+    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
+    let out = child.wait_with_output().expect("password output");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
+    browser.goto(&format!("{base}/signin")).await;
+    browser.type_into("#username", username).await;
+    browser.type_into("#password", password).await;
+    browser.follow("#signin").await;
+}
+
+/// A `fetch` of `path` from the page, without following redirects: its status (0 for an
+/// opaque redirect).
+async fn status_of(browser: &Browser, path: &str) -> u64 {
+    let v = browser
+        .run_async(&format!(
+            "const done = arguments[0];
+             fetch('{path}', {{redirect: 'manual'}}).then(r => done(r.status))
+               .catch(e => done(String(e)));"
+        ))
+        .await;
+    v.as_u64().unwrap_or_else(|| panic!("fetch {path}: {v}"))
+}
+
+/// Waits (bounded) until `$check` is true, polling every half second.
+macro_rules! wait_for {
+    ($what:expr, $within:expr, $check:expr) => {{
+        let deadline = Instant::now() + $within;
+        while !$check {
+            assert!(
+                Instant::now() < deadline,
+                "{}: not within {:?}",
+                $what,
+                $within
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }};
+}
+
+// The deployment's helpers block on a runtime of their own: they run before the browser's.
+#[test]
+fn a_student_runs_a_notebook_through_the_portal_and_no_one_else_gets_in() {
+    let tarball = jupyter_tarball();
+    let mut net = TestNetwork::claim();
+    let lab = net.netns();
+    let node = OneNode::start_on(Some(&net));
+    let cli = &node.cli;
+    cli.ok(&[
+        "-q",
+        "image",
+        "import",
+        tarball.to_str().expect("path"),
+        "--alias",
+        "cohort/jupyter",
+        "--jupyter",
+    ]);
+    cli.ok(&[
+        "course",
+        "create",
+        "nb1",
+        "--title",
+        "Notebooks",
+        "--image",
+        "cohort/jupyter",
+        "--memory",
+        "1GiB",
+        "--disk",
+        "3GiB",
+    ]);
+    let (ann_key, bob_key) = (SshKey::generate(), SshKey::generate());
+    let dir = tempfile::tempdir().expect("dir");
+    let roster = dir.path().join("roster.csv");
+    std::fs::write(
+        &roster,
+        format!(
+            "username,name,email,ssh_key\nann,Ann,,{}\nbob,Bob,,{}\n",
+            ann_key.public_key(),
+            bob_key.public_key()
+        ),
+    )
+    .expect("roster");
+    cli.ok(&["course", "roster", "nb1", roster.to_str().expect("path")]);
+    cli.ok(&["course", "provision", "nb1", "--wait", "--quiet"]);
+    set_password(&node, "ann", "ann's long password");
+    set_password(&node, "bob", "bob's long password");
+    let endpoints = cli.ok(&["course", "endpoints", "nb1"]);
+    let endpoint = |user: &str| {
+        let row = endpoints
+            .lines()
+            .find(|l| l.starts_with(&format!("{user},")))
+            .unwrap_or_else(|| panic!("{user}'s row in {endpoints}"));
+        let f: Vec<&str> = row.split(',').collect();
+        (f[3].to_string(), f[4].parse::<u16>().expect("port"))
+    };
+    let (ann_host, ann_port) = endpoint("ann");
+
+    let base = node.controller.url.clone();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(in_the_browser(
+            &node,
+            &lab,
+            &base,
+            &ann_key,
+            (&ann_host, ann_port),
+        ));
+}
+
+/// Everything the browsers do, and the reachability checks.
+async fn in_the_browser(
+    node: &OneNode,
+    lab: &cohort_e2e::network::Netns,
+    base: &str,
+    ann_key: &SshKey,
+    (ann_host, ann_port): (&str, u16),
+) {
+    let ports = PortRange::claim();
+    let browser = Browser::start(ports.port(0), "en").await;
+
+    // Unauthenticated: JupyterLab's pages are sent to sign-in, and its websocket gets no 101.
+    browser.goto(&format!("{base}/signin")).await;
+    browser.goto(&format!("{base}/jupyter/nb1-ann/lab")).await;
+    assert_eq!(browser.url().await, format!("{base}/signin"));
+    let ws = browser
+        .run_async(
+            "const done = arguments[0];
+             const ws = new WebSocket('wss://' + location.host + '/jupyter/nb1-ann/api/events/subscribe');
+             ws.onopen = () => done('open'); ws.onerror = () => done('refused');",
+        )
+        .await;
+    assert_eq!(ws, "refused", "a websocket without the session");
+
+    // Ann opens JupyterLab from her container's page once it is running.
+    sign_in(&browser, base, "ann", "ann's long password").await;
+    browser.goto(&format!("{base}/containers/nb1-ann")).await;
+    assert_eq!(browser.text("#open-jupyter").await, "Open JupyterLab");
+    let opened = Instant::now();
+    browser.follow("#open-jupyter").await;
+    assert_eq!(browser.url().await, format!("{base}/jupyter/nb1-ann/lab"));
+    // A new notebook from the launcher, a cell that prints the hostname, run.
+    browser
+        .click(".jp-LauncherCard[data-category='Notebook']")
+        .await;
+    // The kernel's state comes over its websocket: "Idle" in the status bar is the kernel
+    // ready, and the notebook loaded (keys sent before would be lost).
+    wait_for!(
+        "the kernel ready",
+        Duration::from_secs(90),
+        browser
+            .run("return document.querySelector('.jp-StatusBar-Component')?.closest('.jp-StatusBar-Widget')?.innerText.includes('| Idle') || document.body.innerText.includes('| Idle');")
+            .await
+            == true
+    );
+    eprintln!("Open JupyterLab to kernel ready: {:?}", opened.elapsed());
+    browser.click(".jp-Cell .cm-content").await;
+    browser
+        .keys(
+            ".jp-Cell .cm-content",
+            "import socket; print('host:' + socket.gethostname())",
+        )
+        .await;
+    assert!(
+        browser
+            .text(".jp-Cell .cm-content")
+            .await
+            .contains("gethostname"),
+        "the cell holds the code"
+    );
+    browser
+        .click("[data-command='notebook:run-cell-and-select-next']")
+        .await;
+    // The cell runs once the kernel is ready: the first output is the kernel's start included.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while browser.count(".jp-OutputArea-output").await == 0 {
+        if Instant::now() > deadline {
+            let shot = browser.screenshot("jupyter-no-output").await;
+            let log = std::fs::read_to_string(node.controller.state.path().join("serve.log"))
+                .unwrap_or_default();
+            panic!("no output from the cell in 90 s (see {shot:?}); controller log:\n{log}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!(
+        "Open JupyterLab to the first cell's output: {:?}",
+        opened.elapsed()
+    );
+    assert_eq!(browser.text(".jp-OutputArea-output").await, "host:nb1-ann");
+    browser.click("[data-command='docmanager:save']").await;
+    // A first save of an untitled notebook asks for its name: the one it has.
+    browser.click(".jp-Dialog-button.jp-mod-accept").await;
+    browser.screenshot("jupyter-notebook-en").await;
+
+    // The notebook is in her home, output and all (read over SSH).
+    let mut saved;
+    wait_for!("the saved notebook", Duration::from_secs(30), {
+        let out = ann_key.run_in(&lab.name, ann_host, ann_port, "ann", "cat ~/Untitled.ipynb");
+        saved = String::from_utf8_lossy(&out.stdout).into_owned();
+        saved.contains("host:nb1-ann")
+    });
+    assert!(saved.contains("gethostname"), "{saved}");
+
+    // Bob, signed in: 403 on her JupyterLab, pages and API alike.
+    let bob_browser = Browser::start(ports.port(1), "en").await;
+    sign_in(&bob_browser, base, "bob", "bob's long password").await;
+    assert_eq!(status_of(&bob_browser, "/jupyter/nb1-ann/lab").await, 403);
+    assert_eq!(
+        status_of(&bob_browser, "/jupyter/nb1-ann/api/contents").await,
+        403
+    );
+    // Her own session reaches the same API (the 403 is about who asks).
+    assert_eq!(
+        status_of(&browser, "/jupyter/nb1-ann/api/contents").await,
+        200
+    );
+
+    // The relayed requests were recorded as notebook use, which idle reclaim counts.
+    {
+        use cohort_controller::db::schema::{instance_usage, instances};
+        use diesel::prelude::*;
+        let mut conn = PgConnection::establish(node.controller.db_url()).expect("database");
+        let used: Option<chrono::DateTime<chrono::Utc>> = instance_usage::table
+            .inner_join(instances::table)
+            .filter(instances::name.eq("nb1-ann"))
+            .select(instance_usage::notebook_active_at)
+            .first(&mut conn)
+            .expect("ann's usage row");
+        assert!(used.is_some(), "notebook use not recorded");
+    }
+
+    // The port answers in her own container, and neither from Bob's nor from the lab network.
+    let ann_ip = String::from_utf8_lossy(
+        &ann_key
+            .run_in(&lab.name, ann_host, ann_port, "ann", "hostname -I")
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    assert!(!ann_ip.is_empty(), "ann's address");
+    let (ok, why) = python_in(&node.lxd, "nb1-ann", &connect_script(&ann_ip, 8888));
+    assert!(ok, "JupyterLab listens in ann's container: {why}");
+    let (ok, _) = python_in(&node.lxd, "nb1-bob", &connect_script(&ann_ip, 8888));
+    assert!(!ok, "bob's container reached ann's JupyterLab");
+    let out = lab.exec("python3", &["-c", &connect_script(&ann_ip, 8888)]);
+    assert!(
+        !out.status.success(),
+        "the lab network reached ann's JupyterLab directly"
+    );
+}
