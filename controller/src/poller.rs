@@ -16,6 +16,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use chrono::Utc;
 use cohort_proto::agent::{Instance as AgentInstance, Inventory};
 use diesel::prelude::*;
@@ -44,11 +46,14 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Polls every node once an interval: a round starts an interval after the previous one
 /// started, so each node is asked every interval however long a round over the fleet takes
-/// (while that is less than the interval).
+/// (while that is less than the interval). A round does not wait for its polls: a node that does
+/// not answer (partitioned, its daemon hung) runs into its poll's timeout alone, is skipped by
+/// the rounds until then, and delays no other node's poll nor the offline check.
 pub async fn run(ctl: Arc<Controller>) {
     let every = Duration::from_secs(ctl.config.poller.interval_s.max(1));
+    let in_flight = InFlight::default();
     crate::rounds::on_beat(every, || async {
-        poll_all(&ctl).await;
+        start_polls(&ctl, &in_flight).await;
         if let Err(e) = mark_offline(&ctl).await {
             tracing::warn!(error = %e, "offline check failed");
         }
@@ -56,18 +61,58 @@ pub async fn run(ctl: Arc<Controller>) {
     .await;
 }
 
-/// Polls every node once, side by side.
+/// The names of the nodes whose poll has not ended yet.
+#[derive(Clone, Default)]
+struct InFlight(Arc<std::sync::Mutex<HashSet<String>>>);
+
+/// Takes a node out of [`InFlight`] when its poll ends, however it ends.
+struct PollDone {
+    in_flight: InFlight,
+    name: String,
+}
+
+impl Drop for PollDone {
+    fn drop(&mut self) {
+        if let Ok(mut names) = self.in_flight.0.lock() {
+            names.remove(&self.name);
+        }
+    }
+}
+
+/// Polls every node once, side by side, and waits for every poll to end.
 pub async fn poll_all(ctl: &Arc<Controller>) {
+    for poll in start_polls(ctl, &InFlight::default()).await {
+        let _ = poll.await;
+    }
+}
+
+/// Starts a poll of every node not already being polled; the polls' handles.
+async fn start_polls(ctl: &Arc<Controller>, in_flight: &InFlight) -> Vec<JoinHandle<()>> {
     let nodes = match ctl.db(|conn| Ok(Node::list(conn)?)).await {
         Ok(nodes) => nodes,
         Err(e) => {
             tracing::warn!(error = %e, "listing nodes failed");
-            return;
+            return Vec::new();
         }
     };
-    let polls = nodes.into_iter().map(|node| {
+    let mut polls = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let started = in_flight
+            .0
+            .lock()
+            .map(|mut names| names.insert(node.name.clone()))
+            .unwrap_or(false);
+        if !started {
+            tracing::debug!(node = %node.name, "the last poll has not ended; skipped this round");
+            continue;
+        }
+        let done = PollDone {
+            in_flight: in_flight.clone(),
+            name: node.name.clone(),
+        };
         let ctl = ctl.clone();
-        tokio::spawn(async move {
+        polls.push(tokio::spawn(async move {
+            let _done = done;
             let name = node.name.clone();
             let outcome = poll(&ctl, node).await;
             Metrics::count(
@@ -77,11 +122,9 @@ pub async fn poll_all(ctl: &Arc<Controller>) {
             if let Err(e) = outcome {
                 tracing::debug!(node = %name, error = %e, "poll failed");
             }
-        })
-    });
-    for poll in polls.collect::<Vec<_>>() {
-        let _ = poll.await;
+        }));
     }
+    polls
 }
 
 async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {

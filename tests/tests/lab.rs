@@ -244,6 +244,20 @@ async fn a_lab_of_separate_machines_survives_loss_partitions_and_a_reboot() {
         || async { instance(&lab, "keep-west").await["observed_state"] == "unknown" },
     )
     .await;
+    // The lost node's polls run into their timeout alone: east is still polled every interval
+    // (1 s here; a round that waited for west's 10 s timeout polled east every 10 s).
+    let mut heartbeats = BTreeSet::new();
+    let window = Instant::now();
+    while window.elapsed() < Duration::from_millis(4500) {
+        let east = lab.cluster.admin(M::GET, "/nodes/east", None).await;
+        heartbeats.insert(east["last_heartbeat_at"].to_string());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        heartbeats.len() >= 3,
+        "east was polled {} times in 4.5 s while west was partitioned: {heartbeats:?}",
+        heartbeats.len()
+    );
     let started = Instant::now();
     let placed = create(&lab, "during", None, Duration::from_secs(120)).await;
     assert_eq!(
