@@ -445,6 +445,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         ),
         r(
             "put",
+            "/api/v1/courses/{code}/jupyter",
+            "Let a course's instructors open its students' JupyterLab through the portal (instructors: true), or only each student (false, the default)",
+            schema::<courses::CourseJupyter>(g),
+            (200, schema::<courses::Course>(g)),
+            true,
+        ),
+        r(
+            "put",
             "/api/v1/courses/{code}/network",
             "Set a course's network policy (egress, ssh_from); applied to its running containers at once",
             schema::<courses::NetworkPolicy>(g),

@@ -1,9 +1,10 @@
 //! Issue 28: JupyterLab in the browser behind the portal's sign-in, end to end on a real node
 //! network. A student signs in (headless Chromium), opens JupyterLab from her container's page,
 //! makes a notebook and runs a cell that prints the container's hostname; the notebook is in her
-//! home afterwards (read over SSH). A classmate gets 403 on her JupyterLab, a browser without a
-//! session is sent to sign-in and its websocket is refused, and JupyterLab's port answers
-//! neither another container nor a machine on the host's network. One container per student.
+//! home afterwards (read over SSH). A classmate gets 403 on her JupyterLab, and so does her
+//! instructor until the course lets its instructors in; a browser without a session is sent to
+//! sign-in and its websocket is refused; JupyterLab's port answers neither another container nor
+//! a machine on the host's network. One container per student.
 
 mod cli_support;
 mod net_support;
@@ -118,10 +119,14 @@ fn a_student_runs_a_notebook_through_the_portal_and_no_one_else_gets_in() {
         "cohort/jupyter",
         "--jupyter",
     ]);
+    // The course's instructor, who gets in only once the course lets instructors in.
+    cli.ok(&["user", "create", "prof", "--role", "instructor"]);
     cli.ok(&[
         "course",
         "create",
         "nb1",
+        "--instructor",
+        "prof",
         "--title",
         "Notebooks",
         "--image",
@@ -147,6 +152,7 @@ fn a_student_runs_a_notebook_through_the_portal_and_no_one_else_gets_in() {
     cli.ok(&["course", "provision", "nb1", "--wait", "--quiet"]);
     set_password(&node, "ann", "ann's long password");
     set_password(&node, "bob", "bob's long password");
+    set_password(&node, "prof", "prof's long password");
     let endpoints = cli.ok(&["course", "endpoints", "nb1"]);
     let endpoint = |user: &str| {
         let row = endpoints
@@ -278,6 +284,25 @@ async fn in_the_browser(
     assert_eq!(
         status_of(&browser, "/jupyter/nb1-ann/api/contents").await,
         200
+    );
+
+    // Her instructor: refused until the course lets its instructors in, then let in; a
+    // classmate stays out either way.
+    let prof_browser = Browser::start(ports.port(2), "en").await;
+    sign_in(&prof_browser, base, "prof", "prof's long password").await;
+    assert_eq!(
+        status_of(&prof_browser, "/jupyter/nb1-ann/api/contents").await,
+        403
+    );
+    node.cli
+        .ok(&["course", "set", "nb1", "--jupyter-instructors", "true"]);
+    assert_eq!(
+        status_of(&prof_browser, "/jupyter/nb1-ann/api/contents").await,
+        200
+    );
+    assert_eq!(
+        status_of(&bob_browser, "/jupyter/nb1-ann/api/contents").await,
+        403
     );
 
     // The relayed requests were recorded as notebook use, which idle reclaim counts.

@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use cohort_proto::api::courses::{
-    Course as WireCourse, CourseHome, CourseQuota, CreateCourse, Student as WireStudent,
+    Course as WireCourse, CourseHome, CourseJupyter, CourseQuota, CreateCourse,
+    Student as WireStudent,
 };
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -248,6 +249,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         gpu_share_count: c.gpu_share_count.map(|n| n as u32),
         processes: c.processes.map(|n| n as u32),
         home_mib: c.home_mib.map(|n| n as u64),
+        jupyter_instructors: c.jupyter_instructors,
         starts_at: c.starts_at,
         ends_at: c.ends_at,
         state: c.state.clone(),
@@ -344,6 +346,35 @@ pub async fn set_home(
                 "course",
                 &code,
                 json!(home),
+            )?;
+            let course = writable(conn, &caller, &code)?;
+            Ok(view(conn, &course)?)
+        })
+    })
+    .await
+}
+
+/// `PUT /courses/{code}/jupyter` (its instructor, admin): whether the course's instructors may
+/// open its students' JupyterLab through the portal.
+pub async fn set_jupyter(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    jupyter: CourseJupyter,
+) -> ActionResult<WireCourse> {
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            diesel::update(crate::db::schema::courses::table.find(course.id))
+                .set(crate::db::schema::courses::jupyter_instructors.eq(jupyter.instructors))
+                .execute(conn)?;
+            audit::record(
+                conn,
+                caller.name(),
+                "set_jupyter",
+                "course",
+                &code,
+                json!(jupyter),
             )?;
             let course = writable(conn, &caller, &code)?;
             Ok(view(conn, &course)?)

@@ -2,8 +2,8 @@
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::courses::{
-    CourseHome, CourseQuota, CreateCourse, EndpointsQuery, NetworkPolicy, StudentAction,
-    StudentSnapshot, Teardown,
+    CourseHome, CourseJupyter, CourseQuota, CreateCourse, EndpointsQuery, NetworkPolicy,
+    StudentAction, StudentSnapshot, Teardown,
 };
 use futures_util::StreamExt;
 
@@ -47,6 +47,18 @@ pub async fn set_home(
     req: ApiJson<CourseHome>,
 ) -> Reply {
     Ok(HttpResponse::Ok().json(courses::set_home(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
+pub async fn set_jupyter(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<CourseJupyter>,
+) -> Reply {
+    Ok(
+        HttpResponse::Ok()
+            .json(courses::set_jupyter(&ctl, caller, code.into_inner(), req.0).await?),
+    )
 }
 
 pub async fn set_network(

@@ -66,6 +66,7 @@ diesel::table! {
         gpu_share_count -> Nullable<Int4>,
         processes -> Nullable<Int4>,
         home_mib -> Nullable<Int4>,
+        jupyter_instructors -> Bool,
     }
 }
 

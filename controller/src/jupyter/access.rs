@@ -1,6 +1,7 @@
-//! Who may reach a container's JupyterLab through the portal: its owner only. Everyone else,
-//! admins included, is refused (they have other ways in); the container must be placed on a
-//! node whose agent the controller can reach over mutual TLS.
+//! Who may reach a container's JupyterLab through the portal: its owner, and its course's
+//! instructor where the course allows it (`PUT /courses/{code}/jupyter`). Everyone else, admins
+//! included, is refused (they have other ways in); the container must be placed on a node whose
+//! agent the controller can reach over mutual TLS.
 
 use std::sync::Arc;
 
@@ -23,7 +24,9 @@ pub async fn authorize(ctl: &Controller, caller: Caller, name: String) -> Action
     ctl.db(move |conn| {
         let instance = Instance::by_name(conn, &name)?
             .ok_or_else(|| ActionError::NotFound(format!("no container named {name}")))?;
-        if instance.owner_id != caller.user.id {
+        if instance.owner_id != caller.user.id
+            && !course_instructor_let_in(conn, &instance, &caller)?
+        {
             return Err(ActionError::Forbidden(format!(
                 "{name}'s JupyterLab is open to its owner only"
             )));
@@ -36,4 +39,23 @@ pub async fn authorize(ctl: &Controller, caller: Caller, name: String) -> Action
         Ok(Granted { instance, agent })
     })
     .await
+}
+
+/// Whether `caller` is the instructor of `instance`'s course and the course lets its
+/// instructors in.
+fn course_instructor_let_in(
+    conn: &mut diesel::PgConnection,
+    instance: &Instance,
+    caller: &Caller,
+) -> ActionResult<bool> {
+    use crate::db::schema::courses;
+    use diesel::prelude::*;
+    let Some(course_id) = instance.course_id else {
+        return Ok(false);
+    };
+    let (instructor_id, allowed): (i64, bool) = courses::table
+        .find(course_id)
+        .select((courses::instructor_id, courses::jupyter_instructors))
+        .first(conn)?;
+    Ok(allowed && instructor_id == caller.user.id)
 }

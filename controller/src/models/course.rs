@@ -32,6 +32,8 @@ pub struct Course {
     pub processes: Option<i32>,
     /// Each student's home volume in MiB; `None`: the controller's default.
     pub home_mib: Option<i32>,
+    /// Whether its instructors may open its students' JupyterLab through the portal.
+    pub jupyter_instructors: bool,
 }
 
 #[derive(Debug, Insertable)]

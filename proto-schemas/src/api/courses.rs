@@ -104,6 +104,10 @@ pub struct Course {
     /// controller's `COHORT_DEFAULT_HOME_GIB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_mib: Option<u64>,
+    /// Whether the course's instructors may open its students' JupyterLab through the portal
+    /// (default false: the student only).
+    #[serde(default)]
+    pub jupyter_instructors: bool,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
     /// `active`, `ended` or `torn_down`.
@@ -236,4 +240,13 @@ pub struct EndpointsQuery {
 pub struct CourseHome {
     /// MiB, 32 to 16777216; null: the controller's default.
     pub home_mib: Option<u64>,
+}
+
+/// `PUT /api/v1/courses/{code}/jupyter`: who besides the student may open a student's
+/// JupyterLab through the portal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseJupyter {
+    /// The course's instructors too (default false: the student only).
+    pub instructors: bool,
 }

@@ -188,6 +188,9 @@ pub struct CourseSet {
     /// container is next made
     #[arg(long, value_name = "SIZE|default")]
     pub home_size: Option<String>,
+    /// Whether the course's instructors may open its students' JupyterLab in the portal
+    #[arg(long, value_name = "true|false")]
+    pub jupyter_instructors: Option<bool>,
     #[command(flatten)]
     pub network: NetworkFlags,
 }

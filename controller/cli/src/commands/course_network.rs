@@ -3,7 +3,9 @@
 //! its students' homes.
 
 use anyhow::bail;
-use cohort_proto::api::courses::{Course as CourseInfo, CourseHome, Egress, NetworkPolicy};
+use cohort_proto::api::courses::{
+    Course as CourseInfo, CourseHome, CourseJupyter, Egress, NetworkPolicy,
+};
 
 use super::Session;
 use crate::args::course::{CourseSet, NetworkFlags};
@@ -48,7 +50,7 @@ pub fn policy(
     }))
 }
 
-/// `cohort course set CODE --home-size ... --egress ... --ssh-from ...`.
+/// `cohort course set CODE --home-size ... --jupyter-instructors ... --egress ... --ssh-from ...`.
 pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
     let home = match args.home_size.as_deref().map(str::trim) {
         None => None,
@@ -58,13 +60,19 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
         }),
     };
     let network = args.network.egress.is_some() || args.network.ssh_from.is_some();
-    if home.is_none() && !network {
-        bail!("nothing to set: give --home-size, --egress and/or --ssh-from");
+    if home.is_none() && args.jupyter_instructors.is_none() && !network {
+        bail!(
+            "nothing to set: give --home-size, --jupyter-instructors, --egress and/or --ssh-from"
+        );
     }
     let (client, code) = session.target(&args.code)?;
     let path = format!("/courses/{}", seg(&code));
     if let Some(home) = home {
         let _: CourseInfo = client.put(&format!("{path}/home"), &home).await?;
+    }
+    if let Some(instructors) = args.jupyter_instructors {
+        let body = CourseJupyter { instructors };
+        let _: CourseInfo = client.put(&format!("{path}/jupyter"), &body).await?;
     }
     if network {
         let course: CourseInfo = client.get(&path).await?;
