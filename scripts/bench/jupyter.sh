@@ -3,7 +3,7 @@
 # from the Jupyter image (images/jupyter). Run on the container's node (the direct requests go
 # to the container's address on the node network, as the agent's do). Measures, in one run:
 #   1. "Open JupyterLab" to kernel ready: GET /jupyter/NAME/lab, then a new kernel
-#      (POST api/kernels) polled until its execution_state is idle;
+#      (POST api/kernels) until it answers kernel_info on its websocket (kernel_ready.py);
 #   2. the portal's added latency per request: N sequential GET api/status through the portal
 #      (browser -> controller -> agent tunnel -> container) against N straight to
 #      ADDRESS:8888 on the node, median of each and their ratio.
@@ -18,7 +18,7 @@ user=${2:?user}
 instance=${3:?instance}
 address=${4:?container address}
 n=${5:-50}
-password=${COHORT_PASSWORD:?set COHORT_PASSWORD to the student's portal password}
+password=${COHORT_PASSWORD:?set COHORT_PASSWORD to the portal password of USER}
 [ "$n" -ge 1 ] && [ "$n" -le 1000 ] || { echo "Error: N must be 1 to 1000" >&2; exit 2; }
 jar=$(mktemp)
 kernel=
@@ -47,13 +47,9 @@ code=$(c -o /dev/null -w '%{http_code}' "$base/lab")
 [ "$code" = 200 ] || { echo "Error: $base/lab answered $code" >&2; exit 1; }
 kernel=$(c -X POST -H "X-XSRFToken: $(xsrf)" -H 'Content-Type: application/json' \
   -d '{"name": "python3"}' "$base/api/kernels" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-state=
-for _ in $(seq 1 600); do
-  state=$(c "$base/api/kernels/$kernel" | python3 -c 'import json,sys; print(json.load(sys.stdin)["execution_state"])')
-  [ "$state" = idle ] && break
-  sleep 0.1
-done
-[ "$state" = idle ] || { echo "Error: the kernel is $state after 60 s" >&2; exit 1; }
+# Ready as a student's browser sees it: its websocket to the kernel gets kernel_info answered
+# (the REST state stays "starting" until a client connects).
+"$(dirname "$0")/kernel_ready.py" "$base/api/kernels/$kernel/channels" "$jar" 60
 ready=$(python3 -c "print(f'{$(now) - $start:.2f}')")
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
