@@ -1,5 +1,6 @@
 //! Issue 9, the controller, end to end with real processes: the reclaimer stops a container
-//! whose GPU stayed idle past its course's `idle_gpu_minutes` and leaves a busy one alone, stops
+//! whose GPU stayed idle past its course's `idle_gpu_minutes` and leaves a busy one alone (busy
+//! on the GPU, or in JupyterLab through the portal, issue 28), stops
 //! an ended course's containers and deletes them after the grace period, each with its reason in
 //! the instance view and the audit log (admin and instructor may read it, a student may not);
 //! `/metrics` of the controller and of the agent's loopback listener pass `promtool check
@@ -33,6 +34,50 @@ async fn create_course(cluster: &Cluster, token: &str, body: Value) {
         "{}",
         res.text().await.unwrap_or_default()
     );
+}
+
+/// Writes `notebook_active_at` of `instance` every 3 s, as the portal's JupyterLab relay does
+/// for each request, until dropped (at most 5 minutes).
+struct NotebookUse {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl NotebookUse {
+    fn start(db_url: &str, instance: &str) -> Self {
+        use diesel::prelude::*;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (url, name, flag) = (db_url.to_string(), instance.to_string(), stop.clone());
+        let writer = std::thread::spawn(move || {
+            let mut conn = PgConnection::establish(&url).expect("database");
+            for _ in 0..100 {
+                if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                diesel::sql_query(
+                    "UPDATE instance_usage SET notebook_active_at = now() \
+                     WHERE instance_id = (SELECT id FROM instances WHERE name = $1)",
+                )
+                .bind::<diesel::sql_types::Text, _>(&name)
+                .execute(&mut conn)
+                .expect("record notebook use");
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        });
+        NotebookUse {
+            stop,
+            writer: Some(writer),
+        }
+    }
+}
+
+impl Drop for NotebookUse {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
 }
 
 async fn enroll_and_provision(cluster: &Cluster, token: &str, code: &str, students: &[&str]) {
@@ -147,7 +192,10 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
     enroll_and_provision(&cluster, &prof, "gpu1", &["alice"]).await;
     let alice_pid = start_sleep_in(&project, "gpu1-alice");
     std::fs::write(&procs, format!("1 {alice_pid} 1073741824\n")).expect("alice on GPU 1");
-    enroll_and_provision(&cluster, &prof, "gpu1", &["bob"]).await;
+    // Bob does nothing; Dan works in JupyterLab, which the portal's relay records as
+    // `notebook_active_at` (tests/tests/jupyter.rs shows the relay writing it), every 3 s here.
+    enroll_and_provision(&cluster, &prof, "gpu1", &["bob", "dan"]).await;
+    let notebook = NotebookUse::start(&cluster.db_url, "gpu1-dan");
 
     // A course that ends in 40 s.
     let ends = (chrono::Utc::now() + chrono::Duration::seconds(40)).to_rfc3339();
@@ -204,6 +252,13 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
     let alice = instance(&cluster, "gpu1-alice").await.expect("alice");
     assert_eq!(alice["observed_state"], "running", "{alice}");
     assert_eq!(alice["stop_reason"], Value::Null);
+    // Dan started with Bob and has no GPU use either; past Bob's stop by more than the reclaimer
+    // needs, his notebook use keeps him running.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let dan = instance(&cluster, "gpu1-dan").await.expect("dan");
+    assert_eq!(dan["observed_state"], "running", "{dan}");
+    assert_eq!(dan["stop_reason"], Value::Null, "{dan}");
+    drop(notebook);
 
     // The ended course: stopped with the reason, then deleted after the grace period.
     let carol = wait_for(
