@@ -20,6 +20,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde_json::json;
 
 use crate::cluster::{agent_binary, Cluster};
+use crate::network::{output, run};
 
 const BLOCKS: u8 = 50;
 /// The nftables table a fault lives in, inside a node's namespace.
@@ -50,24 +51,6 @@ pub struct Lab {
     pub nodes: Vec<LabNode>,
     pub cluster: Cluster,
     net: LabNet,
-}
-
-fn run(program: &str, args: &[&str]) -> String {
-    let out = output(program, args);
-    assert!(
-        out.status.success(),
-        "{program} {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn output(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {program}: {e}"))
 }
 
 fn labs_dir() -> PathBuf {

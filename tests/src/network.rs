@@ -42,7 +42,8 @@ pub fn run(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn output(program: &str, args: &[&str]) -> Output {
+/// Runs a command and returns its output whatever the exit status.
+pub(crate) fn output(program: &str, args: &[&str]) -> Output {
     Command::new(program)
         .args(args)
         .env("LXD_DIR", crate::lxd::lxd_dir())
