@@ -16,11 +16,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
 use chrono::Utc;
 use cohort_proto::agent::{Instance as AgentInstance, Inventory};
 use diesel::prelude::*;
+use tokio::task::JoinHandle;
 
 use cohort_proto::api::operations::OperationKind;
 
@@ -45,10 +44,10 @@ use crate::renewal;
 const POLL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Polls every node once an interval: a round starts an interval after the previous one
-/// started, so each node is asked every interval however long a round over the fleet takes
-/// (while that is less than the interval). A round does not wait for its polls: a node that does
-/// not answer (partitioned, its daemon hung) runs into its poll's timeout alone, is skipped by
-/// the rounds until then, and delays no other node's poll nor the offline check.
+/// started and does not wait for its polls, so each node is asked every interval however long
+/// any poll takes. A node that does not answer (partitioned, its daemon hung) runs into its
+/// poll's timeout alone, is skipped by the rounds until then, and delays no other node's poll
+/// nor the offline check.
 pub async fn run(ctl: Arc<Controller>) {
     let every = Duration::from_secs(ctl.config.poller.interval_s.max(1));
     let in_flight = InFlight::default();

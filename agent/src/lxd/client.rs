@@ -398,11 +398,7 @@ impl Lxd {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Value, LxdError> {
-        let what = format!("POST {path}");
-        match self.answer(Method::POST, path, headers, body).await? {
-            Answer::Sync(v) => Ok(v),
-            Answer::Async { operation, .. } => self.wait(&operation, &what, timeout).await,
-        }
+        self.post_stream(path, headers, full(body), timeout).await
     }
 
     /// POST of a streamed body (an image tarball from disk); waits when async.
