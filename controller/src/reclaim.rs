@@ -130,7 +130,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                         let last_use = active.map_or(since, |a| a.max(since));
                         if last_use + minute * idle <= now {
                             let reason = format!(
-                                "no GPU use since {last_use} (the course's idle_gpu_minutes is {idle})"
+                                "no GPU or notebook use since {last_use} (the course's idle_gpu_minutes is {idle})"
                             );
                             if policy.idle_action == "detach" {
                                 // Once per instance, and only when it holds GPUs to give back.

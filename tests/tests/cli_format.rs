@@ -183,7 +183,10 @@ fn gpu_use_column_and_stop_reason_from_the_reclaimer() {
         .lines()
         .find_map(|l| l.strip_prefix("Stop Reason: "))
         .unwrap_or_else(|| panic!("{info}"));
-    assert!(reason.starts_with("no GPU use since ") && reason.ends_with("idle_gpu_minutes is 3)"));
+    assert!(
+        reason.starts_with("no GPU or notebook use since ")
+            && reason.ends_with("idle_gpu_minutes is 3)")
+    );
     assert!(info.contains("\nStopped At: "), "{info}");
     assert_eq!(
         cli.ok(&["list", "gpu1-bob", "-c", "nG", "-f", "csv"]),

@@ -226,7 +226,7 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
 
     // Bob is stopped for idleness and Dan is not, while old1 ends: Carol's stopped state lasts only
     // the 20 s grace, so it is watched for beside Bob's and Dan's checks, not after them.
-    let ((), carol) = tokio::join!(
+    let ((bob, bob_token), carol) = tokio::join!(
         async {
             // Bob is stopped for idleness, with the reason.
             let bob = wait_for(
@@ -263,6 +263,7 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
             assert_eq!(dan["observed_state"], "running", "{dan}");
             assert_eq!(dan["stop_reason"], Value::Null, "{dan}");
             drop(notebook);
+            (bob, bob_token)
         },
         wait_for(
             &cluster,
