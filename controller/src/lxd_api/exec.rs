@@ -19,27 +19,35 @@ use super::{caller_of, Ctl, LxdClient};
 use crate::actions::proxy;
 use crate::error::ActionError;
 
-/// `api.InstanceExecPost`.
+/// `api.InstanceExecPost`; a field sent as `null` is its default, as in LXD.
 #[derive(Debug, Deserialize)]
 pub struct ExecPost {
     command: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     environment: BTreeMap<String, String>,
-    #[serde(default, rename = "wait-for-websocket")]
+    #[serde(
+        default,
+        rename = "wait-for-websocket",
+        deserialize_with = "super::null_is_default"
+    )]
     wait_for_websocket: bool,
-    #[serde(default, rename = "record-output")]
+    #[serde(
+        default,
+        rename = "record-output",
+        deserialize_with = "super::null_is_default"
+    )]
     record_output: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     interactive: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     width: i64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     height: i64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     user: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     group: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     cwd: String,
 }
 

@@ -59,6 +59,12 @@ fn status(state: &ObservedState) -> (&'static str, u16) {
 pub fn lxd_instance(i: &Instance, full: bool) -> Value {
     let (status, code) = status(&i.observed_state);
     let mut config = i.config.clone();
+    // The limits Cohort keeps apart, under the keys LXD shows them as (and `lxc launch -c` set).
+    config.insert("limits.cpu".into(), i.limits.cpu.to_string());
+    config.insert(
+        "limits.memory".into(),
+        format!("{}MiB", i.limits.memory_mib),
+    );
     config.insert("image.description".into(), i.image.clone());
     config.insert("user.cohort.owner".into(), i.owner.clone());
     let mut value = json!({

@@ -123,3 +123,14 @@ pub fn configure(
             .default_service(web::to(unknown));
     }
 }
+
+/// A request field LXD decodes with Go's rules: `null` leaves it at its zero value. pylxd sends
+/// `"user": null, "group": null, "cwd": null` with every `execute`, and LXD takes it.
+fn null_is_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    use serde::Deserialize;
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
