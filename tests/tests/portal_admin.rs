@@ -2,7 +2,7 @@
 //! controller and a real agent whose GPUs come from the test NVML library: the nodes with their
 //! GPUs, cordon, evacuate (after its confirmation) and restore through the page as the API then
 //! reports them, the queue with a waiting container's reason, a user's role changed (and one's
-//! own refused at its field), the page refused to a student, forms without the CSRF token refused.
+//! own refused at its field), the page refused to a student and an instructor, forms without the CSRF token refused.
 
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,7 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
     cluster.user("prof", "instructor").await;
     set_password(&cluster, "admin", "the admin's password");
     set_password(&cluster, "lin", "lin's long password");
+    set_password(&cluster, "prof", "prof's long password");
     let started = Instant::now();
     let gpus = loop {
         let gpus = cluster.admin(Method::GET, "/gpus", None).await;
@@ -92,15 +93,23 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
     let ports = PortRange::claim();
     let browser = Browser::start(ports.port(1), "en").await;
 
-    // A student is refused the page.
-    sign_in(&browser, &base, "lin", "lin's long password").await;
-    browser.goto(&format!("{base}/admin")).await;
-    assert_eq!(
-        browser.text("main .error").await,
-        "You may not see this page."
-    );
-    browser.goto(&format!("{base}/")).await;
-    browser.follow(".signout button").await;
+    // A student and an instructor are refused the page (and its evacuation page).
+    for (who, password) in [
+        ("lin", "lin's long password"),
+        ("prof", "prof's long password"),
+    ] {
+        sign_in(&browser, &base, who, password).await;
+        for page in ["/admin", "/admin/nodes/node1/evacuate"] {
+            browser.goto(&format!("{base}{page}")).await;
+            assert_eq!(
+                browser.text("main .error").await,
+                "You may not see this page.",
+                "{who} {page}"
+            );
+        }
+        browser.goto(&format!("{base}/")).await;
+        browser.follow(".signout button").await;
+    }
 
     // The admin: node1 and every GPU the API lists, with its model.
     sign_in(&browser, &base, "admin", "the admin's password").await;

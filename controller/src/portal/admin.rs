@@ -1,12 +1,14 @@
 //! The admin's page: the fleet with its GPUs and the queue ([`super::admin_fleet`]), users and
 //! roles ([`super::admin_users`]), and the audit log filtered by action or actor
 //! (`GET /admin?action=failed_sign_in`), through the same actions as `/api/v1/nodes`,
-//! `/api/v1/gpus`, `/api/v1/instances`, `/api/v1/users` and `/api/v1/audit`; the audit log's
-//! refuses anyone but an admin, so the page does too.
+//! `/api/v1/gpus`, `/api/v1/instances`, `/api/v1/users` and `/api/v1/audit`. Instructors may
+//! read some of those through the API (their courses' audit entries, say), but the page is the
+//! admin's: anyone else gets the 403 page.
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::audit::AuditQuery;
+use cohort_proto::api::users::Role;
 use maud::html;
 use serde::Deserialize;
 
@@ -59,7 +61,7 @@ pub(super) async fn render(
         limit: Some(100),
         ..AuditQuery::default()
     };
-    // First, so that anyone but an admin gets the 403 page before anything else is read.
+    s.caller.require(Role::Admin).map_err(refused)?;
     let log = audit::list(ctl, s.caller.clone(), query)
         .await
         .map_err(refused)?;
