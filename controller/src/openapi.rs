@@ -98,6 +98,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             true,
         ),
         r(
+            "put",
+            "/api/v1/users/{username}/role",
+            "Change a user's role (admin; not one's own)",
+            schema::<users::SetRole>(g),
+            (200, schema::<users::User>(g)),
+            true,
+        ),
+        r(
             "post",
             "/api/v1/users/{username}/tokens",
             "Issue an API token",

@@ -109,6 +109,14 @@ async fn every_role_against_every_route() {
             401,
         ),
         (
+            // bob's own role: an admin's change is a no-op here, so later rows see him unchanged.
+            "PUT",
+            "/api/v1/users/bob/role".into(),
+            json(serde_json::json!({"role": "student"})),
+            [200, 403, 403],
+            401,
+        ),
+        (
             "POST",
             "/api/v1/users/alice/tokens".into(),
             None,

@@ -21,6 +21,7 @@ pub mod orphans;
 pub mod passwords;
 pub mod provision;
 pub mod proxy;
+pub mod roles;
 pub mod roster;
 pub mod sign_in;
 pub mod teardown;

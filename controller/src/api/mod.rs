@@ -62,6 +62,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/users/{username}", delete().to(users::delete))
                     .route("/users/{username}/disable", post().to(users::disable))
                     .route("/users/{username}/enable", post().to(users::enable))
+                    .route("/users/{username}/role", put().to(users::set_role))
                     .route("/users/{username}/tokens", get().to(users::list_tokens))
                     .route("/users/{username}/tokens", post().to(users::issue_token))
                     .route(

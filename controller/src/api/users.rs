@@ -1,12 +1,12 @@
 //! `/api/v1/me`, `/api/v1/me/ssh-keys`, `/api/v1/users` with their tokens, disabling and
-//! deleting.
+//! deleting, and an account's role.
 
 use actix_web::{web, HttpResponse};
-use cohort_proto::api::users::{AddSshKey, CreateApiToken, CreateUser};
+use cohort_proto::api::users::{AddSshKey, CreateApiToken, CreateUser, SetRole};
 use serde::Deserialize;
 
 use super::extract::{ApiJson, ApiQuery};
-use crate::actions::{accounts, tokens, users};
+use crate::actions::{accounts, roles, tokens, users};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::ActionError;
@@ -90,6 +90,15 @@ pub async fn enable(
 ) -> Result<HttpResponse, ActionError> {
     Ok(HttpResponse::Ok()
         .json(accounts::set_disabled(&ctl, caller, username.into_inner(), false).await?))
+}
+
+pub async fn set_role(
+    ctl: Ctl,
+    caller: Caller,
+    username: web::Path<String>,
+    req: ApiJson<SetRole>,
+) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(roles::set_role(&ctl, caller, username.into_inner(), req.0).await?))
 }
 
 #[derive(Deserialize)]

@@ -5,6 +5,8 @@
 
 mod account;
 mod admin;
+mod admin_fleet;
+mod admin_users;
 mod assets;
 mod containers;
 mod courses;
@@ -72,6 +74,23 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .route("/progress/{id}", get().to(courses::progress))
         .route("/admin", get().to(admin::page))
+        .route("/admin/nodes/{name}/cordon", post().to(admin_fleet::cordon))
+        .route(
+            "/admin/nodes/{name}/restore",
+            post().to(admin_fleet::restore),
+        )
+        .route(
+            "/admin/nodes/{name}/evacuate",
+            get().to(admin_fleet::confirm_evacuate),
+        )
+        .route(
+            "/admin/nodes/{name}/evacuate",
+            post().to(admin_fleet::evacuate),
+        )
+        .route(
+            "/admin/users/{username}/role",
+            post().to(admin_users::set_role),
+        )
         .route(
             "/jupyter/{name}/{rest:.*}",
             web::route().to(crate::jupyter::proxy::relay),

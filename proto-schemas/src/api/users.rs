@@ -45,6 +45,13 @@ pub struct CreateUser {
     pub email: Option<String>,
 }
 
+/// `PUT /api/v1/users/{username}/role` (admin): the account's new role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetRole {
+    pub role: Role,
+}
+
 /// `POST /api/v1/users/{username}/tokens` (body optional).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
