@@ -191,36 +191,3 @@ pub async fn state(
     let instance = in_project(&ctl, client, name.into_inner(), &req).await?;
     Ok(sync(lxd_state(&instance)))
 }
-
-/// `GET /1.0/instances/{name}/snapshots`: the node's snapshots, through the action
-/// `GET /api/v1/instances/{name}/snapshots` uses.
-pub async fn snapshots(
-    ctl: Ctl,
-    client: LxdClient,
-    name: actix_web::web::Path<String>,
-    req: HttpRequest,
-) -> LxdReply {
-    let name = name.into_inner();
-    let caller = super::caller_of(&ctl, LxdClient(client.0.clone())).await?;
-    in_project(&ctl, client, name.clone(), &req).await?;
-    let snapshots = crate::actions::proxy::snapshots(&ctl, caller, name.clone()).await?;
-    Ok(if Listing::of(&req).recursion >= 1 {
-        sync(
-            snapshots
-                .iter()
-                .map(|s| {
-                    json!({"name": s.name, "created_at": s.created_at, "stateful": s.stateful,
-                           "ephemeral": false, "architecture": "x86_64", "config": {},
-                           "devices": {}, "profiles": [], "expires_at": null, "size": -1})
-                })
-                .collect::<Vec<_>>(),
-        )
-    } else {
-        sync(
-            snapshots
-                .iter()
-                .map(|s| format!("/1.0/instances/{name}/snapshots/{}", s.name))
-                .collect::<Vec<_>>(),
-        )
-    })
-}

@@ -1,0 +1,121 @@
+//! `lxc file push|pull`, `lxc snapshot`, `restore`, `info` and `delete NAME/SNAP` (the real
+//! 5.0.2 client) through Cohort's LXD-style API on one container: what the client pushes is
+//! what the node's own LXD then shows, a restore brings the old file back, and a student's
+//! client reaches nothing of another user's container.
+
+mod cli_support;
+
+use std::os::unix::fs::PermissionsExt;
+
+use cli_support::{Lxc, OneNode};
+
+#[test]
+fn lxc_moves_files_and_snapshots_through_cohort() {
+    let node = OneNode::start_with_lxd_api();
+    let (lxd, cli) = (&node.lxd, &node.cli);
+    cli.ok(&[
+        "-q",
+        "launch",
+        "cohort/base",
+        "web1",
+        "-c",
+        "limits.memory=256MiB",
+    ]);
+    let lxc = Lxc::trusted_by(cli, "admin-laptop", None);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+
+    // Every byte value, so nothing on the way may treat the file as text.
+    let data: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    std::fs::write(path("data.bin"), &data).unwrap();
+    lxc.ok(&[
+        "file",
+        "push",
+        "--mode",
+        "0640",
+        "--uid",
+        "1000",
+        "--gid",
+        "100",
+        &path("data.bin"),
+        "lab:web1/root/data.bin",
+    ]);
+    let stat = [
+        "exec",
+        "web1",
+        "--",
+        "stat",
+        "-c",
+        "%a %u %g %s",
+        "/root/data.bin",
+    ];
+    assert_eq!(lxd.lxc(&stat).trim(), "640 1000 100 70000");
+
+    // Pulled back byte for byte, with its mode; to stdout with `-`.
+    lxc.ok(&["file", "pull", "lab:web1/root/data.bin", &path("back.bin")]);
+    assert_eq!(std::fs::read(path("back.bin")).unwrap(), data);
+    let mode = std::fs::metadata(path("back.bin")).unwrap().permissions();
+    assert_eq!(mode.mode() & 0o7777, 0o640);
+    assert_eq!(
+        lxc.ok(&["file", "pull", "lab:web1/etc/hostname", "-"]),
+        "web1\n"
+    );
+    lxc.fails(
+        &["file", "pull", "lab:web1/root/nothere", &path("x")],
+        "not found",
+    );
+    assert!(!dir.path().join("x").exists());
+
+    // A snapshot, a change, the restore: the old bytes are back, as the node's LXD shows.
+    lxc.ok(&["snapshot", "lab:web1", "before"]);
+    let info = lxc.ok(&["info", "lab:web1"]);
+    assert!(
+        info.contains("Snapshots:") && info.contains("| before "),
+        "{info}"
+    );
+    assert!(lxd.lxc(&["info", "web1"]).contains("| before "));
+    std::fs::write(path("changed.txt"), b"changed\n").unwrap();
+    lxc.ok(&[
+        "file",
+        "push",
+        &path("changed.txt"),
+        "lab:web1/root/data.bin",
+    ]);
+    assert_eq!(
+        lxd.lxc(&["exec", "web1", "--", "cat", "/root/data.bin"]),
+        "changed\n"
+    );
+    lxc.ok(&["restore", "lab:web1", "before"]);
+    lxc.ok(&[
+        "file",
+        "pull",
+        "lab:web1/root/data.bin",
+        &path("restored.bin"),
+    ]);
+    assert_eq!(std::fs::read(path("restored.bin")).unwrap(), data);
+    lxc.fails(&["restore", "lab:web1", "nosuch"], "not found");
+
+    // A student's client: no file either way, no snapshot, in someone else's container.
+    cli.ok(&["user", "create", "sam", "--role", "student"]);
+    let sam = Lxc::trusted_by(cli, "sams-laptop", Some("sam"));
+    let out = sam.run(&["file", "pull", "lab:web1/root/data.bin", &path("stolen")]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(!dir.path().join("stolen").exists());
+    let out = sam.run(&[
+        "file",
+        "push",
+        &path("changed.txt"),
+        "lab:web1/root/data.bin",
+    ]);
+    assert!(!out.status.success(), "{out:?}");
+    let out = sam.run(&["snapshot", "lab:web1", "mine"]);
+    assert!(!out.status.success(), "{out:?}");
+    let out = sam.run(&["delete", "lab:web1/before"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(lxd.lxc(&stat).trim(), "640 1000 100 70000");
+
+    // The owner deletes the snapshot; the node's LXD has none left.
+    lxc.ok(&["delete", "lab:web1/before"]);
+    assert!(!lxc.ok(&["info", "lab:web1"]).contains("before"));
+    assert!(!lxd.lxc(&["info", "web1"]).contains("before"));
+}
