@@ -1,5 +1,6 @@
 //! `lxc file push|pull`, `lxc snapshot`, `restore`, `info` and `delete NAME/SNAP` (the real
-//! 5.0.2 client) through Cohort's LXD-style API on one container: what the client pushes is
+//! 5.0.2 client), and `lxc config set|unset|get|device add`, through Cohort's LXD-style API on
+//! one container: what the client pushes or sets is
 //! what the node's own LXD then shows, a restore brings the old file back, and a student's
 //! client reaches nothing of another user's container.
 
@@ -113,6 +114,51 @@ fn lxc_moves_files_and_snapshots_through_cohort() {
     let out = sam.run(&["delete", "lab:web1/before"]);
     assert!(!out.status.success(), "{out:?}");
     assert_eq!(lxd.lxc(&stat).trim(), "640 1000 100 70000");
+
+    // Config within Cohort's allow-list, as the node's LXD then holds it; refusals are LXD
+    // errors the client prints.
+    lxc.ok(&["config", "set", "lab:web1", "user.note", "hello"]);
+    assert_eq!(
+        lxc.ok(&["config", "get", "lab:web1", "user.note"]),
+        "hello\n"
+    );
+    assert_eq!(lxd.lxc(&["config", "get", "web1", "user.note"]), "hello\n");
+    lxc.ok(&["config", "unset", "lab:web1", "user.note"]);
+    assert_eq!(lxd.lxc(&["config", "get", "web1", "user.note"]), "\n");
+    lxc.fails(
+        &["config", "set", "lab:web1", "security.privileged", "true"],
+        "config key \"security.privileged\" is not allowed",
+    );
+    lxc.fails(
+        &["config", "set", "lab:web1", "user.cohort.owner", "sam"],
+        "set by Cohort",
+    );
+    assert_eq!(
+        lxd.lxc(&["config", "get", "web1", "security.privileged"]),
+        "\n"
+    );
+    // A device (admins only): a host directory the test made, mounted as the node's LXD shows.
+    let share = path("share");
+    std::fs::create_dir(&share).unwrap();
+    let source = format!("source={share}");
+    lxc.ok(&[
+        "config",
+        "device",
+        "add",
+        "lab:web1",
+        "share",
+        "disk",
+        &source,
+        "path=/mnt/share",
+    ]);
+    let devices = lxd.lxc(&["config", "device", "show", "web1"]);
+    assert!(
+        devices.contains("share:") && devices.contains("/mnt/share"),
+        "{devices}"
+    );
+    let out = sam.run(&["config", "set", "lab:web1", "user.note", "mine"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(lxd.lxc(&["config", "get", "web1", "user.note"]), "\n");
 
     // The owner deletes the snapshot; the node's LXD has none left.
     lxc.ok(&["delete", "lab:web1/before"]);

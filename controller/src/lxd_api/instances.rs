@@ -1,6 +1,8 @@
 //! `GET /1.0/instances` and `/1.0/instances/{name}`: Cohort's instances as LXD instances, in
 //! LXD projects named after their courses (`default` for those of no course).
 
+use std::collections::BTreeMap;
+
 use actix_web::HttpRequest;
 use cohort_proto::api::instances::{Instance, InstancePage, ObservedState};
 use serde_json::{json, Value};
@@ -55,12 +57,22 @@ fn status(state: &ObservedState) -> (&'static str, u16) {
     }
 }
 
+/// Keys Cohort shows in an instance's config that come from elsewhere (its image and owner), so
+/// a client cannot change them.
+pub const SHOWN_ONLY: [&str; 2] = ["image.description", "user.cohort.owner"];
+
+/// The config an instance shows: its keys and the [`SHOWN_ONLY`] ones.
+pub fn shown_config(i: &Instance) -> BTreeMap<String, String> {
+    let mut config = i.config.clone();
+    config.insert(SHOWN_ONLY[0].into(), i.image.clone());
+    config.insert(SHOWN_ONLY[1].into(), i.owner.clone());
+    config
+}
+
 /// `api.Instance` (recursion=1) or `api.InstanceFull` (recursion=2: with `state`).
 pub fn lxd_instance(i: &Instance, full: bool) -> Value {
     let (status, code) = status(&i.observed_state);
-    let mut config = i.config.clone();
-    config.insert("image.description".into(), i.image.clone());
-    config.insert("user.cohort.owner".into(), i.owner.clone());
+    let config = shown_config(i);
     let mut value = json!({
         "name": i.name,
         "architecture": "x86_64",

@@ -3,6 +3,7 @@
 //! the portal: a client certificate is resolved to the Cohort user its trust entry binds it to,
 //! and that user's roles and ownership decide, in the actions, what it may do.
 
+mod config;
 mod create;
 mod events;
 mod exec;
@@ -95,7 +96,7 @@ pub fn configure(
             .route("/1.0/instances", post().to(create::create))
             .route("/1.0/instances/{name}", get().to(instances::get))
             .route("/1.0/instances/{name}", delete().to(state::delete))
-            .route("/1.0/instances/{name}", put().to(snapshots::put_instance))
+            .route("/1.0/instances/{name}", put().to(config::put))
             .route("/1.0/instances/{name}/state", put().to(state::put_state))
             .route("/1.0/instances/{name}/state", get().to(instances::state))
             .route("/1.0/instances/{name}/exec", post().to(exec::exec))

@@ -115,37 +115,21 @@ pub async fn delete(
     Ok(accepted_done("Deleting snapshot", &name))
 }
 
-/// The part of `api.InstancePut` Cohort acts on: `restore`. Other changes of an instance go
-/// through Cohort's own API.
-#[derive(Debug, Deserialize)]
-pub struct InstancePut {
-    #[serde(default)]
-    restore: String,
-    #[serde(default)]
-    stateful: bool,
-}
-
-/// `PUT /1.0/instances/{name}`: `lxc restore NAME SNAP`.
-pub async fn put_instance(
-    ctl: Ctl,
+/// `lxc restore NAME SNAP`, the `restore` of `PUT /1.0/instances/{name}`.
+pub async fn restore(
+    ctl: &Ctl,
     client: LxdClient,
-    name: web::Path<String>,
-    req: HttpRequest,
-    body: web::Json<InstancePut>,
+    name: String,
+    req: &HttpRequest,
+    restore: String,
+    stateful: bool,
 ) -> LxdReply {
-    let body = body.into_inner();
-    if body.restore.is_empty() {
-        return Err(LxdError::not_supported(
-            "replacing an instance's configuration (use Cohort's API)",
-        ));
-    }
-    if body.stateful {
+    if stateful {
         return Err(LxdError::not_supported("stateful restores"));
     }
-    let name = name.into_inner();
     // `lxc restore` names it `NAME/SNAP`; LXD takes a bare `SNAP` as well.
-    let snap = match body.restore.split_once('/') {
-        None => body.restore,
+    let snap = match restore.split_once('/') {
+        None => restore,
         Some((instance, snap)) if instance == name => snap.to_string(),
         Some(_) => {
             return Err(LxdError::BadRequest(
@@ -153,12 +137,12 @@ pub async fn put_instance(
             ))
         }
     };
-    let caller = checked(&ctl, client, &name, &req).await?;
+    let caller = checked(ctl, client, &name, req).await?;
     // LXD's 404 for a snapshot that is not there (the node's LXD fails the operation instead).
-    let snapshots = proxy::snapshots(&ctl, caller.clone(), name.clone()).await?;
+    let snapshots = proxy::snapshots(ctl, caller.clone(), name.clone()).await?;
     if !snapshots.iter().any(|s| s.name == snap) {
         return Err(ActionError::NotFound(format!("Snapshot {name}/{snap}")).into());
     }
-    proxy::restore_snapshot(&ctl, caller, name.clone(), snap).await?;
+    proxy::restore_snapshot(ctl, caller, name.clone(), snap).await?;
     Ok(accepted_done("Restoring snapshot", &name))
 }
