@@ -17,7 +17,7 @@ mod orphans;
 mod throttle;
 mod users;
 
-pub use extract::PeerCertificate;
+pub use extract::{FileBody, PeerCertificate};
 
 use actix_web::dev::{Service, ServiceResponse};
 use actix_web::middleware::from_fn;

@@ -1,6 +1,8 @@
 //! `GET /1.0/instances` and `/1.0/instances/{name}`: Cohort's instances as LXD instances, in
 //! LXD projects named after their courses (`default` for those of no course).
 
+use std::collections::BTreeMap;
+
 use actix_web::HttpRequest;
 use cohort_proto::api::instances::{Instance, InstancePage, ObservedState};
 use serde_json::{json, Value};
@@ -55,18 +57,30 @@ fn status(state: &ObservedState) -> (&'static str, u16) {
     }
 }
 
+/// Keys Cohort shows in an instance's config that come from elsewhere (its image, its owner and
+/// the limits it keeps apart, under the keys LXD shows them as and `lxc launch -c` sets), so a
+/// client cannot change them here.
+pub const SHOWN_ONLY: [&str; 4] = [
+    "image.description",
+    "user.cohort.owner",
+    "limits.cpu",
+    "limits.memory",
+];
+
+/// The config an instance shows: its keys and the [`SHOWN_ONLY`] ones.
+pub fn shown_config(i: &Instance) -> BTreeMap<String, String> {
+    let mut config = i.config.clone();
+    config.insert(SHOWN_ONLY[0].into(), i.image.clone());
+    config.insert(SHOWN_ONLY[1].into(), i.owner.clone());
+    config.insert(SHOWN_ONLY[2].into(), i.limits.cpu.to_string());
+    config.insert(SHOWN_ONLY[3].into(), format!("{}MiB", i.limits.memory_mib));
+    config
+}
+
 /// `api.Instance` (recursion=1) or `api.InstanceFull` (recursion=2: with `state`).
 pub fn lxd_instance(i: &Instance, full: bool) -> Value {
     let (status, code) = status(&i.observed_state);
-    let mut config = i.config.clone();
-    // The limits Cohort keeps apart, under the keys LXD shows them as (and `lxc launch -c` set).
-    config.insert("limits.cpu".into(), i.limits.cpu.to_string());
-    config.insert(
-        "limits.memory".into(),
-        format!("{}MiB", i.limits.memory_mib),
-    );
-    config.insert("image.description".into(), i.image.clone());
-    config.insert("user.cohort.owner".into(), i.owner.clone());
+    let config = shown_config(i);
     let mut value = json!({
         "name": i.name,
         "architecture": "x86_64",
@@ -196,37 +210,4 @@ pub async fn state(
 ) -> LxdReply {
     let instance = in_project(&ctl, client, name.into_inner(), &req).await?;
     Ok(sync(lxd_state(&instance)))
-}
-
-/// `GET /1.0/instances/{name}/snapshots`: the node's snapshots, through the action
-/// `GET /api/v1/instances/{name}/snapshots` uses.
-pub async fn snapshots(
-    ctl: Ctl,
-    client: LxdClient,
-    name: actix_web::web::Path<String>,
-    req: HttpRequest,
-) -> LxdReply {
-    let name = name.into_inner();
-    let caller = super::caller_of(&ctl, LxdClient(client.0.clone())).await?;
-    in_project(&ctl, client, name.clone(), &req).await?;
-    let snapshots = crate::actions::proxy::snapshots(&ctl, caller, name.clone()).await?;
-    Ok(if Listing::of(&req).recursion >= 1 {
-        sync(
-            snapshots
-                .iter()
-                .map(|s| {
-                    json!({"name": s.name, "created_at": s.created_at, "stateful": s.stateful,
-                           "ephemeral": false, "architecture": "x86_64", "config": {},
-                           "devices": {}, "profiles": [], "expires_at": null, "size": -1})
-                })
-                .collect::<Vec<_>>(),
-        )
-    } else {
-        sync(
-            snapshots
-                .iter()
-                .map(|s| format!("/1.0/instances/{name}/snapshots/{}", s.name))
-                .collect::<Vec<_>>(),
-        )
-    })
 }

@@ -3,17 +3,20 @@
 //! the portal: a client certificate is resolved to the Cohort user its trust entry binds it to,
 //! and that user's roles and ownership decide, in the actions, what it may do.
 
+mod config;
 mod create;
 mod events;
 mod exec;
 mod exec_relay;
 pub mod exec_sessions;
+mod files;
 mod images;
 mod instances;
 mod listing;
 mod operations;
 mod reply;
 mod server;
+mod snapshots;
 mod state;
 pub mod tls;
 
@@ -93,12 +96,24 @@ pub fn configure(
             .route("/1.0/instances", post().to(create::create))
             .route("/1.0/instances/{name}", get().to(instances::get))
             .route("/1.0/instances/{name}", delete().to(state::delete))
+            .route("/1.0/instances/{name}", put().to(config::put))
             .route("/1.0/instances/{name}/state", put().to(state::put_state))
             .route("/1.0/instances/{name}/state", get().to(instances::state))
             .route("/1.0/instances/{name}/exec", post().to(exec::exec))
+            .route("/1.0/instances/{name}/files", get().to(files::get))
+            .route("/1.0/instances/{name}/files", post().to(files::post))
+            .route("/1.0/instances/{name}/snapshots", get().to(snapshots::list))
             .route(
                 "/1.0/instances/{name}/snapshots",
-                get().to(instances::snapshots),
+                post().to(snapshots::create),
+            )
+            .route(
+                "/1.0/instances/{name}/snapshots/{snap}",
+                get().to(snapshots::get),
+            )
+            .route(
+                "/1.0/instances/{name}/snapshots/{snap}",
+                delete().to(snapshots::delete),
             )
             .route(
                 "/1.0/instances/{name}/backups",

@@ -73,6 +73,39 @@ pub fn accepted(op: &Operation) -> HttpResponse {
         }))
 }
 
+/// LXD's `202 Accepted` for a change that was made before the answer (snapshots): an operation
+/// already succeeded, which the client takes as done without asking about it again. It is not
+/// kept, so `lxc operation show` does not list it afterwards.
+pub fn accepted_done(description: &str, instance: &str) -> HttpResponse {
+    let id = Uuid::new_v4();
+    let url = format!("/1.0/operations/{id}");
+    let now = chrono::Utc::now();
+    HttpResponse::Accepted()
+        .insert_header((actix_web::http::header::LOCATION, url.clone()))
+        .json(json!({
+            "type": "async",
+            "status": "Operation created",
+            "status_code": 100,
+            "operation": url,
+            "error_code": 0,
+            "error": "",
+            "metadata": {
+                "id": id,
+                "class": "task",
+                "description": description,
+                "created_at": now,
+                "updated_at": now,
+                "status": "Success",
+                "status_code": 200,
+                "resources": {"instances": [format!("/1.0/instances/{instance}")]},
+                "metadata": {},
+                "may_cancel": false,
+                "err": "",
+                "location": "cohort",
+            },
+        }))
+}
+
 fn id_of(raw: &str) -> Result<Uuid, ActionError> {
     raw.parse()
         .map_err(|_| ActionError::NotFound("Operation".into()))
