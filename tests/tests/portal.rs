@@ -314,10 +314,13 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
     teacher_browser
         .follow("#snapshots li[data-snapshot=before] button[data-action=restore]")
         .await;
+    let restored_at = teacher_browser.url().await;
     assert_eq!(
-        teacher_browser.url().await,
+        restored_at,
         bob_page,
-        "restored, back on the page"
+        "restored, back on the page: {}\n{}",
+        teacher_browser.text("body").await,
+        cluster.controller_log()
     );
     assert_eq!(teacher_browser.count("main .error").await, 0);
     let restored: i64 = {

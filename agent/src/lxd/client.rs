@@ -20,6 +20,8 @@ use super::envelope::{Answer, Envelope, LxdError, Operation};
 const MAX_BODY: usize = 256 * 1024 * 1024;
 /// Longest single `/wait` request; the overall deadline is the caller's.
 const WAIT_SLICE_S: u64 = 30;
+/// How often a change LXD refused because the instance was busy is asked for (about 5 s in all).
+const BUSY_ATTEMPTS: u32 = 5;
 
 /// A connection to one LXD daemon, scoped to one project.
 #[derive(Clone)]
@@ -258,9 +260,30 @@ impl Lxd {
         };
         let headers = [(CONTENT_TYPE.as_str(), "application/json".to_string())];
         let what = format!("{method} {path}");
-        match self.answer(method, path, &headers, bytes).await? {
-            Answer::Sync(v) => Ok(v),
-            Answer::Async { operation, .. } => self.wait(&operation, &what, timeout).await,
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = match self
+                .answer(method.clone(), path, &headers, bytes.clone())
+                .await?
+            {
+                Answer::Sync(v) => Ok(v),
+                Answer::Async { operation, .. } => self.wait(&operation, &what, timeout).await,
+            };
+            // LXD 5.0.2 holds an instance's operation lock a moment after the operation that took
+            // it has answered (a stop's clean-up, for one) and refuses the next change meanwhile
+            // ("Instance is busy running a "stop" operation") before doing any of it: asked again.
+            match result {
+                Err(e)
+                    if attempt < BUSY_ATTEMPTS
+                        && e.lxd_message()
+                            .is_some_and(|m| m.contains("is busy running")) =>
+                {
+                    tracing::debug!(what, attempt, "the instance is busy; asking again");
+                    tokio::time::sleep(Duration::from_millis(500 * attempt as u64)).await;
+                }
+                other => return other,
+            }
         }
     }
 
