@@ -277,7 +277,7 @@ async fn a_hostile_student_is_bounded_on_a_real_node() {
     )
     .await;
     let (status, body) = snap("after-big".into()).await;
-    if simple_quotas(&lxd) {
+    if simple_quotas(lxd) {
         // With simple quotas (scripts/setup) every extent stays charged to the container that
         // wrote it while anything references it: the snapshot is taken, and the 900 MiB it keeps
         // after the file is deleted still count, so 1200 MiB more do not fit.
