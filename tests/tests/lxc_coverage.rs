@@ -62,7 +62,10 @@ const CHECKS: &[(&str, Check)] = &[
         "`config show`, `config get`, `config set`, `config unset`",
         config,
     ),
-    ("`config device add`", device_add),
+    (
+        "`config device add`, `config device remove`, `config device list`, `config device show`",
+        device_add,
+    ),
     (
         "VMs, `profile`, `network`, `storage`, backups, freeze",
         refused,
@@ -282,6 +285,19 @@ fn device_add(lxc: &Lxc, node: &OneNode) {
         devices.contains("data:") && devices.contains("/data"),
         "{devices}"
     );
+    // Through Cohort: the node's devices, Cohort's own among them, and a removal.
+    let listed = lxc.ok(&["config", "device", "list", "lab:cov1"]);
+    assert!(listed.lines().any(|d| d == "data"), "{listed}");
+    assert!(listed.lines().any(|d| d == "root"), "{listed}");
+    let shown = lxc.ok(&["config", "device", "show", "lab:cov1"]);
+    assert!(shown.contains("path: /data"), "{shown}");
+    lxc.fails(
+        &["config", "device", "remove", "lab:cov1", "root"],
+        "managed by Cohort",
+    );
+    lxc.ok(&["config", "device", "remove", "lab:cov1", "data"]);
+    let devices = node.lxd.lxc(&["config", "device", "list", "cov1"]);
+    assert!(!devices.lines().any(|d| d.trim() == "data"), "{devices}");
 }
 
 fn refused(lxc: &Lxc, _: &OneNode) {

@@ -1,4 +1,4 @@
-//! `PUT /1.0/instances/{name}`: `lxc config set|unset`, `lxc config device add` and
+//! `PUT /1.0/instances/{name}`: `lxc config set|unset`, `lxc config device add|remove` and
 //! `lxc restore`. LXD's client sends the whole instance back; Cohort applies the difference from
 //! what `GET` showed through the action of `PATCH /api/v1/instances/{name}`, so its allow-list,
 //! roles and device rules decide, and their refusals reach the client as LXD errors.
@@ -36,19 +36,28 @@ pub struct InstancePut {
     ephemeral: bool,
 }
 
-/// The change that turns what `GET` showed of `instance` into `config` and `devices`. `GET`
-/// shows no devices (the controller does not hold them), so every device sent is one to add;
-/// none is ever removed this way.
+/// The change that turns what `GET` showed of `instance` into `config` and `devices`: `live`
+/// are the devices LXD holds now (what `GET` showed), so a device sent that is not among them,
+/// or differs, is one to add, and one of them not sent is one to remove. `devices` is `None`
+/// when the client sent no map, which changes no device.
 fn difference(
     instance: &Instance,
     config: BTreeMap<String, String>,
-    devices: Devices,
+    devices: Option<(Devices, Devices)>,
 ) -> Result<UpdateInstance, LxdError> {
     let shown = shown_config(instance);
-    let mut change = UpdateInstance {
-        add_devices: devices,
-        ..UpdateInstance::default()
-    };
+    let mut change = UpdateInstance::default();
+    if let Some((sent, live)) = devices {
+        change.remove_devices = live
+            .keys()
+            .filter(|name| !sent.contains_key(*name))
+            .cloned()
+            .collect();
+        change.add_devices = sent
+            .into_iter()
+            .filter(|(name, device)| live.get(name) != Some(device))
+            .collect();
+    }
     for key in shown.keys() {
         if !config.contains_key(key) && !SHOWN_ONLY.contains(&key.as_str()) {
             change.unset.push(key.clone());
@@ -88,10 +97,17 @@ pub async fn put(
     }
     let caller = caller_of(&ctl, LxdClient(client.0.clone())).await?;
     let instance = in_project(&ctl, client, name.clone(), &req).await?;
+    let devices = match body.devices {
+        Some(sent) => {
+            let live = instances::live_config(&ctl, caller.clone(), name.clone()).await?;
+            Some((sent, live.devices))
+        }
+        None => None,
+    };
     let change = difference(
         &instance,
         body.config.unwrap_or_else(|| shown_config(&instance)),
-        body.devices.unwrap_or_default(),
+        devices,
     )?;
     if change != UpdateInstance::default() {
         instances::update(&ctl, caller, name.clone(), change).await?;

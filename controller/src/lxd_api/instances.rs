@@ -8,7 +8,7 @@ use cohort_proto::api::instances::{Instance, InstancePage, ObservedState};
 use serde_json::{json, Value};
 
 use super::reply::{sync, LxdError, LxdReply};
-use super::{Ctl, LxdClient};
+use super::{caller_of, Ctl, LxdClient};
 use crate::actions::instances;
 use crate::auth::Bearer;
 use crate::controller::Controller;
@@ -183,8 +183,17 @@ pub async fn get(
     req: HttpRequest,
 ) -> LxdReply {
     let recursion = Listing::of(&req).recursion;
+    let caller = caller_of(&ctl, LxdClient(client.0.clone())).await?;
     let instance = in_project(&ctl, client, name.into_inner(), &req).await?;
-    Ok(sync(lxd_instance(&instance, recursion >= 1)))
+    let mut shown = lxd_instance(&instance, recursion >= 1);
+    // One instance shows the devices its node's LXD holds (`lxc config device list|show`, and
+    // what a `PUT` of it removes); a listing shows none, asking no node.
+    if instance.node.is_some() {
+        let live = instances::live_config(&ctl, caller, instance.name.clone()).await?;
+        shown["devices"] = json!(live.devices);
+        shown["expanded_devices"] = json!(live.devices);
+    }
+    Ok(sync(shown))
 }
 
 /// The instance the caller names in the project it is in, or LXD's 404.
