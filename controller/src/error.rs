@@ -23,6 +23,9 @@ pub enum ActionError {
     /// the named object does not exist (or is not visible to the caller)
     #[error("{0} not found")]
     NotFound(String),
+    /// the object a request field names does not exist; `field` names it
+    #[error("{what} not found")]
+    Missing { field: String, what: String },
     /// the request conflicts with the current state
     #[error("{message}")]
     Conflict {

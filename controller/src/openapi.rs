@@ -298,6 +298,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             true,
         ),
         r(
+            "post",
+            "/api/v1/images/{name}/distribute",
+            "Have every online node lacking the image fetch it now (instructor, admin)",
+            None,
+            (202, schema::<images::ImageDistribution>(g)),
+            true,
+        ),
+        r(
             "get",
             "/api/v1/instances",
             "One page of the instances the caller may see, by name; query limit (1-1000, \

@@ -88,6 +88,9 @@ async fn step(
 ) -> Result<StepOutcome, ActionError> {
     // A delete whose instance is gone has nothing left to do (an earlier attempt, or another
     // delete, removed it); any other step on a gone instance was asked for and not done.
+    if item.action == crate::actions::image_distribution::STEP {
+        return crate::actions::image_distribution::import_step(ctl, op, item).await;
+    }
     let gone = || {
         if item.action == "delete" {
             StepOutcome::Done
@@ -160,7 +163,7 @@ pub(crate) fn observed(status: &str) -> &'static str {
 }
 
 /// Fetches the image onto the node from the controller's store if the node lacks it.
-async fn ensure_image(
+pub(crate) async fn ensure_image(
     ctl: &Controller,
     node: &Node,
     agent: &dyn NodeAgent,

@@ -265,6 +265,7 @@ pub fn operation_kind(kind: &str) -> OperationKind {
         "provision_course" => OperationKind::ProvisionCourse,
         "teardown_course" => OperationKind::TeardownCourse,
         "detach_gpus" => OperationKind::DetachGpus,
+        "distribute_image" => OperationKind::DistributeImage,
         _ => OperationKind::CreateInstance,
     }
 }
@@ -280,6 +281,7 @@ pub fn kind_name(kind: OperationKind) -> &'static str {
         OperationKind::ProvisionCourse => "provision_course",
         OperationKind::TeardownCourse => "teardown_course",
         OperationKind::DetachGpus => "detach_gpus",
+        OperationKind::DistributeImage => "distribute_image",
     }
 }
 

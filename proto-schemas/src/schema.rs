@@ -72,6 +72,10 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::api::images::PublishImage),
         ),
         (
+            "api_image_distribution",
+            schema_for!(crate::api::images::ImageDistribution),
+        ),
+        (
             "api_create_instance",
             schema_for!(crate::api::instances::CreateInstance),
         ),

@@ -220,6 +220,20 @@ async fn every_role_against_every_route() {
             401,
         ),
         (
+            "POST",
+            "/api/v1/images/nope/distribute".into(),
+            None,
+            [404, 404, 403],
+            401,
+        ),
+        (
+            "POST",
+            "/api/v1/images/base/distribute".into(),
+            None,
+            [202, 202, 403],
+            401,
+        ),
+        (
             "GET",
             "/api/v1/instances".into(),
             None,
@@ -711,6 +725,21 @@ async fn bad_input_is_a_400_naming_the_field_and_creates_nothing() {
     assert_eq!(resp.status(), 400);
     let err: ErrorBody = test::read_body_json(resp).await;
     assert_eq!(err.error.field.as_deref(), Some("public_key"));
+
+    // Distributing an image the catalog lacks: a 404 naming the alias, no operation started.
+    let distribute = test::TestRequest::post()
+        .uri("/api/v1/images/nope/distribute")
+        .insert_header(("Authorization", format!("Bearer {token}")))
+        .to_request();
+    let resp = test::call_service(&app, distribute).await;
+    assert_eq!(resp.status(), 404);
+    let err: ErrorBody = test::read_body_json(resp).await;
+    assert_eq!(err.error.field.as_deref(), Some("alias"), "{err:?}");
+    let ops: i64 = cohort_controller::db::schema::operations::table
+        .count()
+        .get_result(&mut t.conn())
+        .unwrap();
+    assert_eq!(ops, 0, "a refused distribution started an operation");
 }
 
 /// A controller with an admin, a student alice who owns `alices` (queued instances), and the

@@ -11,6 +11,7 @@ pub mod courses;
 pub mod endpoints;
 pub mod enroll;
 pub mod gpus;
+pub mod image_distribution;
 pub mod images;
 pub mod instances;
 pub mod lxd_trust;

@@ -20,6 +20,7 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
         ActionError::Throttled { .. } => (StatusCode::TOO_MANY_REQUESTS, "throttled", None),
         ActionError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", None),
         ActionError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
+        ActionError::Missing { field, .. } => (StatusCode::NOT_FOUND, "not_found", Some(field)),
         ActionError::Conflict { field, .. } => (StatusCode::CONFLICT, "conflict", field.as_deref()),
         ActionError::NoCapacity(_) => (StatusCode::CONFLICT, "no_capacity", None),
         ActionError::Agent {

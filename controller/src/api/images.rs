@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::extract::{ApiJson, ApiQuery, PeerCertificate};
+use crate::actions::image_distribution;
 use crate::actions::images::{self, ImageUpload, TarballReader};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
@@ -39,6 +40,11 @@ pub async fn import(
 
 pub async fn publish(ctl: Ctl, caller: Caller, req: ApiJson<PublishImage>) -> Reply {
     Ok(HttpResponse::Accepted().json(images::publish(&ctl, caller, req.0).await?))
+}
+
+pub async fn distribute(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    let answer = image_distribution::distribute(&ctl, caller, name.into_inner()).await?;
+    Ok(HttpResponse::Accepted().json(answer))
 }
 
 pub async fn delete(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {

@@ -87,6 +87,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/images/{name}", get().to(images::get))
                     .route("/images/{name}", delete().to(images::delete))
                     .route("/images/{name}/tarball", get().to(images::tarball))
+                    .route("/images/{name}/distribute", post().to(images::distribute))
                     .route("/instances", get().to(instances::list))
                     .route("/instances", post().to(instances::create))
                     .route("/instances/{name}", get().to(instances::get))

@@ -113,4 +113,12 @@ impl OperationItem {
             .set(operation_items::error.eq(error))
             .execute(conn)
     }
+
+    /// The node an item acts on, known when it is recorded (an image import): the worker runs
+    /// items of different nodes at once.
+    pub fn set_node(conn: &mut PgConnection, id: Uuid, node_name: &str) -> QueryResult<usize> {
+        diesel::update(operation_items::table.find(id))
+            .set(operation_items::node_name.eq(node_name))
+            .execute(conn)
+    }
 }

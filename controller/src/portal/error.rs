@@ -35,7 +35,9 @@ impl PortalError {
             PortalError::BadForm(l) => (*l, l.t(Msg::SomethingFailed).into()),
             PortalError::Action(l, e) => match e {
                 ActionError::Forbidden(_) => (*l, l.t(Msg::Forbidden).into()),
-                ActionError::NotFound(_) => (*l, l.t(Msg::NotFound).into()),
+                ActionError::NotFound(_) | ActionError::Missing { .. } => {
+                    (*l, l.t(Msg::NotFound).into())
+                }
                 ActionError::Throttled { .. } => (*l, l.t(Msg::TooManyFailures).into()),
                 e if e.status_code().is_server_error() => (*l, l.t(Msg::SomethingFailed).into()),
                 e => (*l, e.to_string()),

@@ -2,7 +2,9 @@
 //! `POST /api/v1/images?alias=A[&description=D][&gpu_ready=true]` with the unified tarball as the
 //! body (admin), `POST /api/v1/images/publish` (admin, instructor), `GET|DELETE
 //! /api/v1/images/{fingerprint}`, and `GET /api/v1/images/{fingerprint}/tarball` (node
-//! certificate or admin token), which agents import from.
+//! certificate or admin token), which agents import from, and
+//! `POST /api/v1/images/{name}/distribute` (instructor, admin), which has every online node fetch
+//! it ahead of a class.
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -44,4 +46,23 @@ pub struct PublishImage {
     pub alias: String,
     #[serde(default)]
     pub description: Option<String>,
+}
+
+/// Answer of `POST /api/v1/images/{name}/distribute`: an operation with one item per online
+/// node still lacking the image (none: it ends at once), and the nodes left out and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageDistribution {
+    pub operation: super::operations::Operation,
+    /// Nodes that already hold the image: not imported again.
+    pub already_held: Vec<String>,
+    /// Nodes not online (offline, cordoned, evacuating), with their state: not asked.
+    pub skipped: Vec<SkippedNode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkippedNode {
+    pub node: String,
+    pub state: String,
 }

@@ -20,6 +20,8 @@ pub enum OperationKind {
     TeardownCourse,
     /// The reclaimer taking an idle instance's GPUs (`idle_action = detach`).
     DetachGpus,
+    /// Every online node fetching an image ahead of a class (`cohort image distribute`).
+    DistributeImage,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

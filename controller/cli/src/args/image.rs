@@ -1,9 +1,10 @@
-//! `cohort image list|import|delete|alias list`: the fleet's template images (lxc's `image`).
+//! `cohort image list|import|delete|alias list|distribute`: the fleet's template images (lxc's
+//! `image`; `distribute` is Cohort's own).
 //! Aliases are fixed at import: the API has no alias routes, so no `alias create|delete`.
 
 use clap::{Args, Subcommand};
 
-use super::TableFormat;
+use super::{TableFormat, WaitFlags};
 
 #[derive(Debug, Args)]
 pub struct Image {
@@ -23,6 +24,16 @@ pub enum ImageCommand {
     Delete(ImageDelete),
     /// Manage image aliases
     Alias(Alias),
+    /// Have every online node fetch an image now, ahead of a class (Cohort)
+    Distribute(ImageDistribute),
+}
+
+#[derive(Debug, Args)]
+pub struct ImageDistribute {
+    /// [<remote>:]<image> (alias or fingerprint)
+    pub image: String,
+    #[command(flatten)]
+    pub wait: WaitFlags,
 }
 
 #[derive(Debug, Args)]

@@ -1,18 +1,20 @@
 //! `cohort image`: the controller's image catalog, listed like lxc's, imported from a unified
-//! tarball streamed as the request body.
+//! tarball streamed as the request body, and distributed to the nodes ahead of a class.
 
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use cohort_proto::api::images::Image;
+use cohort_proto::api::images::{Image, ImageDistribution};
 use indicatif::ProgressBar;
 use reqwest::Method;
 
 use super::Session;
-use crate::args::image::{AliasCommand, Image as ImageArgs, ImageCommand, ImageImport};
+use crate::args::image::{
+    AliasCommand, Image as ImageArgs, ImageCommand, ImageDistribute, ImageImport,
+};
 use crate::client::{seg, Client};
 use crate::render::{self, Rows};
-use crate::units;
+use crate::{progress, units};
 
 pub async fn run(session: &Session, args: ImageArgs) -> anyhow::Result<()> {
     match args.command {
@@ -44,6 +46,7 @@ pub async fn run(session: &Session, args: ImageArgs) -> anyhow::Result<()> {
             render::print(list.format, &rows, &images)
         }
         ImageCommand::Import(import) => self::import(session, import).await,
+        ImageCommand::Distribute(args) => distribute(session, args).await,
         ImageCommand::Delete(delete) => {
             for raw in &delete.images {
                 let (client, name) = session.target(raw)?;
@@ -77,6 +80,33 @@ pub async fn run(session: &Session, args: ImageArgs) -> anyhow::Result<()> {
             }
         },
     }
+}
+
+/// Starts the distribution, says which nodes are left out, and waits (by default) with a bar
+/// counting nodes; an error naming every node that failed.
+async fn distribute(session: &Session, args: ImageDistribute) -> anyhow::Result<()> {
+    let (client, name) = session.target(&args.image)?;
+    let path = format!("/images/{}/distribute", seg(&name));
+    let answer: ImageDistribution = client.post(&path, &serde_json::json!({})).await?;
+    if !session.quiet {
+        for node in &answer.already_held {
+            eprintln!("{node}: already holds {name}");
+        }
+        for skipped in &answer.skipped {
+            eprintln!("{}: skipped ({})", skipped.node, skipped.state);
+        }
+    }
+    if !args.wait.resolve(true) {
+        println!("{}", answer.operation.id);
+        return Ok(());
+    }
+    let done = progress::wait(&client, &answer.operation, session.quiet).await?;
+    if !session.quiet {
+        for item in &done.items {
+            eprintln!("{}: imported {name}", item.target);
+        }
+    }
+    Ok(())
 }
 
 /// The images whose alias or fingerprint starts with every filter, sorted by alias.
