@@ -224,6 +224,16 @@ pub enum Msg {
     RoleInstructor,
     RoleAdmin,
     Disabled,
+    CreateContainer,
+    YourAllowance,
+    AtMostContainers,
+    AllowanceUsed,
+    NoImages,
+    CatalogImage,
+    CpuCores,
+    MemoryMibOwn,
+    DiskGibOwn,
+    AtMost,
 }
 
 impl Msg {
@@ -410,6 +420,24 @@ impl Msg {
             Msg::RoleInstructor => ("Instructor", "教師", "教师"),
             Msg::RoleAdmin => ("Admin", "管理員", "管理员"),
             Msg::Disabled => ("disabled", "已停用", "已停用"),
+            Msg::CreateContainer => ("Create Container", "建立容器", "创建容器"),
+            Msg::YourAllowance => ("Your allowance per container:", "您每個容器的配額：", "您每个容器的配额："),
+            Msg::AtMostContainers => ("containers at most:", "容器數量上限：", "容器数量上限："),
+            Msg::AllowanceUsed => (
+                "You own as many containers as a student may; delete one to create another",
+                "您擁有的容器已達學生上限；刪除一個才能再建立",
+                "您拥有的容器已达学生上限；删除一个才能再创建",
+            ),
+            Msg::NoImages => (
+                "The image catalog is empty, so there is nothing to create a container from yet.",
+                "映像目錄是空的，目前還無法建立容器。",
+                "镜像目录是空的，目前还无法创建容器。",
+            ),
+            Msg::CatalogImage => ("Image", "映像", "镜像"),
+            Msg::CpuCores => ("CPU cores", "CPU 核心", "CPU 核心"),
+            Msg::MemoryMibOwn => ("Memory (MiB)", "記憶體（MiB）", "内存（MiB）"),
+            Msg::DiskGibOwn => ("Disk (GiB)", "磁碟（GiB）", "磁盘（GiB）"),
+            Msg::AtMost => ("at most", "上限", "上限"),
         }
     }
 }

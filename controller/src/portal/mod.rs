@@ -10,6 +10,7 @@ mod admin_users;
 mod assets;
 mod containers;
 mod courses;
+mod create_container;
 mod error;
 pub mod i18n;
 mod layout;
@@ -31,6 +32,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/signout", post().to(sign_in::sign_out))
         .route("/lang/{tag}", get().to(sign_in::switch_language))
         .route("/static/{file}", get().to(assets::asset))
+        .route("/containers", post().to(create_container::create))
         .route("/containers/{name}", get().to(containers::show))
         .route(
             "/containers/{name}/state",
