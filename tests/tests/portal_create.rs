@@ -2,7 +2,9 @@
 //! real controller and agent on real LXD: a student sees their allowance, a request over it or
 //! with a bad name is refused at its field and makes nothing, a form without the CSRF token is
 //! refused, and a container made through the form shows on the containers page queued with the
-//! reason the API gives while the only node is cordoned, then running once it is restored.
+//! reason the API gives while the only node is cordoned, then running once it is restored. An
+//! instructor sets a course's home size on the course page (an out-of-range one refused at the
+//! field), as the API then shows it.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +13,7 @@ use cohort_e2e::cluster::Cluster;
 use cohort_e2e::controller::controller_binary;
 use cohort_e2e::PortRange;
 use reqwest::{Method, StatusCode};
+use serde_json::json;
 
 /// Sets `username`'s portal password with `cohort-controller password`, as an operator would.
 fn set_password(cluster: &Cluster, username: &str, password: &str) {
@@ -34,6 +37,28 @@ fn set_password(cluster: &Cluster, username: &str, password: &str) {
     );
 }
 
+async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
+    browser.goto(&format!("{base}/signin")).await;
+    browser.type_into("#username", username).await;
+    browser.type_into("#password", password).await;
+    browser.follow("#signin").await;
+}
+
+/// POSTs `body` to `path` from inside the signed-in page (same origin, its cookie, no token);
+/// the status.
+async fn post_from_page(browser: &Browser, path: &str, body: &str) -> u64 {
+    let script = format!(
+        "const done = arguments[0];
+         fetch('{path}', {{method: 'POST', redirect: 'manual',
+             headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}})
+           .then(r => done(r.status)).catch(e => done(String(e)));"
+    );
+    let status = browser.run_async(&script).await;
+    status
+        .as_u64()
+        .unwrap_or_else(|| panic!("post {path}: {status}"))
+}
+
 /// The instances the API lists, by name.
 async fn instance_names(cluster: &Cluster) -> Vec<String> {
     let list = cluster.admin(Method::GET, "/instances", None).await;
@@ -53,18 +78,17 @@ async fn create(browser: &Browser, fields: [(&str, &str); 4]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_student_creates_a_container_within_their_allowance() {
+async fn a_student_creates_a_container_and_an_instructor_sets_a_course_limit() {
     let cluster = Cluster::start(1).await;
     cluster.import_base_image("cohort/base").await;
     cluster.user("ann", "student").await;
+    cluster.user("prof", "instructor").await;
     set_password(&cluster, "ann", "ann's long password");
+    set_password(&cluster, "prof", "prof's long password");
     let base = cluster.controller.url();
     let ports = PortRange::claim();
     let browser = Browser::start(ports.port(1), "en").await;
-    browser.goto(&format!("{base}/signin")).await;
-    browser.type_into("#username", "ann").await;
-    browser.type_into("#password", "ann's long password").await;
-    browser.follow("#signin").await;
+    sign_in(&browser, &base, "ann", "ann's long password").await;
 
     // The allowance the API enforces is on the page.
     let allowance = browser.text("#allowance").await;
@@ -105,16 +129,8 @@ async fn a_student_creates_a_container_within_their_allowance() {
     assert!(instance_names(&cluster).await.is_empty(), "nothing made");
 
     // Without the CSRF token: refused, nothing made.
-    let status = browser
-        .run_async(
-            "const done = arguments[0];
-             fetch('/containers', {method: 'POST', redirect: 'manual',
-                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
-                 body: 'name=ann-csrf&image=cohort/base&cpu=1&memory_mib=256&disk_gib=2'})
-               .then(r => done(r.status)).catch(e => done(String(e)));",
-        )
-        .await;
-    assert_eq!(status, 403);
+    let body = "name=ann-csrf&image=cohort/base&cpu=1&memory_mib=256&disk_gib=2";
+    assert_eq!(post_from_page(&browser, "/containers", body).await, 403);
     assert!(instance_names(&cluster).await.is_empty(), "nothing made");
 
     // With its node cordoned, the new container waits, and the page says why as the API does.
@@ -150,6 +166,45 @@ async fn a_student_creates_a_container_within_their_allowance() {
     cluster
         .admin(Method::POST, "/nodes/node1/restore", None)
         .await;
+
+    // Meanwhile the instructor: a home size out of range is refused at its field and changes
+    // nothing; one in range is what the API then shows.
+    cluster
+        .admin(
+            Method::POST,
+            "/courses",
+            Some(
+                json!({"code": "lab1", "title": "Lab", "image": "cohort/base",
+                "instructor": "prof"}),
+            ),
+        )
+        .await;
+    let teacher = Browser::start(ports.port(2), "en").await;
+    sign_in(&teacher, &base, "prof", "prof's long password").await;
+    teacher.goto(&format!("{base}/courses/lab1")).await;
+    assert_eq!(teacher.text("#limit-cpu").await, "1");
+    assert_eq!(
+        post_from_page(&teacher, "/courses/lab1/limits", "home_mib=64").await,
+        403
+    );
+    teacher.type_into("#home_mib", "16").await;
+    teacher.follow("#set-limits").await;
+    assert!(teacher.text("#home_mib-error").await.contains("32"));
+    let course = cluster.admin(Method::GET, "/courses/lab1", None).await;
+    assert_eq!(course.get("home_mib"), None, "{course}");
+    teacher.type_into("#home_mib", "2048").await;
+    teacher.follow("#set-limits").await;
+    assert_eq!(teacher.url().await, format!("{base}/courses/lab1"));
+    let course = cluster.admin(Method::GET, "/courses/lab1", None).await;
+    assert_eq!(course["home_mib"], 2048);
+    assert_eq!(
+        teacher
+            .run("return document.getElementById('home_mib').value")
+            .await,
+        "2048"
+    );
+    teacher.screenshot("course-limits-en").await;
+
     let started = Instant::now();
     loop {
         browser.goto(&format!("{base}/")).await;

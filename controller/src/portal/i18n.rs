@@ -234,6 +234,13 @@ pub enum Msg {
     MemoryMibOwn,
     DiskGibOwn,
     AtMost,
+    CourseLimits,
+    GpusPerStudent,
+    IdleStop,
+    LongestRun,
+    HomeMib,
+    ControllerDefault,
+    SaveLimits,
 }
 
 impl Msg {
@@ -438,6 +445,17 @@ impl Msg {
             Msg::MemoryMibOwn => ("Memory (MiB)", "記憶體（MiB）", "内存（MiB）"),
             Msg::DiskGibOwn => ("Disk (GiB)", "磁碟（GiB）", "磁盘（GiB）"),
             Msg::AtMost => ("at most", "上限", "上限"),
+            Msg::CourseLimits => ("Limits per student", "每位學生的限制", "每位学生的限制"),
+            Msg::GpusPerStudent => ("GPUs per student", "每位學生的 GPU", "每位学生的 GPU"),
+            Msg::IdleStop => ("Stopped after no GPU use for", "GPU 閒置多久後停止", "GPU 闲置多久后停止"),
+            Msg::LongestRun => ("Stopped after running for", "執行多久後停止", "运行多久后停止"),
+            Msg::HomeMib => (
+                "Home volume per student (MiB; taken when a container is next made)",
+                "每位學生的家目錄磁碟區（MiB；下次建立容器時生效）",
+                "每位学生的主目录卷（MiB；下次创建容器时生效）",
+            ),
+            Msg::ControllerDefault => ("the controller's default", "控制器預設值", "控制器默认值"),
+            Msg::SaveLimits => ("Save limits", "儲存限制", "保存限制"),
         }
     }
 }

@@ -9,6 +9,7 @@ mod admin_fleet;
 mod admin_users;
 mod assets;
 mod containers;
+mod course_limits;
 mod courses;
 mod create_container;
 mod error;
@@ -69,6 +70,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             post().to(courses::student_action),
         )
         .route("/courses/{code}/roster", post().to(courses::import_roster))
+        .route("/courses/{code}/limits", post().to(course_limits::set))
         .route("/courses/{code}/provision", post().to(courses::provision))
         .route(
             "/courses/{code}/endpoints/{format}",
