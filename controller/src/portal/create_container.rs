@@ -154,27 +154,24 @@ pub async fn create(
         Ok(req) => instances::create(&ctl, s.caller.clone(), req).await,
         Err(e) => Err(e),
     };
-    let (field, message) = match &outcome {
+    let error = match outcome {
         Ok(_) => {
             return Ok(HttpResponse::SeeOther()
                 .insert_header((header::LOCATION, "/"))
                 .finish())
         }
-        Err(ActionError::Invalid { field, message }) => (form_field(field), message.clone()),
-        Err(ActionError::Conflict { field, message }) => {
-            (form_field(field.as_deref().unwrap_or("")), message.clone())
-        }
-        Err(ActionError::NoCapacity(message)) => ("form", message.clone()),
-        Err(_) => {
-            return Err(PortalError::Action(
-                s.lang,
-                outcome.err().expect("an error"),
-            ))
-        }
+        Err(e) => e,
     };
-    let status: StatusCode = outcome
-        .err()
-        .map_or(StatusCode::BAD_REQUEST, |e| e.status_code());
+    // The refusals a person can fix in the form come back to it; anything else is an error page.
+    let status: StatusCode = error.status_code();
+    let (field, message) = match error {
+        ActionError::Invalid { field, message } => (form_field(&field), message),
+        ActionError::Conflict { field, message } => {
+            (form_field(field.as_deref().unwrap_or("")), message)
+        }
+        ActionError::NoCapacity(message) => ("form", message),
+        e => return Err(PortalError::Action(s.lang, e)),
+    };
     let refusal = Refusal {
         form,
         field,
