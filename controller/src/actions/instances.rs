@@ -38,8 +38,9 @@ pub const DEFAULT_LIMITS: Limits = Limits {
 };
 
 /// What a caller may ask for one instance: (cpu, memory MiB, disk GiB, GPUs). Students get a
-/// small allowance; instructors a larger one; admins are bounded by the nodes only.
-fn allowance(role: Role) -> Option<(u32, u64, u64, u32)> {
+/// small allowance; instructors a larger one; admins are bounded by the nodes only. The portal's
+/// create form shows it.
+pub fn allowance(role: Role) -> Option<(u32, u64, u64, u32)> {
     match role {
         Role::Student => Some((4, 8192, 50, 1)),
         Role::Instructor => Some((16, 65536, 500, 4)),
@@ -48,7 +49,7 @@ fn allowance(role: Role) -> Option<(u32, u64, u64, u32)> {
 }
 
 /// Most instances a student may own.
-const STUDENT_MAX_INSTANCES: usize = 2;
+pub const STUDENT_MAX_INSTANCES: usize = 2;
 
 fn check_limits(role: Role, limits: &Limits, gpus: u32) -> ActionResult<()> {
     if limits.cpu == 0 || limits.memory_mib == 0 || limits.disk_gib == 0 {

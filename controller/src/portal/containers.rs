@@ -1,20 +1,25 @@
 //! The student's pages: their containers with status and node, one container's SSH command
 //! (with a copy button) and `known_hosts` line, and start, stop and restart as plain forms. Every
-//! read and change goes through the same actions as `/api/v1/instances`.
+//! read and change goes through the same actions as `/api/v1/instances`. A queued container shows
+//! why it waits; the create form is in [`create_container`].
 
-use actix_web::http::header;
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
-use cohort_proto::api::instances::{Instance as WireInstance, InstanceStateChange, StateAction};
+use cohort_proto::api::instances::{
+    Instance as WireInstance, InstanceStateChange, ObservedState, StateAction,
+};
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use super::create_container::{self, Refusal};
 use super::error::PortalError;
 use super::i18n::{Lang, Msg};
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::{instances, users};
+use crate::actions::{images, instances, users};
 use crate::controller::Controller;
 use crate::course::endpoints::Endpoint;
+use crate::queue_reason::QUEUED;
 
 fn state_name(i: &WireInstance) -> String {
     serde_json::to_value(i.observed_state)
@@ -36,15 +41,38 @@ fn endpoint(i: &WireInstance) -> Option<Endpoint> {
     ))
 }
 
-/// The caller's own containers (`GET /api/v1/me`'s).
+/// The caller's own containers (`GET /api/v1/me`'s), each queued one with why it waits, and the
+/// create form.
 pub async fn home(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpResponse, PortalError> {
+    render_home(&ctl, &s, StatusCode::OK, None).await
+}
+
+/// Why a queued container waits: the reason placement keeps on it, without its prefix.
+fn queue_reason(i: &WireInstance) -> Option<&str> {
+    (i.observed_state == ObservedState::Queued)
+        .then_some(i.error.as_deref()?)
+        .map(|e| e.strip_prefix(QUEUED).unwrap_or(e).trim())
+}
+
+/// The containers page; `refusal` is a refused create form, shown at its field.
+pub async fn render_home(
+    ctl: &Controller,
+    s: &SignedIn,
+    status: StatusCode,
+    refusal: Option<&Refusal>,
+) -> Result<HttpResponse, PortalError> {
     let lang = s.lang;
-    let me = users::me(&ctl, s.bearer.clone())
+    let me = users::me(ctl, s.bearer.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let catalog = images::list(ctl, s.bearer.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let mine = &me.instances;
-    Ok(layout::ok(
-        &s,
+    Ok(layout::page(
+        status,
+        lang,
+        Some(s),
         lang.t(Msg::MyContainers),
         html! {
             @if mine.is_empty() {
@@ -61,7 +89,12 @@ pub async fn home(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpRespons
                         @for i in mine {
                             tr data-name=(i.name) {
                                 td { a href={ "/containers/" (i.name) } { (i.name) } }
-                                td.status { (state_name(i)) }
+                                td.status {
+                                    (state_name(i))
+                                    @if let Some(why) = queue_reason(i) {
+                                        br; span.queue-reason { (lang.t(Msg::Reason)) ": " (why) }
+                                    }
+                                }
                                 td { (i.node.as_deref().unwrap_or("—")) }
                                 td { @if let Some(e) = endpoint(i) { code { (e.ssh_command) } } }
                             }
@@ -69,6 +102,7 @@ pub async fn home(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpRespons
                     }
                 }
             }
+            (create_container::section(s, &catalog, mine.len(), refusal))
         },
     ))
 }

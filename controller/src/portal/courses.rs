@@ -9,6 +9,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use uuid::Uuid;
 
+use super::course_limits;
 use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
@@ -171,8 +172,8 @@ pub struct CourseQuery {
     operation: Option<Uuid>,
 }
 
-/// The course page; `error` is a refused roster: (field, message), shown at the roster field.
-async fn render(
+/// The course page; `error` is a refused roster or limit: (field, message), shown at its field.
+pub(super) async fn render(
     ctl: &Controller,
     s: &SignedIn,
     code: String,
@@ -184,6 +185,13 @@ async fn render(
     let students = courses::students(ctl, s.caller.clone(), code.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
+    let course = courses::get(ctl, s.bearer.clone(), code.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let (limit_error, roster_error) = match error {
+        Some((f, m)) if f == course_limits::HOME_FIELD => (Some(m), None),
+        other => (None, other),
+    };
     let body: Markup = html! {
         @if let Some(id) = operation {
             section #progress data-operation=(id) aria-live="polite" {
@@ -236,11 +244,12 @@ async fn render(
             input #roster-file type="file" accept=".csv,text/csv" data-fills="roster";
             label for="roster" { (lang.t(Msg::RosterText)) }
             textarea #roster name="roster" rows="6" required {}
-            @if let Some((field, message)) = &error {
+            @if let Some((field, message)) = &roster_error {
                 p.error #roster-error role="alert" data-field=(field) { (message) }
             }
             button #import-roster type="submit" { (lang.t(Msg::ImportRoster)) }
         }
+        (course_limits::section(s, &course, limit_error.as_deref()))
         h2 { (lang.t(Msg::Teardown)) }
         form.stacked #teardown method="post" action={ "/courses/" (code) "/teardown" } {
             input type="hidden" name="csrf" value=(s.csrf);

@@ -9,7 +9,9 @@ mod admin_fleet;
 mod admin_users;
 mod assets;
 mod containers;
+mod course_limits;
 mod courses;
+mod create_container;
 mod error;
 pub mod i18n;
 mod layout;
@@ -31,6 +33,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/signout", post().to(sign_in::sign_out))
         .route("/lang/{tag}", get().to(sign_in::switch_language))
         .route("/static/{file}", get().to(assets::asset))
+        .route("/containers", post().to(create_container::create))
         .route("/containers/{name}", get().to(containers::show))
         .route(
             "/containers/{name}/state",
@@ -67,6 +70,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             post().to(courses::student_action),
         )
         .route("/courses/{code}/roster", post().to(courses::import_roster))
+        .route("/courses/{code}/limits", post().to(course_limits::set))
         .route("/courses/{code}/provision", post().to(courses::provision))
         .route(
             "/courses/{code}/endpoints/{format}",
