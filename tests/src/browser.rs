@@ -121,6 +121,29 @@ impl Browser {
         resp["value"].clone()
     }
 
+    /// Signs in on `base`'s sign-in page with the portal's form.
+    pub async fn sign_in(&self, base: &str, username: &str, password: &str) {
+        self.goto(&format!("{base}/signin")).await;
+        self.type_into("#username", username).await;
+        self.type_into("#password", password).await;
+        self.follow("#signin").await;
+    }
+
+    /// POSTs the form-encoded `body` to `path` from inside the signed-in page (same origin, its
+    /// cookie, no CSRF token unless `body` has one), not following a redirect: the status.
+    pub async fn post_from_page(&self, path: &str, body: &str) -> u64 {
+        let script = format!(
+            "const done = arguments[0];
+             fetch('{path}', {{method: 'POST', redirect: 'manual',
+                 headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}})
+               .then(r => done(r.status)).catch(e => done(String(e)));"
+        );
+        let status = self.run_async(&script).await;
+        status
+            .as_u64()
+            .unwrap_or_else(|| panic!("post {path}: {status}"))
+    }
+
     pub async fn goto(&self, url: &str) {
         self.command(reqwest::Method::POST, "/url", Some(json!({"url": url})))
             .await;
@@ -270,6 +293,28 @@ impl Browser {
         std::fs::write(&path, png).expect("write screenshot");
         path
     }
+}
+
+/// Sets `username`'s portal password with `cohort-controller password`, as an operator would,
+/// against the controller whose database and state directory these are.
+pub fn set_portal_password(db_url: &str, state: &Path, username: &str, password: &str) {
+    use std::io::Write;
+    let mut child = Command::new(crate::controller::controller_binary())
+        .args(["password", username])
+        .env("DATABASE_URL", db_url)
+        .env("COHORT_STATE_DIR", state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cohort-controller password");
+    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
+    let out = child.wait_with_output().expect("password output");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for Browser {

@@ -9,13 +9,12 @@
 mod cli_support;
 mod net_support;
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cli_support::OneNode;
-use cohort_e2e::browser::Browser;
+use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestNetwork};
 use net_support::{connect_script, python_in};
@@ -47,34 +46,13 @@ fn jupyter_tarball() -> PathBuf {
         .expect("the jupyter tarball images/build made")
 }
 
-fn set_password(node: &OneNode, username: &str, password: &str) {
-    let mut child = Command::new(cli_support::binary("cohort-controller"))
-        .args(["password", username])
-        .env("DATABASE_URL", node.controller.db_url())
-        .env("COHORT_STATE_DIR", node.controller.state.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cohort-controller password");
-    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
-    let out = child.wait_with_output().expect("password output");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
-    browser.goto(&format!("{base}/signin")).await;
-    browser.type_into("#username", username).await;
-    browser.type_into("#password", password).await;
-    browser.follow("#signin").await;
-}
-
 /// A `fetch` of `path` from the page, without following redirects: its status (0 for an
 /// opaque redirect).
+fn set_password(node: &OneNode, username: &str, password: &str) {
+    let state = node.controller.state.path();
+    set_portal_password(node.controller.db_url(), state, username, password);
+}
+
 async fn status_of(browser: &Browser, path: &str) -> u64 {
     let v = browser
         .run_async(&format!(
@@ -204,7 +182,7 @@ async fn in_the_browser(
     assert_eq!(ws, "refused", "a websocket without the session");
 
     // Ann opens JupyterLab from her container's page once it is running.
-    sign_in(&browser, base, "ann", "ann's long password").await;
+    browser.sign_in(base, "ann", "ann's long password").await;
     browser.goto(&format!("{base}/containers/nb1-ann")).await;
     assert_eq!(browser.text("#open-jupyter").await, "Open JupyterLab");
     let opened = Instant::now();
@@ -274,7 +252,9 @@ async fn in_the_browser(
 
     // Bob, signed in: 403 on her JupyterLab, pages and API alike.
     let bob_browser = Browser::start(ports.port(1), "en").await;
-    sign_in(&bob_browser, base, "bob", "bob's long password").await;
+    bob_browser
+        .sign_in(base, "bob", "bob's long password")
+        .await;
     assert_eq!(status_of(&bob_browser, "/jupyter/nb1-ann/lab").await, 403);
     assert_eq!(
         status_of(&bob_browser, "/jupyter/nb1-ann/api/contents").await,
@@ -289,7 +269,9 @@ async fn in_the_browser(
     // Her instructor: refused until the course lets its instructors in, then let in; a
     // classmate stays out either way.
     let prof_browser = Browser::start(ports.port(2), "en").await;
-    sign_in(&prof_browser, base, "prof", "prof's long password").await;
+    prof_browser
+        .sign_in(base, "prof", "prof's long password")
+        .await;
     assert_eq!(
         status_of(&prof_browser, "/jupyter/nb1-ann/api/contents").await,
         403

@@ -3,43 +3,15 @@
 //! session cookies' flags, expiry and sign-out, a form without its CSRF token refused, failed
 //! sign-ins audited and limited per source.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use cohort_controller::db::schema::{audit_log, portal_sessions};
-use cohort_e2e::browser::Browser;
-use cohort_e2e::controller::{controller_binary, ControllerProcess};
+use cohort_e2e::browser::{set_portal_password, Browser};
+use cohort_e2e::controller::ControllerProcess;
 use cohort_e2e::fleet::{init, Api};
 use cohort_e2e::{PortRange, TestDb};
 use diesel::prelude::*;
 use serde_json::{json, Value};
-
-/// Sets `username`'s portal password with `cohort-controller password`, as an operator would.
-fn set_password(db_url: &str, state: &std::path::Path, username: &str, password: &str) {
-    let mut child = Command::new(controller_binary())
-        .args(["password", username])
-        .env("DATABASE_URL", db_url)
-        .env("COHORT_STATE_DIR", state)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cohort-controller password");
-    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
-    let out = child.wait_with_output().expect("password output");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
-    browser.goto(&format!("{base}/signin")).await;
-    browser.type_into("#username", username).await;
-    browser.type_into("#password", password).await;
-    browser.follow("#signin").await;
-}
 
 fn failed_sign_ins(conn: &mut PgConnection, username: &str) -> i64 {
     audit_log::table
@@ -48,20 +20,6 @@ fn failed_sign_ins(conn: &mut PgConnection, username: &str) -> i64 {
         .count()
         .get_result(conn)
         .expect("audit count")
-}
-
-/// POSTs a sign-out from inside the signed-in page (same origin, with its cookie), with `body`.
-async fn post_sign_out(browser: &Browser, body: &str) -> u64 {
-    let script = format!(
-        "const done = arguments[0];
-         fetch('/signout', {{method: 'POST', redirect: 'manual',
-             headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}})
-           .then(r => done(r.status)).catch(e => done(String(e)));"
-    );
-    let status = browser.run_async(&script).await;
-    status
-        .as_u64()
-        .unwrap_or_else(|| panic!("sign-out post: {status}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,7 +44,7 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
             Some(json!({"username": "mei", "role": "student"})),
         )
         .await;
-    set_password(db.url(), state.path(), "mei", "plum blossom 42");
+    set_portal_password(db.url(), state.path(), "mei", "plum blossom 42");
     let mut conn = db.connect();
 
     // A browser that asks for Traditional Chinese gets it; the switcher changes it.
@@ -106,7 +64,7 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
     assert_eq!(browser.url().await, format!("{base}/signin"));
 
     // A wrong password is shown as such, counted and audited.
-    sign_in(&browser, &base, "mei", "plum blossom 41").await;
+    browser.sign_in(&base, "mei", "plum blossom 41").await;
     assert_eq!(
         browser.text("#signin-error").await,
         "Wrong username or password."
@@ -114,7 +72,7 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
     assert_eq!(failed_sign_ins(&mut conn, "mei"), 1);
 
     // The right one signs in; the session cookie is Secure, HttpOnly, SameSite=Strict, expires.
-    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    browser.sign_in(&base, "mei", "plum blossom 42").await;
     assert_eq!(browser.url().await, format!("{base}/"));
     assert_eq!(browser.text("#whoami").await, "mei");
     assert_eq!(browser.text("h1").await, "My containers");
@@ -142,8 +100,13 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
 
     // A form posted without the session's CSRF token, or with a wrong one, is refused (403) and
     // changes nothing: the session is still there.
-    assert_eq!(post_sign_out(&browser, "").await, 403);
-    assert_eq!(post_sign_out(&browser, "csrf=0123456789abcdef").await, 403);
+    assert_eq!(browser.post_from_page("/signout", "").await, 403);
+    assert_eq!(
+        browser
+            .post_from_page("/signout", "csrf=0123456789abcdef")
+            .await,
+        403
+    );
     browser.goto(&format!("{base}/")).await;
     assert_eq!(browser.text("#whoami").await, "mei", "still signed in");
 
@@ -156,7 +119,7 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
     assert_eq!(browser.url().await, format!("{base}/signin"));
 
     // Signing out (the real button, with its token) ends the session in the database too.
-    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    browser.sign_in(&base, "mei", "plum blossom 42").await;
     assert_eq!(browser.text("#whoami").await, "mei");
     browser.follow(".signout button").await;
     assert_eq!(browser.url().await, format!("{base}/signin"));
@@ -170,10 +133,10 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
     assert_eq!(browser.url().await, format!("{base}/signin"));
 
     // Two more failures make three this minute: even the right password is refused now.
-    sign_in(&browser, &base, "mei", "wrong one 1").await;
-    sign_in(&browser, &base, "mei", "wrong one 2").await;
+    browser.sign_in(&base, "mei", "wrong one 1").await;
+    browser.sign_in(&base, "mei", "wrong one 2").await;
     assert_eq!(failed_sign_ins(&mut conn, "mei"), 3);
-    sign_in(&browser, &base, "mei", "plum blossom 42").await;
+    browser.sign_in(&base, "mei", "plum blossom 42").await;
     assert_eq!(
         browser.text("#signin-error").await,
         "Too many failed sign-ins from this address. Try again in a minute."
@@ -198,7 +161,7 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
     cluster.user("prof", "instructor").await;
     let (ann_key, bob_key) = (SshKey::generate(), SshKey::generate());
     let controller_state = cluster.state.path().join("controller");
-    set_password(
+    set_portal_password(
         &cluster.db_url,
         &controller_state,
         "prof",
@@ -209,7 +172,9 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
 
     // The instructor: a roster with a bad row is refused with its row number, nothing imported.
     let teacher_browser = Browser::start(ports.port(1), "en").await;
-    sign_in(&teacher_browser, &base, "prof", "prof's long password").await;
+    teacher_browser
+        .sign_in(&base, "prof", "prof's long password")
+        .await;
     teacher_browser.follow("#courses-link").await;
     let create = [
         ("#new-title", "Portal"),
@@ -343,14 +308,14 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         .await;
     let known_hosts = known_hosts.as_str().unwrap_or_default().to_string();
     assert_eq!(known_hosts.lines().count(), 2, "{known_hosts}");
-    set_password(
+    set_portal_password(
         &cluster.db_url,
         &controller_state,
         "ann",
         "ann's long password",
     );
     let browser = Browser::start(ports.port(0), "en").await;
-    sign_in(&browser, &base, "ann", "ann's long password").await;
+    browser.sign_in(&base, "ann", "ann's long password").await;
     assert_eq!(
         browser
             .text("#containers tr[data-name=web1-ann] .status")
@@ -498,13 +463,13 @@ async fn a_student_manages_their_keys_and_password() {
             Some(json!({"username": "lin", "role": "student"})),
         )
         .await;
-    set_password(db.url(), state.path(), "lin", "first password");
+    set_portal_password(db.url(), state.path(), "lin", "first password");
     let mut conn = db.connect();
     let browser = Browser::start(ports.port(1), "zh-CN").await;
     let other = Browser::start(ports.port(2), "en").await;
-    sign_in(&other, &base, "lin", "first password").await;
+    other.sign_in(&base, "lin", "first password").await;
     assert_eq!(other.text("#whoami").await, "lin");
-    sign_in(&browser, &base, "lin", "first password").await;
+    browser.sign_in(&base, "lin", "first password").await;
     browser.follow("#account-link").await;
     assert_eq!(browser.text("h1").await, "我的账号");
     browser.follow("a[hreflang=en]").await;
@@ -564,12 +529,12 @@ async fn a_student_manages_their_keys_and_password() {
     assert_eq!(live, 1, "the other browser's session ended");
     other.goto(&format!("{base}/")).await;
     assert_eq!(other.url().await, format!("{base}/signin"));
-    sign_in(&other, &base, "lin", "first password").await;
+    other.sign_in(&base, "lin", "first password").await;
     assert_eq!(
         other.text("#signin-error").await,
         "Wrong username or password."
     );
-    sign_in(&other, &base, "lin", "second password").await;
+    other.sign_in(&base, "lin", "second password").await;
     assert_eq!(other.text("#whoami").await, "lin");
 
     // The admin page is the admin's: a student gets the 403 page; the admin sees the nodes and
@@ -580,9 +545,9 @@ async fn a_student_manages_their_keys_and_password() {
         "You may not see this page."
     );
     assert_eq!(browser.count("#admin-link").await, 0);
-    set_password(db.url(), state.path(), "admin", "the admin's password");
+    set_portal_password(db.url(), state.path(), "admin", "the admin's password");
     other.follow(".signout button").await;
-    sign_in(&other, &base, "admin", "the admin's password").await;
+    other.sign_in(&base, "admin", "the admin's password").await;
     other.follow("#admin-link").await;
     assert_eq!(other.count("#nodes").await, 1);
     other.type_into("#filter-action", "change_password").await;
@@ -696,7 +661,7 @@ async fn directory_users_sign_in_with_their_university_password() {
         ("nobody", "lin's directory password"),
         ("lin)(uid=*", "lin's directory password"),
     ] {
-        sign_in(&browser, &base, username, password).await;
+        browser.sign_in(&base, username, password).await;
         assert_eq!(
             browser.text("#signin-error").await,
             "Wrong username or password.",
@@ -721,7 +686,9 @@ async fn directory_users_sign_in_with_their_university_password() {
     assert_eq!(failed_sign_ins(&mut conn, "lin"), 2);
 
     // The instructor: made on first sign-in, with the group's role and the directory's name.
-    sign_in(&browser, &base, "lin", "lin's directory password").await;
+    browser
+        .sign_in(&base, "lin", "lin's directory password")
+        .await;
     assert_eq!(browser.url().await, format!("{base}/"), "{}", slapd.log());
     assert_eq!(browser.text("#whoami").await, "lin");
     browser.follow("#courses-link").await;
@@ -741,7 +708,9 @@ async fn directory_users_sign_in_with_their_university_password() {
     browser.follow(".signout button").await;
 
     // The student: not in the group, so a student; courses are not theirs to see.
-    sign_in(&browser, &base, "chen", "chen's directory password").await;
+    browser
+        .sign_in(&base, "chen", "chen's directory password")
+        .await;
     assert_eq!(browser.text("#whoami").await, "chen");
     assert_eq!(browser.text("h1").await, "My containers");
     assert_eq!(browser.count("#courses-link").await, 0);

@@ -6,56 +6,16 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::browser::Browser;
+use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
-use cohort_e2e::controller::controller_binary;
 use cohort_e2e::observe::build_fake_nvml;
 use cohort_e2e::PortRange;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-/// Sets `username`'s portal password with `cohort-controller password`, as an operator would.
 fn set_password(cluster: &Cluster, username: &str, password: &str) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(controller_binary())
-        .args(["password", username])
-        .env("DATABASE_URL", &cluster.db_url)
-        .env("COHORT_STATE_DIR", cluster.state.path().join("controller"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cohort-controller password");
-    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
-    let out = child.wait_with_output().expect("password output");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
-    browser.goto(&format!("{base}/signin")).await;
-    browser.type_into("#username", username).await;
-    browser.type_into("#password", password).await;
-    browser.follow("#signin").await;
-}
-
-/// POSTs `body` to `path` from inside the signed-in page (same origin, its cookie, no token
-/// unless `body` has one); the status.
-async fn post_from_page(browser: &Browser, path: &str, body: &str) -> u64 {
-    let script = format!(
-        "const done = arguments[0];
-         fetch('{path}', {{method: 'POST', redirect: 'manual',
-             headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}})
-           .then(r => done(r.status)).catch(e => done(String(e)));"
-    );
-    let status = browser.run_async(&script).await;
-    status
-        .as_u64()
-        .unwrap_or_else(|| panic!("post {path}: {status}"))
+    let state = cluster.state.path().join("controller");
+    set_portal_password(&cluster.db_url, &state, username, password);
 }
 
 async fn node_state(cluster: &Cluster) -> String {
@@ -98,7 +58,7 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
         ("lin", "lin's long password"),
         ("prof", "prof's long password"),
     ] {
-        sign_in(&browser, &base, who, password).await;
+        browser.sign_in(&base, who, password).await;
         for page in ["/admin", "/admin/nodes/node1/evacuate"] {
             browser.goto(&format!("{base}{page}")).await;
             assert_eq!(
@@ -112,7 +72,9 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
     }
 
     // The admin: node1 and every GPU the API lists, with its model.
-    sign_in(&browser, &base, "admin", "the admin's password").await;
+    browser
+        .sign_in(&base, "admin", "the admin's password")
+        .await;
     browser.follow("#admin-link").await;
     assert_eq!(browser.text("tr[data-node=node1] td.state").await, "online");
     assert_eq!(browser.count("#gpus tbody tr").await, gpus.len());
@@ -136,7 +98,7 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
         "/admin/nodes/node1/evacuate",
         "/admin/users/lin/role",
     ] {
-        assert_eq!(post_from_page(&browser, path, "role=admin").await, 403);
+        assert_eq!(browser.post_from_page(path, "role=admin").await, 403);
     }
     assert_eq!(node_state(&cluster).await, "online");
 

@@ -8,58 +8,18 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::browser::Browser;
+use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
-use cohort_e2e::controller::controller_binary;
 use cohort_e2e::PortRange;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-/// Sets `username`'s portal password with `cohort-controller password`, as an operator would.
-fn set_password(cluster: &Cluster, username: &str, password: &str) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(controller_binary())
-        .args(["password", username])
-        .env("DATABASE_URL", &cluster.db_url)
-        .env("COHORT_STATE_DIR", cluster.state.path().join("controller"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cohort-controller password");
-    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write password");
-    let out = child.wait_with_output().expect("password output");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-async fn sign_in(browser: &Browser, base: &str, username: &str, password: &str) {
-    browser.goto(&format!("{base}/signin")).await;
-    browser.type_into("#username", username).await;
-    browser.type_into("#password", password).await;
-    browser.follow("#signin").await;
-}
-
-/// POSTs `body` to `path` from inside the signed-in page (same origin, its cookie, no token);
-/// the status.
-async fn post_from_page(browser: &Browser, path: &str, body: &str) -> u64 {
-    let script = format!(
-        "const done = arguments[0];
-         fetch('{path}', {{method: 'POST', redirect: 'manual',
-             headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}})
-           .then(r => done(r.status)).catch(e => done(String(e)));"
-    );
-    let status = browser.run_async(&script).await;
-    status
-        .as_u64()
-        .unwrap_or_else(|| panic!("post {path}: {status}"))
-}
-
 /// The instances the API lists, by name.
+fn set_password(cluster: &Cluster, username: &str, password: &str) {
+    let state = cluster.state.path().join("controller");
+    set_portal_password(&cluster.db_url, &state, username, password);
+}
+
 async fn instance_names(cluster: &Cluster) -> Vec<String> {
     let list = cluster.admin(Method::GET, "/instances", None).await;
     list.as_array()
@@ -88,7 +48,7 @@ async fn a_student_creates_a_container_and_an_instructor_sets_a_course_limit() {
     let base = cluster.controller.url();
     let ports = PortRange::claim();
     let browser = Browser::start(ports.port(1), "en").await;
-    sign_in(&browser, &base, "ann", "ann's long password").await;
+    browser.sign_in(&base, "ann", "ann's long password").await;
 
     // The allowance the API enforces is on the page.
     let allowance = browser.text("#allowance").await;
@@ -130,7 +90,7 @@ async fn a_student_creates_a_container_and_an_instructor_sets_a_course_limit() {
 
     // Without the CSRF token: refused, nothing made.
     let body = "name=ann-csrf&image=cohort/base&cpu=1&memory_mib=256&disk_gib=2";
-    assert_eq!(post_from_page(&browser, "/containers", body).await, 403);
+    assert_eq!(browser.post_from_page("/containers", body).await, 403);
     assert!(instance_names(&cluster).await.is_empty(), "nothing made");
 
     // With its node cordoned, the new container waits, and the page says why as the API does.
@@ -180,11 +140,13 @@ async fn a_student_creates_a_container_and_an_instructor_sets_a_course_limit() {
         )
         .await;
     let teacher = Browser::start(ports.port(2), "en").await;
-    sign_in(&teacher, &base, "prof", "prof's long password").await;
+    teacher.sign_in(&base, "prof", "prof's long password").await;
     teacher.goto(&format!("{base}/courses/lab1")).await;
     assert_eq!(teacher.text("#limit-cpu").await, "1");
     assert_eq!(
-        post_from_page(&teacher, "/courses/lab1/limits", "home_mib=64").await,
+        teacher
+            .post_from_page("/courses/lab1/limits", "home_mib=64")
+            .await,
         403
     );
     teacher.type_into("#home_mib", "16").await;
