@@ -19,6 +19,30 @@ use crate::views;
 
 /// The account `username`, which must not be the caller's own (an admin cannot lock themself
 /// out) and must be found.
+/// Refuses (409, at `field`) a change that would leave `user`'s courses without their
+/// instructor: deleting the account, or making it a student.
+pub(crate) fn refuse_while_teaching(
+    conn: &mut PgConnection,
+    user: &User,
+    field: &str,
+) -> ActionResult<()> {
+    let taught: Vec<String> = courses::table
+        .filter(courses::instructor_id.eq(user.id))
+        .select(courses::code)
+        .load(conn)?;
+    if taught.is_empty() {
+        return Ok(());
+    }
+    Err(ActionError::conflict(
+        Some(field),
+        format!(
+            "{} teaches {}: give those courses to another instructor first",
+            user.username,
+            taught.join(", ")
+        ),
+    ))
+}
+
 fn other_account(conn: &mut PgConnection, caller: &Caller, username: &str) -> ActionResult<User> {
     if caller.name() == username {
         return Err(ActionError::conflict(
@@ -91,19 +115,7 @@ pub async fn delete(
         .db(move |conn| {
             conn.transaction(|conn| {
                 let user = other_account(conn, &caller, &username)?;
-                let taught: Vec<String> = courses::table
-                    .filter(courses::instructor_id.eq(user.id))
-                    .select(courses::code)
-                    .load(conn)?;
-                if !taught.is_empty() {
-                    return Err(ActionError::conflict(
-                        Some("username"),
-                        format!(
-                            "{username} teaches {}: give those courses to another instructor first",
-                            taught.join(", ")
-                        ),
-                    ));
-                }
+                refuse_while_teaching(conn, &user, "username")?;
                 let owned = Instance::list(conn, Some(user.id))?;
                 diesel::update(instances::table.filter(instances::owner_id.eq(user.id)))
                     .set(instances::owner_id.eq(admin_id))

@@ -7,7 +7,6 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::controller::Controller;
-use crate::db::schema::courses;
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::user::{role_name, User};
@@ -39,19 +38,7 @@ pub async fn set_role(
                 return Ok(views::user(&user));
             }
             if req.role < Role::Instructor {
-                let taught: Vec<String> = courses::table
-                    .filter(courses::instructor_id.eq(user.id))
-                    .select(courses::code)
-                    .load(conn)?;
-                if !taught.is_empty() {
-                    return Err(ActionError::conflict(
-                        Some("role"),
-                        format!(
-                            "{username} teaches {}: give those courses to another instructor first",
-                            taught.join(", ")
-                        ),
-                    ));
-                }
+                super::accounts::refuse_while_teaching(conn, &user, "role")?;
             }
             let user = User::set_role(conn, user.id, role_name(req.role))?;
             audit::record(

@@ -6,14 +6,14 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use cohort_proto::agent::ExecSessionRequest;
 use serde::Deserialize;
-use serde_json::json;
 use uuid::Uuid;
 
 use super::exec_sessions::{ExecSession, ExecSessions};
 use super::instances::in_project;
+use super::operations::accepted_as;
 use super::reply::{LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
 use crate::actions::proxy;
@@ -96,18 +96,10 @@ pub async fn exec(
     let session = sessions.into_inner().add(session).ok_or_else(|| {
         ActionError::conflict(None, "too many exec sessions are open; try again later")
     })?;
-    let url = format!("/1.0/operations/{}", session.id);
-    Ok(HttpResponse::Accepted()
-        .insert_header((actix_web::http::header::LOCATION, url.clone()))
-        .json(json!({
-            "type": "async",
-            "status": "Operation created",
-            "status_code": 100,
-            "operation": url,
-            "error_code": 0,
-            "error": "",
-            "metadata": session.lxd_operation(),
-        })))
+    Ok(accepted_as(
+        &session.id.to_string(),
+        session.lxd_operation(),
+    ))
 }
 
 #[derive(Debug, Deserialize)]

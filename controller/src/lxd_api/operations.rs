@@ -59,7 +59,12 @@ pub fn lxd_operation(op: &Operation) -> Value {
 
 /// LXD's `202 Accepted` naming the operation that carries the change.
 pub fn accepted(op: &Operation) -> HttpResponse {
-    let url = format!("/1.0/operations/{}", op.id);
+    accepted_as(&op.id.to_string(), lxd_operation(op))
+}
+
+/// LXD's `202 Accepted` envelope for the operation `id`, described by `metadata`.
+pub fn accepted_as(id: &str, metadata: Value) -> HttpResponse {
+    let url = format!("/1.0/operations/{id}");
     HttpResponse::Accepted()
         .insert_header((actix_web::http::header::LOCATION, url.clone()))
         .json(json!({
@@ -69,7 +74,7 @@ pub fn accepted(op: &Operation) -> HttpResponse {
             "operation": url,
             "error_code": 0,
             "error": "",
-            "metadata": lxd_operation(op),
+            "metadata": metadata,
         }))
 }
 
@@ -78,32 +83,24 @@ pub fn accepted(op: &Operation) -> HttpResponse {
 /// kept, so `lxc operation show` does not list it afterwards.
 pub fn accepted_done(description: &str, instance: &str) -> HttpResponse {
     let id = Uuid::new_v4();
-    let url = format!("/1.0/operations/{id}");
     let now = chrono::Utc::now();
-    HttpResponse::Accepted()
-        .insert_header((actix_web::http::header::LOCATION, url.clone()))
-        .json(json!({
-            "type": "async",
-            "status": "Operation created",
-            "status_code": 100,
-            "operation": url,
-            "error_code": 0,
-            "error": "",
-            "metadata": {
-                "id": id,
-                "class": "task",
-                "description": description,
-                "created_at": now,
-                "updated_at": now,
-                "status": "Success",
-                "status_code": 200,
-                "resources": {"instances": [format!("/1.0/instances/{instance}")]},
-                "metadata": {},
-                "may_cancel": false,
-                "err": "",
-                "location": "cohort",
-            },
-        }))
+    accepted_as(
+        &id.to_string(),
+        json!({
+            "id": id,
+            "class": "task",
+            "description": description,
+            "created_at": now,
+            "updated_at": now,
+            "status": "Success",
+            "status_code": 200,
+            "resources": {"instances": [format!("/1.0/instances/{instance}")]},
+            "metadata": {},
+            "may_cancel": false,
+            "err": "",
+            "location": "cohort",
+        }),
+    )
 }
 
 fn id_of(raw: &str) -> Result<Uuid, ActionError> {
