@@ -10,14 +10,18 @@
 # Needs the quickstart deployment (scripts/quickstart) running with room for STUDENTS one-core
 # containers: on a small machine start it with COHORT_CPU_OVERCOMMIT raised (scripts/bench/run
 # does, with COHORT_QUICKSTART_PROFILE=release so that what is measured is optimised code; this
-# script uses the CLI of the same profile). Each container gets 1 core, 512 MiB and a 1 GiB root
+# script uses the CLI of the same profile). Each container gets 1 core, 512 MiB (BENCH_MEMORY_MIB:
+# a class of 90 needs less to fit a 24 GiB node) and a 1 GiB root
 # quota, as the baseline's do (no disk limit there; btrfs quotas reserve nothing). Prints one table of seconds and ratios, then
-# resident memory of the agent, the controller and LXD, idle and during the run.
+# resident memory of the agent, the controller and LXD, idle and during the run, and where each
+# phase's host CPU went (from /proc/stat, each daemon's /proc/PID/stat with its reaped children,
+# and the containers' and LXD's monitors' cpuacct cgroups), with the cores' idle share.
 #
 #   scripts/bench/bringup.sh [STUDENTS]      (default 30)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n=${1:-30}
+export BENCH_MEMORY_MIB=${BENCH_MEMORY_MIB:-512}
 state=${COHORT_QUICKSTART_DIR:-/var/lib/cohort-quickstart}
 export COHORT_CONF="$state/cli/config.yml"
 cohort=target/${COHORT_QUICKSTART_PROFILE:-debug}/cohort
@@ -107,9 +111,48 @@ settle() {
 }
 elapsed() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.1f", e - s }'; }
 
+# Host CPU, as "busy idle lxd agent controller postgres containers" in seconds since boot: the
+# host's from /proc/stat; a daemon's is its own and its reaped children's ticks (LXD's forkstart,
+# PostgreSQL's exited backends); LXD's includes its monitors (lxc.monitor.* cgroups), and the
+# containers' is every lxc.payload.* cgroup (their init, systemd, sshd, the baseline's useradd).
+# A phase's figures are the difference of two samples; its containers are still there at the end.
+tck=$(getconf CLK_TCK)
+ticks() { for p in "$@"; do sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null; done |
+  awk '{ t += $12 + $13 + $14 + $15 } END { print t + 0 }'; }
+cgroup_ns() { cat /sys/fs/cgroup/cpuacct/"$1"*/cpuacct.usage 2>/dev/null |
+  awk '{ t += $1 } END { print t + 0 }'; }
+cpu_sample() {
+  local host lxd agent controller pg payload monitor
+  host=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+  lxd=$(ticks "$lxd_pid"); agent=$(ticks "$agent_pid"); controller=$(ticks "$controller_pid")
+  pg=$(ticks $(pgrep -x postgres))
+  payload=$(cgroup_ns lxc.payload.); monitor=$(cgroup_ns lxc.monitor.)
+  awk -v h="$host" -v l="$lxd" -v a="$agent" -v c="$controller" -v p="$pg" -v y="$payload" \
+    -v m="$monitor" -v t="$tck" 'BEGIN { split(h, hh, " ");
+      printf "%.2f %.2f %.2f %.2f %.2f %.2f %.2f\n", hh[1] / t, hh[2] / t, l / t + m / 1e9,
+        a / t, c / t, p / t, y / 1e9 }'
+}
+# The host's memory in use (MiB): what the kernel could not hand out without swapping.
+mem_used() { awk '/^MemTotal/ { t = $2 } /^MemAvailable/ { a = $2 } END { printf "%.0f", (t - a) / 1024 }' /proc/meminfo; }
+# Memory per idle student: the host's memory in use with the class's containers up and idle (10 s
+# after the last login) less the same before the phase, per student.
+idle_mem_per_student() {
+  sleep 10
+  sync
+  awk -v a="$1" -v b="$(mem_used)" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }'
+}
+# One row of the CPU table: phase name, wall seconds, the samples before and after.
+cpu_row() {
+  awk -v name="$1" -v wall="$2" -v n="$n" -v a="$3" -v b="$4" 'BEGIN {
+    split(a, x, " "); split(b, y, " "); for (i = 1; i <= 7; i++) d[i] = y[i] - x[i];
+    rest = d[1] - d[3] - d[4] - d[5] - d[6] - d[7]; if (rest < 0) rest = 0;
+    printf "| %s | %s | %.1f | %.1f | %.0f %% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+      name, wall, d[1], d[1] / n, 100 * d[2] / (d[1] + d[2]), d[3], d[4], d[5], d[6], d[7], rest }'
+}
+
 # --- Cohort ---------------------------------------------------------------------------------
 course=bench$$
-"$cohort" course create "$course" --title "bench" --image cohort/base --cpu 1 --memory 512MiB \
+"$cohort" course create "$course" --title "bench" --image cohort/base --cpu 1 --memory "${BENCH_MEMORY_MIB}MiB" \
   --disk 1GiB >/dev/null
 {
   echo "username,name,email,ssh_key"
@@ -120,6 +163,8 @@ course=bench$$
 "$cohort" course roster "$course" "$work/roster.csv" >/dev/null
 settle
 sample & sampler=$!
+cohort_mem0=$(mem_used)
+cohort_cpu0=$(cpu_sample)
 start=$(now)
 "$cohort" course provision "$course" --wait --quiet
 "$cohort" course endpoints "$course" --format csv | tail -n +2 >"$work/endpoints"
@@ -137,6 +182,8 @@ done <"$work/endpoints"
 wait_ok=0
 for job in $(jobs -p); do [ "$job" = "$sampler" ] || wait "$job" || wait_ok=1; done
 cohort_s=$(elapsed "$start" "$(now)")
+cohort_cpu1=$(cpu_sample)
+cohort_mem=$(idle_mem_per_student "$cohort_mem0")
 kill "$sampler" 2>/dev/null || true
 sampler=""
 read -r peak_agent peak_controller peak_lxd <"$peak_file"
@@ -153,13 +200,18 @@ for mode in baseline floor; do
   lxc project create "$project" -c features.images=false -c features.profiles=false >/dev/null
   flag=""; [ "$mode" = floor ] && flag=--floor
   settle
+  mem0=$(mem_used)
+  cpu0=$(cpu_sample)
   out=$(scripts/bench/lxc-baseline.sh "$project" "$n" 23000 "$work/key.pub" "$work/key" $flag \
     2>"$work/$mode.err")
+  grep '^retry:' "$work/$mode.err" | sed "s/^/$mode: /" >&2 || true
   retries=$(grep -c '^retry:' "$work/$mode.err" || true)
   lost=$(grep -c 'never came up' "$work/$mode.err" || true)
   eval "${mode}_retries=$retries ${mode}_lost=$lost"
   secs=$(echo "$out" | awk '/^elapsed_s/ {print $2}')
   eval "${mode}_s=$secs"
+  eval "${mode}_cpu0='$cpu0' ${mode}_cpu1='$(cpu_sample)'"
+  eval "${mode}_mem=$(idle_mem_per_student "$mem0")"
   drop_project "$project"
   project=""
 done
@@ -179,3 +231,16 @@ echo "| RSS (MiB) | agent | controller | lxd |"
 echo "|---|---|---|---|"
 echo "| idle | $idle_agent | $idle_controller | $idle_lxd |"
 echo "| peak during bring-up | $peak_agent | $peak_controller | $peak_lxd |"
+echo
+echo "Host CPU seconds of each phase (launch to the last ssh login; the loops' own lxc and ssh"
+echo "clients, Cohort's CLI and ssh logins, and the kernel's threads are in 'rest'):"
+echo
+echo "| phase | wall (s) | host CPU-s | per student | cores idle | lxd | agent | controller | postgres | containers | rest |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+cpu_row cohort "$cohort_s" "$cohort_cpu0" "$cohort_cpu1"
+cpu_row baseline "$baseline_s" "$baseline_cpu0" "$baseline_cpu1"
+cpu_row floor "$floor_s" "$floor_cpu0" "$floor_cpu1"
+echo
+echo "| host memory per idle student (MiB) | cohort | baseline | floor |"
+echo "|---|---|---|---|"
+echo "| in use with the class idle, less before, per student | $cohort_mem | $baseline_mem | $floor_mem |"

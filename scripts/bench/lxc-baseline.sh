@@ -34,22 +34,28 @@ export -f lxc
 attempt() {
   local nic=()
   [ -z "$bridge" ] || nic=(--network "$bridge")
+  step=launch
   lxc launch "$image" "$name" --project "$project" -c security.idmap.isolated=true \
-    -c limits.cpu=1 -c limits.memory=512MiB "${nic[@]}" -q </dev/null >/dev/null 2>&1 || return 1
+    -c limits.cpu=1 -c limits.memory="${BENCH_MEMORY_MIB:-512}MiB" "${nic[@]}" -q </dev/null >/dev/null 2>&1 || return 1
   [ "$mode" = --floor ] && return 0
   if [ -n "$bridge" ]; then
+    step=address
     lxc exec "$name" --project "$project" -- sh -c "ip link set dev eth0 up &&
       ip address replace $prefix.$((10 + i))/24 dev eth0 &&
       ip route replace default via $prefix.1 dev eth0" || return 1
   fi
+  step=useradd
   lxc exec "$name" --project "$project" -- useradd -m -s /bin/bash "$user" || return 1
   lxc exec "$name" --project "$project" -- install -d -m 0700 -o "$user" -g "$user" \
     "/home/$user/.ssh" || return 1
+  step=key
   lxc file push "$pub" "$name/home/$user/.ssh/authorized_keys" --project "$project" \
     --uid "$(lxc exec "$name" --project "$project" -- id -u "$user")" \
     --gid "$(lxc exec "$name" --project "$project" -- id -g "$user")" --mode 0600 -q || return 1
+  step=proxy
   lxc config device add "$name" ssh proxy --project "$project" \
     "listen=tcp:127.0.0.1:$port" connect=tcp:127.0.0.1:22 >/dev/null || return 1
+  step=ssh
   for _ in $(seq 1 300); do
     ssh -p "$port" -i "$key" -o BatchMode=yes -o IdentitiesOnly=yes -o ConnectTimeout=2 \
       -o StrictHostKeyChecking=no -o "UserKnownHostsFile=$known" -o LogLevel=ERROR \
@@ -69,8 +75,9 @@ one() {
   user=$(printf 's%02d' "$i")
   port=$((first_port + i))
   for try in 1 2 3 4 5 6 7 8; do
+    local t0=$SECONDS
     attempt && return 0
-    echo "retry: $name failed (try $try)" >&2
+    echo "retry: $name failed at $step after $((SECONDS - t0)) s (try $try)" >&2
     lxc delete -f "$name" --project "$project" >/dev/null 2>&1 || true
     sleep "$try"
   done

@@ -70,7 +70,8 @@ async fn students_reach_the_outside_log_in_through_nat_and_reach_nothing_of_the_
         &gw,
         alice_port,
         "alice",
-        "whoami; ip -4 -o addr show eth0 | awk '{print $4}'; cat /etc/resolv.conf",
+        "whoami; ip -4 -o addr show eth0 | awk '{print $4}'; cat /etc/resolv.conf; \
+         cat /sys/class/net/eth0/address",
     );
     assert!(
         out.status.success(),
@@ -79,7 +80,19 @@ async fn students_reach_the_outside_log_in_through_nat_and_reach_nothing_of_the_
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("alice\n{alice_ip}/24\nnameserver {gw}\n")
+        format!(
+            "alice\n{alice_ip}/24\nnameserver {gw}\n{}\n",
+            mac_following(&alice_ip)
+        )
+    );
+    let neighbour = std::process::Command::new("ip")
+        .args(["neigh", "show", &alice_ip, "dev", &net.name()])
+        .output()
+        .expect("ip neigh");
+    assert!(
+        String::from_utf8_lossy(&neighbour.stdout).contains(&mac_following(&alice_ip)),
+        "the host's neighbour entry for {alice_ip}: {}",
+        String::from_utf8_lossy(&neighbour.stdout)
     );
     assert_eq!(
         forkproxies_on(alice_port),
@@ -185,6 +198,15 @@ async fn students_reach_the_outside_log_in_through_nat_and_reach_nothing_of_the_
 }
 
 /// `cohort-agent doctor` with the agent's config pointed at `net` (or at no network).
+/// The MAC a container at `ip` must have: the agent gives each address its own (`02:c0:` and the
+/// address's bytes), so a container made at a deleted one's address does not wait out the host's
+/// stale neighbour entry for it.
+fn mac_following(ip: &str) -> String {
+    let ip: std::net::Ipv4Addr = ip.parse().expect("an IPv4 address");
+    let [a, b, c, d] = ip.octets();
+    format!("02:c0:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
+}
+
 fn doctor(net: &TestNetwork, mode: &str) -> String {
     let out = std::process::Command::new(cohort_e2e::cluster::agent_binary())
         .arg("doctor")

@@ -158,9 +158,10 @@ impl NodeNetwork {
         }))
     }
 
-    /// The container's NIC: its static address (served by LXD's dnsmasq too), isolated from
-    /// every other port of the bridge, and unable to send as another MAC or address. LXD has
-    /// none of these for a macvlan NIC: its address is recorded under [`KEY_ADDRESS`] instead.
+    /// The container's NIC: its static address (served by LXD's dnsmasq too), a MAC that follows
+    /// the address ([`mac_for`]), isolated from every other port of the bridge, and unable to
+    /// send as another MAC or address. LXD has none of these for a macvlan NIC: its address is
+    /// recorded under [`KEY_ADDRESS`] instead.
     pub fn nic_device(&self, address: Ipv4Addr) -> Value {
         if self.kind == NetworkKind::Macvlan {
             return json!({
@@ -174,6 +175,7 @@ impl NodeNetwork {
             "network": self.name,
             "name": GUEST_INTERFACE,
             "ipv4.address": address.to_string(),
+            "hwaddr": mac_for(address),
             "security.port_isolation": "true",
             "security.mac_filtering": "true",
             "security.ipv4_filtering": "true",
@@ -266,6 +268,17 @@ pub fn nic_address(
         .ok()
 }
 
+/// The MAC of the container at `address`: locally administered (`02:c0:`) and the address's four
+/// bytes, so a container that gets an address again gets its predecessor's MAC too. With a
+/// random MAC the host's neighbour entry for the address still named the deleted container's,
+/// and every packet to the new one (the SSH readiness probe, the student's first login) waited
+/// out that stale entry: about 5 s of `delay_first_probe_time` and the SYN's retransmits. A
+/// class provisioned after another's teardown took 85 s instead of 21 (BENCHMARKS.md).
+pub fn mac_for(address: Ipv4Addr) -> String {
+    let [a, b, c, d] = address.octets();
+    format!("02:c0:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +328,11 @@ mod tests {
         }
         assert_eq!(nic["network"], "cohort0");
         assert_eq!(nic["ipv4.address"], "10.9.0.2");
+        assert_eq!(nic["hwaddr"], "02:c0:0a:09:00:02");
+        assert_eq!(
+            mac_for("192.168.200.254".parse().unwrap()),
+            "02:c0:c0:a8:c8:fe"
+        );
         assert!(n.nat_ssh());
         assert_eq!(n.address_config("10.9.0.2".parse().unwrap()), None);
     }
