@@ -163,8 +163,5 @@ pub fn connect_pinned(
     };
     agents
         .connect(&target)
-        .map_err(|source| ActionError::Agent {
-            node: node.name.clone(),
-            source,
-        })
+        .map_err(ActionError::on_node(node.name.clone()))
 }

@@ -59,6 +59,12 @@ pub enum ActionError {
 }
 
 impl ActionError {
+    /// What a failed call to `node`'s agent becomes: `.map_err(ActionError::on_node(name))`.
+    pub fn on_node(node: impl Into<String>) -> impl FnOnce(AgentError) -> ActionError {
+        let node = node.into();
+        move |source| ActionError::Agent { node, source }
+    }
+
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         ActionError::Invalid {
             field: field.to_string(),

@@ -144,12 +144,7 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
     .await;
     let (inventory, instances) = match fetched {
         Ok(Ok(both)) => both,
-        Ok(Err(source)) => {
-            return Err(ActionError::Agent {
-                node: node.name,
-                source,
-            })
-        }
+        Ok(Err(source)) => return Err(ActionError::on_node(node.name)(source)),
         Err(_) => {
             return Err(ActionError::Internal(format!(
                 "node {}: poll timed out",

@@ -44,13 +44,13 @@ pub async fn check(
     live: Vec<NodeCertificate>,
     agent: &dyn NodeAgent,
 ) -> ActionResult<Renewal> {
-    let agent_error = |source| ActionError::Agent {
-        node: node.to_string(),
-        source,
-    };
     let mut outcome = Renewal::NotDue;
     let current = if live.len() > 1 {
-        let served = agent.identity().await.map_err(agent_error)?.fingerprint;
+        let served = agent
+            .identity()
+            .await
+            .map_err(ActionError::on_node(node))?
+            .fingerprint;
         let Some(current) = live.iter().find(|c| c.fingerprint == served).cloned() else {
             return Err(ActionError::Internal(format!(
                 "node {node} serves certificate {served}, which is none of its live ones"
@@ -70,7 +70,10 @@ pub async fn check(
         return Ok(outcome);
     }
 
-    let csr = agent.identity_csr().await.map_err(agent_error)?;
+    let csr = agent
+        .identity_csr()
+        .await
+        .map_err(ActionError::on_node(node))?;
     let (pki, life) = (ctl.pki.clone(), ctl.node_cert_lifetime());
     let issued = pki.renew_node_certificate(&csr.csr_pem, node, &current.certificate_pem, life)?;
     let (name, pem, fp, not_after) = (
@@ -90,7 +93,7 @@ pub async fn check(
             certificate_pem: issued.pem,
         })
         .await
-        .map_err(agent_error)?;
+        .map_err(ActionError::on_node(node))?;
     if installed.fingerprint != issued.fingerprint {
         return Err(ActionError::Internal(format!(
             "node {node} installed certificate {}, not the {} it was given",

@@ -66,13 +66,6 @@ impl From<ActionError> for StepOutcome {
     }
 }
 
-fn agent_err(node: &str) -> impl FnOnce(AgentError) -> ActionError + '_ {
-    move |source| ActionError::Agent {
-        node: node.to_string(),
-        source,
-    }
-}
-
 /// Runs one item of `op`.
 pub async fn run_step(ctl: &Controller, op: &Operation, item: &OperationItem) -> StepOutcome {
     match step(ctl, op, item).await {
@@ -199,7 +192,7 @@ async fn import_image(
             fingerprint: image.fingerprint.clone(),
         })
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     ctl.db(move |conn| Ok(Image::mark_held(conn, image_id, node_id)?))
         .await
 }
@@ -282,7 +275,7 @@ async fn create(
         }
         other => other,
     }
-    .map_err(agent_err(&node.name))?;
+    .map_err(ActionError::on_node(&node.name))?;
     let state = observed(&made.status);
     ctl.db(move |conn| {
         Ok(Instance::set_created(
@@ -363,7 +356,7 @@ pub async fn revoke_login(
     agent
         .exec(instance.to_string(), request)
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     Ok(())
 }
 
@@ -393,7 +386,7 @@ pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), Actio
             agent
                 .set_ssh(instance.name.clone(), access)
                 .await
-                .map_err(agent_err(&node.name))?;
+                .map_err(ActionError::on_node(&node.name))?;
         }
         None => {}
     }
@@ -439,7 +432,7 @@ async fn reset(
     agent
         .delete_instance(instance.name.clone())
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     let id = instance.id;
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, "pending", None)?))
         .await?;
@@ -481,7 +474,7 @@ async fn change_state(
     let now = agent
         .change_state(instance.name.clone(), change)
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     let (id, state) = (instance.id, observed(&now.status));
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
@@ -517,7 +510,7 @@ async fn give_gpus_back(
     agent
         .detach_gpus(instance.name.clone())
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     let released = ctl
         .db(move |conn| Ok(GpuAllocation::release(conn, id)?))
         .await?;
@@ -570,7 +563,7 @@ async fn take_gpus_again(
                 agent
                     .change_state(instance.name.clone(), stop)
                     .await
-                    .map_err(agent_err(&node.name))?;
+                    .map_err(ActionError::on_node(&node.name))?;
             }
             let id = instance.id;
             let gpus = ctl
@@ -584,7 +577,7 @@ async fn take_gpus_again(
                     },
                 )
                 .await
-                .map_err(agent_err(&node.name))?;
+                .map_err(ActionError::on_node(&node.name))?;
             tracing::info!(instance = %instance.name, gpus = gpus.len(), "GPU slots taken again");
             Ok(None)
         }
@@ -603,7 +596,7 @@ async fn detach_gpus(
     agent
         .detach_gpus(instance.name.clone())
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     let id = instance.id;
     let released = ctl
         .db(move |conn| Ok(GpuAllocation::release(conn, id)?))
@@ -625,7 +618,7 @@ async fn evacuate_move(
     agent
         .delete_instance(instance.name.clone())
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     let (id, name, by) = (instance.id, instance.name.clone(), op.created_by);
     ctl.db(move |conn| {
         conn.transaction(|conn| {
@@ -675,12 +668,12 @@ async fn delete(
         agent
             .delete_instance(instance.name.clone())
             .await
-            .map_err(agent_err(&node.name))?;
+            .map_err(ActionError::on_node(&node.name))?;
         if instance.course_id.is_some() && wipes_homes(op) {
             agent
                 .delete_volume(home_volume(&instance.name))
                 .await
-                .map_err(agent_err(&node.name))?;
+                .map_err(ActionError::on_node(&node.name))?;
         }
     }
     let id = instance.id;
@@ -735,7 +728,7 @@ async fn publish(
             temp.to_path_buf(),
         )
         .await
-        .map_err(agent_err(&node.name))?;
+        .map_err(ActionError::on_node(&node.name))?;
     if got.size == 0 {
         return Ok(StepOutcome::Retry("the agent sent an empty tarball".into()));
     }

@@ -72,9 +72,6 @@ async fn push(
         .await
     {
         Ok(_) | Err(AgentError::Status { status: 404, .. }) => Ok(()),
-        Err(e) => Err(ActionError::Agent {
-            node: node.name,
-            source: e,
-        }),
+        Err(e) => Err(ActionError::on_node(node.name)(e)),
     }
 }

@@ -609,10 +609,7 @@ pub async fn update(
     let now = agent
         .update_instance(name.clone(), request)
         .await
-        .map_err(|source| ActionError::Agent {
-            node: node.name.clone(),
-            source,
-        })?;
+        .map_err(ActionError::on_node(node.name.clone()))?;
     let (id, actor) = (instance.id, caller.name().to_string());
     ctl.db(move |conn| {
         conn.transaction(|conn| {
@@ -647,6 +644,6 @@ pub async fn live_config(
     let now = agent
         .get_instance(name)
         .await
-        .map_err(|source| ActionError::Agent { node, source })?;
+        .map_err(ActionError::on_node(node))?;
     Ok(live(now))
 }

@@ -70,10 +70,7 @@ pub async fn delete(
     agent
         .delete_instance(name.clone())
         .await
-        .map_err(|source| ActionError::Agent {
-            node: node.clone(),
-            source,
-        })?;
+        .map_err(ActionError::on_node(node.clone()))?;
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let (found, orphan) = find(conn, &node, &name)?;
@@ -109,10 +106,7 @@ pub async fn adopt(
     let live = agent
         .get_instance(name.clone())
         .await
-        .map_err(|source| ActionError::Agent {
-            node: node.clone(),
-            source,
-        })?;
+        .map_err(ActionError::on_node(node.clone()))?;
     let limits = live.limits.ok_or_else(|| {
         ActionError::conflict(
             None,

@@ -14,10 +14,6 @@ use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::validate;
 
-fn agent_error(node: String) -> impl FnOnce(AgentError) -> ActionError {
-    move |source| ActionError::Agent { node, source }
-}
-
 /// Relays `body`, failing once more than `limit` bytes came (the agent checks its own side; a
 /// relay never grows past the limit whatever it is sent).
 fn bounded(body: AgentStream, limit: u64) -> AgentStream {
@@ -53,7 +49,7 @@ pub async fn exec(
     let body = agent
         .exec_stream(name, req, limit)
         .await
-        .map_err(agent_error(node))?;
+        .map_err(ActionError::on_node(node))?;
     // Base64 makes four bytes of three, and the JSON around it is short.
     Ok(bounded(body, limit / 3 * 4 + 1024))
 }
@@ -81,7 +77,7 @@ pub async fn start_exec_session(
     let session = agent
         .start_exec_session(name, req)
         .await
-        .map_err(agent_error(node.clone()))?;
+        .map_err(ActionError::on_node(node.clone()))?;
     Ok((node, agent, session))
 }
 
@@ -106,7 +102,7 @@ pub async fn get_file(
     let file = agent
         .get_file(name, path, limit)
         .await
-        .map_err(agent_error(node))?;
+        .map_err(ActionError::on_node(node))?;
     if file.length.is_some_and(|l| l > limit) {
         return Err(ActionError::TooLarge {
             field: "path".into(),
@@ -133,7 +129,7 @@ pub async fn put_file(
     agent
         .put_file(name, path, body, meta)
         .await
-        .map_err(agent_error(node))
+        .map_err(ActionError::on_node(node))
 }
 
 pub async fn snapshots(
@@ -142,7 +138,10 @@ pub async fn snapshots(
     name: String,
 ) -> ActionResult<Vec<Snapshot>> {
     let (node, agent) = agent_of(ctl, caller, name.clone()).await?;
-    agent.snapshots(name).await.map_err(agent_error(node))
+    agent
+        .snapshots(name)
+        .await
+        .map_err(ActionError::on_node(node))
 }
 
 pub async fn create_snapshot(
@@ -164,7 +163,7 @@ pub async fn create_snapshot(
     agent
         .create_snapshot(name, req)
         .await
-        .map_err(agent_error(node))
+        .map_err(ActionError::on_node(node))
 }
 
 pub async fn restore_snapshot(
@@ -186,7 +185,7 @@ pub async fn restore_snapshot(
     agent
         .restore_snapshot(name, snapshot)
         .await
-        .map_err(agent_error(node))
+        .map_err(ActionError::on_node(node))
 }
 
 pub async fn delete_snapshot(
@@ -208,5 +207,5 @@ pub async fn delete_snapshot(
     agent
         .delete_snapshot(name, snapshot)
         .await
-        .map_err(agent_error(node))
+        .map_err(ActionError::on_node(node))
 }

@@ -132,7 +132,7 @@ pub async fn relay(
         .agent
         .jupyter_tunnel(name.clone())
         .await
-        .map_err(|source| failed(ActionError::Agent { node, source }))?;
+        .map_err(|source| failed(ActionError::on_node(node)(source)))?;
     crate::jupyter::activity::seen(&ctl, granted.instance.id);
     let websocket = is_websocket(&req);
     let unreachable = |e: &dyn std::fmt::Display| {

@@ -129,10 +129,7 @@ pub async fn websocket(
         .agent
         .exec_session_socket(session.node_operation.clone(), theirs)
         .await
-        .map_err(|source| ActionError::Agent {
-            node: session.node.clone(),
-            source,
-        })?;
+        .map_err(ActionError::on_node(session.node.clone()))?;
     let (response, client, incoming) =
         actix_ws::handle(&req, payload).map_err(|e| LxdError::BadRequest(e.to_string()))?;
     actix_web::rt::spawn(super::exec_relay::relay(client, incoming, node_socket));
