@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod class;
 pub mod course_delete;
 pub mod course_network;
 pub mod courses;
@@ -13,6 +14,7 @@ pub mod enroll;
 pub mod gpus;
 pub mod image_distribution;
 pub mod images;
+pub mod instance_io;
 pub mod instances;
 pub mod lxd_trust;
 pub mod metrics;
@@ -21,10 +23,8 @@ pub mod operations;
 pub mod orphans;
 pub mod passwords;
 pub mod provision;
-pub mod proxy;
 pub mod roles;
 pub mod roster;
 pub mod sign_in;
-pub mod teardown;
 pub mod tokens;
 pub mod users;

@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 
 use super::extract::{ApiJson, ApiQuery};
 use crate::actions::{
-    course_delete, course_network, courses, endpoints, passwords, provision, roster, teardown,
+    class, course_delete, course_network, courses, endpoints, passwords, provision, roster,
 };
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
@@ -97,10 +97,7 @@ pub async fn students(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Repl
 
 pub async fn remove_student(ctl: Ctl, caller: Caller, path: web::Path<(String, String)>) -> Reply {
     let (code, username) = path.into_inner();
-    Ok(
-        HttpResponse::Accepted()
-            .json(teardown::remove_student(&ctl, caller, code, username).await?),
-    )
+    Ok(HttpResponse::Accepted().json(class::remove_student(&ctl, caller, code, username).await?))
 }
 
 pub async fn student_action(
@@ -117,7 +114,7 @@ pub async fn student_action(
         )
     })?;
     Ok(HttpResponse::Accepted()
-        .json(teardown::student_action(&ctl, caller, code, username, action).await?))
+        .json(class::student_action(&ctl, caller, code, username, action).await?))
 }
 
 pub async fn reissue_password(
@@ -135,7 +132,7 @@ pub async fn student_snapshots(
     path: web::Path<(String, String)>,
 ) -> Reply {
     let (code, username) = path.into_inner();
-    Ok(HttpResponse::Ok().json(teardown::student_snapshots(&ctl, caller, code, username).await?))
+    Ok(HttpResponse::Ok().json(class::student_snapshots(&ctl, caller, code, username).await?))
 }
 
 /// The body is optional: without one the snapshot is named by the time.
@@ -147,7 +144,7 @@ pub async fn student_snapshot(
 ) -> Reply {
     let (code, username) = path.into_inner();
     Ok(HttpResponse::Created()
-        .json(teardown::student_snapshot(&ctl, caller, code, username, req.0).await?))
+        .json(class::student_snapshot(&ctl, caller, code, username, req.0).await?))
 }
 
 pub async fn student_restore(
@@ -156,7 +153,7 @@ pub async fn student_restore(
     path: web::Path<(String, String, String)>,
 ) -> Reply {
     let (code, username, snapshot) = path.into_inner();
-    teardown::student_restore(&ctl, caller, code, username, snapshot).await?;
+    class::student_restore(&ctl, caller, code, username, snapshot).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -189,5 +186,5 @@ pub async fn teardown(
     req: ApiJson<Teardown>,
 ) -> Reply {
     Ok(HttpResponse::Accepted()
-        .json(teardown::teardown(&ctl, caller, code.into_inner(), req.0).await?))
+        .json(class::teardown(&ctl, caller, code.into_inner(), req.0).await?))
 }

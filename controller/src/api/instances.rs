@@ -8,7 +8,7 @@ use cohort_proto::api::instances::{
 };
 
 use super::extract::{ApiJson, ApiQuery, FileBody};
-use crate::actions::{instances, proxy};
+use crate::actions::{instance_io, instances};
 use crate::agent_client::FileMeta;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
@@ -80,7 +80,7 @@ pub async fn exec(
     name: web::Path<String>,
     req: ApiJson<ExecRequest>,
 ) -> Reply {
-    let result = proxy::exec(&ctl, caller, name.into_inner(), req.0).await?;
+    let result = instance_io::exec(&ctl, caller, name.into_inner(), req.0).await?;
     Ok(HttpResponse::Ok()
         .content_type(ContentType::json())
         .streaming(result))
@@ -94,7 +94,7 @@ pub async fn get_file(
     name: web::Path<String>,
     query: ApiQuery<FileQuery>,
 ) -> Reply {
-    let file = proxy::get_file(&ctl, caller, name.into_inner(), query.0.path).await?;
+    let file = instance_io::get_file(&ctl, caller, name.into_inner(), query.0.path).await?;
     let mut reply = HttpResponse::Ok();
     reply.content_type("application/octet-stream");
     let meta = file.meta;
@@ -128,7 +128,7 @@ pub async fn put_file(
         uid: header(FILE_HEADERS[1]),
         gid: header(FILE_HEADERS[2]),
     };
-    proxy::put_file(
+    instance_io::put_file(
         &ctl,
         caller,
         name.into_inner(),
@@ -141,7 +141,7 @@ pub async fn put_file(
 }
 
 pub async fn snapshots(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
-    Ok(HttpResponse::Ok().json(proxy::snapshots(&ctl, caller, name.into_inner()).await?))
+    Ok(HttpResponse::Ok().json(instance_io::snapshots(&ctl, caller, name.into_inner()).await?))
 }
 
 pub async fn create_snapshot(
@@ -151,7 +151,7 @@ pub async fn create_snapshot(
     req: ApiJson<CreateSnapshot>,
 ) -> Reply {
     Ok(HttpResponse::Created()
-        .json(proxy::create_snapshot(&ctl, caller, name.into_inner(), req.0).await?))
+        .json(instance_io::create_snapshot(&ctl, caller, name.into_inner(), req.0).await?))
 }
 
 pub async fn restore_snapshot(
@@ -160,12 +160,12 @@ pub async fn restore_snapshot(
     path: web::Path<(String, String)>,
 ) -> Reply {
     let (name, snapshot) = path.into_inner();
-    proxy::restore_snapshot(&ctl, caller, name, snapshot).await?;
+    instance_io::restore_snapshot(&ctl, caller, name, snapshot).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
 pub async fn delete_snapshot(ctl: Ctl, caller: Caller, path: web::Path<(String, String)>) -> Reply {
     let (name, snapshot) = path.into_inner();
-    proxy::delete_snapshot(&ctl, caller, name, snapshot).await?;
+    instance_io::delete_snapshot(&ctl, caller, name, snapshot).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -16,7 +16,7 @@ use super::instances::in_project;
 use super::operations::accepted_as;
 use super::reply::{LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
-use crate::actions::proxy;
+use crate::actions::instance_io;
 use crate::error::ActionError;
 
 /// `api.InstanceExecPost`; a field sent as `null` is its default, as in LXD.
@@ -83,7 +83,7 @@ pub async fn exec(
     in_project(&ctl, client, name.clone(), &req).await?;
     let user_id = caller.user.id;
     let (node, agent, started) =
-        proxy::start_exec_session(&ctl, caller, name.clone(), request).await?;
+        instance_io::start_exec_session(&ctl, caller, name.clone(), request).await?;
     let session = ExecSession::new(
         user_id,
         name,

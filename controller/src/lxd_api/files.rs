@@ -8,7 +8,7 @@ use serde_json::json;
 use super::instances::in_project;
 use super::reply::{sync, LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
-use crate::actions::proxy;
+use crate::actions::instance_io;
 use crate::agent_client::FileMeta;
 use crate::api::FileBody;
 use crate::error::ActionError;
@@ -60,7 +60,7 @@ pub async fn get(
     let path = path_of(&req)?;
     let caller = caller_of(&ctl, LxdClient(client.0.clone())).await?;
     in_project(&ctl, client, name.clone(), &req).await?;
-    let file = proxy::get_file(&ctl, caller, name, path).await?;
+    let file = instance_io::get_file(&ctl, caller, name, path).await?;
     let mut reply = HttpResponse::Ok();
     reply
         .content_type("application/octet-stream")
@@ -126,7 +126,7 @@ pub async fn post(
     let body = body?;
     let caller = caller_of(&ctl, LxdClient(client.0.clone())).await?;
     in_project(&ctl, client, name.clone(), &req).await?;
-    proxy::put_file(&ctl, caller, name, path, body.0.to_vec(), meta).await?;
+    instance_io::put_file(&ctl, caller, name, path, body.0.to_vec(), meta).await?;
     Ok(sync(json!({})))
 }
 

@@ -12,7 +12,7 @@ use super::instances::{in_project, Listing};
 use super::operations::accepted_done;
 use super::reply::{sync, LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
-use crate::actions::proxy;
+use crate::actions::instance_io;
 use crate::auth::Caller;
 use crate::error::ActionError;
 
@@ -44,7 +44,7 @@ pub async fn list(
 ) -> LxdReply {
     let name = name.into_inner();
     let caller = checked(&ctl, client, &name, &req).await?;
-    let snapshots = proxy::snapshots(&ctl, caller, name.clone()).await?;
+    let snapshots = instance_io::snapshots(&ctl, caller, name.clone()).await?;
     Ok(if Listing::of(&req).recursion >= 1 {
         sync(snapshots.iter().map(lxd_snapshot).collect::<Vec<_>>())
     } else {
@@ -65,7 +65,7 @@ pub async fn get(
 ) -> LxdReply {
     let (name, snap) = path.into_inner();
     let caller = checked(&ctl, client, &name, &req).await?;
-    let snapshots = proxy::snapshots(&ctl, caller, name).await?;
+    let snapshots = instance_io::snapshots(&ctl, caller, name).await?;
     let found = snapshots.iter().find(|s| s.name == snap);
     Ok(sync(lxd_snapshot(found.ok_or_else(|| {
         ActionError::NotFound("Snapshot".into())
@@ -99,7 +99,7 @@ pub async fn create(
     let request = CreateSnapshot {
         name: body.into_inner().name,
     };
-    proxy::create_snapshot(&ctl, caller, name.clone(), request).await?;
+    instance_io::create_snapshot(&ctl, caller, name.clone(), request).await?;
     Ok(accepted_done("Snapshotting instance", &name))
 }
 
@@ -111,7 +111,7 @@ pub async fn delete(
 ) -> LxdReply {
     let (name, snap) = path.into_inner();
     let caller = checked(&ctl, client, &name, &req).await?;
-    proxy::delete_snapshot(&ctl, caller, name.clone(), snap).await?;
+    instance_io::delete_snapshot(&ctl, caller, name.clone(), snap).await?;
     Ok(accepted_done("Deleting snapshot", &name))
 }
 
@@ -139,10 +139,10 @@ pub async fn restore(
     };
     let caller = checked(ctl, client, &name, req).await?;
     // LXD's 404 for a snapshot that is not there (the node's LXD fails the operation instead).
-    let snapshots = proxy::snapshots(ctl, caller.clone(), name.clone()).await?;
+    let snapshots = instance_io::snapshots(ctl, caller.clone(), name.clone()).await?;
     if !snapshots.iter().any(|s| s.name == snap) {
         return Err(ActionError::NotFound(format!("Snapshot {name}/{snap}")).into());
     }
-    proxy::restore_snapshot(ctl, caller, name.clone(), snap).await?;
+    instance_io::restore_snapshot(ctl, caller, name.clone(), snap).await?;
     Ok(accepted_done("Restoring snapshot", &name))
 }

@@ -14,7 +14,7 @@ use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::{courses, endpoints, operations, provision, roster, teardown};
+use crate::actions::{class, courses, endpoints, operations, provision, roster};
 use crate::controller::Controller;
 use crate::error::ActionError;
 use cohort_proto::api::courses::{CreateCourse, StudentAction};
@@ -159,7 +159,7 @@ pub async fn student_action(
         username,
         action,
     } = path.into_inner();
-    teardown::student_action(&ctl, s.caller.clone(), code.clone(), username, action)
+    class::student_action(&ctl, s.caller.clone(), code.clone(), username, action)
         .await
         .map_err(|e| PortalError::Action(s.lang, e))?;
     Ok(HttpResponse::SeeOther()

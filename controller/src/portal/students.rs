@@ -13,7 +13,7 @@ use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::teardown;
+use crate::actions::class;
 use crate::controller::Controller;
 
 #[derive(Deserialize)]
@@ -30,7 +30,7 @@ pub async fn page(
     let StudentPage { code, username } = path.into_inner();
     let lang = s.lang;
     let snapshots =
-        teardown::student_snapshots(&ctl, s.caller.clone(), code.clone(), username.clone())
+        class::student_snapshots(&ctl, s.caller.clone(), code.clone(), username.clone())
             .await
             .map_err(|e| PortalError::Action(lang, e))?;
     let here = format!("/courses/{code}/students/{username}");
@@ -95,7 +95,7 @@ pub async fn snapshot(
     let StudentPage { code, username } = path.into_inner();
     let name = Some(form.name.trim().to_string()).filter(|n| !n.is_empty());
     let req = StudentSnapshot { name };
-    teardown::student_snapshot(&ctl, s.caller.clone(), code.clone(), username.clone(), req)
+    class::student_snapshot(&ctl, s.caller.clone(), code.clone(), username.clone(), req)
         .await
         .map_err(|e| PortalError::Action(s.lang, e))?;
     Ok(back_to(format!("/courses/{code}/students/{username}")))
@@ -121,7 +121,7 @@ pub async fn restore(
         username,
         snapshot,
     } = path.into_inner();
-    teardown::student_restore(
+    class::student_restore(
         &ctl,
         s.caller.clone(),
         code.clone(),
@@ -151,7 +151,7 @@ pub async fn teardown_course(
         delete: form.mode == "delete",
         keep_homes: true,
     };
-    teardown::teardown(&ctl, s.caller.clone(), code.clone(), req)
+    class::teardown(&ctl, s.caller.clone(), code.clone(), req)
         .await
         .map_err(|e| PortalError::Action(s.lang, e))?;
     Ok(back_to(format!("/courses/{code}")))

@@ -11,8 +11,8 @@ use diesel::prelude::*;
 use serde_json::json;
 
 use super::courses::{course_instances, writable};
+use super::instance_io;
 use super::operations::{start, Step};
-use super::proxy;
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
@@ -229,7 +229,7 @@ pub async fn student_snapshots(
     username: String,
 ) -> ActionResult<Vec<Snapshot>> {
     let name = student_instance(ctl, &caller, code, username).await?;
-    proxy::snapshots(ctl, caller, name).await
+    instance_io::snapshots(ctl, caller, name).await
 }
 
 /// The default snapshot name: the UTC time, `-<n>` added when taken already.
@@ -256,11 +256,11 @@ pub async fn student_snapshot(
     let snapshot = match req.name {
         Some(snapshot) => snapshot,
         None => {
-            let existing = proxy::snapshots(ctl, caller.clone(), name.clone()).await?;
+            let existing = instance_io::snapshots(ctl, caller.clone(), name.clone()).await?;
             default_snapshot_name(chrono::Utc::now(), &existing)
         }
     };
-    proxy::create_snapshot(ctl, caller, name, CreateSnapshot { name: snapshot }).await
+    instance_io::create_snapshot(ctl, caller, name, CreateSnapshot { name: snapshot }).await
 }
 
 /// Restores one student's container to a named snapshot.
@@ -273,7 +273,7 @@ pub async fn student_restore(
 ) -> ActionResult<()> {
     crate::validate::instance_name("snapshot", &snapshot)?;
     let name = student_instance(ctl, &caller, code, username).await?;
-    proxy::restore_snapshot(ctl, caller, name, snapshot).await
+    instance_io::restore_snapshot(ctl, caller, name, snapshot).await
 }
 
 #[cfg(test)]
