@@ -16,6 +16,7 @@ pub mod images;
 pub mod instances;
 pub mod lxd_trust;
 pub mod metrics;
+pub mod moves;
 pub mod nodes;
 pub mod operations;
 pub mod orphans;
