@@ -117,6 +117,9 @@ async fn arrived(lab: &Lab, teacher: &str, key: &SshKey, host_key: &str, to: &st
     assert_eq!(inst["node"], to, "{inst}");
     assert_eq!(inst["observed_state"], "running", "{inst}");
     assert_eq!(inst["ssh_host_key"], host_key, "the host key moved with it");
+    let (node, _, port) = endpoint(lab, teacher).await;
+    assert_eq!(node, to, "the course's endpoints name the new node");
+    assert_eq!(inst["ssh_port"], port, "{inst}");
     let read = login(
         lab,
         teacher,
