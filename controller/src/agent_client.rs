@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, ExecSession,
+    Arrival, AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, ExecSession,
     ExecSessionRequest, ExecSessionState, IdentityCsr, IdentityInfo, Image, ImportImage,
     InstallCertificate, Instance, Inventory, NetworkPolicy, PublishInstance, Snapshot, SshAccess,
     StateChange, UpdateInstance,
@@ -66,6 +66,10 @@ pub struct FileDownload {
     pub length: Option<u64>,
     pub body: AgentStream,
 }
+
+/// Longest a backup's tarball may take to leave one node or to be imported on another (the
+/// client's usual ten minutes is too short for a large home).
+const TRANSFER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The header that tells the agent how many bytes an answer may stream back.
 const LIMIT_HEADER: &str = "X-Cohort-Limit";
@@ -139,6 +143,31 @@ pub trait NodeAgent: Send + Sync {
     fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance>;
     /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
     fn delete_volume(&self, name: String) -> AgentFuture<()>;
+    /// The stopped instance's backup tarball (its root disk and snapshots), streamed.
+    fn export_instance(&self, name: String) -> AgentFuture<AgentStream> {
+        let _ = name;
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Imports an instance from another node's backup tarball, streamed in as it comes.
+    fn import_instance(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let _ = (name, tarball);
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// A `home-*` volume's backup tarball, streamed.
+    fn export_volume(&self, name: String) -> AgentFuture<AgentStream> {
+        let _ = name;
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Imports a `home-*` volume from another node's backup tarball, streamed in.
+    fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let _ = (name, tarball);
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Makes an imported (stopped) instance this node's: its SSH forward and GPUs here.
+    fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
+        let _ = (name, arrival);
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
     /// Starts an exec whose websockets are attached later (`exec_session_socket`).
     fn start_exec_session(
         &self,
@@ -645,6 +674,39 @@ impl NodeAgent for HttpAgent {
                 reported,
             })
         })
+    }
+    fn export_instance(&self, name: String) -> AgentFuture<AgentStream> {
+        let request = self
+            .instance(Method::POST, &name, "/export")
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
+    fn import_instance(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let request = self
+            .instance(Method::POST, &name, "/import")
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(reqwest::Body::wrap_stream(tarball))
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(empty(request))
+    }
+    fn export_volume(&self, name: String) -> AgentFuture<AgentStream> {
+        let request = self
+            .req(Method::POST, &format!("/volumes/{}/export", escape(&name)))
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
+    fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let request = self
+            .req(Method::POST, &format!("/volumes/{}/import", escape(&name)))
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(reqwest::Body::wrap_stream(tarball))
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(empty(request))
+    }
+    fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/arrival").json(&arrival),
+        ))
     }
     fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance> {
         Box::pin(json(

@@ -220,7 +220,7 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         r(
             "post",
             "/api/v1/nodes/{name}/evacuate",
-            "Stop or move a node's instances (admin)",
+            "Stop a node's instances, or move them with their data (admin)",
             schema::<nodes::EvacuateNode>(g),
             (202, op.clone()),
             true,
@@ -228,7 +228,7 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         r(
             "post",
             "/api/v1/nodes/{name}/restore",
-            "Put a node back into placement (admin)",
+            "Put a node back into placement, moving back what it moved away (admin)",
             None,
             (202, op.clone()),
             true,
@@ -360,6 +360,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             "/api/v1/instances/{name}/state",
             "Start, stop or restart",
             schema::<i::InstanceStateChange>(g),
+            (202, op.clone()),
+            true,
+        ),
+        r(
+            "post",
+            "/api/v1/instances/{name}/move",
+            "Move to another node with its root disk and home (admin)",
+            schema::<i::MoveInstance>(g),
             (202, op.clone()),
             true,
         ),

@@ -10,7 +10,6 @@ use cohort_proto::agent::{
 use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
 
-use crate::actions::operations::{start, Step};
 use crate::agent_client::{AgentError, NodeAgent};
 use crate::controller::Controller;
 use crate::error::ActionError;
@@ -138,7 +137,9 @@ async fn step(
         "start" | "stop" | "restart" | "evacuate_stop" => {
             change_state(ctl, op, item, &instance, &node, agent.as_ref()).await
         }
-        "evacuate_move" => evacuate_move(ctl, op, &instance, &node, agent.as_ref()).await,
+        crate::moves::STEP | crate::moves::EVACUATE_STEP => {
+            crate::moves::run(ctl, op, item, &instance, &node).await
+        }
         "reset" => reset(ctl, &instance, &node, agent.as_ref()).await,
         "publish" => publish(ctl, op, &instance, &node, agent.as_ref()).await,
         "detach_gpus" => detach_gpus(ctl, &instance, &node, agent.as_ref()).await,
@@ -290,7 +291,7 @@ async fn create(
 }
 
 /// How the agent pins an allocated GPU.
-fn attachment(g: &Gpu) -> GpuAttachment {
+pub(crate) fn attachment(g: &Gpu) -> GpuAttachment {
     GpuAttachment {
         uuid: g.uuid.clone(),
         // A MIG instance keeps its parent's PCI address (its row holds the parent's): LXD picks
@@ -602,44 +603,6 @@ async fn detach_gpus(
         .db(move |conn| Ok(GpuAllocation::release(conn, id)?))
         .await?;
     tracing::info!(instance = %instance.name, released, "GPU slots released");
-    ctl.capacity_freed.notify_waiters();
-    Ok(StepOutcome::Done)
-}
-
-/// Removes the container from the evacuated node and queues it for placement elsewhere; a new
-/// create operation re-makes it once placed.
-async fn evacuate_move(
-    ctl: &Controller,
-    op: &Operation,
-    instance: &Instance,
-    node: &Node,
-    agent: &dyn NodeAgent,
-) -> Result<StepOutcome, ActionError> {
-    agent
-        .delete_instance(instance.name.clone())
-        .await
-        .map_err(ActionError::on_node(&node.name))?;
-    let (id, name, by) = (instance.id, instance.name.clone(), op.created_by);
-    ctl.db(move |conn| {
-        conn.transaction(|conn| {
-            GpuAllocation::release(conn, id)?;
-            Instance::unplace(conn, id)?;
-            start(
-                conn,
-                OperationKind::CreateInstance,
-                by,
-                &name,
-                serde_json::json!({"moved": true}),
-                &[Step {
-                    action: "create",
-                    target: &name,
-                    instance_id: Some(id),
-                }],
-            )?;
-            Ok(())
-        })
-    })
-    .await?;
     ctl.capacity_freed.notify_waiters();
     Ok(StepOutcome::Done)
 }

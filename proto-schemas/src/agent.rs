@@ -13,6 +13,11 @@
 //! | `POST /v1/instances/{name}/gpus/detach`       | [`Instance`]                       |
 //! | `POST /v1/instances/{name}/publish`           | [`PublishInstance`] -> tarball; `X-Cohort-Fingerprint` |
 //! | `DELETE /v1/instances/{name}`                 | 204 (also when already absent)     |
+//! | `POST /v1/instances/{name}/export`            | the stopped instance's backup tarball, streamed |
+//! | `POST /v1/instances/{name}/import`            | a backup tarball in, streamed -> 204 |
+//! | `PUT /v1/instances/{name}/arrival`            | [`Arrival`] -> [`Instance`] (an imported instance made this node's) |
+//! | `POST /v1/volumes/{name}/export`              | a home volume's backup tarball, streamed |
+//! | `POST /v1/volumes/{name}/import`              | a backup tarball in, streamed -> 204 |
 //! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`] (streamed; `X-Cohort-Limit`) |
 //! | `POST /v1/instances/{name}/exec-sessions`     | [`ExecSessionRequest`] -> [`ExecSession`] (LXD's `wait-for-websocket`) |
 //! | `GET /v1/exec-sessions/{op}/websocket?secret=S` | HTTP upgrade, piped to LXD's operation websocket |
@@ -306,6 +311,19 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AttachGpus {
+    pub gpus: Vec<GpuAttachment>,
+}
+
+/// What an instance imported from another node's backup takes of its new node: the SSH
+/// forward on this node's address and the port the controller allocated here, and the GPUs it
+/// holds here (none: its `cohort-gpu*` devices go). Its NIC, isolated id range and pools are
+/// the agent's own to choose. Sent only while the instance is stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Arrival {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<SshAccess>,
+    #[serde(default)]
     pub gpus: Vec<GpuAttachment>,
 }
 

@@ -19,6 +19,7 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::agent::CreateInstance),
         ),
         ("agent_instance", schema_for!(crate::agent::Instance)),
+        ("agent_arrival", schema_for!(crate::agent::Arrival)),
         (
             "agent_update_instance",
             schema_for!(crate::agent::UpdateInstance),
@@ -87,6 +88,10 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
         (
             "api_live_config",
             schema_for!(crate::api::instances::LiveConfig),
+        ),
+        (
+            "api_move_instance",
+            schema_for!(crate::api::instances::MoveInstance),
         ),
         (
             "api_instance_state_change",

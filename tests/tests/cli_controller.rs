@@ -229,6 +229,10 @@ fn images_queued_instances_and_operations() {
         "{info}"
     );
     cli.fails(&["exec", "c1", "--", "true"], "queued");
+    cli.fails(
+        &["move", "c1", "--target", "nowhere"],
+        "node nowhere not found (field: target)",
+    );
 
     cli.ok(&["delete", "-f", "c1"]);
     assert_eq!(cli.ok(&["list", "-f", "csv", "-c", "n"]), "");

@@ -1,6 +1,7 @@
 //! A whole deployment of real processes: a node whose LXD project has no images of its own
 //! fetches the catalog image from the controller before creating; evacuating a node with policy
-//! `move` re-makes its instance on the other node and frees what it held on the first.
+//! `move` takes its instance, root disk and all, to the other node and frees what it held on the
+//! first.
 
 use std::time::{Duration, Instant};
 
@@ -93,7 +94,7 @@ async fn a_node_without_the_image_fetches_it_before_creating() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn evacuate_with_move_remakes_the_instance_on_the_other_node() {
+async fn evacuate_with_move_takes_the_instance_and_its_files_to_the_other_node() {
     let cluster = Cluster::start(2).await;
     cluster.import_base_image("cohort/base").await;
     let limits = json!({"cpu": 1, "memory_mib": 512, "disk_gib": 2});
@@ -107,6 +108,15 @@ async fn evacuate_with_move_remakes_the_instance_on_the_other_node() {
         a.lxd.lxc(&["list", "-f", "csv", "-c", "ns"]),
         "mover,RUNNING\n"
     );
+    // A file in the root disk: a container re-made from its image would not have it.
+    a.lxd.lxc(&[
+        "exec",
+        "mover",
+        "--",
+        "sh",
+        "-c",
+        "echo kept > /root/x && sync",
+    ]);
 
     let op = cluster
         .admin(
@@ -120,7 +130,7 @@ async fn evacuate_with_move_remakes_the_instance_on_the_other_node() {
         .await;
     assert_eq!(done["status"], "success", "{done}");
 
-    // The move queues a create; it lands on node2 and runs there.
+    // It runs on node2 now, its file with it.
     let deadline = Instant::now() + Duration::from_secs(300);
     let inst = loop {
         let inst = cluster.admin(M::GET, "/instances/mover", None).await;
@@ -138,6 +148,10 @@ async fn evacuate_with_move_remakes_the_instance_on_the_other_node() {
     assert_eq!(
         b.lxd.lxc(&["list", "-f", "csv", "-c", "ns"]),
         "mover,RUNNING\n"
+    );
+    assert_eq!(
+        b.lxd.lxc(&["exec", "mover", "--", "cat", "/root/x"]),
+        "kept\n"
     );
     assert_eq!(
         a.lxd.lxc(&["list", "-f", "csv", "-c", "n"]),

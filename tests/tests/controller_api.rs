@@ -262,6 +262,14 @@ async fn every_role_against_every_route() {
             401,
         ),
         (
+            // No such node (an admin's 404 names `target`); nobody else may move at all.
+            "POST",
+            "/api/v1/instances/alice-box/move".into(),
+            json(serde_json::json!({"target": "node-x"})),
+            [404, 403, 403],
+            401,
+        ),
+        (
             "POST",
             "/api/v1/instances/alice-box/exec".into(),
             json(serde_json::json!({"command": ["true"]})),
@@ -1122,4 +1130,128 @@ async fn metrics_need_the_metrics_token_or_an_admins() {
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("course=\"secret-course\""), "{text}");
     }
+}
+
+/// `POST /instances/{name}/move` refuses what an admin could get wrong with a 4xx naming
+/// `target`, records nothing for it (no operation, no audit row, the instance where it was), and
+/// is the admin's alone; a good request is a `move_instance` operation whose item names the node
+/// the instance leaves.
+#[actix_web::test]
+async fn a_move_to_a_bad_target_is_refused_naming_it_and_records_nothing() {
+    let t = TestController::new();
+    let (admin, admin_token) = t.user("admin", "admin");
+    let (_, prof_token) = t.user("prof", "instructor");
+    let (_, alice_token) = t.user("alice", "student");
+    t.image("base");
+    t.node("n1", (23000, 23009), 8, 16, false);
+    t.node("n2", (23000, 23009), 8, 16, false);
+    let cordoned = t.node("n3", (23000, 23009), 8, 16, false);
+    t.set_node_state(&cordoned, "cordoned");
+    let offline = t.node("n4", (23000, 23009), 8, 16, false);
+    t.set_node_state(&offline, "offline");
+    t.node("tiny", (23000, 23009), 8, 1, false);
+    let mut placed = queued("alice-box", "alice");
+    placed.node = Some("n1".into());
+    placed.queue = false;
+    placed.limits = Some(cohort_proto::api::instances::Limits {
+        cpu: 1,
+        memory_mib: 2048,
+        disk_gib: 2,
+    });
+    instances::create(&t.ctl, admin.clone(), placed)
+        .await
+        .unwrap();
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let post = |token: &str, body: serde_json::Value| {
+        test::TestRequest::post()
+            .uri("/api/v1/instances/alice-box/move")
+            .insert_header(("Authorization", format!("Bearer {token}")))
+            .set_json(body)
+            .to_request()
+    };
+    let moves = |conn: &mut PgConnection| -> (i64, i64) {
+        use cohort_controller::db::schema::operations;
+        let ops = operations::table
+            .filter(operations::kind.eq("move_instance"))
+            .count()
+            .get_result(conn)
+            .unwrap();
+        let audited = audit_log::table
+            .filter(audit_log::action.eq("move"))
+            .count()
+            .get_result(conn)
+            .unwrap();
+        (ops, audited)
+    };
+    let mut conn = t.conn();
+
+    for token in [&prof_token, &alice_token] {
+        let resp = test::call_service(&app, post(token, serde_json::json!({"target": "n2"}))).await;
+        assert_eq!(resp.status(), 403, "only an admin moves an instance");
+    }
+    let cases = [
+        ("nowhere", 404, "unknown node"),
+        ("n1", 400, "its own node"),
+        ("n3", 409, "a cordoned node"),
+        ("n4", 409, "an offline node"),
+        ("tiny", 409, "a node without room"),
+    ];
+    for (target, status, what) in cases {
+        let resp = test::call_service(
+            &app,
+            post(&admin_token, serde_json::json!({"target": target})),
+        )
+        .await;
+        assert_eq!(resp.status().as_u16(), status, "{what}");
+        let body: ErrorBody = test::read_body_json(resp).await;
+        assert_eq!(
+            body.error.field.as_deref(),
+            Some("target"),
+            "{what}: {body:?}"
+        );
+        assert!(body.error.message.contains(target), "{what}: {body:?}");
+    }
+    let resp = test::call_service(
+        &app,
+        post(
+            &admin_token,
+            serde_json::json!({"target": "n2", "node": "n2"}),
+        ),
+    )
+    .await;
+    assert_eq!(resp.status(), 400, "an unknown field");
+    assert_eq!(
+        moves(&mut conn),
+        (0, 0),
+        "a refused move recorded something"
+    );
+    let node: Option<String> = inst::table
+        .inner_join(cohort_controller::db::schema::nodes::table)
+        .filter(inst::name.eq("alice-box"))
+        .select(cohort_controller::db::schema::nodes::name)
+        .first(&mut conn)
+        .optional()
+        .unwrap();
+    assert_eq!(node.as_deref(), Some("n1"));
+
+    let resp = test::call_service(
+        &app,
+        post(&admin_token, serde_json::json!({"target": "n2"})),
+    )
+    .await;
+    assert_eq!(resp.status(), 202);
+    let op: Operation = test::read_body_json(resp).await;
+    assert_eq!(
+        op.kind,
+        cohort_proto::api::operations::OperationKind::MoveInstance
+    );
+    assert_eq!(op.items.len(), 1);
+    assert_eq!(
+        op.items[0].node.as_deref(),
+        Some("n1"),
+        "the node it leaves"
+    );
+    assert_eq!(moves(&mut conn), (1, 1));
 }

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecSessionRequest, IdentityCsr,
-    ImportImage, InstallCertificate, NetworkPolicy, PublishInstance, SshAccess, StateChange,
-    UpdateInstance,
+    Arrival, AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecSessionRequest,
+    IdentityCsr, ImportImage, InstallCertificate, NetworkPolicy, PublishInstance, SshAccess,
+    StateChange, UpdateInstance,
 };
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -80,6 +80,24 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         (&M::PATCH, ["v1", "instances", name]) => {
             let body: UpdateInstance = read_json(req).await?;
             ok(&node.update_instance(name, &body).await?)
+        }
+        (&M::POST, ["v1", "instances", name, "export"]) => {
+            tarball(node.export_instance(name).await?)
+        }
+        (&M::POST, ["v1", "instances", name, "import"]) => {
+            let body = crate::instances::streamed(req.into_body());
+            node.import_instance(name, body).await?;
+            no_content()
+        }
+        (&M::PUT, ["v1", "instances", name, "arrival"]) => {
+            let body: Arrival = read_json(req).await?;
+            ok(&node.arrive(name, &body).await?)
+        }
+        (&M::POST, ["v1", "volumes", name, "export"]) => tarball(node.export_volume(name).await?),
+        (&M::POST, ["v1", "volumes", name, "import"]) => {
+            let body = crate::instances::streamed(req.into_body());
+            node.import_volume(name, body).await?;
+            no_content()
         }
         (&M::PUT, ["v1", "instances", name, "gpus"]) => {
             let body: AttachGpus = read_json(req).await?;
@@ -238,6 +256,24 @@ fn created<T: Serialize>(value: &T) -> Answer {
 fn no_content() -> Answer {
     let mut resp = Response::new(full(Bytes::new()));
     *resp.status_mut() = StatusCode::NO_CONTENT;
+    Ok(resp)
+}
+
+/// A backup's tarball, streamed as LXD sends it; its backup goes once the stream is dropped.
+fn tarball(export: crate::instances::Export) -> Answer {
+    let length = export.tarball.length();
+    let mut resp = Response::new(stream::backup(export));
+    let h = resp.headers_mut();
+    if let Some(length) = length {
+        h.insert(
+            hyper::header::CONTENT_LENGTH,
+            header_value(length.to_string()),
+        );
+    }
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
     Ok(resp)
 }
 

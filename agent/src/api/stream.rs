@@ -12,7 +12,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, BodyStream, Full, StreamBody};
 use hyper::body::Frame;
 
-use crate::instances::{ExecStreams, FileStream};
+use crate::instances::{ExecStreams, Export, FileStream};
 use crate::lxd::RawStream;
 
 /// Every answer's body: whole (JSON, errors) or streamed.
@@ -83,6 +83,14 @@ fn base64(
 
 pub fn file(file: FileStream, limit: u64) -> Body {
     body_of(chunks(Some(file.body), limit))
+}
+
+/// A backup's tarball, whatever its size; the backup is deleted once the body is dropped.
+pub fn backup(export: Export) -> Body {
+    let Export { tarball, cleanup } = export;
+    body_of(chunks(Some(tarball), u64::MAX).inspect(move |_| {
+        let _keep = &cleanup;
+    }))
 }
 
 /// `{"exit_code":N,"stdout_base64":"...","stderr_base64":"..."}`, written as the logs are read.

@@ -1,6 +1,7 @@
 //! The containers the agent makes and drives: create (from an image or a template copy, with
 //! limits, GPUs, SSH and a home volume), lifecycle, exec, files and snapshots.
 
+mod arrival;
 mod create;
 mod error;
 mod exec;
@@ -19,6 +20,7 @@ mod snapshot_room;
 mod snapshots;
 pub mod spec;
 pub mod ssh;
+mod transfer;
 mod update;
 mod view;
 mod volumes;
@@ -29,6 +31,7 @@ pub use exec_session::ExecSessions;
 pub use files::{FileContent, FileStream};
 pub(crate) use lifecycle::start_lock_path;
 pub use publish::Published;
+pub use transfer::{streamed, Export};
 
 /// Instance config keys where the agent records what it was asked, so the controller keeps no
 /// LXD state: the idempotency key, a hash of the spec, the SSH user and the GPU attachments.

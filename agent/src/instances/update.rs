@@ -296,7 +296,7 @@ fn check_config_size(current: &Value, req: &UpdateInstance) -> Result<(), Instan
 
 /// The body of a `PUT` that replaces `current` (an instance as LXD returned it) with `config` and
 /// `devices`, keeping its other writable fields as they are: a `PUT` resets whatever it omits.
-fn replacement(current: &Value, config: Value, devices: Map<String, Value>) -> Value {
+pub(crate) fn replacement(current: &Value, config: Value, devices: Map<String, Value>) -> Value {
     let mut body = json!({"config": config, "devices": devices});
     for field in [
         "architecture",

@@ -2,6 +2,7 @@
 //! response envelope, operations, and the calls the agent makes, every one scoped to one project.
 //! What differs between the two daemons is decided in one place, [`daemon`].
 
+pub mod backups;
 mod client;
 pub mod daemon;
 mod envelope;

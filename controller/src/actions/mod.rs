@@ -18,6 +18,7 @@ pub mod instance_io;
 pub mod instances;
 pub mod lxd_trust;
 pub mod metrics;
+pub mod moves;
 pub mod nodes;
 pub mod operations;
 pub mod orphans;

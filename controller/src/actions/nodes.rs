@@ -6,7 +6,7 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::operations::{start, Step};
+use super::operations::{record_sources, start, Step};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
@@ -14,7 +14,8 @@ use crate::models::audit;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 use crate::models::node_certificate::NodeCertificate;
-use crate::views;
+use crate::models::operation_item::OperationItem;
+use crate::{moves, views};
 
 fn find(conn: &mut PgConnection, name: &str) -> ActionResult<Node> {
     Node::by_name(conn, name)?.ok_or_else(|| ActionError::NotFound(format!("node {name}")))
@@ -53,7 +54,8 @@ pub async fn cordon(ctl: &Controller, caller: Caller, name: String) -> ActionRes
     .await
 }
 
-/// Stops its instances (or moves them to other nodes) and keeps it out of placement.
+/// Stops its instances, or moves them with their root disks and homes to other nodes (see
+/// [`crate::moves`]), and keeps it out of placement.
 pub async fn evacuate(
     ctl: &Controller,
     caller: Caller,
@@ -63,7 +65,7 @@ pub async fn evacuate(
     caller.require(Role::Admin)?;
     let action = match req.policy {
         EvacuatePolicy::Stop => "evacuate_stop",
-        EvacuatePolicy::Move => "evacuate_move",
+        EvacuatePolicy::Move => moves::EVACUATE_STEP,
     };
     ctl.db(move |conn| {
         conn.transaction(|conn| {
@@ -86,6 +88,7 @@ pub async fn evacuate(
                 json!({"policy": action}),
                 &steps,
             )?;
+            record_sources(conn, op.id, &vec![name.as_str(); steps.len()])?;
             audit::record(
                 conn,
                 caller.name(),
@@ -100,7 +103,8 @@ pub async fn evacuate(
     .await
 }
 
-/// Puts the node back into placement and starts what evacuation stopped.
+/// Puts the node back into placement, starts what evacuation stopped, and moves back (root
+/// disk and home) what its last evacuation moved away and is still elsewhere.
 pub async fn restore(
     ctl: &Controller,
     caller: Caller,
@@ -111,24 +115,47 @@ pub async fn restore(
         conn.transaction(|conn| {
             let node = find(conn, &name)?;
             Node::set_state(conn, node.id, "online")?;
-            let instances = Instance::on_node(conn, node.id)?;
-            let steps: Vec<Step<'_>> = instances
-                .iter()
-                .filter(|i| i.desired_state == "running")
+            let here = Instance::on_node(conn, node.id)?;
+            let mut away = Vec::new();
+            for id in OperationItem::moved_by_last_evacuation(conn, &name)? {
+                let Some(instance) = Instance::find(conn, id).optional()? else {
+                    continue;
+                };
+                match instance.node_id {
+                    Some(at) if at != node.id && instance.desired_state != "deleted" => {
+                        let at = Node::find(conn, at)?.name;
+                        away.push((instance, at));
+                    }
+                    _ => {}
+                }
+            }
+            let starts = here.iter().filter(|i| i.desired_state == "running");
+            let mut steps: Vec<Step<'_>> = starts
+                .clone()
                 .map(|i| Step {
                     action: "start",
                     target: &i.name,
                     instance_id: Some(i.id),
                 })
                 .collect();
+            let mut sources: Vec<&str> = starts.map(|_| name.as_str()).collect();
+            for (instance, at) in &away {
+                steps.push(Step {
+                    action: moves::STEP,
+                    target: &instance.name,
+                    instance_id: Some(instance.id),
+                });
+                sources.push(at);
+            }
             let op = start(
                 conn,
                 OperationKind::RestoreNode,
                 Some(caller.user.id),
                 &name,
-                json!({}),
+                json!({"target": name}),
                 &steps,
             )?;
+            record_sources(conn, op.id, &sources)?;
             audit::record(
                 conn,
                 caller.name(),

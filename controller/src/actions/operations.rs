@@ -44,6 +44,16 @@ pub fn start(
     Ok(op)
 }
 
+/// Records on each item of `op`, in order, the node it leaves (a move's source): the worker
+/// runs items of different nodes at once, and a move resumed after its commit finds there the
+/// copies it still has to delete.
+pub fn record_sources(conn: &mut PgConnection, op: Uuid, sources: &[&str]) -> QueryResult<()> {
+    for (item, source) in OperationItem::for_operation(conn, op)?.iter().zip(sources) {
+        OperationItem::set_node(conn, item.id, source)?;
+    }
+    Ok(())
+}
+
 fn visible(conn: &mut PgConnection, caller: &Caller, id: Uuid) -> ActionResult<WireOperation> {
     let op = Operation::find(conn, id)?
         .filter(|op| caller.role == Role::Admin || op.created_by == Some(caller.user.id))

@@ -4,11 +4,11 @@ use actix_web::http::header::ContentType;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cohort_proto::api::instances::{
     CreateInstance, CreateSnapshot, DeleteInstanceQuery, ExecRequest, FileQuery, InstancePage,
-    InstanceStateChange, UpdateInstance,
+    InstanceStateChange, MoveInstance, UpdateInstance,
 };
 
 use super::extract::{ApiJson, ApiQuery, FileBody};
-use crate::actions::{instance_io, instances};
+use crate::actions::{instance_io, instances, moves};
 use crate::agent_client::FileMeta;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
@@ -62,6 +62,16 @@ pub async fn change_state(
 ) -> Reply {
     Ok(HttpResponse::Accepted()
         .json(instances::change_state(&ctl, caller, name.into_inner(), req.0).await?))
+}
+
+pub async fn move_instance(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<MoveInstance>,
+) -> Reply {
+    Ok(HttpResponse::Accepted()
+        .json(moves::move_instance(&ctl, caller, name.into_inner(), req.0).await?))
 }
 
 pub async fn delete(

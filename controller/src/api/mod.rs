@@ -95,6 +95,10 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/instances/{name}", patch().to(instances::update))
                     .route("/instances/{name}/config", get().to(instances::live_config))
                     .route("/instances/{name}/state", put().to(instances::change_state))
+                    .route(
+                        "/instances/{name}/move",
+                        post().to(instances::move_instance),
+                    )
                     .route("/instances/{name}/exec", post().to(instances::exec))
                     .route("/instances/{name}/files", get().to(instances::get_file))
                     .route("/instances/{name}/files", put().to(instances::put_file))

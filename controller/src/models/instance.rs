@@ -201,17 +201,6 @@ impl Instance {
             .optional()
     }
 
-    /// Frees the node and port (evacuation by move, or deletion of a queued instance).
-    pub fn unplace(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
-        diesel::update(instances::table.find(id))
-            .set((
-                instances::node_id.eq(None::<i64>),
-                instances::ssh_port.eq(None::<i32>),
-                instances::observed_state.eq("queued"),
-            ))
-            .execute(conn)
-    }
-
     /// A create that failed for good: no node, no port, the `error` state and why. The queue
     /// passes over it (see [`Instance::queued`]) until it is provisioned again or deleted.
     pub fn fail_placement(conn: &mut PgConnection, id: i64, why: &str) -> QueryResult<usize> {

@@ -56,6 +56,29 @@ impl OperationItem {
             .load(conn)
     }
 
+    /// The instances the last evacuation of node `node` moved away: the `evacuate_move` items
+    /// of its latest `evacuate_node` operation that succeeded (what `restore` brings back).
+    pub fn moved_by_last_evacuation(conn: &mut PgConnection, node: &str) -> QueryResult<Vec<i64>> {
+        use crate::db::schema::operations;
+        let last: Option<Uuid> = operations::table
+            .filter(operations::kind.eq("evacuate_node"))
+            .filter(operations::target.eq(node))
+            .order(operations::created_at.desc())
+            .select(operations::id)
+            .first(conn)
+            .optional()?;
+        let Some(last) = last else {
+            return Ok(Vec::new());
+        };
+        let ids: Vec<Option<i64>> = operation_items::table
+            .filter(operation_items::operation_id.eq(last))
+            .filter(operation_items::action.eq(crate::moves::EVACUATE_STEP))
+            .filter(operation_items::status.eq("success"))
+            .select(operation_items::instance_id)
+            .load(conn)?;
+        Ok(ids.into_iter().flatten().collect())
+    }
+
     /// Counts an attempt before the step runs, so a crash mid-step still shows.
     pub fn start_attempt(conn: &mut PgConnection, id: Uuid) -> QueryResult<usize> {
         diesel::update(operation_items::table.find(id))

@@ -400,9 +400,9 @@ impl Msg {
             Msg::Uncordon => ("Restore", "恢復", "恢复"),
             Msg::Evacuate => ("Evacuate", "疏散", "疏散"),
             Msg::EvacuateWarning => (
-                "Evacuating takes the node out of placement and stops its containers, or re-creates them on other nodes. Running work in them is interrupted. Restore puts the node back and starts what was stopped.",
-                "疏散會讓節點停止接受排程，並停止其上的容器，或在其他節點上重新建立它們。容器中正在執行的工作會中斷。「恢復」會讓節點重新接受排程並啟動被停止的容器。",
-                "疏散会让节点停止接受调度，并停止其上的容器，或在其他节点上重新创建它们。容器中正在运行的工作会中断。“恢复”会让节点重新接受调度并启动被停止的容器。",
+                "Evacuating takes the node out of placement and stops its containers, or moves them, with their files and homes, to other nodes. Running work in them is interrupted. Restore puts the node back, starts what was stopped and moves back what was moved.",
+                "疏散會讓節點停止接受排程，並停止其上的容器，或將它們連同檔案與家目錄移到其他節點。容器中正在執行的工作會中斷。「恢復」會讓節點重新接受排程、啟動被停止的容器，並將移走的容器移回。",
+                "疏散会让节点停止接受调度，并停止其上的容器，或将它们连同文件与主目录移到其他节点。容器中正在运行的工作会中断。“恢复”会让节点重新接受调度、启动被停止的容器，并将移走的容器移回。",
             ),
             Msg::EvacuateHow => ("What happens to its containers", "其容器如何處理", "其容器如何处理"),
             Msg::EvacuateStop => (
@@ -411,9 +411,9 @@ impl Msg {
                 "在原节点停止（主目录与 SSH 端口留在该节点）",
             ),
             Msg::EvacuateMove => (
-                "Re-create them on other nodes from their image, with a new SSH port there",
-                "以其映像在其他節點重新建立，並使用新的 SSH 連接埠",
-                "以其镜像在其他节点重新创建，并使用新的 SSH 端口",
+                "Move them with their files and homes to other nodes, with a new SSH port there",
+                "連同檔案與家目錄移到其他節點，並使用新的 SSH 連接埠",
+                "连同文件与主目录移到其他节点，并使用新的 SSH 端口",
             ),
             Msg::Queue => ("Queue", "等待佇列", "等待队列"),
             Msg::QueueEmpty => ("Nothing is waiting.", "目前沒有等待中的容器。", "目前没有等待中的容器。"),

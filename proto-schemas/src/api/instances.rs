@@ -4,7 +4,8 @@
 //! `GET|PUT /api/v1/instances/{name}/files?path=P` (raw bytes; `X-Cohort-Mode/Uid/Gid`),
 //! `GET|POST /api/v1/instances/{name}/snapshots`,
 //! `POST /api/v1/instances/{name}/snapshots/{snapshot}/restore`,
-//! `DELETE /api/v1/instances/{name}/snapshots/{snapshot}`.
+//! `DELETE /api/v1/instances/{name}/snapshots/{snapshot}`,
+//! `POST /api/v1/instances/{name}/move` (admin).
 //! Create, delete and state changes answer 202 with an operation; the rest are proxied to the
 //! node's agent and answer with its types. An exec's result and a pulled file stream through
 //! the controller; more than its limits (`COHORT_EXEC_OUTPUT_LIMIT_MIB`,
@@ -193,6 +194,16 @@ pub struct InstanceStateChange {
     /// Seconds to wait for a clean shutdown (default 30).
     #[serde(default)]
     pub timeout_s: Option<u32>,
+}
+
+/// `POST /api/v1/instances/{name}/move` (admin) -> 202 with the move operation: the container
+/// (stopped, its root disk and snapshots) and its home volume go to node `target`, which
+/// allocates its SSH port there; a running one runs again there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveInstance {
+    /// The node to move it to: online, not cordoned, not its node now, with room for it.
+    pub target: String,
 }
 
 /// Query of `DELETE /api/v1/instances/{name}`.

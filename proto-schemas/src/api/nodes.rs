@@ -81,7 +81,8 @@ pub enum EvacuatePolicy {
     /// Stop them where they are (default; homes and ports stay on the node).
     #[default]
     Stop,
-    /// Re-create them on other nodes from their image, with a new SSH port there.
+    /// Move them, root disk and home, to other nodes, with a new SSH port there (`restore`
+    /// brings them back).
     Move,
 }
 

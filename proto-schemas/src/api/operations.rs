@@ -22,6 +22,8 @@ pub enum OperationKind {
     DetachGpus,
     /// Every online node fetching an image ahead of a class (`cohort image distribute`).
     DistributeImage,
+    /// One container and its home taken to another node (`cohort move NAME --target NODE`).
+    MoveInstance,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -46,6 +46,19 @@ pub struct MemberAction {
     /// Force evacuation without user confirmation
     #[arg(long)]
     pub force: bool,
+    /// Force a particular evacuation action: stop (the default) or migrate (move each
+    /// instance, root disk and home, to another member; restore brings them back)
+    #[arg(long, value_enum)]
+    pub action: Option<EvacuateAction>,
     #[command(flatten)]
     pub wait: WaitFlags,
+}
+
+/// lxc's `cluster evacuate --action` values Cohort has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvacuateAction {
+    /// Stop the instances where they are
+    Stop,
+    /// Move them with their data to other members
+    Migrate,
 }

@@ -15,6 +15,7 @@ pub mod info;
 pub mod init;
 pub mod launch;
 pub mod list;
+pub mod move_instance;
 pub mod node;
 pub mod operation;
 pub mod publish;
@@ -62,6 +63,9 @@ pub enum Verb {
     Stop(action::Stop),
     /// Restart instances
     Restart(action::Restart),
+    /// Move instances to another cluster member, with their data
+    #[command(visible_alias = "mv")]
+    Move(move_instance::Move),
     /// Delete instances and snapshots
     #[command(visible_alias = "rm")]
     Delete(delete::Delete),

@@ -1,10 +1,10 @@
 //! `cohort cluster`: Cohort's nodes shown and drained through lxc's cluster verbs.
 
-use cohort_proto::api::nodes::{EvacuateNode, Node};
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node};
 use cohort_proto::api::operations::Operation;
 
 use super::{confirm, Session};
-use crate::args::cluster::{Cluster, ClusterCommand, MemberAction};
+use crate::args::cluster::{Cluster, ClusterCommand, EvacuateAction, MemberAction};
 use crate::client::seg;
 use crate::render::{self, Rows};
 use crate::{progress, units};
@@ -88,7 +88,11 @@ async fn drain(session: &Session, args: MemberAction, verb: &str) -> anyhow::Res
     }
     let path = format!("/nodes/{}/{verb}", seg(&name));
     let operation: Operation = if verb == "evacuate" {
-        client.post(&path, &EvacuateNode::default()).await?
+        let policy = match args.action {
+            Some(EvacuateAction::Migrate) => EvacuatePolicy::Move,
+            Some(EvacuateAction::Stop) | None => EvacuatePolicy::Stop,
+        };
+        client.post(&path, &EvacuateNode { policy }).await?
     } else {
         client.post(&path, &serde_json::json!({})).await?
     };

@@ -15,6 +15,7 @@ pub mod image;
 pub mod info;
 pub mod launch;
 pub mod list;
+pub mod move_instance;
 pub mod node;
 pub mod operation;
 pub mod publish;
@@ -89,6 +90,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Stop(args) => action::stop(&session, args).await?,
         Verb::Restart(args) => action::restart(&session, args).await?,
         Verb::Delete(args) => delete::run(&session, args).await?,
+        Verb::Move(args) => move_instance::run(&session, args).await?,
         Verb::Info(args) => info::run(&session, args).await?,
         Verb::Exec(args) => return exec::run(&session, args).await,
         Verb::Config(args) => config::run(&session, args).await?,

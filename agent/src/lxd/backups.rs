@@ -1,0 +1,162 @@
+//! `/1.0/instances/{name}/backups` and `/1.0/storage-pools/{pool}/volumes/custom/{name}/backups`:
+//! the tarballs a container and its home volume leave one daemon in and arrive at another from
+//! (`doc/rest-api.yaml`: `instance_backups_post`, `instance_backup_export_get`,
+//! `instances_post` with `application/octet-stream`, and the same for custom volumes). Exports
+//! are uncompressed (`compression_algorithm: none`): the tarball crosses a campus network once,
+//! and gzip on a node's CPU would take longer than the bytes it saves.
+
+use std::time::Duration;
+
+use hyper::Method;
+use serde_json::json;
+
+use super::client::{encode, LxdBody, RawStream};
+use super::{Lxd, LxdError};
+
+/// Longest an export may take to be written, or an import to be unpacked, in LXD.
+const BACKUP_TIMEOUT: Duration = Duration::from_secs(3600);
+
+fn instance_backups(instance: &str) -> String {
+    format!("/1.0/instances/{}/backups", encode(instance))
+}
+
+fn volume_backups(pool: &str, volume: &str) -> String {
+    format!(
+        "/1.0/storage-pools/{}/volumes/custom/{}/backups",
+        encode(pool),
+        encode(volume)
+    )
+}
+
+/// The body of a backup request: everything (snapshots too), as plain files, uncompressed.
+fn backup_body(name: &str, only_field: &str) -> serde_json::Value {
+    let mut body = json!({
+        "name": name,
+        "optimized_storage": false,
+        "compression_algorithm": "none",
+    });
+    body[only_field] = false.into();
+    body
+}
+
+impl Lxd {
+    /// `POST /1.0/instances/{name}/backups`: writes the backup `backup` of the (stopped)
+    /// instance, with its snapshots.
+    pub async fn create_instance_backup(
+        &self,
+        instance: &str,
+        backup: &str,
+    ) -> Result<(), LxdError> {
+        let body = backup_body(backup, "instance_only");
+        self.call_within(
+            Method::POST,
+            &instance_backups(instance),
+            Some(&body),
+            BACKUP_TIMEOUT,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// `GET /1.0/instances/{name}/backups/{backup}/export`: the tarball, unread.
+    pub async fn export_instance_backup(
+        &self,
+        instance: &str,
+        backup: &str,
+    ) -> Result<RawStream, LxdError> {
+        let path = format!("{}/{}/export", instance_backups(instance), encode(backup));
+        self.get_stream(&path).await
+    }
+
+    /// `DELETE /1.0/instances/{name}/backups/{backup}`; absent is fine.
+    pub async fn delete_instance_backup(
+        &self,
+        instance: &str,
+        backup: &str,
+    ) -> Result<(), LxdError> {
+        let path = format!("{}/{}", instance_backups(instance), encode(backup));
+        match self.call(Method::DELETE, &path, None).await {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// `POST /1.0/instances` with the tarball as its body: the instance as it was exported,
+    /// named `name`, its root disk on `pool`.
+    pub async fn import_instance_backup(
+        &self,
+        name: &str,
+        pool: &str,
+        tarball: LxdBody,
+    ) -> Result<(), LxdError> {
+        let headers = [
+            ("Content-Type", "application/octet-stream".to_string()),
+            ("X-LXD-name", name.to_string()),
+            ("X-LXD-pool", pool.to_string()),
+        ];
+        self.post_stream("/1.0/instances", &headers, tarball, BACKUP_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+
+    /// `POST .../volumes/custom/{name}/backups`: writes the backup `backup` of the volume.
+    pub async fn create_volume_backup(
+        &self,
+        pool: &str,
+        volume: &str,
+        backup: &str,
+    ) -> Result<(), LxdError> {
+        let body = backup_body(backup, "volume_only");
+        self.call_within(
+            Method::POST,
+            &volume_backups(pool, volume),
+            Some(&body),
+            BACKUP_TIMEOUT,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// `GET .../volumes/custom/{name}/backups/{backup}/export`: the tarball, unread.
+    pub async fn export_volume_backup(
+        &self,
+        pool: &str,
+        volume: &str,
+        backup: &str,
+    ) -> Result<RawStream, LxdError> {
+        let path = format!("{}/{}/export", volume_backups(pool, volume), encode(backup));
+        self.get_stream(&path).await
+    }
+
+    /// `DELETE .../volumes/custom/{name}/backups/{backup}`; absent is fine.
+    pub async fn delete_volume_backup(
+        &self,
+        pool: &str,
+        volume: &str,
+        backup: &str,
+    ) -> Result<(), LxdError> {
+        let path = format!("{}/{}", volume_backups(pool, volume), encode(backup));
+        match self.call(Method::DELETE, &path, None).await {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// `POST /1.0/storage-pools/{pool}/volumes/custom` with the tarball as its body: the volume
+    /// as it was exported, named `name`.
+    pub async fn import_volume_backup(
+        &self,
+        pool: &str,
+        name: &str,
+        tarball: LxdBody,
+    ) -> Result<(), LxdError> {
+        let headers = [
+            ("Content-Type", "application/octet-stream".to_string()),
+            ("X-LXD-name", name.to_string()),
+        ];
+        let path = format!("/1.0/storage-pools/{}/volumes/custom", encode(pool));
+        self.post_stream(&path, &headers, tarball, BACKUP_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+}
