@@ -266,6 +266,7 @@ pub fn operation_kind(kind: &str) -> OperationKind {
         "teardown_course" => OperationKind::TeardownCourse,
         "detach_gpus" => OperationKind::DetachGpus,
         "distribute_image" => OperationKind::DistributeImage,
+        "set_course_limits" => OperationKind::SetCourseLimits,
         _ => OperationKind::CreateInstance,
     }
 }
@@ -282,6 +283,7 @@ pub fn kind_name(kind: OperationKind) -> &'static str {
         OperationKind::TeardownCourse => "teardown_course",
         OperationKind::DetachGpus => "detach_gpus",
         OperationKind::DistributeImage => "distribute_image",
+        OperationKind::SetCourseLimits => "set_course_limits",
     }
 }
 

@@ -12,6 +12,7 @@ mod host_key;
 mod host_path;
 pub mod idmap;
 mod lifecycle;
+mod limits;
 mod publish;
 pub(crate) mod rootfs;
 pub mod shift;

@@ -6,7 +6,9 @@
 pub mod accounts;
 pub mod audit;
 pub mod course_delete;
+pub mod course_limits;
 pub mod course_network;
+pub mod course_resize;
 pub mod courses;
 pub mod endpoints;
 pub mod enroll;

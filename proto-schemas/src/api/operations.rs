@@ -22,6 +22,8 @@ pub enum OperationKind {
     DetachGpus,
     /// Every online node fetching an image ahead of a class (`cohort image distribute`).
     DistributeImage,
+    /// A course's new cores and memory applied to its containers already made, one item each.
+    SetCourseLimits,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
