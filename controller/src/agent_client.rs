@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use cohort_proto::agent::{
     Arrival, AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, ExecSession,
     ExecSessionRequest, ExecSessionState, IdentityCsr, IdentityInfo, Image, ImportImage,
-    InstallCertificate, Instance, Inventory, NetworkPolicy, PublishInstance, Snapshot, SshAccess,
-    StateChange, UpdateInstance,
+    InstallCertificate, Instance, Inventory, LiveLimits, NetworkPolicy, PublishInstance, Snapshot,
+    SshAccess, StateChange, UpdateInstance,
 };
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
@@ -167,6 +167,11 @@ pub trait NodeAgent: Send + Sync {
     fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
         let _ = (name, arrival);
         Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Sets the instance's cores and memory; LXD applies them to a running container at once.
+    fn set_limits(&self, name: String, limits: LiveLimits) -> AgentFuture<Instance> {
+        let _ = (name, limits);
+        Box::pin(async { Err(AgentError::Decode("no live limits here".into())) })
     }
     /// Starts an exec whose websockets are attached later (`exec_session_socket`).
     fn start_exec_session(
@@ -717,6 +722,11 @@ impl NodeAgent for HttpAgent {
         Box::pin(json(
             self.instance(Method::PUT, &name, "/network-policy")
                 .json(&policy),
+        ))
+    }
+    fn set_limits(&self, name: String, limits: LiveLimits) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/limits").json(&limits),
         ))
     }
     fn delete_volume(&self, name: String) -> AgentFuture<()> {

@@ -469,6 +469,14 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
         ),
         r(
             "put",
+            "/api/v1/courses/{code}/limits",
+            "Set each student's cpu, memory_mib and disk_gib (a field left out is kept); containers made from now on take them, those already made keep theirs and are listed in kept",
+            schema::<courses::CourseLimits>(g),
+            (200, schema::<courses::CourseLimitsChange>(g)),
+            true,
+        ),
+        r(
+            "put",
             "/api/v1/courses/{code}/jupyter",
             "Let a course's instructors open its students' JupyterLab through the portal (instructors: true), or only each student (false, the default)",
             schema::<courses::CourseJupyter>(g),

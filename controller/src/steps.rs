@@ -143,6 +143,9 @@ async fn step(
         "reset" => reset(ctl, &instance, &node, agent.as_ref()).await,
         "publish" => publish(ctl, op, &instance, &node, agent.as_ref()).await,
         "detach_gpus" => detach_gpus(ctl, &instance, &node, agent.as_ref()).await,
+        crate::actions::course_resize::STEP => {
+            crate::actions::course_resize::apply_step(&instance, &node, agent.as_ref()).await
+        }
         other => Ok(StepOutcome::Failed(format!("unknown step {other:?}"))),
     }
 }

@@ -267,6 +267,7 @@ pub fn operation_kind(kind: &str) -> OperationKind {
         "detach_gpus" => OperationKind::DetachGpus,
         "distribute_image" => OperationKind::DistributeImage,
         "move_instance" => OperationKind::MoveInstance,
+        "set_course_limits" => OperationKind::SetCourseLimits,
         _ => OperationKind::CreateInstance,
     }
 }
@@ -284,6 +285,7 @@ pub fn kind_name(kind: OperationKind) -> &'static str {
         OperationKind::DetachGpus => "detach_gpus",
         OperationKind::DistributeImage => "distribute_image",
         OperationKind::MoveInstance => "move_instance",
+        OperationKind::SetCourseLimits => "set_course_limits",
     }
 }
 

@@ -10,6 +10,7 @@
 //! | `PATCH /v1/instances/{name}`                  | [`UpdateInstance`] -> [`Instance`] |
 //! | `PUT /v1/instances/{name}/state`              | [`StateChange`] -> [`Instance`]    |
 //! | `PUT /v1/instances/{name}/gpus`               | [`AttachGpus`] -> [`Instance`]     |
+//! | `PUT /v1/instances/{name}/limits`             | [`LiveLimits`] -> [`Instance`]     |
 //! | `POST /v1/instances/{name}/gpus/detach`       | [`Instance`]                       |
 //! | `POST /v1/instances/{name}/publish`           | [`PublishInstance`] -> tarball; `X-Cohort-Fingerprint` |
 //! | `DELETE /v1/instances/{name}`                 | 204 (also when already absent)     |
@@ -303,6 +304,18 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Root disk `size` in GiB.
     pub disk_gib: u64,
+}
+
+/// New cores and memory for an instance (its course's limits changed): LXD applies them to a
+/// running container's cgroup at once and keeps them for its next start. The root disk is not
+/// among them: it keeps the size it was made with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LiveLimits {
+    /// `limits.cpu`: cores, 1 to 1024.
+    pub cpu: u32,
+    /// `limits.memory` in MiB, at least 64.
+    pub memory_mib: u64,
 }
 
 /// The GPUs an instance holds now, given back to it after they were released (an idle stop, a

@@ -25,6 +25,7 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::agent::UpdateInstance),
         ),
         ("agent_attach_gpus", schema_for!(crate::agent::AttachGpus)),
+        ("agent_live_limits", schema_for!(crate::agent::LiveLimits)),
         (
             "agent_publish_instance",
             schema_for!(crate::agent::PublishInstance),

@@ -1,7 +1,7 @@
 //! A course's network policy end to end: set with `cohort course create|set --egress --ssh-from`,
 //! stored and audited by a real controller, sent to a real agent on a node network, and applied
 //! by it to the running containers within seconds, without a restart; the students' SSH
-//! endpoints are the node's NAT forwards.
+//! endpoints are the node's NAT forwards. Then the course's limits from `cohort course limits`.
 
 mod cli_support;
 mod net_support;
@@ -130,6 +130,19 @@ fn a_course_policy_is_set_stored_audited_and_applied_to_running_containers() {
         "network.egress.allow[0]",
     );
     cli.fails(&["course", "set", "cs101"], "nothing to set");
+
+    // The course's limits from the CLI: the running container is to get the new memory live,
+    // and a refused value is an `Error:` line naming its field.
+    let out = cli.ok(&["course", "limits", "cs101", "--memory", "384MiB"]);
+    assert!(
+        out.contains("1 container(s) already made get the new cores and memory live"),
+        "{out}"
+    );
+    assert!(cli
+        .ok(&["course", "show", "cs101"])
+        .contains("memory_mib: 384"));
+    cli.fails(&["course", "limits", "cs101", "--cpu", "0"], "cpu");
+    cli.fails(&["course", "limits", "cs101"], "nothing to set");
     let audit = cli.ok(&["audit", "list", "-f", "csv"]);
     assert!(
         audit

@@ -377,6 +377,20 @@ async fn every_role_against_every_route() {
             401,
         ),
         (
+            "PUT",
+            "/api/v1/courses/cs101/limits".into(),
+            json(serde_json::json!({"cpu": 1})),
+            [200, 200, 403],
+            401,
+        ),
+        (
+            "PUT",
+            "/api/v1/courses/cs900/limits".into(),
+            json(serde_json::json!({"cpu": 1})),
+            [200, 403, 403],
+            401,
+        ),
+        (
             "GET",
             "/api/v1/courses/cs101/students".into(),
             None,

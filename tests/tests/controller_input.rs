@@ -414,3 +414,141 @@ async fn wrong_requests_get_a_json_4xx_naming_the_field() {
         "a good user was refused"
     );
 }
+
+/// `PUT /courses/{code}/limits`: each value checked as a new course's, a 4xx naming the field,
+/// only for the course's instructor or an admin, and nothing changed by a refused request; a
+/// good one changes what it names, keeps the rest, and is audited.
+#[actix_web::test]
+async fn course_limits_are_checked_like_a_new_courses_and_refused_whole() {
+    use serde_json::json;
+    let t = TestController::new();
+    let (_, admin) = t.user("labadmin", "admin");
+    let (_, prof) = t.user("prof", "instructor");
+    let (_, other) = t.user("other", "instructor");
+    let (_, alice) = t.user("alice", "student");
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let send = |token: &str, method: &str, uri: &str, body: serde_json::Value| {
+        test::TestRequest::default()
+            .method(method.parse().unwrap())
+            .uri(uri)
+            .insert_header(("Authorization", format!("Bearer {token}")))
+            .set_json(body)
+            .to_request()
+    };
+    let made = test::call_service(
+        &app,
+        send(
+            &prof,
+            "POST",
+            "/api/v1/courses",
+            json!({"code": "cs101", "title": "Intro", "image": "base"}),
+        ),
+    )
+    .await;
+    assert_eq!(made.status(), 201);
+    let limits = "/api/v1/courses/cs101/limits";
+    let cases: Vec<(&str, &str, serde_json::Value, u16, &str)> = vec![
+        (&prof, limits, json!({"cpu": 0}), 400, "cpu"),
+        (&prof, limits, json!({"cpu": 257}), 400, "cpu"),
+        (&prof, limits, json!({"cpu": "x"}), 400, "cpu"),
+        (&prof, limits, json!({"cpu": -1}), 400, "cpu"),
+        (&prof, limits, json!({"memory_mib": 32}), 400, "memory_mib"),
+        (&prof, limits, json!({"memory_mib": 0}), 400, "memory_mib"),
+        (
+            &prof,
+            limits,
+            json!({"memory_mib": 1u64 << 21}),
+            400,
+            "memory_mib",
+        ),
+        (&prof, limits, json!({"disk_gib": 0}), 400, "disk_gib"),
+        (&prof, limits, json!({"disk_gib": 20000}), 400, "disk_gib"),
+        (
+            &prof,
+            limits,
+            json!({"cpu": 2, "disk_gib": 0}),
+            400,
+            "disk_gib",
+        ),
+        (&prof, limits, json!({"cpu": 2, "gpus": 1}), 400, "gpus"),
+        (&other, limits, json!({"cpu": 2}), 403, "forbidden"),
+        (&alice, limits, json!({"cpu": 2}), 403, "forbidden"),
+        (
+            &prof,
+            "/api/v1/courses/nope/limits",
+            json!({"cpu": 2}),
+            404,
+            "not_found",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (token, uri, body, status, named) in cases {
+        let (got, err) =
+            error_of(test::call_service(&app, send(token, "PUT", uri, body.clone())).await).await;
+        let names = err
+            .as_ref()
+            .is_ok_and(|e| e.error.field.as_deref().unwrap_or(&e.error.code) == named);
+        if got != status || !names {
+            wrong.push(format!("{uri} {body}: {got} {err:?}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} answers wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    let get = || {
+        test::TestRequest::get()
+            .uri("/api/v1/courses/cs101")
+            .insert_header(("Authorization", format!("Bearer {admin}")))
+            .to_request()
+    };
+    let course: serde_json::Value = test::call_and_read_body_json(&app, get()).await;
+    assert_eq!(
+        (&course["cpu"], &course["memory_mib"], &course["disk_gib"]),
+        (&json!(1), &json!(1024), &json!(10)),
+        "a refused request changed nothing"
+    );
+
+    // A good one: what it names changes, the rest is kept; there is no container to reach.
+    let change: serde_json::Value = test::call_and_read_body_json(
+        &app,
+        send(&prof, "PUT", limits, json!({"cpu": 2, "memory_mib": 2048})),
+    )
+    .await;
+    assert_eq!(
+        (
+            &change["course"]["cpu"],
+            &change["course"]["memory_mib"],
+            &change["course"]["disk_gib"]
+        ),
+        (&json!(2), &json!(2048), &json!(10)),
+        "{change}"
+    );
+    assert_eq!(change["kept"], json!([]));
+    assert_eq!(change["operation"], serde_json::Value::Null);
+    assert!(change["note"]
+        .as_str()
+        .is_some_and(|n| n.contains("made from now on")));
+    let resp = test::call_service(&app, send(&admin, "PUT", limits, json!({"disk_gib": 20}))).await;
+    assert_eq!(resp.status(), 200);
+    let course: serde_json::Value = test::call_and_read_body_json(&app, get()).await;
+    assert_eq!(
+        (&course["cpu"], &course["memory_mib"], &course["disk_gib"]),
+        (&json!(2), &json!(2048), &json!(20))
+    );
+    use cohort_controller::db::schema::audit_log;
+    use diesel::prelude::*;
+    let audited: Vec<String> = audit_log::table
+        .filter(audit_log::action.eq("set_limits"))
+        .filter(audit_log::object.eq("cs101"))
+        .order(audit_log::id)
+        .select(audit_log::actor)
+        .load(&mut t.conn())
+        .unwrap();
+    assert_eq!(audited, ["prof", "labadmin"]);
+}

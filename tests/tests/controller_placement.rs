@@ -822,3 +822,129 @@ async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
     assert_eq!(nodes_used.len(), 10, "{placed:?}");
     assert!(nodes_used.is_disjoint(&held), "{placed:?}");
 }
+
+/// A course's new limits on a node with room for one container's growth and not another's:
+/// the container that fits gets the new memory (its row, its node's counters, one operation
+/// item), the one that does not keeps its own and is named with the reason, one being made is
+/// left alone, and one waiting for a node takes the new size at once. Shrinking always fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_course_limits_reach_the_containers_whose_node_has_room() {
+    use cohort_controller::actions::{course_limits, courses};
+    use cohort_controller::models::instance::NewInstance;
+    use cohort_proto::api::courses::{CourseLimits, CreateCourse};
+    use serde_json::json;
+
+    let t = TestController::new();
+    let (prof, _) = t.user("prof", "instructor");
+    let image = t.image("base");
+    // 4 GiB of memory: the three containers placed on it take 3 GiB.
+    let node = t.node("node1", (20000, 20099), 2, 4, false);
+    t.set_node_state(&node, "online");
+    let create: CreateCourse =
+        serde_json::from_value(json!({"code": "cs101", "title": "Intro", "image": "base"}))
+            .unwrap();
+    courses::create(&t.ctl, prof.clone(), create).await.unwrap();
+    let mut conn = t.conn();
+    let course_id: i64 = cohort_controller::db::schema::courses::table
+        .filter(cohort_controller::db::schema::courses::code.eq("cs101"))
+        .select(cohort_controller::db::schema::courses::id)
+        .first(&mut conn)
+        .unwrap();
+    for (name, observed, port) in [
+        ("cs101-ann", "running", Some(20000)),
+        ("cs101-bob", "stopped", Some(20001)),
+        ("cs101-cat", "queued", Some(20002)),
+        ("cs101-dan", "queued", None),
+    ] {
+        let owner = t.user(&name[6..], "student").0;
+        let made = Instance::insert(
+            &mut conn,
+            &NewInstance {
+                name,
+                owner_id: owner.user.id,
+                course_id: Some(course_id),
+                image_id: image.id,
+                desired_state: "running",
+                observed_state: observed,
+                cpu: 1,
+                memory_mib: 1024,
+                disk_gib: 10,
+                gpu_count: 0,
+                gpu_model: None,
+                gpu_share: "exclusive",
+                gpu_share_count: None,
+                home_gib: 0,
+                strategy: "spread",
+                priority: 0,
+                config: json!({}),
+            },
+        )
+        .unwrap();
+        if let Some(port) = port {
+            diesel::update(inst::table.find(made.id))
+                .set((inst::node_id.eq(node.id), inst::ssh_port.eq(port)))
+                .execute(&mut conn)
+                .unwrap();
+        }
+    }
+    let memory_of = |conn: &mut PgConnection, name: &str| -> i64 {
+        inst::table
+            .filter(inst::name.eq(name))
+            .select(inst::memory_mib)
+            .first(conn)
+            .unwrap()
+    };
+    let node_memory = |conn: &mut PgConnection| -> i64 {
+        nodes::table
+            .find(node.id)
+            .select(nodes::memory_used_mib)
+            .first(conn)
+            .unwrap()
+    };
+    assert_eq!(node_memory(&mut conn), 3072);
+
+    let grow = CourseLimits {
+        memory_mib: Some(2048),
+        ..Default::default()
+    };
+    let change = course_limits::set(&t.ctl, prof.clone(), "cs101".into(), grow)
+        .await
+        .unwrap();
+    let op = change.operation.expect("an operation for ann");
+    let targets: Vec<&str> = op.items.iter().map(|i| i.target.as_str()).collect();
+    assert_eq!(targets, ["cs101-ann"]);
+    let kept: Vec<(&str, &str)> = change
+        .kept
+        .iter()
+        .map(|k| (k.instance.as_str(), k.reason.as_str()))
+        .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept[0].0, "cs101-bob");
+    assert!(kept[0].1.contains("no room"), "{kept:?}");
+    assert_eq!(kept[1].0, "cs101-cat");
+    assert!(kept[1].1.contains("queued"), "{kept:?}");
+    assert!(
+        change.note.contains("1 waiting for a node"),
+        "{}",
+        change.note
+    );
+    assert_eq!(memory_of(&mut conn, "cs101-ann"), 2048);
+    assert_eq!(memory_of(&mut conn, "cs101-bob"), 1024);
+    assert_eq!(memory_of(&mut conn, "cs101-cat"), 1024);
+    assert_eq!(memory_of(&mut conn, "cs101-dan"), 2048);
+    assert_eq!(node_memory(&mut conn), 4096, "the node counts ann's growth");
+
+    let shrink = CourseLimits {
+        memory_mib: Some(512),
+        ..Default::default()
+    };
+    let change = course_limits::set(&t.ctl, prof, "cs101".into(), shrink)
+        .await
+        .unwrap();
+    let op = change.operation.expect("an operation");
+    let mut targets: Vec<&str> = op.items.iter().map(|i| i.target.as_str()).collect();
+    targets.sort();
+    assert_eq!(targets, ["cs101-ann", "cs101-bob"]);
+    assert_eq!(node_memory(&mut conn), 512 + 512 + 1024);
+    assert_eq!(memory_of(&mut conn, "cs101-dan"), 512);
+}

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use cohort_proto::agent::{
     Arrival, AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecSessionRequest,
-    IdentityCsr, ImportImage, InstallCertificate, NetworkPolicy, PublishInstance, SshAccess,
-    StateChange, UpdateInstance,
+    IdentityCsr, ImportImage, InstallCertificate, LiveLimits, NetworkPolicy, PublishInstance,
+    SshAccess, StateChange, UpdateInstance,
 };
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -154,6 +154,10 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         (&M::PUT, ["v1", "instances", name, "ssh"]) => {
             let body: SshAccess = read_json(req).await?;
             ok(&node.set_ssh(name, &body).await?)
+        }
+        (&M::PUT, ["v1", "instances", name, "limits"]) => {
+            let body: LiveLimits = read_json(req).await?;
+            ok(&node.set_limits(name, &body).await?)
         }
         (&M::PUT, ["v1", "instances", name, "network-policy"]) => {
             let body: NetworkPolicy = read_json(req).await?;

@@ -13,6 +13,7 @@ mod host_key;
 mod host_path;
 pub mod idmap;
 mod lifecycle;
+mod limits;
 mod publish;
 pub(crate) mod rootfs;
 pub mod shift;

@@ -179,19 +179,32 @@ fn check_source(source: &InstanceSource) -> Result<(), InstanceError> {
 
 fn check_limits(req: &CreateInstance) -> Result<(), InstanceError> {
     let l = &req.limits;
-    if l.cpu == 0 || l.cpu > 1024 {
-        return Err(InstanceError::invalid("limits.cpu", "must be 1-1024 cores"));
-    }
-    if l.memory_mib < 64 {
-        return Err(InstanceError::invalid(
-            "limits.memory_mib",
-            "must be at least 64 MiB",
-        ));
-    }
+    check_cores_memory("limits.", l.cpu, l.memory_mib)?;
     if l.disk_gib == 0 {
         return Err(InstanceError::invalid(
             "limits.disk_gib",
             "must be at least 1 GiB",
+        ));
+    }
+    Ok(())
+}
+
+/// Cores and memory, at a create and when they change live; `prefix` leads the fields' names.
+pub(super) fn check_cores_memory(
+    prefix: &str,
+    cpu: u32,
+    memory_mib: u64,
+) -> Result<(), InstanceError> {
+    if cpu == 0 || cpu > 1024 {
+        return Err(InstanceError::invalid(
+            format!("{prefix}cpu"),
+            "must be 1-1024 cores",
+        ));
+    }
+    if memory_mib < 64 {
+        return Err(InstanceError::invalid(
+            format!("{prefix}memory_mib"),
+            "must be at least 64 MiB",
         ));
     }
     Ok(())

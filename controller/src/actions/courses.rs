@@ -76,6 +76,28 @@ fn date(field: &str, value: Option<&str>) -> ActionResult<Option<DateTime<Utc>>>
         .ok_or_else(|| ActionError::invalid(field, "must be YYYY-MM-DD or RFC 3339"))
 }
 
+/// The per-student cores, memory and root disk a course may give, when it is created and when
+/// its limits are changed (`PUT /courses/{code}/limits`): a 400 naming the field.
+pub fn check_size(
+    cpu: Option<u32>,
+    memory_mib: Option<u64>,
+    disk_gib: Option<u64>,
+) -> ActionResult<()> {
+    for (field, value, most) in [
+        ("cpu", cpu.map(u64::from), 256),
+        ("memory_mib", memory_mib, 1 << 20),
+        ("disk_gib", disk_gib, 1 << 14),
+    ] {
+        if value.is_some_and(|v| v == 0 || v > most) {
+            return Err(ActionError::invalid(field, format!("must be 1 to {most}")));
+        }
+    }
+    if let Some(memory) = memory_mib {
+        validate::memory_mib("memory_mib", memory)?;
+    }
+    Ok(())
+}
+
 fn check_create(req: &CreateCourse) -> ActionResult<()> {
     validate::instance_name("code", &req.code)?;
     if req.code.len() > MAX_CODE {
@@ -90,18 +112,9 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
     if let Some(model) = &req.gpu_model {
         validate::text("gpu_model", model)?;
     }
-    for (field, value, most) in [
-        ("cpu", req.cpu.map(u64::from), 256),
-        ("memory_mib", req.memory_mib, 1 << 20),
-        ("disk_gib", req.disk_gib, 1 << 14),
-        ("gpu_share", req.gpu_share.map(u64::from), 64),
-    ] {
-        if value.is_some_and(|v| v == 0 || v > most) {
-            return Err(ActionError::invalid(field, format!("must be 1 to {most}")));
-        }
-    }
-    if let Some(memory) = req.memory_mib {
-        validate::memory_mib("memory_mib", memory)?;
+    check_size(req.cpu, req.memory_mib, req.disk_gib)?;
+    if req.gpu_share.is_some_and(|v| v == 0 || v > 64) {
+        return Err(ActionError::invalid("gpu_share", "must be 1 to 64"));
     }
     if req
         .processes

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::courses::{course_instances, writable};
 use super::operations::{start, Step};
 use crate::auth::Caller;
+use crate::config::PlacementConfig;
 use crate::controller::Controller;
 use crate::course::naming;
 use crate::error::{ActionError, ActionResult};
@@ -23,8 +24,9 @@ use crate::models::instance::{Instance, NewInstance};
 use crate::models::operation_item::OperationItem;
 use crate::{homes, placement, views};
 
-/// Refuses a provision that would take the course past its admin-set quota.
-fn check_quota(course: &Course, students: usize) -> ActionResult<()> {
+/// Refuses a provision (or a change of the course's limits) that would take the course past its
+/// admin-set quota.
+pub(super) fn check_quota(course: &Course, students: usize) -> ActionResult<()> {
     let n = students as i64;
     if let Some(max) = course.quota_students {
         if n > i64::from(max) {
@@ -62,6 +64,19 @@ fn check_quota(course: &Course, students: usize) -> ActionResult<()> {
         }
     }
     Ok(())
+}
+
+/// What one student's container of `course` needs of a node.
+pub(super) fn need<'a>(course: &'a Course, config: &PlacementConfig) -> crate::feasible::Need<'a> {
+    crate::feasible::Need {
+        cpu: course.cpu,
+        memory_mib: course.memory_mib,
+        // The root disk and the home volume, both on the node's pool.
+        disk_gib: course.disk_gib + homes::reserved_gib(homes::course_mib(course, config)),
+        gpus: course.gpus,
+        gpu_model: course.gpu_model.as_deref(),
+        exclusive: course.gpu_share == "exclusive",
+    }
 }
 
 /// What the nodes holding the course's containers report: name -> LXD status. Containers on a
@@ -139,19 +154,9 @@ pub async fn provision(
                 .iter()
                 .any(|s| !existing.iter().any(|i| i.owner_id == s.user.id));
             if makes_new {
-                let need = crate::feasible::Need {
-                    cpu: course.cpu,
-                    memory_mib: course.memory_mib,
-                    // The root disk and the home volume, both on the node's pool.
-                    disk_gib: course.disk_gib
-                        + homes::reserved_gib(homes::course_mib(&course, &placement_config)),
-                    gpus: course.gpus,
-                    gpu_model: course.gpu_model.as_deref(),
-                    exclusive: course.gpu_share == "exclusive",
-                };
                 crate::feasible::check(
                     conn,
-                    &need,
+                    &need(&course, &placement_config),
                     None,
                     &placement_config,
                     crate::feasible::COURSE_FIELDS,

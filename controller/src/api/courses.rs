@@ -2,14 +2,15 @@
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::courses::{
-    CourseHome, CourseJupyter, CourseQuota, CreateCourse, EndpointsQuery, NetworkPolicy,
-    StudentAction, StudentSnapshot, Teardown,
+    CourseHome, CourseJupyter, CourseLimits, CourseQuota, CreateCourse, EndpointsQuery,
+    NetworkPolicy, StudentAction, StudentSnapshot, Teardown,
 };
 use futures_util::StreamExt;
 
 use super::extract::{ApiJson, ApiQuery};
 use crate::actions::{
-    class, course_delete, course_network, courses, endpoints, passwords, provision, roster,
+    class, course_delete, course_limits, course_network, courses, endpoints, passwords, provision,
+    roster,
 };
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
@@ -47,6 +48,15 @@ pub async fn set_home(
     req: ApiJson<CourseHome>,
 ) -> Reply {
     Ok(HttpResponse::Ok().json(courses::set_home(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
+pub async fn set_limits(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<CourseLimits>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(course_limits::set(&ctl, caller, code.into_inner(), req.0).await?))
 }
 
 pub async fn set_jupyter(

@@ -124,6 +124,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/courses/{code}", delete().to(courses::delete))
                     .route("/courses/{code}/quota", put().to(courses::set_quota))
                     .route("/courses/{code}/home", put().to(courses::set_home))
+                    .route("/courses/{code}/limits", put().to(courses::set_limits))
                     .route("/courses/{code}/jupyter", put().to(courses::set_jupyter))
                     .route("/courses/{code}/network", put().to(courses::set_network))
                     .route("/courses/{code}/roster", post().to(courses::import_roster))

@@ -107,6 +107,23 @@ impl Course {
             .execute(conn)
     }
 
+    /// Each student's cores, memory and root disk, for the containers made from now on.
+    pub fn set_limits(
+        conn: &mut PgConnection,
+        id: i64,
+        cpu: i32,
+        memory_mib: i64,
+        disk_gib: i64,
+    ) -> QueryResult<usize> {
+        diesel::update(courses::table.find(id))
+            .set((
+                courses::cpu.eq(cpu),
+                courses::memory_mib.eq(memory_mib),
+                courses::disk_gib.eq(disk_gib),
+            ))
+            .execute(conn)
+    }
+
     /// The course, its row locked until the transaction ends.
     pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Course> {
         courses::table

@@ -1,29 +1,101 @@
-//! The course page's limits section: each student's container as the course made it (cores,
-//! memory, disk, GPUs, idle stop), and the form for the one limit the API lets an instructor
-//! change afterwards, the size of each student's home volume (`PUT /courses/{code}/home`,
-//! `cohort course set --home-size`), through the same action, a refusal shown at the field.
+//! The course page's limits section: each student's container as the course makes it (cores,
+//! memory, disk, GPUs, idle stop), and the form that changes the cores, memory and disk
+//! (`PUT /courses/{code}/limits`) and the home volume's size (`PUT /courses/{code}/home`)
+//! through the same actions, a refusal shown at its field. The section says what a change
+//! reaches, follows the operation that applies it to the containers already made, and lists
+//! the containers that keep other limits, with why.
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
-use cohort_proto::api::courses::{Course, CourseHome};
+use cohort_proto::api::courses::{Course, CourseHome, CourseLimits, KeptLimits};
 use maud::{html, Markup};
 use serde::Deserialize;
+use uuid::Uuid;
 
-use super::courses::render;
+use super::courses::{number, render, Refused};
 use super::error::PortalError;
 use super::i18n::Msg;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::courses;
+use crate::actions::{course_limits, courses};
 use crate::controller::Controller;
 use crate::error::ActionError;
 
-/// The form's field, as the action names it.
+/// The home size's field, as the action names it.
 pub const HOME_FIELD: &str = "home_mib";
 
-/// The section; `error` is the action's refusal of the home size.
-pub fn section(s: &SignedIn, course: &Course, error: Option<&str>) -> Markup {
+/// The form's number fields, named as the actions name them.
+const FIELDS: [&str; 4] = ["cpu", "memory_mib", "disk_gib", HOME_FIELD];
+
+/// What was typed; empty is "keep" for cores, memory and disk, the controller's default for
+/// the home.
+#[derive(Debug, Default, Deserialize)]
+pub struct LimitsForm {
+    #[serde(default)]
+    cpu: String,
+    #[serde(default)]
+    memory_mib: String,
+    #[serde(default)]
+    disk_gib: String,
+    #[serde(default)]
+    home_mib: String,
+}
+
+/// A refused form: what was typed, the field (`limits` for a refusal of the whole change, such
+/// as the course's quota) and the action's message.
+pub struct Refusal {
+    form: LimitsForm,
+    field: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    /// The action's refusal `field` with `message`, at its field when the form has one.
+    pub fn new(form: LimitsForm, field: &str, message: String) -> Refusal {
+        let field = FIELDS.into_iter().find(|f| *f == field).unwrap_or("limits");
+        Refusal {
+            form,
+            field,
+            message,
+        }
+    }
+}
+
+/// The section; `kept` are the containers already made with other limits.
+pub fn section(
+    s: &SignedIn,
+    course: &Course,
+    kept: &[KeptLimits],
+    refusal: Option<&Refusal>,
+) -> Markup {
     let lang = s.lang;
     let minutes = |m: Option<u32>| m.map_or_else(|| "—".to_string(), |m| format!("{m} min"));
+    let error = |name: &str| {
+        html! {
+            @if let Some(r) = refusal.filter(|r| r.field == name) {
+                p.error id={ (name) "-error" } role="alert" { (r.message) }
+            }
+        }
+    };
+    // A refused form comes back as typed; otherwise the course's values.
+    let value = |name: &str| -> Option<String> {
+        match refusal.map(|r| &r.form) {
+            Some(f) => Some(
+                match name {
+                    "cpu" => &f.cpu,
+                    "memory_mib" => &f.memory_mib,
+                    "disk_gib" => &f.disk_gib,
+                    _ => &f.home_mib,
+                }
+                .clone(),
+            ),
+            None => match name {
+                "cpu" => Some(course.cpu.to_string()),
+                "memory_mib" => Some(course.memory_mib.to_string()),
+                "disk_gib" => Some(course.disk_gib.to_string()),
+                _ => course.home_mib.map(|m| m.to_string()),
+            },
+        }
+    };
     html! {
         h2 { (lang.t(Msg::CourseLimits)) }
         dl.facts #course-limits {
@@ -34,59 +106,111 @@ pub fn section(s: &SignedIn, course: &Course, error: Option<&str>) -> Markup {
             dt { (lang.t(Msg::IdleStop)) } dd #limit-idle { (minutes(course.idle_gpu_minutes)) " (" (course.idle_action) ")" }
             dt { (lang.t(Msg::LongestRun)) } dd #limit-runtime { (minutes(course.max_runtime_minutes)) }
         }
-        form.stacked method="post" action={ "/courses/" (course.code) "/limits" } {
+        form.stacked #limits-form method="post" action={ "/courses/" (course.code) "/limits" } {
             input type="hidden" name="csrf" value=(s.csrf);
-            label for="home_mib" { (lang.t(Msg::HomeMib)) }
-            input #home_mib name="home_mib" type="number" min="1" placeholder=(lang.t(Msg::ControllerDefault))
-                value=[course.home_mib];
-            @if let Some(message) = error {
-                p.error #home_mib-error role="alert" { (message) }
+            p #limits-apply { (lang.t(Msg::LimitsApplyToNew)) }
+            (error("limits"))
+            @for (name, label) in [("cpu", Msg::Cpu), ("memory_mib", Msg::MemoryMib), ("disk_gib", Msg::DiskGib)] {
+                label for=(name) { (lang.t(label)) }
+                input id=(name) name=(name) type="number" min="1" required value=[value(name)];
+                (error(name))
             }
+            label for=(HOME_FIELD) { (lang.t(Msg::HomeMib)) }
+            input id=(HOME_FIELD) name=(HOME_FIELD) type="number" min="1" placeholder=(lang.t(Msg::ControllerDefault))
+                value=[value(HOME_FIELD)];
+            (error(HOME_FIELD))
             button #set-limits type="submit" { (lang.t(Msg::SaveLimits)) }
+        }
+        @if !kept.is_empty() {
+            p #limits-kept-note { (lang.t(Msg::LimitsKept)) }
+            table #limits-kept {
+                thead { tr {
+                    th scope="col" { (lang.t(Msg::Container)) }
+                    th scope="col" { (lang.t(Msg::Username)) }
+                    th scope="col" { (lang.t(Msg::CpuCores)) }
+                    th scope="col" { (lang.t(Msg::MemoryMibOwn)) }
+                    th scope="col" { (lang.t(Msg::DiskGibOwn)) }
+                    th scope="col" { (lang.t(Msg::WhyKept)) }
+                } }
+                tbody {
+                    @for k in kept {
+                        tr data-instance=(k.instance) {
+                            td { (k.instance) } td { (k.owner) }
+                            td.cpu { (k.cpu) } td.memory { (k.memory_mib) } td.disk { (k.disk_gib) }
+                            td.reason { (k.reason) }
+                        }
+                    }
+                }
+            }
         }
     }
 }
 
-#[derive(Deserialize)]
-pub struct LimitsForm {
-    #[serde(default)]
-    home_mib: String,
+/// The form as the actions' requests: a field that is not a whole number is refused at it.
+fn request(form: &LimitsForm) -> Result<(CourseLimits, Option<u64>), ActionError> {
+    let cpu = number("cpu", &form.cpu)?
+        .map(|n| u32::try_from(n).map_err(|_| ActionError::invalid("cpu", "is too large")))
+        .transpose()?;
+    let limits = CourseLimits {
+        cpu,
+        memory_mib: number("memory_mib", &form.memory_mib)?,
+        disk_gib: number("disk_gib", &form.disk_gib)?,
+    };
+    Ok((limits, number(HOME_FIELD, &form.home_mib)?))
 }
 
-/// `POST /courses/{code}/limits`: empty is the controller's default.
+/// Changes what differs from the course as it is: the limits first, then the home. The home's
+/// size is checked before either, so a refused home leaves the limits as they were too. The
+/// operation applying new cores and memory to the containers already made, if there is one.
+async fn apply(
+    ctl: &Controller,
+    s: &SignedIn,
+    code: &str,
+    form: &LimitsForm,
+) -> Result<Option<Uuid>, ActionError> {
+    let (limits, home_mib) = request(form)?;
+    crate::homes::check(HOME_FIELD, home_mib)?;
+    let course = courses::get(ctl, s.bearer.clone(), code.to_string()).await?;
+    let changes = limits.cpu.is_some_and(|v| v != course.cpu)
+        || limits.memory_mib.is_some_and(|v| v != course.memory_mib)
+        || limits.disk_gib.is_some_and(|v| v != course.disk_gib);
+    let mut operation = None;
+    if changes {
+        let change = course_limits::set(ctl, s.caller.clone(), code.to_string(), limits).await?;
+        operation = change.operation.map(|op| op.id);
+    }
+    if home_mib != course.home_mib {
+        let home = CourseHome { home_mib };
+        courses::set_home(ctl, s.caller.clone(), code.to_string(), home).await?;
+    }
+    Ok(operation)
+}
+
+/// `POST /courses/{code}/limits`.
 pub async fn set(
     ctl: web::Data<Controller>,
     code: web::Path<String>,
     CsrfForm(s, form): CsrfForm<LimitsForm>,
 ) -> Result<HttpResponse, PortalError> {
     let code = code.into_inner();
-    let home_mib = match form.home_mib.trim() {
-        "" => Ok(None),
-        v => v
-            .parse()
-            .map(Some)
-            .map_err(|_| ActionError::invalid(HOME_FIELD, "must be a whole number")),
-    };
-    let outcome = match home_mib {
-        Ok(home_mib) => {
-            courses::set_home(
-                &ctl,
-                s.caller.clone(),
-                code.clone(),
-                CourseHome { home_mib },
-            )
-            .await
+    let (status, field, message) = match apply(&ctl, &s, &code, &form).await {
+        Ok(operation) => {
+            // With an operation, the page follows it as it follows a provision.
+            let to = match operation {
+                Some(id) => format!("/courses/{code}?operation={id}"),
+                None => format!("/courses/{code}"),
+            };
+            return Ok(HttpResponse::SeeOther()
+                .insert_header((header::LOCATION, to))
+                .finish());
         }
-        Err(e) => Err(e),
+        Err(ActionError::Invalid { field, message }) => (StatusCode::BAD_REQUEST, field, message),
+        Err(ActionError::Conflict {
+            field: Some(field),
+            message,
+        }) => (StatusCode::CONFLICT, field, message),
+        Err(e) => return Err(PortalError::Action(s.lang, e)),
     };
-    match outcome {
-        Ok(_) => Ok(HttpResponse::SeeOther()
-            .insert_header((header::LOCATION, format!("/courses/{code}")))
-            .finish()),
-        Err(ActionError::Invalid { field, message }) => {
-            let error = Some((field, message));
-            render(&ctl, &s, code, None, StatusCode::BAD_REQUEST, error).await
-        }
-        Err(e) => Err(PortalError::Action(s.lang, e)),
-    }
+    let refused = Refused::Limits(Refusal::new(form, &field, message));
+    render(&ctl, &s, code, None, status, Some(refused)).await
 }

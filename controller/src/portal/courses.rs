@@ -9,15 +9,18 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::course_limits;
 use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::{class, courses, endpoints, operations, provision, roster};
+use super::{course_limits, course_network};
+use crate::actions::{
+    class, course_limits as limits, courses, endpoints, operations, provision, roster,
+};
 use crate::controller::Controller;
 use crate::error::ActionError;
 use cohort_proto::api::courses::{CreateCourse, StudentAction};
+use cohort_proto::api::operations::OperationKind;
 
 pub async fn list(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpResponse, PortalError> {
     render_list(&ctl, &s, StatusCode::OK, None).await
@@ -96,7 +99,8 @@ pub struct NewCourseForm {
     disk_gib: String,
 }
 
-fn number(field: &str, value: &str) -> Result<Option<u64>, ActionError> {
+/// A number field: empty is `None`, anything but a whole number is refused at the field.
+pub(super) fn number(field: &str, value: &str) -> Result<Option<u64>, ActionError> {
     let value = value.trim();
     if value.is_empty() {
         return Ok(None);
@@ -167,19 +171,27 @@ pub async fn student_action(
         .finish())
 }
 
+/// A refused form on the course page, shown at its field in its own section.
+pub(super) enum Refused {
+    /// The roster's field (a row) and message.
+    Roster(String, String),
+    Limits(course_limits::Refusal),
+    Network(course_network::Refusal),
+}
+
 #[derive(Deserialize)]
 pub struct CourseQuery {
     operation: Option<Uuid>,
 }
 
-/// The course page; `error` is a refused roster or limit: (field, message), shown at its field.
+/// The course page; `refused` is a form refused at one of its fields.
 pub(super) async fn render(
     ctl: &Controller,
     s: &SignedIn,
     code: String,
     operation: Option<Uuid>,
     status: StatusCode,
-    error: Option<(String, String)>,
+    refused: Option<Refused>,
 ) -> Result<HttpResponse, PortalError> {
     let lang = s.lang;
     let students = courses::students(ctl, s.caller.clone(), code.clone())
@@ -188,14 +200,27 @@ pub(super) async fn render(
     let course = courses::get(ctl, s.bearer.clone(), code.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
-    let (limit_error, roster_error) = match error {
-        Some((f, m)) if f == course_limits::HOME_FIELD => (Some(m), None),
-        other => (None, other),
+    let kept = limits::kept_by(ctl, s.caller.clone(), code.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let (roster_error, limits_refusal, network_refusal) = match refused {
+        Some(Refused::Roster(field, message)) => (Some((field, message)), None, None),
+        Some(Refused::Limits(r)) => (None, Some(r), None),
+        Some(Refused::Network(r)) => (None, None, Some(r)),
+        None => (None, None, None),
+    };
+    // The progress bar follows a provision, or new limits applied to the containers.
+    let progress_title = match operation {
+        Some(id) => match operations::get(ctl, s.caller.clone(), id).await {
+            Ok(op) if op.kind == OperationKind::SetCourseLimits => Msg::ApplyingLimits,
+            _ => Msg::Provisioning,
+        },
+        None => Msg::Provisioning,
     };
     let body: Markup = html! {
         @if let Some(id) = operation {
             section #progress data-operation=(id) aria-live="polite" {
-                h2 { (lang.t(Msg::Provisioning)) }
+                h2 { (lang.t(progress_title)) }
                 progress #progress-bar max="1" value="0" {}
                 span #progress-text {}
             }
@@ -249,7 +274,8 @@ pub(super) async fn render(
             }
             button #import-roster type="submit" { (lang.t(Msg::ImportRoster)) }
         }
-        (course_limits::section(s, &course, limit_error.as_deref()))
+        (course_limits::section(s, &course, &kept, limits_refusal.as_ref()))
+        (course_network::section(s, &course, network_refusal.as_ref()))
         h2 { (lang.t(Msg::Teardown)) }
         form.stacked #teardown method="post" action={ "/courses/" (code) "/teardown" } {
             input type="hidden" name="csrf" value=(s.csrf);
@@ -307,15 +333,8 @@ pub async fn import_roster(
             .insert_header((header::LOCATION, format!("/courses/{code}")))
             .finish()),
         Err(ActionError::Invalid { field, message }) => {
-            render(
-                &ctl,
-                &s,
-                code,
-                None,
-                StatusCode::BAD_REQUEST,
-                Some((field, message)),
-            )
-            .await
+            let refused = Refused::Roster(field, message);
+            render(&ctl, &s, code, None, StatusCode::BAD_REQUEST, Some(refused)).await
         }
         Err(e) => Err(PortalError::Action(s.lang, e)),
     }

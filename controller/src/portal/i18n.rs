@@ -241,6 +241,22 @@ pub enum Msg {
     HomeMib,
     ControllerDefault,
     SaveLimits,
+    LimitsApplyToNew,
+    LimitsKept,
+    WhyKept,
+    ApplyingLimits,
+    Container,
+    NetworkPolicy,
+    NetworkApplies,
+    Egress,
+    EgressOpen,
+    EgressNone,
+    EgressAllow,
+    AllowList,
+    SshFrom,
+    SshFromList,
+    Anywhere,
+    SaveNetwork,
 }
 
 impl Msg {
@@ -456,6 +472,42 @@ impl Msg {
             ),
             Msg::ControllerDefault => ("the controller's default", "控制器預設值", "控制器默认值"),
             Msg::SaveLimits => ("Save limits", "儲存限制", "保存限制"),
+            Msg::LimitsApplyToNew => (
+                "New cores and memory reach the containers already made at once, where their node has room (the rest are listed below with why). A container's root disk keeps the size it was made with; containers made from now on take all three.",
+                "新的 CPU 核心與記憶體限制會立即套用到已建立的容器（其節點有足夠空間時；其餘容器列於下方並說明原因）。已建立容器的根磁碟保留建立時的大小；此後建立的容器會套用全部三項限制。",
+                "新的 CPU 核心与内存限制会立即应用到已创建的容器（其节点有足够空间时；其余容器列于下方并说明原因）。已创建容器的根磁盘保留创建时的大小；此后创建的容器会应用全部三项限制。",
+            ),
+            Msg::LimitsKept => (
+                "These containers keep other limits than the course's until they are deleted and provisioned again:",
+                "以下容器保留與課程不同的限制，直到刪除並重新建立：",
+                "以下容器保留与课程不同的限制，直到删除并重新创建：",
+            ),
+            Msg::WhyKept => ("Why", "原因", "原因"),
+            Msg::ApplyingLimits => ("Applying the new limits", "正在套用新的限制", "正在应用新的限制"),
+            Msg::Container => ("Container", "容器", "容器"),
+            Msg::NetworkPolicy => ("Network policy", "網路政策", "网络策略"),
+            Msg::NetworkApplies => (
+                "A change is applied at once to the course's containers, without a restart.",
+                "變更會立即套用到課程的容器，無需重新啟動。",
+                "更改会立即应用到课程的容器，无需重启。",
+            ),
+            Msg::Egress => ("Outgoing connections", "對外連線", "对外连接"),
+            Msg::EgressOpen => ("Open (anywhere)", "開放（任何地方）", "开放（任何地方）"),
+            Msg::EgressNone => ("None (nowhere, e.g. an exam)", "禁止（不能連往任何地方，例如考試）", "禁止（不能连往任何地方，例如考试）"),
+            Msg::EgressAllow => ("Only the allowed destinations", "僅限允許的目的地", "仅限允许的目的地"),
+            Msg::AllowList => (
+                "Allowed destinations (one CIDR or CIDR:PORT a line, e.g. 10.0.0.0/8:3128)",
+                "允許的目的地（每行一個 CIDR 或 CIDR:連接埠，例如 10.0.0.0/8:3128）",
+                "允许的目的地（每行一个 CIDR 或 CIDR:端口，例如 10.0.0.0/8:3128）",
+            ),
+            Msg::SshFrom => ("SSH reachable from", "可連線 SSH 的來源", "可连接 SSH 的来源"),
+            Msg::SshFromList => (
+                "SSH reachable from (one IPv4 CIDR a line; empty: anywhere)",
+                "可連線 SSH 的來源（每行一個 IPv4 CIDR；留空表示任何地方）",
+                "可连接 SSH 的来源（每行一个 IPv4 CIDR；留空表示任何地方）",
+            ),
+            Msg::Anywhere => ("anywhere", "任何地方", "任何地方"),
+            Msg::SaveNetwork => ("Save network policy", "儲存網路政策", "保存网络策略"),
         }
     }
 }

@@ -10,6 +10,7 @@ mod admin_users;
 mod assets;
 mod containers;
 mod course_limits;
+mod course_network;
 mod courses;
 mod create_container;
 mod error;
@@ -71,6 +72,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .route("/courses/{code}/roster", post().to(courses::import_roster))
         .route("/courses/{code}/limits", post().to(course_limits::set))
+        .route("/courses/{code}/network", post().to(course_network::set))
         .route("/courses/{code}/provision", post().to(courses::provision))
         .route(
             "/courses/{code}/endpoints/{format}",

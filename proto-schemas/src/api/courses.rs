@@ -6,6 +6,7 @@
 //! | `POST /courses`                                    | [`CreateCourse`] -> [`Course`]   |
 //! | `GET /courses`, `GET /courses/{code}`              | [`Course`]                       |
 //! | `PUT /courses/{code}/quota` (admin)                | [`CourseQuota`] -> [`Course`]    |
+//! | `PUT /courses/{code}/limits`                       | [`CourseLimits`] -> [`CourseLimitsChange`] |
 //! | `POST /courses/{code}/roster`                      | CSV or JSON roster -> [`RosterReport`] |
 //! | `GET /courses/{code}/students`                     | `Vec<Student>`                   |
 //! | `DELETE /courses/{code}/students/{username}`       | operation (deletes the container)|
@@ -240,6 +241,56 @@ pub struct EndpointsQuery {
 pub struct CourseHome {
     /// MiB, 32 to 16777216; null: the controller's default.
     pub home_mib: Option<u64>,
+}
+
+/// `PUT /api/v1/courses/{code}/limits`: each student's CPU cores, memory and root disk, checked
+/// as at the course's creation; a field left out keeps its value. Containers made after the
+/// change take all three (a new student's, one still waiting for a node). Containers already
+/// made get the new cores and memory live, through their agents, where their node has room
+/// (an operation with one item per container); their root disk keeps the size it was made
+/// with. The answer lists every container that keeps other limits, and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseLimits {
+    /// CPU cores, 1 to 256.
+    #[serde(default)]
+    pub cpu: Option<u32>,
+    /// MiB, 64 to 1048576.
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+    /// GiB of root disk, 1 to 16384, and at least the course image's size.
+    #[serde(default)]
+    pub disk_gib: Option<u64>,
+}
+
+/// The answer to `PUT /api/v1/courses/{code}/limits`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseLimitsChange {
+    pub course: Course,
+    /// The operation applying the new cores and memory to the containers already made, one
+    /// item per container; absent when there is none to change.
+    #[serde(default)]
+    pub operation: Option<crate::api::operations::Operation>,
+    /// The course's containers that keep other limits than the course's now, and why.
+    pub kept: Vec<KeptLimits>,
+    /// The same in words: what the change reaches and what it does not.
+    pub note: String,
+}
+
+/// A container of the course with other limits than the course's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeptLimits {
+    pub instance: String,
+    pub owner: String,
+    /// Its limits now.
+    pub cpu: u32,
+    pub memory_mib: u64,
+    pub disk_gib: u64,
+    /// Why it keeps them: its node has no room, is not online, the container is being made
+    /// or changed, or (disk only) a root disk keeps the size it was made with.
+    pub reason: String,
 }
 
 /// `PUT /api/v1/courses/{code}/jupyter`: who besides the student may open a student's

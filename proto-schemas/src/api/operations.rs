@@ -24,6 +24,8 @@ pub enum OperationKind {
     DistributeImage,
     /// One container and its home taken to another node (`cohort move NAME --target NODE`).
     MoveInstance,
+    /// A course's new cores and memory applied to its containers already made, one item each.
+    SetCourseLimits,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

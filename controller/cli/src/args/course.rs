@@ -1,4 +1,4 @@
-//! `cohort course create|list|show|set|roster|provision|endpoints|teardown|delete`, flags as in
+//! `cohort course create|list|show|set|limits|roster|provision|endpoints|teardown|delete`, flags as in
 //! DESIGN.md, and `cohort course student ...` for one student's container.
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -22,6 +22,8 @@ pub enum CourseCommand {
     Show(CourseCode),
     /// Change a course's network policy; applied to its running containers at once
     Set(CourseSet),
+    /// Change each student's cores, memory and disk; containers made from now on take them
+    Limits(CourseLimitsArgs),
     /// Import a roster (CSV with header username,name,email,ssh_key, or a JSON array)
     Roster(CourseRoster),
     /// Create one container per student; idempotent
@@ -193,6 +195,21 @@ pub struct CourseSet {
     pub jupyter_instructors: Option<bool>,
     #[command(flatten)]
     pub network: NetworkFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseLimitsArgs {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// CPU cores per student
+    #[arg(long)]
+    pub cpu: Option<u32>,
+    /// Memory per student, e.g. 4GiB
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// Root disk per student, e.g. 20GiB
+    #[arg(long)]
+    pub disk: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -65,6 +65,7 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
             render::print(list.format, &rows, &courses)
         }
         CourseCommand::Set(set) => super::course_network::set(session, set).await,
+        CourseCommand::Limits(limits) => super::course_limits::set(session, limits).await,
         CourseCommand::Show(show) => {
             let (client, code) = session.target(&show.code)?;
             let course: CourseInfo = client.get(&format!("/courses/{}", seg(&code))).await?;

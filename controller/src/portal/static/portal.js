@@ -34,8 +34,8 @@ document.addEventListener("drop", async (event) => {
   area.value = await event.dataTransfer.files[0].text();
 });
 
-// Live provisioning progress: the operation is polled until it ends; each student's row
-// shows its item's state.
+// Live progress of a provision (or of new limits applied): the operation is polled until it
+// ends; during a provision each student's row shows its item's state.
 (function () {
   const section = document.getElementById("progress");
   if (!section) return;
@@ -48,7 +48,9 @@ document.addEventListener("drop", async (event) => {
     bar.max = Math.max(op.progress.total, 1);
     bar.value = op.progress.done;
     text.textContent = op.progress.done + " / " + op.progress.total + " (" + op.status + ")";
-    for (const item of op.items) {
+    // A provision's items are the students' containers being made; other operations (new
+    // limits applied) leave the rows' states to the page.
+    for (const item of op.kind === "provision_course" ? op.items : []) {
       const row = document.querySelector('#students tr[data-instance="' + CSS.escape(item.target) + '"] td.state');
       if (row) row.textContent = item.status === "success" ? "ready" : item.status;
     }

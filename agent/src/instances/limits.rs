@@ -1,0 +1,38 @@
+//! New cores and memory for an instance already made (its course's limits changed): one
+//! `PATCH` of `limits.cpu` and `limits.memory`, which LXD applies to a running container's
+//! cgroup at once and keeps for its next start. The root disk is left as it was made.
+
+use cohort_proto::agent::{Instance, LiveLimits};
+use hyper::Method;
+use serde_json::json;
+
+use super::spec::check_cores_memory;
+use super::InstanceError;
+use crate::node::Node;
+
+impl Node {
+    /// `PUT /v1/instances/{name}/limits`.
+    pub async fn set_limits(
+        &self,
+        name: &str,
+        req: &LiveLimits,
+    ) -> Result<Instance, InstanceError> {
+        super::check_name(name)?;
+        check_cores_memory("", req.cpu, req.memory_mib)?;
+        let patch = json!({"config": {
+            "limits.cpu": req.cpu.to_string(),
+            "limits.memory": format!("{}MiB", req.memory_mib),
+        }});
+        match self
+            .lxd
+            .call(Method::PATCH, &super::path(name), Some(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(instance = %name, cpu = req.cpu, memory_mib = req.memory_mib, "limits set");
+        self.instance(name).await
+    }
+}
