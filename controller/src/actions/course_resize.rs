@@ -118,9 +118,6 @@ pub async fn apply_step(
     };
     match agent.set_limits(instance.name.clone(), limits).await {
         Ok(_) | Err(AgentError::Status { status: 404, .. }) => Ok(StepOutcome::Done),
-        Err(source) => Err(ActionError::Agent {
-            node: node.name.clone(),
-            source,
-        }),
+        Err(source) => Err(ActionError::on_node(&node.name)(source)),
     }
 }
