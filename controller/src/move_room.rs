@@ -15,18 +15,16 @@ use crate::gpu_slots;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 
+/// A node as a move sees it: whether the instance fits there (cores, memory, disk with its
+/// home, an SSH port) and whether GPUs of its model have room.
 #[derive(QueryableByName)]
-struct Fit {
+struct Room {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
     #[diesel(sql_type = Bool)]
     fits: bool,
     #[diesel(sql_type = Bool)]
     gpus: bool,
-}
-
-#[derive(QueryableByName)]
-struct Found {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
 }
 
 #[derive(QueryableByName)]
@@ -42,23 +40,9 @@ pub fn shortage(
     to: &Node,
     config: &PlacementConfig,
 ) -> QueryResult<Option<String>> {
-    let fit: Fit = diesel::sql_query(
-        "SELECT cohort_node_fits(n, n.id, $2, $3, $4, $5, $6, $7, $8, '{}'::int8[]) AS fits,
-                ($2 = 0 OR cohort_node_free_gpus(n.id, $9, $10, $11) >= $2) AS gpus
-         FROM nodes n WHERE n.id = $1",
-    )
-    .bind::<BigInt, _>(to.id)
-    .bind::<Integer, _>(instance.gpu_count)
-    .bind::<Integer, _>(instance.cpu)
-    .bind::<Double, _>(config.cpu_overcommit)
-    .bind::<BigInt, _>(instance.memory_mib)
-    .bind::<Double, _>(config.memory_overcommit)
-    .bind::<BigInt, _>(instance.disk_gib + i64::from(instance.home_gib))
-    .bind::<Double, _>(config.disk_overcommit)
-    .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-    .bind::<Bool, _>(instance.gpu_share == "exclusive")
-    .bind::<Nullable<Integer>, _>(instance.gpu_share_count)
-    .get_result(conn)?;
+    let Some(fit) = room(conn, instance, config, Some(to.id))? else {
+        return Ok(Some(format!("node {} is gone", to.name)));
+    };
     Ok(if to.state != "online" {
         Some(format!("node {} is {}", to.name, to.state))
     } else if !fit.fits {
@@ -86,12 +70,28 @@ pub fn choose(
     instance: &Instance,
     config: &PlacementConfig,
 ) -> QueryResult<Option<Node>> {
-    let found: Option<Found> = diesel::sql_query(
-        "SELECT n.id FROM nodes n
-         WHERE n.id IS DISTINCT FROM $1
-           AND cohort_node_fits(n, NULL, $2, $3, $4, $5, $6, $7, $8, '{}'::int8[])
-           AND ($2 = 0 OR cohort_node_free_gpus(n.id, $9, $10, $11) >= $2)
-         ORDER BY cohort_node_load(n.memory_used_mib, n.memory_bytes), n.id
+    let found = room(conn, instance, config, None)?;
+    found.map(|f| Node::find(conn, f.id)).transpose()
+}
+
+/// Node `only` as a move sees it; without `only`, the least loaded other node than the
+/// instance's own where it fits (placement's spread), `None` when none does.
+fn room(
+    conn: &mut PgConnection,
+    instance: &Instance,
+    config: &PlacementConfig,
+    only: Option<i64>,
+) -> QueryResult<Option<Room>> {
+    diesel::sql_query(
+        "SELECT id, fits, gpus FROM (
+           SELECT n.id, cohort_node_load(n.memory_used_mib, n.memory_bytes) AS load,
+                  cohort_node_fits(n, NULL, $2, $3, $4, $5, $6, $7, $8, '{}'::int8[]) AS fits,
+                  ($2 = 0 OR cohort_node_free_gpus(n.id, $9, $10, $11) >= $2) AS gpus
+           FROM nodes n
+           WHERE CASE WHEN $12::int8 IS NULL THEN n.id IS DISTINCT FROM $1 ELSE n.id = $12 END
+         ) r
+         WHERE $12::int8 IS NOT NULL OR (fits AND gpus)
+         ORDER BY load, id
          LIMIT 1",
     )
     .bind::<Nullable<BigInt>, _>(instance.node_id)
@@ -105,9 +105,9 @@ pub fn choose(
     .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
     .bind::<Bool, _>(instance.gpu_share == "exclusive")
     .bind::<Nullable<Integer>, _>(instance.gpu_share_count)
+    .bind::<Nullable<BigInt>, _>(only)
     .get_result(conn)
-    .optional()?;
-    found.map(|f| Node::find(conn, f.id)).transpose()
+    .optional()
 }
 
 /// A port of `to`'s range that no instance there holds and no container Cohort has no record

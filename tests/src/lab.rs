@@ -331,6 +331,23 @@ impl Lab {
             .map(|n| format!("--- {} ---\n{}", n.name, n.log()))
             .collect()
     }
+
+    /// Waits for operation `op` (as the API answered it) and asserts it succeeded, with the
+    /// controller's and agents' logs in the failure; the finished operation.
+    pub async fn succeeds(&self, op: &serde_json::Value, within: Duration) -> serde_json::Value {
+        let done = self
+            .cluster
+            .wait_operation(op["id"].as_str().expect("operation id"), within)
+            .await;
+        assert_eq!(
+            done["status"],
+            "success",
+            "{done}\n{}\n{}",
+            self.cluster.controller_log(),
+            self.agent_logs()
+        );
+        done
+    }
 }
 
 impl LabNode {

@@ -81,17 +81,7 @@ async fn create(lab: &Lab, name: &str, node: Option<&str>, within: Duration) -> 
         body["node"] = json!(node);
     }
     let op = lab.cluster.admin(M::POST, "/instances", Some(body)).await;
-    let done = lab
-        .cluster
-        .wait_operation(op["id"].as_str().expect("operation id"), within)
-        .await;
-    assert_eq!(
-        done["status"],
-        "success",
-        "{done}\n{}\n{}",
-        lab.cluster.controller_log(),
-        lab.agent_logs()
-    );
+    lab.succeeds(&op, within).await;
     instance(lab, name).await
 }
 

@@ -28,21 +28,6 @@ async fn instance(lab: &Lab) -> Value {
         .await
 }
 
-/// Waits for the operation and asserts it succeeded, with the logs in the failure.
-async fn succeeds(lab: &Lab, op: &Value, within: Duration) {
-    let done = lab
-        .cluster
-        .wait_operation(op["id"].as_str().expect("operation id"), within)
-        .await;
-    assert_eq!(
-        done["status"],
-        "success",
-        "{done}\n{}\n{}",
-        lab.cluster.controller_log(),
-        lab.agent_logs()
-    );
-}
-
 /// Names of the daemon's instances and of its pool's custom volumes.
 fn holdings(node: &LabNode) -> (String, String) {
     let instances = node.lxc(&["list", "-f", "csv", "-c", "n"]);
@@ -183,7 +168,8 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         res.text().await.unwrap_or_default()
     );
     let id = lab.cluster.start_provision(COURSE, &teacher).await;
-    succeeds(&lab, &json!({"id": id}), Duration::from_secs(240)).await;
+    lab.succeeds(&json!({"id": id}), Duration::from_secs(240))
+        .await;
     phase("provisioned");
 
     let inst = instance(&lab).await;
@@ -254,7 +240,7 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         )
         .await;
     assert_eq!(op["kind"], "move_instance", "{op}");
-    succeeds(&lab, &op, Duration::from_secs(120)).await;
+    lab.succeeds(&op, Duration::from_secs(120)).await;
     arrived(&lab, &teacher, &key, &host_key, &other, &first).await;
     phase("moved");
 
@@ -267,14 +253,14 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
             Some(json!({"policy": "move"})),
         )
         .await;
-    succeeds(&lab, &op, Duration::from_secs(120)).await;
+    lab.succeeds(&op, Duration::from_secs(120)).await;
     arrived(&lab, &teacher, &key, &host_key, &first, &other).await;
     phase("evacuated");
     let op = lab
         .cluster
         .admin(M::POST, &format!("/nodes/{other}/restore"), None)
         .await;
-    succeeds(&lab, &op, Duration::from_secs(120)).await;
+    lab.succeeds(&op, Duration::from_secs(120)).await;
     arrived(&lab, &teacher, &key, &host_key, &other, &first).await;
     phase("restored");
 }

@@ -111,10 +111,7 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let published = node.publish_instance(name, &body).await?;
             let mut resp = Response::new(full(published.tarball));
             let h = resp.headers_mut();
-            h.insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
+            octet_stream(h, None);
             h.insert("X-Cohort-Fingerprint", header_value(published.fingerprint));
             Ok(resp)
         }
@@ -171,16 +168,7 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let (mode, uid, gid, length) = (file.mode, file.uid, file.gid, file.body.length());
             let mut resp = Response::new(stream::file(file, limit));
             let h = resp.headers_mut();
-            if let Some(length) = length {
-                h.insert(
-                    hyper::header::CONTENT_LENGTH,
-                    header_value(length.to_string()),
-                );
-            }
-            h.insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
+            octet_stream(h, length);
             h.insert("X-Cohort-Mode", header_value(format!("{mode:04o}")));
             h.insert("X-Cohort-Uid", header_value(uid.to_string()));
             h.insert("X-Cohort-Gid", header_value(gid.to_string()));
@@ -267,7 +255,12 @@ fn no_content() -> Answer {
 fn tarball(export: crate::instances::Export) -> Answer {
     let length = export.tarball.length();
     let mut resp = Response::new(stream::backup(export));
-    let h = resp.headers_mut();
+    octet_stream(resp.headers_mut(), length);
+    Ok(resp)
+}
+
+/// Marks a reply as bytes (a tarball, a file), with its length when it is known ahead.
+fn octet_stream(h: &mut hyper::HeaderMap, length: Option<u64>) {
     if let Some(length) = length {
         h.insert(
             hyper::header::CONTENT_LENGTH,
@@ -278,7 +271,6 @@ fn tarball(export: crate::instances::Export) -> Answer {
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    Ok(resp)
 }
 
 fn header_value(s: String) -> HeaderValue {
