@@ -76,6 +76,22 @@ fn distribute_fetches_the_image_once_onto_a_node_that_lacks_it() {
     assert_eq!(cli.ok(&["operation", "list", "-f", "csv"]), "");
     assert!(aliases(&lxd).is_empty(), "a refused distribution fetched");
 
+    // A node that is not online is named with its state and left out: nothing is fetched.
+    cli.ok(&["cluster", "evacuate", "node1", "--force"]);
+    let out = cli.run(&["image", "distribute", "cohort/base"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).lines().next(),
+        Some("node1: skipped (evacuating)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        aliases(&lxd).is_empty(),
+        "an evacuated node fetched the image"
+    );
+    cli.ok(&["cluster", "restore", "node1", "--force"]);
+
     let out = cli.run(&["image", "distribute", "lab:cohort/base"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
