@@ -74,9 +74,14 @@ impl Controller {
         std::time::Duration::from_secs(self.config.server.node_cert_lifetime_s)
     }
 
-    /// Where image tarballs live: `<state_dir>/images/<fingerprint>.tar.gz`.
+    /// Where image tarballs live: `<state_dir>/images/<fingerprint>.tar`.
     pub fn images_dir(&self) -> PathBuf {
         self.config.server.state_dir.join("images")
+    }
+
+    /// The catalog's tarball of the image with this fingerprint.
+    pub fn image_tarball(&self, fingerprint: &str) -> PathBuf {
+        self.images_dir().join(format!("{fingerprint}.tar"))
     }
 
     /// Runs diesel work on a blocking thread with a pooled connection, in turn (see `db_turns`);

@@ -69,6 +69,12 @@ pub fn set(
     Ok(())
 }
 
+/// The custom volume holding a course student's home: it outlives resets and re-provisions.
+pub fn home_volume(instance: &str) -> String {
+    let name: String = format!("home-{instance}").chars().take(63).collect();
+    name.trim_end_matches('-').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,12 +23,12 @@ use tokio::task::JoinHandle;
 
 use cohort_proto::api::operations::OperationKind;
 
-use crate::actions::operations::{start, Step};
 use crate::config::DriftPolicy;
 use crate::controller::{connect_pinned, Controller};
 use crate::db::schema::{operation_items, operations};
 use crate::error::{ActionError, ActionResult};
 use crate::gpu_slots;
+use crate::jobs::{enqueue, Step};
 use crate::metrics::Metrics;
 use crate::models::audit;
 use crate::models::gpu::{Gpu, ReportedGpu};
@@ -250,7 +250,7 @@ fn record(
         }
         let found = lxd
             .get(instance.name.as_str())
-            .map(|f| crate::steps::observed(&f.status));
+            .map(|f| crate::jobs::step::observed(&f.status));
         if let Some(state) = found {
             InstanceUsage::observe(conn, instance.id, &gpu_use(inv, &instance.name, state))?;
         }
@@ -287,7 +287,7 @@ fn record(
                 Drift::Started => (OperationKind::ChangeInstanceState, "stop"),
                 Drift::Missing => (OperationKind::CreateInstance, "create"),
             };
-            start(
+            enqueue(
                 conn,
                 kind,
                 None,
@@ -298,6 +298,7 @@ fn record(
                     target: &instance.name,
                     instance_id: Some(instance.id),
                 }],
+                None,
             )?;
         }
     }
@@ -320,7 +321,7 @@ fn record_orphans(
         .filter(|i| i.idempotency_key.is_some() || i.ssh_port.is_some())
         .filter(|i| !ours.contains(i.name.as_str()))
         .map(|i| {
-            let status = crate::steps::observed(&i.status);
+            let status = crate::jobs::step::observed(&i.status);
             (
                 i.name.clone(),
                 status.to_string(),

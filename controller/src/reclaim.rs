@@ -15,10 +15,10 @@ use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
 use serde_json::json;
 
-use crate::actions::operations::{start, Step};
 use crate::controller::Controller;
 use crate::db::schema::{courses, gpu_allocations, instance_usage, instances};
 use crate::error::ActionResult;
+use crate::jobs::{enqueue, Audit, Step};
 use crate::models::audit;
 use crate::models::course_reclaim::CourseReclaim;
 use crate::models::instance::Instance;
@@ -170,79 +170,74 @@ fn live_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<In
 fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
     Instance::set_desired(conn, i.id, "stopped")?;
     InstanceUsage::set_stopped(conn, i.id, reason)?;
-    let op = start(
-        conn,
-        OperationKind::ChangeInstanceState,
-        None,
-        &i.name,
-        // The GPU slots go back once it is stopped: reclaiming is for whoever waits.
-        json!({"force": true, "timeout_s": null, "reason": reason, "release_gpus": true}),
-        &[Step {
-            action: "stop",
-            target: &i.name,
-            instance_id: Some(i.id),
-        }],
-    )?;
     tracing::info!(instance = %i.name, %reason, "reclaim: stopping");
-    audit::record(
+    // The GPU slots go back once it is stopped: reclaiming is for whoever waits.
+    let payload = json!({"force": true, "timeout_s": null, "reason": reason, "release_gpus": true});
+    act(
         conn,
-        ACTOR,
+        i,
+        course,
+        reason,
+        OperationKind::ChangeInstanceState,
         "stop",
-        "instance",
-        &i.name,
-        json!({"reason": reason, "operation": op.id, "course": course}),
+        payload,
     )
 }
 
 /// `idle_action = detach`: the container keeps running; the worker has its node remove the
-/// `cohort-gpu*` devices, then releases the GPU slots (see `steps::detach_gpus`).
+/// `cohort-gpu*` devices, then releases the GPU slots (see `jobs::gpus::detach`).
 fn detach(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
     InstanceUsage::set_detached(conn, i.id, reason)?;
-    let op = start(
-        conn,
-        OperationKind::DetachGpus,
-        None,
-        &i.name,
-        json!({"reason": reason}),
-        &[Step {
-            action: "detach_gpus",
-            target: &i.name,
-            instance_id: Some(i.id),
-        }],
-    )?;
     tracing::info!(instance = %i.name, %reason, "reclaim: detaching GPUs");
-    audit::record(
+    let payload = json!({"reason": reason});
+    act(
         conn,
-        ACTOR,
+        i,
+        course,
+        reason,
+        OperationKind::DetachGpus,
         "detach_gpus",
-        "instance",
-        &i.name,
-        json!({"reason": reason, "operation": op.id, "course": course}),
+        payload,
     )
 }
 
 fn delete(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
     Instance::set_desired(conn, i.id, "deleted")?;
     InstanceUsage::set_stopped(conn, i.id, reason)?;
-    let op = start(
-        conn,
-        OperationKind::DeleteInstance,
-        None,
-        &i.name,
-        json!({"reason": reason}),
-        &[Step {
-            action: "delete",
-            target: &i.name,
-            instance_id: Some(i.id),
-        }],
-    )?;
     tracing::info!(instance = %i.name, %reason, "reclaim: deleting");
-    audit::record(
+    let payload = json!({"reason": reason});
+    act(
         conn,
-        ACTOR,
+        i,
+        course,
+        reason,
+        OperationKind::DeleteInstance,
         "delete",
-        "instance",
-        &i.name,
-        json!({"reason": reason, "operation": op.id, "course": course}),
+        payload,
     )
+}
+
+/// Records the reclaimer's operation of one step on `i`, audited under the step's name.
+fn act(
+    conn: &mut PgConnection,
+    i: &Instance,
+    course: &str,
+    reason: &str,
+    kind: OperationKind,
+    action: &str,
+    payload: serde_json::Value,
+) -> QueryResult<()> {
+    let step = Step {
+        action,
+        target: &i.name,
+        instance_id: Some(i.id),
+    };
+    let audit = Audit {
+        actor: ACTOR,
+        action,
+        object_kind: "instance",
+        object: &i.name,
+        detail: json!({"reason": reason, "course": course}),
+    };
+    enqueue(conn, kind, None, &i.name, payload, &[step], Some(audit)).map(drop)
 }

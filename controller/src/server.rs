@@ -54,8 +54,8 @@ pub fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
 /// Starts the background loops and serves until the process ends.
 pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     let tls = tls_config(&ctl.pki)?;
-    tokio::spawn(crate::worker::run(ctl.clone()));
-    tokio::spawn(crate::queue::run(ctl.clone()));
+    tokio::spawn(crate::jobs::worker::run(ctl.clone()));
+    tokio::spawn(crate::jobs::queue::run(ctl.clone()));
     tokio::spawn(crate::poller::run(ctl.clone()));
     tokio::spawn(crate::reclaim::run(ctl.clone()));
     tokio::spawn(crate::page_cache::run(ctl.clone(), Duration::from_secs(30)));

@@ -7,11 +7,11 @@ use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDe
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::operations::{start, Step};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::{enqueue, Step};
 use crate::models::audit;
 use crate::models::instance::Instance;
 use crate::models::user::User;
@@ -94,7 +94,7 @@ pub async fn set_disabled(
             })
         })
         .await?;
-    for (instance, error) in crate::steps::push_ssh_to_user(ctl, user.id).await {
+    for (instance, error) in crate::ssh::push_ssh_to_user(ctl, user.id).await {
         tracing::warn!(%instance, %error, user = %user.username, disabled, "changing the login failed");
     }
     Ok(views::user(&user))
@@ -125,7 +125,7 @@ pub async fn delete(
                     // One already being deleted has its operation.
                     for instance in owned.iter().filter(|i| i.desired_state != "deleted") {
                         Instance::set_desired(conn, instance.id, "deleted")?;
-                        let op = start(
+                        let op = enqueue(
                             conn,
                             OperationKind::DeleteInstance,
                             Some(admin_id),
@@ -136,6 +136,7 @@ pub async fn delete(
                                 target: &instance.name,
                                 instance_id: Some(instance.id),
                             }],
+                            None,
                         )?;
                         operations.push(op.id);
                     }
@@ -173,8 +174,7 @@ pub async fn delete(
         };
         let result = async {
             let (node, agent) = ctl.agent_by_node_id(node_id).await?;
-            crate::steps::revoke_login(agent.as_ref(), &node, &instance.name, &deleted.username)
-                .await
+            crate::ssh::revoke_login(agent.as_ref(), &node, &instance.name, &deleted.username).await
         }
         .await;
         if let Err(error) = result {

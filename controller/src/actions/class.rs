@@ -12,11 +12,10 @@ use serde_json::json;
 
 use super::courses::{course_instances, writable};
 use super::instance_io;
-use super::operations::{start, Step};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::models::audit;
+use crate::jobs::{enqueue, Audit, Step};
 use crate::models::course::Course;
 use crate::models::enrollment::Enrollment;
 use crate::models::instance::Instance;
@@ -48,25 +47,24 @@ pub async fn teardown(
                     instance_id: Some(r.id),
                 })
                 .collect();
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::TeardownCourse,
                 Some(caller.user.id),
                 &code,
                 json!({"delete": req.delete, "keep_homes": req.keep_homes, "force": true}),
                 &steps,
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "teardown",
+                    object_kind: "course",
+                    object: &code,
+                    detail: json!({ "delete": req.delete, "instances": rows.len()}),
+                }),
             )?;
             if req.delete {
                 Course::set_state(conn, course.id, "torn_down")?;
             }
-            audit::record(
-                conn,
-                caller.name(),
-                "teardown",
-                "course",
-                &code,
-                json!({"operation": op.id, "delete": req.delete, "instances": rows.len()}),
-            )?;
             Ok(views::operation(conn, &op)?)
         })
     })
@@ -115,21 +113,20 @@ pub async fn remove_student(
             if let Some(i) = &instance {
                 Instance::set_desired(conn, i.id, "deleted")?;
             }
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::DeleteInstance,
                 Some(caller.user.id),
                 &format!("{code}/{username}"),
                 json!({"force": true}),
                 &steps,
-            )?;
-            audit::record(
-                conn,
-                caller.name(),
-                "remove_student",
-                "course",
-                &code,
-                json!({"student": username, "operation": op.id}),
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "remove_student",
+                    object_kind: "course",
+                    object: &code,
+                    detail: json!({"student": username}),
+                }),
             )?;
             Ok(views::operation(conn, &op)?)
         })
@@ -172,26 +169,25 @@ pub async fn student_action(
                     instance_id: Some(instance.id),
                 })
                 .collect();
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::ChangeInstanceState,
                 Some(caller.user.id),
                 &instance.name,
                 json!({"force": true}),
                 &steps,
-            )?;
-            audit::record(
-                conn,
-                caller.name(),
-                match action {
-                    StudentAction::Start => "student_start",
-                    StudentAction::Stop => "student_stop",
-                    StudentAction::Restart => "student_restart",
-                    StudentAction::Reset => "student_reset",
-                },
-                "instance",
-                &instance.name,
-                json!({"operation": op.id}),
+                Some(Audit {
+                    actor: caller.name(),
+                    action: match action {
+                        StudentAction::Start => "student_start",
+                        StudentAction::Stop => "student_stop",
+                        StudentAction::Restart => "student_restart",
+                        StudentAction::Reset => "student_reset",
+                    },
+                    object_kind: "instance",
+                    object: &instance.name,
+                    detail: json!({}),
+                }),
             )?;
             Ok(views::operation(conn, &op)?)
         })

@@ -16,14 +16,15 @@ use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::course_resize::{resize, Resize, STEP};
+use super::course_resize::{resize, Resize};
 use super::courses::{check_size, course_instances, view, writable};
-use super::operations::{start, Step};
 use super::provision::{check_quota, need};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::db::schema::{images, instances, users};
 use crate::error::ActionResult;
+use crate::jobs::resize::STEP;
+use crate::jobs::{enqueue, Step};
 use crate::models::audit;
 use crate::models::course::Course;
 use crate::models::enrollment::Enrollment;
@@ -110,13 +111,14 @@ pub async fn set(
                         instance_id: Some(*id),
                     })
                     .collect();
-                let op = start(
+                let op = enqueue(
                     conn,
                     OperationKind::SetCourseLimits,
                     Some(caller.user.id),
                     &code,
                     json!({"course": code}),
                     &steps,
+                    None,
                 )?;
                 Some(views::operation(conn, &op)?)
             };

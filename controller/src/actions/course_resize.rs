@@ -4,20 +4,12 @@
 //! running container's cgroup at once, a stopped one's at its next start). The root disk is
 //! not resized: it keeps the size it was made with.
 
-use cohort_proto::agent::LiveLimits;
 use diesel::prelude::*;
 
-use crate::agent_client::{AgentError, NodeAgent};
 use crate::config::PlacementConfig;
 use crate::db::schema::{instances, nodes};
-use crate::error::ActionError;
 use crate::models::course::Course;
 use crate::models::instance::Instance;
-use crate::models::node::Node;
-use crate::steps::StepOutcome;
-
-/// The operation item's action.
-pub const STEP: &str = "set_limits";
 
 /// What becomes of one container made on a node.
 #[derive(Debug, PartialEq, Eq)]
@@ -102,22 +94,4 @@ pub fn resize(
         ))
         .execute(conn)?;
     Ok(Resize::Live)
-}
-
-/// The step: has the agent set the container's cores and memory to its row's. The same values
-/// again change nothing, so a retried step is harmless; a container not made (any more) is
-/// made from its row, with them, so there is nothing to do.
-pub async fn apply_step(
-    instance: &Instance,
-    node: &Node,
-    agent: &dyn NodeAgent,
-) -> Result<StepOutcome, ActionError> {
-    let limits = LiveLimits {
-        cpu: instance.cpu as u32,
-        memory_mib: instance.memory_mib as u64,
-    };
-    match agent.set_limits(instance.name.clone(), limits).await {
-        Ok(_) | Err(AgentError::Status { status: 404, .. }) => Ok(StepOutcome::Done),
-        Err(source) => Err(ActionError::on_node(&node.name)(source)),
-    }
 }

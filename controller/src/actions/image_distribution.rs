@@ -8,20 +8,18 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::operations::{start, Step};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::models::audit;
+use crate::jobs::{enqueue, Audit, Step};
 use crate::models::image::Image;
 use crate::models::node::Node;
-use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
-use crate::steps::{ensure_image, StepOutcome};
+
 use crate::views;
 
 /// The item action: the node named by the item's target imports the operation's image.
-pub const STEP: &str = "import_image";
+pub const STEP: &str = crate::jobs::import_image::STEP;
 
 /// `POST /api/v1/images/{name}/distribute` (instructor, admin, as publishing): one item per
 /// online node that does not hold the image; nodes that hold it, or are not online, are
@@ -61,25 +59,24 @@ pub async fn distribute(
                     instance_id: None,
                 })
                 .collect();
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::DistributeImage,
                 Some(caller.user.id),
                 &image.alias,
                 json!({"image_id": image.id, "fingerprint": image.fingerprint}),
                 &steps,
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "distribute",
+                    object_kind: "image",
+                    object: &image.alias,
+                    detail: json!({ "nodes": to_do, "already_held": already_held}),
+                }),
             )?;
             for item in OperationItem::for_operation(conn, op.id)? {
                 OperationItem::set_node(conn, item.id, &item.target)?;
             }
-            audit::record(
-                conn,
-                caller.name(),
-                "distribute",
-                "image",
-                &image.alias,
-                json!({"operation": op.id, "nodes": to_do, "already_held": already_held}),
-            )?;
             Ok(ImageDistribution {
                 operation: views::operation(conn, &op)?,
                 already_held,
@@ -88,34 +85,4 @@ pub async fn distribute(
         })
     })
     .await
-}
-
-/// Runs one item: the node imports the image unless the catalog already records it there (an
-/// instance created meanwhile fetched it), through the same import a create uses.
-pub async fn import_step(
-    ctl: &Controller,
-    op: &Operation,
-    item: &OperationItem,
-) -> Result<StepOutcome, ActionError> {
-    let Some(image_id) = op.payload["image_id"].as_i64() else {
-        return Ok(StepOutcome::Failed("the operation names no image".into()));
-    };
-    let (item_id, node_name) = (item.id, item.target.clone());
-    let found = ctl
-        .db(move |conn| {
-            OperationItem::start_attempt(conn, item_id)?;
-            Ok((
-                Image::find(conn, image_id).optional()?,
-                Node::by_name(conn, &node_name)?,
-            ))
-        })
-        .await?;
-    let (Some(image), Some(node)) = found else {
-        return Ok(StepOutcome::Cancelled(
-            "the image or the node is gone".into(),
-        ));
-    };
-    let (node, agent) = ctl.agent_by_node_id(node.id).await?;
-    ensure_image(ctl, &node, agent.as_ref(), &image).await?;
-    Ok(StepOutcome::Done)
 }

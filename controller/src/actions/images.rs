@@ -11,18 +11,14 @@ use diesel::prelude::*;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::operations::{start, Step};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::{enqueue, Audit, Step};
 use crate::models::audit;
 use crate::models::image::{Image, NewImage};
 use crate::models::node_certificate::NodeCertificate;
 use crate::{validate, views};
-
-pub fn tarball_path(ctl: &Controller, fingerprint: &str) -> PathBuf {
-    ctl.images_dir().join(format!("{fingerprint}.tar"))
-}
 
 /// Every image; any authenticated caller may see them.
 pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireImage>> {
@@ -111,7 +107,7 @@ impl ImageUpload {
                 other => ActionError::invalid("body", other.to_string()),
             })?;
         let fingerprint = hex::encode(self.hasher.finalize());
-        let path = tarball_path(ctl, &fingerprint);
+        let path = ctl.image_tarball(&fingerprint);
         self.file
             .persist(&path)
             .map_err(|e| ActionError::Io(e.error))?;
@@ -185,7 +181,7 @@ pub async fn delete(ctl: &Controller, caller: Caller, name: String) -> ActionRes
             })
         })
         .await?;
-    match std::fs::remove_file(tarball_path(ctl, &fingerprint)) {
+    match std::fs::remove_file(ctl.image_tarball(&fingerprint)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
         _ => Ok(()),
     }
@@ -203,7 +199,7 @@ pub async fn tarball(
     reader: TarballReader,
     fingerprint: String,
 ) -> ActionResult<PathBuf> {
-    let path = tarball_path(ctl, &fingerprint);
+    let path = ctl.image_tarball(&fingerprint);
     ctl.db(move |conn| {
         match reader {
             TarballReader::Person(caller) => caller.require(Role::Admin)?,
@@ -263,7 +259,7 @@ pub async fn publish(
                     ),
                 ));
             }
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::PublishImage,
                 Some(caller.user.id),
@@ -274,14 +270,13 @@ pub async fn publish(
                     target: &req.instance,
                     instance_id: Some(instance.id),
                 }],
-            )?;
-            audit::record(
-                conn,
-                caller.name(),
-                "publish",
-                "image",
-                &req.alias,
-                json!({"instance": req.instance, "operation": op.id}),
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "publish",
+                    object_kind: "image",
+                    object: &req.alias,
+                    detail: json!({"instance": req.instance}),
+                }),
             )?;
             Ok(views::operation(conn, &op)?)
         })

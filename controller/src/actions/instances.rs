@@ -12,13 +12,13 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::operations::{start, Step};
 use crate::agent_client::NodeAgent;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::db::literal_limit::LiteralLimitDsl;
 use crate::db::schema::{courses, instances, users};
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::{enqueue, Audit, Step};
 use crate::models::audit;
 use crate::models::enrollment::Enrollment;
 use crate::models::image::Image;
@@ -226,7 +226,7 @@ fn create_tx(
                 req.gpu_model.as_ref().map(|m| format!(" of model {m}")).unwrap_or_default()
             )));
         }
-        let op = start(
+        let op = enqueue(
             conn,
             OperationKind::CreateInstance,
             Some(caller.user.id),
@@ -237,12 +237,18 @@ fn create_tx(
                 target: &req.name,
                 instance_id: Some(instance_id),
             }],
+            Some(Audit {
+                actor: caller.name(),
+                action: "create",
+                object_kind: "instance",
+                object: &req.name,
+                detail: json!({"node": placed.as_ref().map(|p| &p.node_name), "queued": placed.is_none()}),
+            }),
         )?;
         if let Some(p) = &placed {
             let item = OperationItem::for_operation(conn, op.id)?.remove(0);
             OperationItem::set_placement(conn, item.id, &p.node_name, p.ssh_port)?;
         }
-        audit::record(conn, caller.name(), "create", "instance", &req.name, json!({"node": placed.as_ref().map(|p| &p.node_name), "queued": placed.is_none(), "operation": op.id}))?;
         Ok(views::operation(conn, &op)?)
     })
 }
@@ -391,7 +397,7 @@ pub async fn change_state(
             if desired == "running" {
                 InstanceUsage::clear_stopped(conn, instance.id)?;
             }
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::ChangeInstanceState,
                 Some(caller.user.id),
@@ -402,14 +408,13 @@ pub async fn change_state(
                     target: &name,
                     instance_id: Some(instance.id),
                 }],
-            )?;
-            audit::record(
-                conn,
-                caller.name(),
-                action,
-                "instance",
-                &name,
-                json!({"operation": op.id}),
+                Some(Audit {
+                    actor: caller.name(),
+                    action,
+                    object_kind: "instance",
+                    object: &name,
+                    detail: json!({}),
+                }),
             )?;
             Ok(views::operation(conn, &op)?)
         })
@@ -434,7 +439,7 @@ pub async fn delete(
                 ));
             }
             Instance::set_desired(conn, instance.id, "deleted")?;
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::DeleteInstance,
                 Some(caller.user.id),
@@ -445,14 +450,13 @@ pub async fn delete(
                     target: &name,
                     instance_id: Some(instance.id),
                 }],
-            )?;
-            audit::record(
-                conn,
-                caller.name(),
-                "delete",
-                "instance",
-                &name,
-                json!({"operation": op.id}),
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "delete",
+                    object_kind: "instance",
+                    object: &name,
+                    detail: json!({}),
+                }),
             )?;
             Ok(views::operation(conn, &op)?)
         })

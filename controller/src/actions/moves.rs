@@ -2,7 +2,7 @@
 //! named node (`cohort move NAME --target NODE`). Everything a request can get wrong is refused
 //! here, before anything is recorded: an unknown node, the node it is on, a node that takes no
 //! instances (offline, cordoned, evacuating) or has no room for it. The move itself is the
-//! `move` step of a durable operation (see [`crate::moves`]).
+//! `move` step of a durable operation (see [`crate::jobs::moves`]).
 
 use cohort_proto::api::instances::MoveInstance;
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
@@ -10,14 +10,14 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::operations::{record_sources, start, Step};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::models::audit;
+use crate::jobs::moves::{self, room};
+use crate::jobs::{enqueue, record_sources, Audit, Step};
 use crate::models::instance::Instance;
 use crate::models::node::Node;
-use crate::{move_room, moves, views};
+use crate::views;
 
 pub async fn move_instance(
     ctl: &Controller,
@@ -62,11 +62,11 @@ pub async fn move_instance(
                     format!("instance {name} is on node {} already", target.name),
                 ));
             }
-            if let Some(why) = move_room::shortage(conn, &instance, &target, &placement)? {
+            if let Some(why) = room::shortage(conn, &instance, &target, &placement)? {
                 return Err(ActionError::conflict(Some("target"), why));
             }
             let source = Node::find(conn, node_id)?;
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::MoveInstance,
                 Some(caller.user.id),
@@ -77,16 +77,15 @@ pub async fn move_instance(
                     target: &name,
                     instance_id: Some(instance.id),
                 }],
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "move",
+                    object_kind: "instance",
+                    object: &name,
+                    detail: json!({"from": source.name, "to": target.name}),
+                }),
             )?;
             record_sources(conn, op.id, &[source.name.as_str()])?;
-            audit::record(
-                conn,
-                caller.name(),
-                "move",
-                "instance",
-                &name,
-                json!({"from": source.name, "to": target.name, "operation": op.id}),
-            )?;
             Ok(views::operation(conn, &op)?)
         })
     })

@@ -6,16 +6,17 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::operations::{record_sources, start, Step};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::moves;
+use crate::jobs::{enqueue, record_sources, Audit, Step};
 use crate::models::audit;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 use crate::models::node_certificate::NodeCertificate;
 use crate::models::operation_item::OperationItem;
-use crate::{moves, views};
+use crate::views;
 
 fn find(conn: &mut PgConnection, name: &str) -> ActionResult<Node> {
     Node::by_name(conn, name)?.ok_or_else(|| ActionError::NotFound(format!("node {name}")))
@@ -55,7 +56,7 @@ pub async fn cordon(ctl: &Controller, caller: Caller, name: String) -> ActionRes
 }
 
 /// Stops its instances, or moves them with their root disks and homes to other nodes (see
-/// [`crate::moves`]), and keeps it out of placement.
+/// [`crate::jobs::moves`]), and keeps it out of placement.
 pub async fn evacuate(
     ctl: &Controller,
     caller: Caller,
@@ -80,23 +81,22 @@ pub async fn evacuate(
                     instance_id: Some(i.id),
                 })
                 .collect();
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::EvacuateNode,
                 Some(caller.user.id),
                 &name,
                 json!({"policy": action}),
                 &steps,
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "evacuate",
+                    object_kind: "node",
+                    object: &name,
+                    detail: json!({"policy": action}),
+                }),
             )?;
             record_sources(conn, op.id, &vec![name.as_str(); steps.len()])?;
-            audit::record(
-                conn,
-                caller.name(),
-                "evacuate",
-                "node",
-                &name,
-                json!({"policy": action, "operation": op.id}),
-            )?;
             Ok(views::operation(conn, &op)?)
         })
     })
@@ -147,23 +147,22 @@ pub async fn restore(
                 });
                 sources.push(at);
             }
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::RestoreNode,
                 Some(caller.user.id),
                 &name,
                 json!({"target": name}),
                 &steps,
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "restore",
+                    object_kind: "node",
+                    object: &name,
+                    detail: json!({}),
+                }),
             )?;
             record_sources(conn, op.id, &sources)?;
-            audit::record(
-                conn,
-                caller.name(),
-                "restore",
-                "node",
-                &name,
-                json!({"operation": op.id}),
-            )?;
             Ok(views::operation(conn, &op)?)
         })
     })

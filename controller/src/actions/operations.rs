@@ -1,8 +1,8 @@
-//! Operations: starting them (in the caller's transaction), reading and waiting on them.
+//! Operations: reading and waiting on them (they are recorded by [`crate::jobs::enqueue`]).
 
 use std::time::Duration;
 
-use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use uuid::Uuid;
@@ -11,48 +11,7 @@ use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::models::operation::Operation;
-use crate::models::operation_item::OperationItem;
 use crate::views;
-
-/// One step to record: (action, target, instance id).
-pub struct Step<'a> {
-    pub action: &'a str,
-    pub target: &'a str,
-    pub instance_id: Option<i64>,
-}
-
-/// Records an operation and its items; the worker picks it up once the transaction commits.
-pub fn start(
-    conn: &mut PgConnection,
-    kind: OperationKind,
-    created_by: Option<i64>,
-    target: &str,
-    payload: serde_json::Value,
-    steps: &[Step<'_>],
-) -> QueryResult<Operation> {
-    let op = Operation::insert(conn, views::kind_name(kind), created_by, target, payload)?;
-    for (position, step) in steps.iter().enumerate() {
-        OperationItem::insert(
-            conn,
-            op.id,
-            position as i32,
-            step.action,
-            step.target,
-            step.instance_id,
-        )?;
-    }
-    Ok(op)
-}
-
-/// Records on each item of `op`, in order, the node it leaves (a move's source): the worker
-/// runs items of different nodes at once, and a move resumed after its commit finds there the
-/// copies it still has to delete.
-pub fn record_sources(conn: &mut PgConnection, op: Uuid, sources: &[&str]) -> QueryResult<()> {
-    for (item, source) in OperationItem::for_operation(conn, op)?.iter().zip(sources) {
-        OperationItem::set_node(conn, item.id, source)?;
-    }
-    Ok(())
-}
 
 fn visible(conn: &mut PgConnection, caller: &Caller, id: Uuid) -> ActionResult<WireOperation> {
     let op = Operation::find(conn, id)?

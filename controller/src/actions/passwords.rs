@@ -79,7 +79,7 @@ pub async fn reissue(
         })
         .await;
     let (user_id, issued) = issued?;
-    for (instance, error) in crate::steps::push_ssh_to_user(ctl, user_id).await {
+    for (instance, error) in crate::ssh::push_ssh_to_user(ctl, user_id).await {
         tracing::warn!(%instance, %error, "applying a re-issued password failed");
     }
     Ok(issued)

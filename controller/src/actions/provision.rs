@@ -11,12 +11,12 @@ use diesel::prelude::*;
 use serde_json::json;
 
 use super::courses::{course_instances, writable};
-use super::operations::{start, Step};
 use crate::auth::Caller;
 use crate::config::PlacementConfig;
 use crate::controller::Controller;
 use crate::course::naming;
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::{enqueue, Audit, Step};
 use crate::models::audit;
 use crate::models::course::Course;
 use crate::models::enrollment::{Enrolled, Enrollment};
@@ -192,13 +192,21 @@ pub async fn provision(
                     instance_id: Some(*id),
                 })
                 .collect();
-            let op = start(
+            let op = enqueue(
                 conn,
                 OperationKind::ProvisionCourse,
                 Some(caller.user.id),
                 &course.code,
                 json!({"course": course.code}),
                 &step_refs,
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "provision",
+                    object_kind: "course",
+                    object: &course.code,
+                    detail: json!({ "items": steps.len(), "students": students.len(),
+                       "refused": refused.iter().map(|(name, _)| name).collect::<Vec<_>>()}),
+                }),
             )?;
             for (position, (name, why)) in refused.iter().enumerate() {
                 let item = OperationItem::insert(
@@ -219,15 +227,6 @@ pub async fn provision(
                     OperationItem::set_placement(conn, item.id, &node.name, port)?;
                 }
             }
-            audit::record(
-                conn,
-                caller.name(),
-                "provision",
-                "course",
-                &course.code,
-                json!({"operation": op.id, "items": steps.len(), "students": students.len(),
-                       "refused": refused.iter().map(|(name, _)| name).collect::<Vec<_>>()}),
-            )?;
             Ok(views::operation(conn, &op)?)
         })
     })

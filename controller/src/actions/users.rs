@@ -157,7 +157,7 @@ pub async fn add_ssh_key(
             })
         })
         .await?;
-    crate::steps::push_ssh_to_user(ctl, user_id).await;
+    crate::ssh::push_ssh_to_user(ctl, user_id).await;
     Ok(key)
 }
 
@@ -181,6 +181,6 @@ pub async fn delete_ssh_key(ctl: &Controller, caller: Caller, id: i64) -> Action
         })
     })
     .await?;
-    crate::steps::push_ssh_to_user(ctl, user_id).await;
+    crate::ssh::push_ssh_to_user(ctl, user_id).await;
     Ok(())
 }

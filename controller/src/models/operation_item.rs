@@ -72,7 +72,7 @@ impl OperationItem {
         };
         let ids: Vec<Option<i64>> = operation_items::table
             .filter(operation_items::operation_id.eq(last))
-            .filter(operation_items::action.eq(crate::moves::EVACUATE_STEP))
+            .filter(operation_items::action.eq(crate::jobs::moves::EVACUATE_STEP))
             .filter(operation_items::status.eq("success"))
             .select(operation_items::instance_id)
             .load(conn)?;

@@ -2,11 +2,11 @@
 //! `restore` bringing back what an evacuation moved) and the `evacuate_move` step (the target
 //! chosen as placement would). The order keeps the student a working container at every point:
 //!
-//! 1. Copy (`move_transfer`): the container is stopped on the source, and it and its home are
+//! 1. Copy ([`transfer`]): the container is stopped on the source, and it and its home are
 //!    exported and imported on the target. A failure here, or a target found without room,
 //!    deletes what reached the target and starts the source again: the database never named the
 //!    target, and nothing on the source was changed but the stop.
-//! 2. Commit (`move_room`): one transaction makes the instance the target's, its port allocated
+//! 2. Commit ([`room`]): one transaction makes the instance the target's, its port allocated
 //!    there and the source's freed, its GPU slots moved. The source's copies are still there.
 //! 3. Settle: the target makes the imported container its own (SSH forward on its address and
 //!    the new port, GPUs, NIC, id range) and starts it when it ran before. A failure here moves
@@ -20,6 +20,14 @@
 use cohort_proto::agent::{Arrival, StateAction, StateChange};
 use diesel::prelude::*;
 
+pub mod room;
+pub mod transfer;
+
+use self::room::Committed;
+use self::transfer::Side;
+use super::gpus::attachment;
+use super::step::observed;
+use super::StepOutcome;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::audit;
@@ -30,9 +38,7 @@ use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
 use crate::models::ssh_key::SshKey;
 use crate::models::user::User;
-use crate::move_room::{self, Committed};
-use crate::move_transfer::{self, Side};
-use crate::steps::{attachment, observed, push_ssh, ssh_access, StepOutcome};
+use crate::ssh::{push_ssh, ssh_access};
 
 /// The step of `cohort move` and of `restore`: to the node the operation's payload names.
 pub const STEP: &str = "move";
@@ -83,7 +89,7 @@ pub async fn run(
         let target = ctl
             .db(move |conn| match named {
                 Some(name) => Ok(Node::by_name(conn, &name)?),
-                None => Ok(move_room::choose(conn, &row, &placement)?),
+                None => Ok(room::choose(conn, &row, &placement)?),
             })
             .await?;
         let Some(target) = target else {
@@ -100,18 +106,18 @@ pub async fn run(
             node: &target,
             agent: target_agent.as_ref(),
         };
-        if let Err(e) = move_transfer::copy(&instance.name, home, &from, &to).await {
-            move_transfer::undo(&instance.name, home, running, &from, &to).await;
+        if let Err(e) = transfer::copy(&instance.name, home, &from, &to).await {
+            transfer::undo(&instance.name, home, running, &from, &to).await;
             return Err(e);
         }
         match commit(ctl, op, instance, &source, &target, true).await {
             Ok(()) => {}
             Err(ActionError::NoCapacity(why)) => {
-                move_transfer::undo(&instance.name, home, running, &from, &to).await;
+                transfer::undo(&instance.name, home, running, &from, &to).await;
                 return Ok(StepOutcome::Failed(why));
             }
             Err(e) => {
-                move_transfer::undo(&instance.name, home, running, &from, &to).await;
+                transfer::undo(&instance.name, home, running, &from, &to).await;
                 return Err(e);
             }
         }
@@ -135,12 +141,12 @@ pub async fn run(
     if let Err(e) = settle(ctl, &moved, &to).await {
         return move_back(ctl, op, &moved, &from, &to, e).await;
     }
-    move_transfer::remove_copies(&moved.name, home, &from).await?;
+    transfer::remove_copies(&moved.name, home, &from).await?;
     Ok(StepOutcome::Done)
 }
 
 /// Step 2: the instance becomes `to`'s in the database, audited as the operation's author;
-/// `check_room`: only when `to` has room for it (see [`move_room::commit`]).
+/// `check_room`: only when `to` has room for it (see [`room::commit`]).
 async fn commit(
     ctl: &Controller,
     op: &Operation,
@@ -153,7 +159,7 @@ async fn commit(
     let (from, to, placement) = (from.clone(), to.clone(), ctl.config.placement.clone());
     ctl.db(move |conn| {
         conn.transaction(|conn| {
-            let committed = move_room::commit(conn, id, from.id, &to, &placement, check_room)?;
+            let committed = room::commit(conn, id, from.id, &to, &placement, check_room)?;
             if let Committed::Moved { port } = committed {
                 let actor = match by {
                     Some(id) => User::find(conn, id)?.username,
@@ -239,7 +245,7 @@ async fn move_back(
     let back = ctl.db(move |conn| Ok(Instance::find(conn, id)?)).await?;
     settle(ctl, &back, from).await?;
     let home = instance.course_id.is_some();
-    move_transfer::remove_copies(&instance.name, home, to).await?;
+    transfer::remove_copies(&instance.name, home, to).await?;
     Ok(StepOutcome::Failed(format!(
         "it did not run on node {} ({why}); it runs on node {} again",
         to.node.name, from.node.name

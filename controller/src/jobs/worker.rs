@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use tokio::sync::Semaphore;
 
+use super::step::run_step;
+use super::StepOutcome;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::metrics::Metrics;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
-use crate::steps::{run_step, StepOutcome};
 
 /// How long an idle worker sleeps before looking for work again.
 const IDLE: Duration = Duration::from_millis(500);

@@ -1,0 +1,107 @@
+//! The `create` step: the agent makes the container from the catalog image with its limits,
+//! GPUs, SSH access, home volume and network policy.
+
+use cohort_proto::agent::{CreateInstance, InstanceSource, Limits};
+
+use super::gpus::attachment;
+use super::import_image::{ensure_image, import_image};
+use super::outcome::StepOutcome;
+use super::step::observed;
+use crate::agent_client::{AgentError, NodeAgent};
+use crate::controller::Controller;
+use crate::error::ActionError;
+use crate::homes::{self, home_volume};
+use crate::models::course_network::CourseNetwork;
+use crate::models::gpu_allocation::GpuAllocation;
+use crate::models::image::Image;
+use crate::models::instance::Instance;
+use crate::models::node::Node;
+use crate::models::operation_item::OperationItem;
+use crate::models::ssh_key::SshKey;
+use crate::models::user::User;
+use crate::processes;
+use crate::ssh::ssh_access;
+
+pub async fn run(
+    ctl: &Controller,
+    item: &OperationItem,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    let (owner_id, image_id, id) = (instance.owner_id, instance.image_id, instance.id);
+    let course_id = instance.course_id;
+    let (row, placement) = (instance.clone(), ctl.config.placement.clone());
+    let (owner, keys, image, gpus, network_policy, cap, home_mib) = ctl
+        .db(move |conn| {
+            Ok((
+                User::find(conn, owner_id)?,
+                SshKey::for_user(conn, owner_id)?,
+                Image::find(conn, image_id)?,
+                GpuAllocation::for_instance(conn, id)?,
+                match course_id {
+                    Some(course) => Some(CourseNetwork::of(conn, course)?),
+                    None => None,
+                },
+                processes::cap(conn, &row, &placement)?,
+                match course_id {
+                    Some(course) => Some(homes::mib_of(conn, course, &placement)?),
+                    None => None,
+                },
+            ))
+        })
+        .await?;
+    let mut config: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    // Every container gets a process limit; a value its owner set (checked then) stays.
+    config
+        .entry(processes::KEY.to_string())
+        .or_insert_with(|| cap.to_string());
+    ensure_image(ctl, node, agent, &image).await?;
+    let request = CreateInstance {
+        idempotency_key: item.id.to_string(),
+        name: instance.name.clone(),
+        // The catalog alias: the agent imports images under it (see `ensure_image`).
+        source: InstanceSource::Image {
+            alias: image.alias.clone(),
+        },
+        limits: Limits {
+            cpu: instance.cpu as u32,
+            memory_mib: instance.memory_mib as u64,
+            disk_gib: instance.disk_gib as u64,
+        },
+        gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
+        ssh: ssh_access(&owner, &keys, instance, node),
+        home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
+        home_mib,
+        config,
+        start: instance.desired_state == "running",
+        network_policy,
+    };
+    let made = match agent.create_instance(request.clone()).await {
+        // The node's LXD lost the alias although the poller saw the image (an alias being
+        // replaced, or removed by hand): import it again, then try once more.
+        Err(AgentError::Status {
+            status: 404,
+            message,
+            ..
+        }) if message.contains("image") => {
+            tracing::warn!(node = %node.name, image = %image.alias, "image alias missing on the node; importing it again");
+            import_image(ctl, node, agent, &image).await?;
+            agent.create_instance(request).await
+        }
+        other => other,
+    }
+    .map_err(ActionError::on_node(&node.name))?;
+    let state = observed(&made.status);
+    ctl.db(move |conn| {
+        Ok(Instance::set_created(
+            conn,
+            id,
+            state,
+            made.ssh_host_key.as_deref(),
+        )?)
+    })
+    .await?;
+    Ok(StepOutcome::Done)
+}

@@ -1,0 +1,75 @@
+//! Recording an operation: its items in order and the audit row saying who asked, in the
+//! caller's transaction. The worker picks it up once that transaction commits.
+
+use cohort_proto::api::operations::OperationKind;
+use diesel::prelude::*;
+use uuid::Uuid;
+
+use crate::models::audit;
+use crate::models::operation::Operation;
+use crate::models::operation_item::OperationItem;
+use crate::views;
+
+/// One step to record: (action, target, instance id).
+pub struct Step<'a> {
+    pub action: &'a str,
+    pub target: &'a str,
+    pub instance_id: Option<i64>,
+}
+
+/// The audit row of an operation: who asked for what on which object. Its detail gets the
+/// operation's id as `operation`.
+pub struct Audit<'a> {
+    pub actor: &'a str,
+    pub action: &'a str,
+    pub object_kind: &'a str,
+    pub object: &'a str,
+    pub detail: serde_json::Value,
+}
+
+/// Records an operation, its items and (when given) its audit row.
+pub fn enqueue(
+    conn: &mut PgConnection,
+    kind: OperationKind,
+    created_by: Option<i64>,
+    target: &str,
+    payload: serde_json::Value,
+    steps: &[Step<'_>],
+    audit: Option<Audit<'_>>,
+) -> QueryResult<Operation> {
+    let op = Operation::insert(conn, views::kind_name(kind), created_by, target, payload)?;
+    for (position, step) in steps.iter().enumerate() {
+        OperationItem::insert(
+            conn,
+            op.id,
+            position as i32,
+            step.action,
+            step.target,
+            step.instance_id,
+        )?;
+    }
+    if let Some(Audit {
+        actor,
+        action,
+        object_kind,
+        object,
+        mut detail,
+    }) = audit
+    {
+        if let Some(fields) = detail.as_object_mut() {
+            fields.insert("operation".into(), serde_json::json!(op.id));
+        }
+        audit::record(conn, actor, action, object_kind, object, detail)?;
+    }
+    Ok(op)
+}
+
+/// Records on each item of `op`, in order, the node it leaves (a move's source): the worker
+/// runs items of different nodes at once, and a move resumed after its commit finds there the
+/// copies it still has to delete.
+pub fn record_sources(conn: &mut PgConnection, op: Uuid, sources: &[&str]) -> QueryResult<()> {
+    for (item, source) in OperationItem::for_operation(conn, op)?.iter().zip(sources) {
+        OperationItem::set_node(conn, item.id, source)?;
+    }
+    Ok(())
+}

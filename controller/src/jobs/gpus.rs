@@ -1,0 +1,145 @@
+//! GPUs in steps: how an allocated GPU is pinned, the `detach_gpus` step of the reclaimer,
+//! and the slots given back after a stop and taken again before a start.
+
+use std::time::Duration;
+
+use cohort_proto::agent::{AttachGpus, GpuAttachment, StateAction, StateChange};
+
+use super::outcome::StepOutcome;
+use crate::agent_client::NodeAgent;
+use crate::controller::Controller;
+use crate::error::ActionError;
+use crate::gpu_slots;
+use crate::models::gpu::Gpu;
+use crate::models::gpu_allocation::GpuAllocation;
+use crate::models::instance::Instance;
+use crate::models::instance_usage::InstanceUsage;
+use crate::models::node::Node;
+use crate::models::operation_item::OperationItem;
+
+/// How the agent pins an allocated GPU.
+pub(crate) fn attachment(g: &Gpu) -> GpuAttachment {
+    GpuAttachment {
+        uuid: g.uuid.clone(),
+        // A MIG instance keeps its parent's PCI address (its row holds the parent's): LXD picks
+        // the card a `gputype=mig` device names by `pci`, and refuses one that matches more
+        // than one card, as every card does on a node of several GPUs when `pci` is left out.
+        pci_address: Some(g.pci_address.clone()),
+        mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
+    }
+}
+
+/// After a reclaimer's stop: the stopped container's `cohort-gpu*` devices come off first, then
+/// its slots are released and the queue woken, so the GPU goes to someone waiting and a start
+/// outside Cohort cannot take it back.
+pub async fn give_gpus_back(
+    ctl: &Controller,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<(), ActionError> {
+    let id = instance.id;
+    let holds = ctl
+        .db(move |conn| Ok(GpuAllocation::for_instance(conn, id)?.len()))
+        .await?;
+    if holds == 0 {
+        return Ok(());
+    }
+    agent
+        .detach_gpus(instance.name.clone())
+        .await
+        .map_err(ActionError::on_node(&node.name))?;
+    let released = ctl
+        .db(move |conn| Ok(GpuAllocation::release(conn, id)?))
+        .await?;
+    tracing::info!(instance = %instance.name, released, "GPU slots given back after a stop");
+    ctl.capacity_freed.notify_waiters();
+    Ok(())
+}
+
+/// Before a start: an instance whose slots were given back takes them again on its node and
+/// gets its devices back (stopped first for a restart: a MIG device cannot be hot-plugged);
+/// `Some(wait)` when no GPU there has room, the reason left on the instance and the item.
+pub async fn take_gpus_again(
+    ctl: &Controller,
+    item: &OperationItem,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+    action: StateAction,
+) -> Result<Option<StepOutcome>, ActionError> {
+    let (row, item_id) = (instance.clone(), item.id);
+    let taken = ctl
+        .db(move |conn| {
+            let taken = gpu_slots::take_again(conn, &row)?;
+            match &taken {
+                gpu_slots::Taken::Short(why) => {
+                    Instance::set_error(conn, row.id, Some(why))?;
+                    OperationItem::wait(conn, item_id, why)?;
+                }
+                gpu_slots::Taken::Again => InstanceUsage::clear_detached(conn, row.id)?,
+                gpu_slots::Taken::Held => {}
+            }
+            Ok(taken)
+        })
+        .await?;
+    match taken {
+        gpu_slots::Taken::Held => Ok(None),
+        gpu_slots::Taken::Short(why) => {
+            tracing::info!(instance = %instance.name, %why, "start waits for a GPU");
+            Ok(Some(StepOutcome::Wait(Duration::from_secs(
+                ctl.config.placement.queue_interval_s.max(1),
+            ))))
+        }
+        gpu_slots::Taken::Again => {
+            if action == StateAction::Restart {
+                let stop = StateChange {
+                    action: StateAction::Stop,
+                    timeout_s: None,
+                    force: false,
+                };
+                agent
+                    .change_state(instance.name.clone(), stop)
+                    .await
+                    .map_err(ActionError::on_node(&node.name))?;
+            }
+            let id = instance.id;
+            let gpus = ctl
+                .db(move |conn| Ok(GpuAllocation::for_instance(conn, id)?))
+                .await?;
+            agent
+                .attach_gpus(
+                    instance.name.clone(),
+                    AttachGpus {
+                        gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
+                    },
+                )
+                .await
+                .map_err(ActionError::on_node(&node.name))?;
+            tracing::info!(instance = %instance.name, gpus = gpus.len(), "GPU slots taken again");
+            Ok(None)
+        }
+    }
+}
+
+/// The reclaimer's `detach`: the node takes the `cohort-gpu*` devices off the (still running)
+/// container first, then the slots are released, so no GPU is ever handed out while still
+/// attached.
+pub async fn detach(
+    ctl: &Controller,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    agent
+        .detach_gpus(instance.name.clone())
+        .await
+        .map_err(ActionError::on_node(&node.name))?;
+    let id = instance.id;
+    let released = ctl
+        .db(move |conn| Ok(GpuAllocation::release(conn, id)?))
+        .await?;
+    tracing::info!(instance = %instance.name, released, "GPU slots released");
+    ctl.capacity_freed.notify_waiters();
+    Ok(StepOutcome::Done)
+}

@@ -1,0 +1,89 @@
+//! Bringing an image onto a node: on demand before a create, and the `import_image` step of an
+//! image distribution (one item per node).
+
+use cohort_proto::agent::ImportImage;
+use diesel::prelude::*;
+
+use super::outcome::StepOutcome;
+use crate::agent_client::NodeAgent;
+use crate::controller::Controller;
+use crate::error::ActionError;
+use crate::models::image::Image;
+use crate::models::node::Node;
+use crate::models::operation::Operation;
+use crate::models::operation_item::OperationItem;
+
+/// Fetches the image onto the node from the controller's store if the node lacks it.
+pub(crate) async fn ensure_image(
+    ctl: &Controller,
+    node: &Node,
+    agent: &dyn NodeAgent,
+    image: &Image,
+) -> Result<(), ActionError> {
+    let (image_id, node_id) = (image.id, node.id);
+    if ctl
+        .db(move |conn| Ok(Image::held_by(conn, image_id, node_id)?))
+        .await?
+    {
+        return Ok(());
+    }
+    import_image(ctl, node, agent, image).await
+}
+
+/// Has the agent fetch the image from the controller's store and alias it.
+pub async fn import_image(
+    ctl: &Controller,
+    node: &Node,
+    agent: &dyn NodeAgent,
+    image: &Image,
+) -> Result<(), ActionError> {
+    let (image_id, node_id) = (image.id, node.id);
+    let url = format!(
+        "{}/api/v1/images/{}/tarball",
+        ctl.config.public_url(),
+        image.fingerprint
+    );
+    agent
+        .import_image(ImportImage {
+            url,
+            alias: image.alias.clone(),
+            fingerprint: image.fingerprint.clone(),
+        })
+        .await
+        .map_err(ActionError::on_node(&node.name))?;
+    ctl.db(move |conn| Ok(Image::mark_held(conn, image_id, node_id)?))
+        .await
+}
+
+/// The step of an image distribution.
+pub const STEP: &str = "import_image";
+
+/// Runs one item: the node imports the image unless the catalog already records it there (an
+/// instance created meanwhile fetched it), through the same import a create uses.
+pub async fn run(
+    ctl: &Controller,
+    op: &Operation,
+    item: &OperationItem,
+) -> Result<StepOutcome, ActionError> {
+    let Some(image_id) = op.payload["image_id"].as_i64() else {
+        return Ok(StepOutcome::Failed("the operation names no image".into()));
+    };
+    let (item_id, node_name) = (item.id, item.target.clone());
+    let found = ctl
+        .db(move |conn| {
+            OperationItem::start_attempt(conn, item_id)?;
+            Ok((
+                Image::find(conn, image_id).optional()?,
+                Node::by_name(conn, &node_name)?,
+            ))
+        })
+        .await?;
+    let (Some(image), Some(node)) = found else {
+        return Ok(StepOutcome::Cancelled(
+            "the image or the node is gone".into(),
+        ));
+    };
+    let (node, agent) = ctl.agent_by_node_id(node.id).await?;
+    ensure_image(ctl, &node, agent.as_ref(), &image).await?;
+    Ok(StepOutcome::Done)
+}

@@ -1,0 +1,25 @@
+//! The job system. A long action is a durable operation of items, one step each, recorded by
+//! [`enqueue`] in the caller's transaction with its audit row. The [`worker`] claims operations
+//! under a lease and runs their items through [`step`], one file per step below; the [`queue`]
+//! places instances nothing could hold when they were asked for.
+//!
+//! Requests never call a node's agent to do an operation's work: they record the intent (and
+//! the placement), and the worker does the node work.
+
+pub mod create;
+pub mod delete;
+pub mod enqueue;
+pub mod gpus;
+pub mod import_image;
+pub mod moves;
+pub mod outcome;
+pub mod publish;
+pub mod queue;
+pub mod reset;
+pub mod resize;
+pub mod state;
+pub mod step;
+pub mod worker;
+
+pub use enqueue::{enqueue, record_sources, Audit, Step};
+pub use outcome::StepOutcome;

@@ -1,0 +1,69 @@
+//! The `start`, `stop`, `restart` and `evacuate_stop` steps: the container's state changed on
+//! its node, GPUs taken again before a start and given back after a reclaimer's stop, and the
+//! owner's keys applied after a start.
+
+use cohort_proto::agent::{StateAction, StateChange};
+
+use super::gpus::{give_gpus_back, take_gpus_again};
+use super::outcome::StepOutcome;
+use super::step::observed;
+use crate::agent_client::NodeAgent;
+use crate::controller::Controller;
+use crate::error::ActionError;
+use crate::models::instance::Instance;
+use crate::models::node::Node;
+use crate::models::operation::Operation;
+use crate::models::operation_item::OperationItem;
+use crate::ssh::push_ssh;
+
+pub async fn run(
+    ctl: &Controller,
+    op: &Operation,
+    item: &OperationItem,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    let action = match item.action.as_str() {
+        "start" => StateAction::Start,
+        "restart" => StateAction::Restart,
+        _ => StateAction::Stop,
+    };
+    if matches!(action, StateAction::Start | StateAction::Restart) && instance.gpu_count > 0 {
+        if let Some(wait) = take_gpus_again(ctl, item, instance, node, agent, action).await? {
+            return Ok(wait);
+        }
+    }
+    let change = StateChange {
+        action,
+        timeout_s: op
+            .payload
+            .get("timeout_s")
+            .and_then(|v| v.as_u64())
+            .map(|v| v as u32),
+        force: item.action == "evacuate_stop"
+            || op
+                .payload
+                .get("force")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+    };
+    let now = agent
+        .change_state(instance.name.clone(), change)
+        .await
+        .map_err(ActionError::on_node(&node.name))?;
+    let (id, state) = (instance.id, observed(&now.status));
+    ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
+        .await?;
+    let release = op.payload.get("release_gpus").and_then(|v| v.as_bool()) == Some(true);
+    if action == StateAction::Stop && release && state == "stopped" {
+        give_gpus_back(ctl, instance, node, agent).await?;
+    }
+    // Keys added or removed while it was stopped take effect now.
+    if state == "running" && matches!(action, StateAction::Start | StateAction::Restart) {
+        if let Err(e) = push_ssh(ctl, instance).await {
+            tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys after start failed");
+        }
+    }
+    Ok(StepOutcome::Done)
+}

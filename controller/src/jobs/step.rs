@@ -1,0 +1,106 @@
+//! Running one item of an operation: the checks every step shares (its instance still there,
+//! not being deleted, placed), then the step its action names. Each step is idempotent: it looks
+//! at the database and the agent and does only what is missing, and the agent dedupes creates by
+//! the item id.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+
+use super::outcome::StepOutcome;
+use super::{create, delete, gpus, import_image, moves, publish, reset, resize, state};
+use crate::controller::Controller;
+use crate::error::ActionError;
+use crate::models::instance::Instance;
+use crate::models::operation::Operation;
+use crate::models::operation_item::OperationItem;
+
+/// Runs one item of `op`.
+pub async fn run_step(ctl: &Controller, op: &Operation, item: &OperationItem) -> StepOutcome {
+    match step(ctl, op, item).await {
+        Ok(outcome) => outcome,
+        Err(e) => e.into(),
+    }
+}
+
+async fn step(
+    ctl: &Controller,
+    op: &Operation,
+    item: &OperationItem,
+) -> Result<StepOutcome, ActionError> {
+    // A delete whose instance is gone has nothing left to do (an earlier attempt, or another
+    // delete, removed it); any other step on a gone instance was asked for and not done.
+    if item.action == import_image::STEP {
+        return import_image::run(ctl, op, item).await;
+    }
+    let gone = || {
+        if item.action == "delete" {
+            StepOutcome::Done
+        } else {
+            StepOutcome::Cancelled("its instance is gone".into())
+        }
+    };
+    let Some(instance_id) = item.instance_id else {
+        return Ok(gone());
+    };
+    let instance = ctl
+        .db(move |conn| Ok(Instance::find(conn, instance_id).optional()?))
+        .await?;
+    let Some(instance) = instance else {
+        return Ok(gone());
+    };
+    if item.action == "delete" {
+        return delete::run(ctl, op, item, instance).await;
+    }
+    if instance.desired_state == "deleted" {
+        return Ok(StepOutcome::Cancelled(
+            "the instance is being deleted".into(),
+        ));
+    }
+    if instance.node_id.is_none() && instance.observed_state == "error" {
+        return Ok(StepOutcome::Failed(format!(
+            "the instance failed to be created: {}",
+            instance.error.as_deref().unwrap_or("no reason recorded")
+        )));
+    }
+    let Some(node_id) = instance.node_id else {
+        // Queued: the item shows why (the queue keeps the reason on the instance).
+        if let Some(why) = instance
+            .error
+            .clone()
+            .filter(|e| *e != item.error.as_deref().unwrap_or(""))
+        {
+            let item_id = item.id;
+            ctl.db(move |conn| Ok(OperationItem::note_error(conn, item_id, &why)?))
+                .await?;
+        }
+        return Ok(StepOutcome::Wait(Duration::from_secs(
+            ctl.config.placement.queue_interval_s.max(1),
+        )));
+    };
+    let item_id = item.id;
+    ctl.db(move |conn| Ok(OperationItem::start_attempt(conn, item_id)?))
+        .await?;
+    let (node, agent) = ctl.agent_by_node_id(node_id).await?;
+    match item.action.as_str() {
+        "create" => create::run(ctl, item, &instance, &node, agent.as_ref()).await,
+        "start" | "stop" | "restart" | "evacuate_stop" => {
+            state::run(ctl, op, item, &instance, &node, agent.as_ref()).await
+        }
+        moves::STEP | moves::EVACUATE_STEP => moves::run(ctl, op, item, &instance, &node).await,
+        "reset" => reset::run(ctl, &instance, &node, agent.as_ref()).await,
+        "publish" => publish::run(ctl, op, &instance, &node, agent.as_ref()).await,
+        "detach_gpus" => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
+        resize::STEP => resize::run(&instance, &node, agent.as_ref()).await,
+        other => Ok(StepOutcome::Failed(format!("unknown step {other:?}"))),
+    }
+}
+
+/// Cohort's observed state for an LXD status (`Running`, `Stopped`, anything else an error).
+pub(crate) fn observed(status: &str) -> &'static str {
+    match status {
+        "Running" => "running",
+        "Stopped" => "stopped",
+        _ => "error",
+    }
+}
