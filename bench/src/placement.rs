@@ -4,6 +4,7 @@
 //! TPS on the same server in the same run. Afterwards the database is checked for double
 //! allocation: a port or a GPU slot given twice, or a GPU over its `share_limit`.
 
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use std::process::Command;
 use std::time::Instant;
 
@@ -90,8 +91,8 @@ pub fn worker(url: &str, worker: u32, count: u32, threads: u32, batch: u32) -> R
                                     owner_id: owner,
                                     course_id: None,
                                     image_id: image,
-                                    desired_state: "running",
-                                    observed_state: "queued",
+                                    desired_state: DesiredState::Running,
+                                    observed_state: ObservedState::Queued,
                                     cpu: 2,
                                     memory_mib: 4096,
                                     disk_gib: 20,

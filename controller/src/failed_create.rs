@@ -2,6 +2,8 @@
 //! and lets go of what placement gave it (node capacity, SSH port, GPU slots), so a broken
 //! request never holds a port or a GPU that others could use.
 
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
 use diesel::prelude::*;
 
 use crate::controller::Controller;
@@ -23,11 +25,11 @@ pub async fn release(ctl: &Controller, item: &OperationItem, why: &str) -> Resul
     else {
         return Ok(());
     };
-    if instance.node_id.is_none() && instance.observed_state == "error" {
+    if instance.node_id.is_none() && instance.observed_state == ObservedState::Error {
         // Already failed and released (a later step found it so).
         return Ok(());
     }
-    if instance.desired_state == "deleted" {
+    if instance.desired_state == DesiredState::Deleted {
         // Its delete frees everything anyway.
         return Ok(());
     }

@@ -3,6 +3,7 @@
 //! each scrape (nodes, instances, queue, operations, GPU use by course, storage pool use by
 //! node), so every controller reports the same fleet.
 
+use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -269,7 +270,7 @@ pub fn read_fleet(conn: &mut PgConnection) -> QueryResult<Fleet> {
         .load(conn)?;
     let queued = instances::table
         .filter(instances::node_id.is_null())
-        .filter(instances::desired_state.ne("deleted"))
+        .filter(instances::desired_state.ne(DesiredState::Deleted))
         .count()
         .get_result(conn)?;
     let operations = operations::table

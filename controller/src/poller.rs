@@ -12,6 +12,10 @@
 //! node's project with no row here is an orphan: recorded at once (its port leaves placement)
 //! and reported as drift `orphan` once seen on two polls; an admin adopts or deletes it.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::operations::OperationStatus;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -245,7 +249,7 @@ fn record(
     let known = Instance::on_node(conn, node.id)?;
     record_orphans(conn, node, seen, &known)?;
     for instance in known {
-        if instance.observed_state == "pending" {
+        if instance.observed_state == ObservedState::Pending {
             continue;
         }
         let found = lxd
@@ -256,11 +260,11 @@ fn record(
         }
         let Some(drift) = drift_of(&instance, found) else {
             // Keep a drift reason while the drift lasts (a stopped one stays stopped).
-            let now = found.unwrap_or("missing");
+            let now = found.unwrap_or(ObservedState::Missing);
             // And a start's wait for a GPU while it stays stopped.
             let keep = instance.error.as_deref().filter(|e| {
                 (e.starts_with("drift:") && now == instance.observed_state)
-                    || (e.starts_with(gpu_slots::WAITING) && now == "stopped")
+                    || (e.starts_with(gpu_slots::WAITING) && now == ObservedState::Stopped)
             });
             Instance::set_observed(conn, instance.id, now, keep)?;
             continue;
@@ -269,7 +273,7 @@ fn record(
             // An operation of Cohort's own is changing it: not drift.
             continue;
         }
-        let state = found.unwrap_or("missing");
+        let state = found.unwrap_or(ObservedState::Missing);
         Instance::set_observed(conn, instance.id, state, Some(drift.reason()))?;
         audit::record(
             conn,
@@ -280,12 +284,12 @@ fn record(
             serde_json::json!({"node": node.name, "was": instance.observed_state, "found": state,
                                "repair": policy == DriftPolicy::Repair}),
         )?;
-        tracing::warn!(instance = %instance.name, node = %node.name, found = state, "drift");
+        tracing::warn!(instance = %instance.name, node = %node.name, found = %state, "drift");
         if policy == DriftPolicy::Repair {
             let (kind, action) = match drift {
-                Drift::Stopped => (OperationKind::ChangeInstanceState, "start"),
-                Drift::Started => (OperationKind::ChangeInstanceState, "stop"),
-                Drift::Missing => (OperationKind::CreateInstance, "create"),
+                Drift::Stopped => (OperationKind::ChangeInstanceState, StepKind::Start),
+                Drift::Started => (OperationKind::ChangeInstanceState, StepKind::Stop),
+                Drift::Missing => (OperationKind::CreateInstance, StepKind::Create),
             };
             enqueue(
                 conn,
@@ -316,17 +320,13 @@ fn record_orphans(
     let ours: HashSet<&str> = known.iter().map(|i| i.name.as_str()).collect();
     // Only what Cohort made (its idempotency key or SSH device): a template container an admin
     // keeps in the project for copies is no orphan.
-    let strays: Vec<(String, String, Option<i32>)> = seen
+    let strays: Vec<(String, ObservedState, Option<i32>)> = seen
         .iter()
         .filter(|i| i.idempotency_key.is_some() || i.ssh_port.is_some())
         .filter(|i| !ours.contains(i.name.as_str()))
         .map(|i| {
             let status = crate::jobs::step::observed(&i.status);
-            (
-                i.name.clone(),
-                status.to_string(),
-                i.ssh_port.map(i32::from),
-            )
+            (i.name.clone(), status, i.ssh_port.map(i32::from))
         })
         .collect();
     for orphan in Orphan::record_seen(conn, node.id, &strays)? {
@@ -345,7 +345,7 @@ fn record_orphans(
 }
 
 /// What the node's GPUs report of `name`'s compute processes, per GPU and in all.
-fn gpu_use(inv: &Inventory, name: &str, state: &str) -> Observed {
+fn gpu_use(inv: &Inventory, name: &str, state: ObservedState) -> Observed {
     let mut per_gpu = serde_json::Map::new();
     let (mut processes, mut bytes) = (0i32, 0i64);
     for gpu in &inv.gpus.gpus {
@@ -371,7 +371,7 @@ fn gpu_use(inv: &Inventory, name: &str, state: &str) -> Observed {
         bytes += i64::try_from(used).unwrap_or(i64::MAX);
     }
     Observed {
-        running: state == "running",
+        running: state == ObservedState::Running,
         gpus: serde_json::Value::Object(per_gpu),
         gpu_processes: processes,
         gpu_memory_used_bytes: bytes,
@@ -399,15 +399,21 @@ impl Drift {
 }
 
 /// Drift newly seen in this poll: reported once, on the change, not on every poll after.
-fn drift_of(instance: &Instance, found: Option<&str>) -> Option<Drift> {
-    let wanted = instance.desired_state.as_str();
-    let was = instance.observed_state.as_str();
+fn drift_of(instance: &Instance, found: Option<ObservedState>) -> Option<Drift> {
+    use ObservedState as Seen;
+    let (wanted, was) = (instance.desired_state, instance.observed_state);
     match found {
-        None if wanted != "deleted" && was != "missing" && was != "queued" => Some(Drift::Missing),
-        Some("stopped") if wanted == "running" && matches!(was, "running" | "unknown") => {
+        None if wanted != DesiredState::Deleted && !matches!(was, Seen::Missing | Seen::Queued) => {
+            Some(Drift::Missing)
+        }
+        Some(Seen::Stopped)
+            if wanted == DesiredState::Running && matches!(was, Seen::Running | Seen::Unknown) =>
+        {
             Some(Drift::Stopped)
         }
-        Some("running") if wanted == "stopped" && matches!(was, "stopped" | "unknown") => {
+        Some(Seen::Running)
+            if wanted == DesiredState::Stopped && matches!(was, Seen::Stopped | Seen::Unknown) =>
+        {
             Some(Drift::Started)
         }
         _ => None,
@@ -420,7 +426,9 @@ fn busy(conn: &mut PgConnection, instance_id: i64) -> QueryResult<bool> {
         operation_items::table
             .inner_join(operations::table)
             .filter(operation_items::instance_id.eq(instance_id))
-            .filter(operations::status.eq_any(["pending", "running"])),
+            .filter(
+                operations::status.eq_any([OperationStatus::Pending, OperationStatus::Running]),
+            ),
     ))
     .get_result(conn)
 }

@@ -7,6 +7,9 @@
 //! lock, so with two controllers only one acts at a time, and a decision is re-checked against
 //! `desired_state`, so nothing is stopped or deleted twice.
 
+use cohort_proto::api::courses::CourseState;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +21,7 @@ use serde_json::json;
 use crate::controller::Controller;
 use crate::db::schema::{courses, gpu_allocations, instance_usage, instances};
 use crate::error::ActionResult;
-use crate::jobs::{enqueue, Audit, Step};
+use crate::jobs::{enqueue, Audit, Step, StepKind};
 use crate::models::audit;
 use crate::models::course_reclaim::CourseReclaim;
 use crate::models::instance::Instance;
@@ -66,13 +69,13 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
             // Courses whose end has passed: mark them ended, stop, and after the grace delete.
             let ended: Vec<(i64, String, DateTime<Utc>)> = courses::table
                 .filter(courses::ends_at.le(now))
-                .filter(courses::state.ne("torn_down"))
+                .filter(courses::state.ne(CourseState::TornDown))
                 .select((courses::id, courses::code, courses::ends_at.assume_not_null()))
                 .load(conn)?;
             for (course_id, code, ends_at) in ended {
                 let marked = diesel::update(courses::table.find(course_id))
-                    .filter(courses::state.eq("active"))
-                    .set(courses::state.eq("ended"))
+                    .filter(courses::state.eq(CourseState::Active))
+                    .set(courses::state.eq(CourseState::Ended))
                     .execute(conn)?;
                 if marked > 0 {
                     audit::record(conn, ACTOR, "end", "course", &code, json!({"ends_at": ends_at}))?;
@@ -85,7 +88,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                         );
                         delete(conn, &i, &code, &reason)?;
                         acted += 1;
-                    } else if i.desired_state == "running" {
+                    } else if i.desired_state == DesiredState::Running {
                         stop(conn, &i, &code, &format!("course {code} ended at {ends_at}"))?;
                         acted += 1;
                     }
@@ -101,8 +104,8 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                 let running: Vec<(Instance, Since, Since, Since, Since)> = instances::table
                     .inner_join(instance_usage::table)
                     .filter(instances::course_id.eq(policy.course_id))
-                    .filter(instances::desired_state.eq("running"))
-                    .filter(instances::observed_state.eq("running"))
+                    .filter(instances::desired_state.eq(DesiredState::Running))
+                    .filter(instances::observed_state.eq(ObservedState::Running))
                     .select((
                         Instance::as_select(),
                         instance_usage::running_since,
@@ -161,14 +164,14 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
 fn live_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
     instances::table
         .filter(instances::course_id.eq(course_id))
-        .filter(instances::desired_state.ne("deleted"))
+        .filter(instances::desired_state.ne(DesiredState::Deleted))
         .filter(instances::node_id.is_not_null())
         .select(Instance::as_select())
         .load(conn)
 }
 
 fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
-    Instance::set_desired(conn, i.id, "stopped")?;
+    Instance::set_desired(conn, i.id, DesiredState::Stopped)?;
     InstanceUsage::set_stopped(conn, i.id, reason)?;
     tracing::info!(instance = %i.name, %reason, "reclaim: stopping");
     // The GPU slots go back once it is stopped: reclaiming is for whoever waits.
@@ -179,7 +182,7 @@ fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> Qu
         course,
         reason,
         OperationKind::ChangeInstanceState,
-        "stop",
+        StepKind::Stop,
         payload,
     )
 }
@@ -196,13 +199,13 @@ fn detach(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> 
         course,
         reason,
         OperationKind::DetachGpus,
-        "detach_gpus",
+        StepKind::DetachGpus,
         payload,
     )
 }
 
 fn delete(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
-    Instance::set_desired(conn, i.id, "deleted")?;
+    Instance::set_desired(conn, i.id, DesiredState::Deleted)?;
     InstanceUsage::set_stopped(conn, i.id, reason)?;
     tracing::info!(instance = %i.name, %reason, "reclaim: deleting");
     let payload = json!({"reason": reason});
@@ -212,7 +215,7 @@ fn delete(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> 
         course,
         reason,
         OperationKind::DeleteInstance,
-        "delete",
+        StepKind::Delete,
         payload,
     )
 }
@@ -224,7 +227,7 @@ fn act(
     course: &str,
     reason: &str,
     kind: OperationKind,
-    action: &str,
+    action: StepKind,
     payload: serde_json::Value,
 ) -> QueryResult<()> {
     let step = Step {
@@ -234,7 +237,7 @@ fn act(
     };
     let audit = Audit {
         actor: ACTOR,
-        action,
+        action: action.as_str(),
         object_kind: "instance",
         object: &i.name,
         detail: json!({"reason": reason, "course": course}),

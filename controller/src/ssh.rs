@@ -10,6 +10,8 @@ use crate::models::node::Node;
 use crate::models::ssh_key::SshKey;
 use crate::models::user::User;
 use cohort_proto::agent::SshAccess;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
 
 /// The address the SSH proxy device listens on: the node's SSH host when it is an address.
 fn listen_address(ssh_host: &str) -> String {
@@ -122,10 +124,9 @@ pub async fn push_ssh_to_user(ctl: &Controller, user_id: i64) -> Vec<(String, St
         Err(e) => return vec![(String::new(), e.to_string())],
     };
     let mut failed = Vec::new();
-    for instance in rows
-        .iter()
-        .filter(|i| i.observed_state == "running" && i.desired_state == "running")
-    {
+    for instance in rows.iter().filter(|i| {
+        i.observed_state == ObservedState::Running && i.desired_state == DesiredState::Running
+    }) {
         if let Err(e) = push_ssh(ctl, instance).await {
             tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys failed");
             failed.push((instance.name.clone(), e.to_string()));

@@ -4,11 +4,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use cohort_proto::api::gpus as wire_gpus;
 use cohort_proto::api::images as wire_images;
-use cohort_proto::api::instances::{
-    self as wire, DesiredState, InstanceGpu, Limits, ObservedState,
-};
-use cohort_proto::api::nodes::{self as wire_nodes, NodeState};
-use cohort_proto::api::operations::{self as wire_ops, OperationKind, OperationStatus, Progress};
+use cohort_proto::api::instances::{self as wire, InstanceGpu, Limits};
+use cohort_proto::api::nodes::{self as wire_nodes};
+use cohort_proto::api::operations::{self as wire_ops, OperationStatus, Progress};
 use cohort_proto::api::users as wire_users;
 use diesel::prelude::*;
 
@@ -47,15 +45,6 @@ pub fn ssh_key(k: &SshKey) -> wire_users::SshKey {
     }
 }
 
-pub fn node_state(state: &str) -> NodeState {
-    match state {
-        "offline" => NodeState::Offline,
-        "cordoned" => NodeState::Cordoned,
-        "evacuating" => NodeState::Evacuating,
-        _ => NodeState::Online,
-    }
-}
-
 pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nodes::Node>> {
     let gpu_counts: Vec<(i64, i64)> = gpus::table
         .group_by(gpus::node_id)
@@ -82,7 +71,7 @@ pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nod
                 ssh_host: n.ssh_host.clone(),
                 ssh_port_first: n.ssh_port_first as u16,
                 ssh_port_last: n.ssh_port_last as u16,
-                state: node_state(&n.state),
+                state: n.state,
                 cores: n.cores as u32,
                 memory_bytes: n.memory_bytes as u64,
                 disk_total_bytes: n.disk_total_bytes as u64,
@@ -129,26 +118,6 @@ pub fn image(conn: &mut PgConnection, i: &Image) -> QueryResult<wire_images::Ima
         created_at: i.created_at,
         nodes: Image::node_names(conn, i.id)?,
     })
-}
-
-pub fn desired_state(s: &str) -> DesiredState {
-    match s {
-        "stopped" => DesiredState::Stopped,
-        "deleted" => DesiredState::Deleted,
-        _ => DesiredState::Running,
-    }
-}
-
-pub fn observed_state(s: &str) -> ObservedState {
-    match s {
-        "queued" => ObservedState::Queued,
-        "running" => ObservedState::Running,
-        "stopped" => ObservedState::Stopped,
-        "unknown" => ObservedState::Unknown,
-        "missing" => ObservedState::Missing,
-        "error" => ObservedState::Error,
-        _ => ObservedState::Pending,
-    }
 }
 
 /// Instances with their owner, node, image, course, usage and GPUs: two queries whatever the
@@ -223,8 +192,8 @@ fn instance(i: ShownInstance, refs: Option<InstanceRefs>, gpus: Vec<HeldGpu>) ->
         course,
         node,
         image,
-        desired_state: desired_state(&i.desired_state),
-        observed_state: observed_state(&i.observed_state),
+        desired_state: i.desired_state,
+        observed_state: i.observed_state,
         limits: Limits {
             cpu: i.cpu as u32,
             memory_mib: i.memory_mib as u64,
@@ -255,62 +224,24 @@ fn instance(i: ShownInstance, refs: Option<InstanceRefs>, gpus: Vec<HeldGpu>) ->
     }
 }
 
-pub fn operation_kind(kind: &str) -> OperationKind {
-    match kind {
-        "delete_instance" => OperationKind::DeleteInstance,
-        "change_instance_state" => OperationKind::ChangeInstanceState,
-        "evacuate_node" => OperationKind::EvacuateNode,
-        "restore_node" => OperationKind::RestoreNode,
-        "publish_image" => OperationKind::PublishImage,
-        "provision_course" => OperationKind::ProvisionCourse,
-        "teardown_course" => OperationKind::TeardownCourse,
-        "detach_gpus" => OperationKind::DetachGpus,
-        "distribute_image" => OperationKind::DistributeImage,
-        "move_instance" => OperationKind::MoveInstance,
-        "set_course_limits" => OperationKind::SetCourseLimits,
-        _ => OperationKind::CreateInstance,
-    }
-}
-
-pub fn kind_name(kind: OperationKind) -> &'static str {
-    match kind {
-        OperationKind::CreateInstance => "create_instance",
-        OperationKind::DeleteInstance => "delete_instance",
-        OperationKind::ChangeInstanceState => "change_instance_state",
-        OperationKind::EvacuateNode => "evacuate_node",
-        OperationKind::RestoreNode => "restore_node",
-        OperationKind::PublishImage => "publish_image",
-        OperationKind::ProvisionCourse => "provision_course",
-        OperationKind::TeardownCourse => "teardown_course",
-        OperationKind::DetachGpus => "detach_gpus",
-        OperationKind::DistributeImage => "distribute_image",
-        OperationKind::MoveInstance => "move_instance",
-        OperationKind::SetCourseLimits => "set_course_limits",
-    }
-}
-
-pub fn operation_status(s: &str) -> OperationStatus {
-    match s {
-        "running" => OperationStatus::Running,
-        "success" => OperationStatus::Success,
-        "failure" => OperationStatus::Failure,
-        "cancelled" => OperationStatus::Cancelled,
-        _ => OperationStatus::Pending,
-    }
-}
-
 pub fn operation(conn: &mut PgConnection, op: &Operation) -> QueryResult<wire_ops::Operation> {
     let items = OperationItem::for_operation(conn, op.id)?;
     let created_by = match op.created_by {
         Some(id) => User::find(conn, id)?.username,
         None => String::new(),
     };
-    let done = items.iter().filter(|i| i.status == "success").count() as u32;
-    let failed = items.iter().filter(|i| i.status == "failure").count() as u32;
+    let done = items
+        .iter()
+        .filter(|i| i.status == OperationStatus::Success)
+        .count() as u32;
+    let failed = items
+        .iter()
+        .filter(|i| i.status == OperationStatus::Failure)
+        .count() as u32;
     Ok(wire_ops::Operation {
         id: op.id,
-        kind: operation_kind(&op.kind),
-        status: operation_status(&op.status),
+        kind: op.kind,
+        status: op.status,
         created_by,
         target: op.target.clone(),
         progress: Progress {
@@ -325,7 +256,7 @@ pub fn operation(conn: &mut PgConnection, op: &Operation) -> QueryResult<wire_op
                 target: i.target.clone(),
                 node: i.node_name.clone(),
                 ssh_port: to_u16(i.ssh_port),
-                status: operation_status(&i.status),
+                status: i.status,
                 attempts: i.attempts as u32,
                 error: i.error.clone(),
             })

@@ -8,6 +8,7 @@ pub mod api;
 pub mod enroll;
 pub mod error;
 pub mod metrics;
+pub mod names;
 pub mod rfc3339;
 pub mod schema;
 pub mod validate;

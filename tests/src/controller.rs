@@ -167,6 +167,7 @@ impl TestController {
     }
 
     pub fn set_node_state(&self, node: &Node, state: &str) {
+        let state = state.parse().expect("a node state");
         Node::set_state(&mut self.conn(), node.id, state).expect("set node state");
     }
 

@@ -4,6 +4,7 @@
 //! is deleted; the controller is killed between two items of an operation and, restarted,
 //! completes it exactly once.
 
+use cohort_proto::api::operations::OperationStatus;
 use std::time::{Duration, Instant};
 
 use cohort_controller::models::operation_item::OperationItem;
@@ -154,9 +155,10 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let items = OperationItem::for_operation(&mut conn, evac.id).unwrap();
-        if items[0].status == "success" {
+        if items[0].status == OperationStatus::Success {
             assert_ne!(
-                items[1].status, "success",
+                items[1].status,
+                OperationStatus::Success,
                 "both items finished before the kill could land"
             );
             break;
@@ -177,7 +179,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
         after[0].attempts, before[0].attempts,
         "the finished item ran again after the restart"
     );
-    assert!(after.iter().all(|i| i.status == "success"));
+    assert!(after.iter().all(|i| i.status == OperationStatus::Success));
     for name in ["e2e-alice", "e2e-two"] {
         let i: Instance = api
             .call(&admin, M::GET, &format!("/instances/{name}"), None)

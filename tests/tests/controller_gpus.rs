@@ -3,6 +3,7 @@
 //! faked at its trait seam ([`GpuNode`]) and reports the GPUs of the test NVML library, since
 //! no GPU exists here.
 
+use cohort_proto::api::operations::OperationStatus;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use actix_web::{test, web, App};
 use cohort_controller::actions::instances;
 use cohort_controller::api;
 use cohort_controller::models::operation::Operation;
-use cohort_controller::{poller, worker};
+use cohort_controller::{jobs::worker, poller};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -44,7 +45,7 @@ async fn all_final(t: &TestController, within: Duration) -> Vec<Operation> {
         let ops = Operation::list(&mut t.conn(), None).unwrap();
         if ops
             .iter()
-            .all(|o| o.status != "pending" && o.status != "running")
+            .all(|o| o.status != OperationStatus::Pending && o.status != OperationStatus::Running)
         {
             return ops;
         }
@@ -123,7 +124,10 @@ async fn mig_devices_on_a_node_of_two_gpus_select_their_parent_card() {
             .unwrap();
     }
     let ops = all_final(&t, Duration::from_secs(60)).await;
-    assert!(ops.iter().all(|o| o.status == "success"), "{ops:#?}");
+    assert!(
+        ops.iter().all(|o| o.status == OperationStatus::Success),
+        "{ops:#?}"
+    );
 
     let creates: Vec<CreateInstance> = node.calls().creates.clone();
     assert_eq!(creates.len(), 3);
@@ -363,7 +367,7 @@ async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() 
     );
 
     // The queued student gets the GPU.
-    cohort_controller::queue::place_queued(&mut t.conn(), &t.ctl.config.placement).unwrap();
+    cohort_controller::jobs::queue::place_queued(&mut t.conn(), &t.ctl.config.placement).unwrap();
     until("s3 placed and running", || {
         let (held, _) = gpu_holders(&t);
         (held.get("id-s3") == Some(&vec![l40s.clone()]) && state_of(&t, "id-s3").0 == "running")

@@ -7,10 +7,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use cohort_controller::actions::instances;
 use cohort_controller::db::schema::{gpu_allocations, gpus, instances as inst, nodes};
 use cohort_controller::error::ActionError;
+use cohort_controller::jobs::queue::place_queued;
 use cohort_controller::models::instance::Instance;
-use cohort_controller::queue::place_queued;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, Limits, PlacementStrategy};
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
 
 fn request(name: &str, gpus: u32, model: Option<&str>, queue: bool) -> CreateInstance {
@@ -254,7 +255,7 @@ async fn the_queue_places_the_highest_priority_first_when_capacity_frees() {
     assert_eq!(place_queued(&mut conn, &config).unwrap(), 1);
     let high = Instance::by_name(&mut conn, "high").unwrap().unwrap();
     assert_eq!(high.node_id, Some(a.id));
-    assert_eq!(high.observed_state, "pending");
+    assert_eq!(high.observed_state, ObservedState::Pending);
     let still: Vec<String> = Instance::queued(&mut conn, 10)
         .unwrap()
         .into_iter()
@@ -789,8 +790,8 @@ async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
                         owner_id: admin.user.id,
                         course_id: None,
                         image_id: image.id,
-                        desired_state: "running",
-                        observed_state: "queued",
+                        desired_state: DesiredState::Running,
+                        observed_state: ObservedState::Queued,
                         cpu: 1,
                         memory_mib: 512,
                         disk_gib: 1,
@@ -864,8 +865,8 @@ async fn new_course_limits_reach_the_containers_whose_node_has_room() {
                 owner_id: owner.user.id,
                 course_id: Some(course_id),
                 image_id: image.id,
-                desired_state: "running",
-                observed_state: observed,
+                desired_state: DesiredState::Running,
+                observed_state: observed.parse().unwrap(),
                 cpu: 1,
                 memory_mib: 1024,
                 disk_gib: 10,

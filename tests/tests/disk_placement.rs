@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use cohort_controller::actions::{courses, instances, provision, roster};
 use cohort_controller::db::schema::{instances as inst, nodes};
 use cohort_controller::error::ActionError;
-use cohort_controller::queue::place_queued;
+use cohort_controller::jobs::queue::place_queued;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::courses::{CourseHome, CreateCourse};
 use cohort_proto::api::instances::{CreateInstance, GpuShare, Limits, PlacementStrategy};

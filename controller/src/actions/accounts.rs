@@ -2,6 +2,9 @@
 //! logins removed, its containers and data stay), enable again, and delete with its instances
 //! kept (given to the admin) or deleted.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
 use cohort_proto::api::operations::OperationKind;
 use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDeleted};
 use diesel::prelude::*;
@@ -123,8 +126,11 @@ pub async fn delete(
                 let mut operations = Vec::new();
                 if on_instances == OnDeleteInstances::Delete {
                     // One already being deleted has its operation.
-                    for instance in owned.iter().filter(|i| i.desired_state != "deleted") {
-                        Instance::set_desired(conn, instance.id, "deleted")?;
+                    for instance in owned
+                        .iter()
+                        .filter(|i| i.desired_state != DesiredState::Deleted)
+                    {
+                        Instance::set_desired(conn, instance.id, DesiredState::Deleted)?;
                         let op = enqueue(
                             conn,
                             OperationKind::DeleteInstance,
@@ -132,7 +138,7 @@ pub async fn delete(
                             &instance.name,
                             json!({"former_owner": username}),
                             &[Step {
-                                action: "delete",
+                                action: StepKind::Delete,
                                 target: &instance.name,
                                 instance_id: Some(instance.id),
                             }],
@@ -168,7 +174,10 @@ pub async fn delete(
         .await?;
     // Kept instances still hold the former owner's login inside: take it out of those running
     // (the stopped ones get the new owner's login, and only that, when they next start).
-    for instance in kept.iter().filter(|i| i.observed_state == "running") {
+    for instance in kept
+        .iter()
+        .filter(|i| i.observed_state == ObservedState::Running)
+    {
         let Some(node_id) = instance.node_id else {
             continue;
         };

@@ -3,7 +3,10 @@
 //! Each is one operation; the worker's steps do the work. Snapshots of one student's container
 //! are quick and answered directly, through the same agent calls as the instance routes.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::courses::CourseState;
 use cohort_proto::api::courses::{StudentAction, StudentSnapshot, Teardown};
+use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::{CreateSnapshot, Snapshot};
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
 use cohort_proto::api::users::Role;
@@ -34,9 +37,17 @@ pub async fn teardown(
         conn.transaction(|conn| {
             let course = writable(conn, &caller, &code)?;
             let rows = course_instances(conn, course.id)?;
-            let action = if req.delete { "delete" } else { "stop" };
+            let action = if req.delete {
+                StepKind::Delete
+            } else {
+                StepKind::Stop
+            };
             for row in &rows {
-                let desired = if req.delete { "deleted" } else { "stopped" };
+                let desired = if req.delete {
+                    DesiredState::Deleted
+                } else {
+                    DesiredState::Stopped
+                };
                 Instance::set_desired(conn, row.id, desired)?;
             }
             let steps: Vec<Step<'_>> = rows
@@ -63,7 +74,7 @@ pub async fn teardown(
                 }),
             )?;
             if req.delete {
-                Course::set_state(conn, course.id, "torn_down")?;
+                Course::set_state(conn, course.id, CourseState::TornDown)?;
             }
             Ok(views::operation(conn, &op)?)
         })
@@ -105,13 +116,13 @@ pub async fn remove_student(
             let steps: Vec<Step<'_>> = instance
                 .iter()
                 .map(|i| Step {
-                    action: "delete",
+                    action: StepKind::Delete,
                     target: &i.name,
                     instance_id: Some(i.id),
                 })
                 .collect();
             if let Some(i) = &instance {
-                Instance::set_desired(conn, i.id, "deleted")?;
+                Instance::set_desired(conn, i.id, DesiredState::Deleted)?;
             }
             let op = enqueue(
                 conn,
@@ -154,17 +165,19 @@ pub async fn student_action(
                     format!("{username} has no container yet: provision the course"),
                 )
             })?;
-            let (desired, actions): (&str, &[&str]) = match action {
-                StudentAction::Start => ("running", &["start"]),
-                StudentAction::Stop => ("stopped", &["stop"]),
-                StudentAction::Restart => ("running", &["restart"]),
-                StudentAction::Reset => ("running", &["reset", "create"]),
+            let (desired, actions): (DesiredState, &[StepKind]) = match action {
+                StudentAction::Start => (DesiredState::Running, &[StepKind::Start]),
+                StudentAction::Stop => (DesiredState::Stopped, &[StepKind::Stop]),
+                StudentAction::Restart => (DesiredState::Running, &[StepKind::Restart]),
+                StudentAction::Reset => {
+                    (DesiredState::Running, &[StepKind::Reset, StepKind::Create])
+                }
             };
             Instance::set_desired(conn, instance.id, desired)?;
             let steps: Vec<Step<'_>> = actions
                 .iter()
                 .map(|a| Step {
-                    action: a,
+                    action: *a,
                     target: &instance.name,
                     instance_id: Some(instance.id),
                 })

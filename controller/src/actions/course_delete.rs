@@ -2,6 +2,7 @@
 //! (its students' accounts stay; they may be in other courses). Only its instructor or an admin,
 //! only after a `teardown --delete` has removed every container, and audited.
 
+use cohort_proto::api::courses::CourseState;
 use diesel::prelude::*;
 use serde_json::json;
 
@@ -23,7 +24,7 @@ pub async fn delete(ctl: &Controller, caller: Caller, code: String) -> ActionRes
             let course = writable(conn, &caller, &code)?;
             // Read again under a lock: the state a teardown just set, never an older one.
             let course = Course::lock(conn, course.id)?;
-            if course.state != "torn_down" {
+            if course.state != CourseState::TornDown {
                 return Err(ActionError::conflict(
                     None,
                     format!(

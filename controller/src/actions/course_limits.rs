@@ -9,6 +9,8 @@
 //! left with other limits is listed in the answer with the reason, so an instructor is never
 //! left to believe a change reached a container it did not reach.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
 use std::collections::HashMap;
 
 use cohort_proto::api::courses::{CourseLimits, CourseLimitsChange, KeptLimits};
@@ -23,7 +25,6 @@ use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::db::schema::{images, instances, users};
 use crate::error::ActionResult;
-use crate::jobs::resize::STEP;
 use crate::jobs::{enqueue, Step};
 use crate::models::audit;
 use crate::models::course::Course;
@@ -89,7 +90,7 @@ pub async fn set(
             let mut live: Vec<(String, i64)> = Vec::new();
             let mut reasons: HashMap<String, String> = HashMap::new();
             for instance in course_instances(conn, course.id)? {
-                if instance.node_id.is_none() || instance.desired_state == "deleted" {
+                if instance.node_id.is_none() || instance.desired_state == DesiredState::Deleted {
                     continue;
                 }
                 match resize(conn, instance.id, &changed, &placement)? {
@@ -106,7 +107,7 @@ pub async fn set(
                 let steps: Vec<Step<'_>> = live
                     .iter()
                     .map(|(name, id)| Step {
-                        action: STEP,
+                        action: StepKind::SetLimits,
                         target: name,
                         instance_id: Some(*id),
                     })
@@ -178,7 +179,7 @@ fn keeping_other_limits(conn: &mut PgConnection, course: &Course) -> QueryResult
         .inner_join(users::table)
         .filter(instances::course_id.eq(course.id))
         .filter(instances::node_id.is_not_null())
-        .filter(instances::desired_state.ne("deleted"))
+        .filter(instances::desired_state.ne(DesiredState::Deleted))
         .filter(
             instances::cpu
                 .ne(course.cpu)

@@ -4,6 +4,8 @@
 //! running container's cgroup at once, a stopped one's at its next start). The root disk is
 //! not resized: it keeps the size it was made with.
 
+use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::nodes::NodeState;
 use diesel::prelude::*;
 
 use crate::config::PlacementConfig;
@@ -44,7 +46,10 @@ pub fn resize(
     if instance.cpu == course.cpu && instance.memory_mib == course.memory_mib {
         return Ok(Resize::Same);
     }
-    if !matches!(instance.observed_state.as_str(), "running" | "stopped") {
+    if !matches!(
+        instance.observed_state,
+        ObservedState::Running | ObservedState::Stopped
+    ) {
         return Ok(Resize::Kept(format!(
             "it is {} (being made or changed), so it keeps the limits it has",
             instance.observed_state
@@ -52,7 +57,7 @@ pub fn resize(
     }
     let (name, state, cores, cpu_used, memory_bytes, memory_used): (
         String,
-        String,
+        NodeState,
         i32,
         i64,
         i64,
@@ -70,7 +75,7 @@ pub fn resize(
         .for_update()
         .first(conn)?;
     // Cordoned takes no new containers but still runs and changes the ones it has.
-    if !matches!(state.as_str(), "online" | "cordoned") {
+    if !matches!(state, NodeState::Online | NodeState::Cordoned) {
         return Ok(Resize::Kept(format!("its node {name} is {state}")));
     }
     let (cpu, memory) = (i64::from(course.cpu), course.memory_mib);

@@ -265,7 +265,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         jupyter_instructors: c.jupyter_instructors,
         starts_at: c.starts_at,
         ends_at: c.ends_at,
-        state: c.state.clone(),
+        state: c.state,
         students,
         quota: CourseQuota {
             max_students: c.quota_students.map(|v| v as u32),
@@ -419,7 +419,7 @@ pub async fn students(
                     instance: mine.map(|(i, _)| i.name.clone()),
                     node: mine.and_then(|(_, n)| n.clone()),
                     ssh_port: mine.and_then(|(i, _)| i.ssh_port).map(|p| p as u16),
-                    state: mine.map(|(i, _)| i.observed_state.clone()),
+                    state: mine.map(|(i, _)| i.observed_state.to_string()),
                 }
             })
             .collect())

@@ -2,7 +2,9 @@
 //! controller's store now, rather than when its first container is created, as one operation
 //! whose items (one per node) show the progress.
 
+use crate::jobs::StepKind;
 use cohort_proto::api::images::{ImageDistribution, SkippedNode};
+use cohort_proto::api::nodes::NodeState;
 use cohort_proto::api::operations::OperationKind;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -17,9 +19,6 @@ use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
 
 use crate::views;
-
-/// The item action: the node named by the item's target imports the operation's image.
-pub const STEP: &str = crate::jobs::import_image::STEP;
 
 /// `POST /api/v1/images/{name}/distribute` (instructor, admin, as publishing): one item per
 /// online node that does not hold the image; nodes that hold it, or are not online, are
@@ -42,10 +41,10 @@ pub async fn distribute(
             for node in Node::list(conn)? {
                 if Image::held_by(conn, image.id, node.id)? {
                     already_held.push(node.name);
-                } else if node.state != "online" {
+                } else if node.state != NodeState::Online {
                     skipped.push(SkippedNode {
                         node: node.name,
-                        state: node.state,
+                        state: node.state.to_string(),
                     });
                 } else {
                     to_do.push(node.name);
@@ -54,7 +53,7 @@ pub async fn distribute(
             let steps: Vec<Step<'_>> = to_do
                 .iter()
                 .map(|node| Step {
-                    action: STEP,
+                    action: StepKind::ImportImage,
                     target: node,
                     instance_id: None,
                 })

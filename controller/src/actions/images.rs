@@ -1,6 +1,8 @@
 //! Images: the template catalog on the controller's disk, uploaded by admins and fetched by
 //! agents over mutual TLS.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::ObservedState;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -250,7 +252,7 @@ pub async fn publish(
                     format!("instance {} is queued, not on a node yet", req.instance),
                 ));
             }
-            if instance.observed_state != "stopped" {
+            if instance.observed_state != ObservedState::Stopped {
                 return Err(ActionError::conflict(
                     Some("instance"),
                     format!(
@@ -266,7 +268,7 @@ pub async fn publish(
                 &req.alias,
                 json!({"alias": req.alias, "description": req.description}),
                 &[Step {
-                    action: "publish",
+                    action: StepKind::Publish,
                     target: &req.instance,
                     instance_id: Some(instance.id),
                 }],

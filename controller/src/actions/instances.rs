@@ -1,6 +1,9 @@
 //! Instances: creation (validated, placed or queued in the same transaction as the row), list,
 //! get, state changes and deletion as operations, and the calls proxied to the node's agent.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
 use std::sync::Arc;
 
 use cohort_proto::api::instances::{
@@ -182,8 +185,8 @@ fn create_tx(
                 owner_id: owner.id,
                 course_id: None,
                 image_id: image.id,
-                desired_state: if req.start { "running" } else { "stopped" },
-                observed_state: "queued",
+                desired_state: if req.start { DesiredState::Running } else { DesiredState::Stopped },
+                observed_state: ObservedState::Queued,
                 cpu: limits.cpu as i32,
                 memory_mib: limits.memory_mib as i64,
                 disk_gib: limits.disk_gib as i64,
@@ -233,7 +236,7 @@ fn create_tx(
             &req.name,
             json!({}),
             &[Step {
-                action: "create",
+                action: StepKind::Create,
                 target: &req.name,
                 instance_id: Some(instance_id),
             }],
@@ -382,19 +385,19 @@ pub async fn change_state(
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let instance = find(conn, &caller, &name)?;
-            if instance.desired_state == "deleted" {
+            if instance.desired_state == DesiredState::Deleted {
                 return Err(ActionError::conflict(
                     None,
                     format!("instance {name} is being deleted"),
                 ));
             }
             let (desired, action) = match req.action {
-                StateAction::Start => ("running", "start"),
-                StateAction::Stop => ("stopped", "stop"),
-                StateAction::Restart => ("running", "restart"),
+                StateAction::Start => (DesiredState::Running, StepKind::Start),
+                StateAction::Stop => (DesiredState::Stopped, StepKind::Stop),
+                StateAction::Restart => (DesiredState::Running, StepKind::Restart),
             };
             Instance::set_desired(conn, instance.id, desired)?;
-            if desired == "running" {
+            if desired == DesiredState::Running {
                 InstanceUsage::clear_stopped(conn, instance.id)?;
             }
             let op = enqueue(
@@ -410,7 +413,7 @@ pub async fn change_state(
                 }],
                 Some(Audit {
                     actor: caller.name(),
-                    action,
+                    action: action.as_str(),
                     object_kind: "instance",
                     object: &name,
                     detail: json!({}),
@@ -432,13 +435,13 @@ pub async fn delete(
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let instance = find(conn, &caller, &name)?;
-            if instance.observed_state == "running" && !force {
+            if instance.observed_state == ObservedState::Running && !force {
                 return Err(ActionError::conflict(
                     Some("force"),
                     format!("instance {name} is running: stop it first or delete with force"),
                 ));
             }
-            Instance::set_desired(conn, instance.id, "deleted")?;
+            Instance::set_desired(conn, instance.id, DesiredState::Deleted)?;
             let op = enqueue(
                 conn,
                 OperationKind::DeleteInstance,
@@ -446,7 +449,7 @@ pub async fn delete(
                 &name,
                 json!({}),
                 &[Step {
-                    action: "delete",
+                    action: StepKind::Delete,
                     target: &name,
                     instance_id: Some(instance.id),
                 }],

@@ -4,7 +4,10 @@
 //! instances (offline, cordoned, evacuating) or has no room for it. The move itself is the
 //! `move` step of a durable operation (see [`crate::jobs::moves`]).
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::MoveInstance;
+use cohort_proto::api::nodes::NodeState;
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -13,7 +16,7 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::moves::{self, room};
+use crate::jobs::moves::room;
 use crate::jobs::{enqueue, record_sources, Audit, Step};
 use crate::models::instance::Instance;
 use crate::models::node::Node;
@@ -31,7 +34,7 @@ pub async fn move_instance(
         conn.transaction(|conn| {
             let instance = Instance::by_name(conn, &name)?
                 .ok_or_else(|| ActionError::NotFound(format!("instance {name}")))?;
-            if instance.desired_state == "deleted" {
+            if instance.desired_state == DesiredState::Deleted {
                 return Err(ActionError::conflict(
                     None,
                     format!("instance {name} is being deleted"),
@@ -41,7 +44,7 @@ pub async fn move_instance(
                 field: "target".into(),
                 what: format!("node {}", req.target),
             })?;
-            if target.state != "online" {
+            if target.state != NodeState::Online {
                 return Err(ActionError::conflict(
                     Some("target"),
                     format!(
@@ -73,7 +76,7 @@ pub async fn move_instance(
                 &name,
                 json!({"target": target.name}),
                 &[Step {
-                    action: moves::STEP,
+                    action: StepKind::Move,
                     target: &name,
                     instance_id: Some(instance.id),
                 }],

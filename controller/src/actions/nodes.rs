@@ -1,5 +1,8 @@
 //! Nodes: listing, cordon, evacuate, restore and removal (which revokes the certificate).
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::nodes::NodeState;
 use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node as WireNode};
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
 use cohort_proto::api::users::Role;
@@ -9,7 +12,6 @@ use serde_json::json;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::moves;
 use crate::jobs::{enqueue, record_sources, Audit, Step};
 use crate::models::audit;
 use crate::models::instance::Instance;
@@ -46,7 +48,7 @@ pub async fn cordon(ctl: &Controller, caller: Caller, name: String) -> ActionRes
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let node = find(conn, &name)?;
-            Node::set_state(conn, node.id, "cordoned")?;
+            Node::set_state(conn, node.id, NodeState::Cordoned)?;
             audit::record(conn, caller.name(), "cordon", "node", &name, json!({}))?;
             let node = Node::find(conn, node.id)?;
             Ok(views::nodes(conn, &[node])?.remove(0))
@@ -65,13 +67,13 @@ pub async fn evacuate(
 ) -> ActionResult<WireOperation> {
     caller.require(Role::Admin)?;
     let action = match req.policy {
-        EvacuatePolicy::Stop => "evacuate_stop",
-        EvacuatePolicy::Move => moves::EVACUATE_STEP,
+        EvacuatePolicy::Stop => StepKind::EvacuateStop,
+        EvacuatePolicy::Move => StepKind::EvacuateMove,
     };
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let node = find(conn, &name)?;
-            Node::set_state(conn, node.id, "evacuating")?;
+            Node::set_state(conn, node.id, NodeState::Evacuating)?;
             let instances = Instance::on_node(conn, node.id)?;
             let steps: Vec<Step<'_>> = instances
                 .iter()
@@ -86,14 +88,14 @@ pub async fn evacuate(
                 OperationKind::EvacuateNode,
                 Some(caller.user.id),
                 &name,
-                json!({"policy": action}),
+                json!({"policy": action.as_str()}),
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
                     action: "evacuate",
                     object_kind: "node",
                     object: &name,
-                    detail: json!({"policy": action}),
+                    detail: json!({"policy": action.as_str()}),
                 }),
             )?;
             record_sources(conn, op.id, &vec![name.as_str(); steps.len()])?;
@@ -114,7 +116,7 @@ pub async fn restore(
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let node = find(conn, &name)?;
-            Node::set_state(conn, node.id, "online")?;
+            Node::set_state(conn, node.id, NodeState::Online)?;
             let here = Instance::on_node(conn, node.id)?;
             let mut away = Vec::new();
             for id in OperationItem::moved_by_last_evacuation(conn, &name)? {
@@ -122,18 +124,22 @@ pub async fn restore(
                     continue;
                 };
                 match instance.node_id {
-                    Some(at) if at != node.id && instance.desired_state != "deleted" => {
+                    Some(at)
+                        if at != node.id && instance.desired_state != DesiredState::Deleted =>
+                    {
                         let at = Node::find(conn, at)?.name;
                         away.push((instance, at));
                     }
                     _ => {}
                 }
             }
-            let starts = here.iter().filter(|i| i.desired_state == "running");
+            let starts = here
+                .iter()
+                .filter(|i| i.desired_state == DesiredState::Running);
             let mut steps: Vec<Step<'_>> = starts
                 .clone()
                 .map(|i| Step {
-                    action: "start",
+                    action: StepKind::Start,
                     target: &i.name,
                     instance_id: Some(i.id),
                 })
@@ -141,7 +147,7 @@ pub async fn restore(
             let mut sources: Vec<&str> = starts.map(|_| name.as_str()).collect();
             for (instance, at) in &away {
                 steps.push(Step {
-                    action: moves::STEP,
+                    action: StepKind::Move,
                     target: &instance.name,
                     instance_id: Some(instance.id),
                 });

@@ -1,6 +1,8 @@
 //! Orphans (admin): containers in a node's LXD project that Cohort has no record of, listed as
 //! the poller recorded them, adopted as an instance of an owner, or deleted from their node.
 
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
 use cohort_proto::api::orphans::{AdoptOrphan, Orphan as WireOrphan};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -20,7 +22,7 @@ fn view(o: Orphan, node: String) -> WireOrphan {
     WireOrphan {
         node,
         name: o.name,
-        status: o.status,
+        status: o.status.to_string(),
         ssh_port: o.ssh_port.and_then(|p| u16::try_from(p).ok()),
         first_seen_at: o.first_seen_at,
         last_seen_at: o.last_seen_at,
@@ -123,9 +125,9 @@ pub async fn adopt(
             let port = orphan
                 .ssh_port
                 .filter(|p| (found.ssh_port_first..=found.ssh_port_last).contains(p));
-            let state = match orphan.status.as_str() {
-                "running" => "running",
-                _ => "stopped",
+            let state = match orphan.status {
+                ObservedState::Running => DesiredState::Running,
+                _ => DesiredState::Stopped,
             };
             diesel::insert_into(instances::table)
                 .values((
@@ -135,7 +137,7 @@ pub async fn adopt(
                     instances::node_id.eq(found.id),
                     instances::ssh_port.eq(port),
                     instances::desired_state.eq(state),
-                    instances::observed_state.eq(&orphan.status),
+                    instances::observed_state.eq(orphan.status),
                     instances::cpu.eq(limits.cpu as i32),
                     instances::memory_mib.eq(limits.memory_mib as i64),
                     instances::disk_gib.eq(limits.disk_gib as i64),

@@ -3,6 +3,11 @@
 //! and makes only what is missing (a row with no container, or no row yet) or starts what is
 //! stopped; what is fine is left alone. Quotas are checked before anything is created.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::courses::CourseState;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::operations::OperationStatus;
 use std::collections::{HashMap, HashSet};
 
 use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
@@ -116,8 +121,8 @@ pub async fn provision(
             let course = writable(conn, &caller, &code)?;
             // A torn-down course comes back (its kept home volumes with it) by provisioning it
             // again.
-            if course.state == "torn_down" {
-                Course::set_state(conn, course.id, "active")?;
+            if course.state == CourseState::TornDown {
+                Course::set_state(conn, course.id, CourseState::Active)?;
                 audit::record(
                     conn,
                     caller.name(),
@@ -126,7 +131,7 @@ pub async fn provision(
                     &code,
                     serde_json::json!({}),
                 )?;
-            } else if course.state != "active" {
+            } else if course.state != CourseState::Active {
                 return Err(ActionError::conflict(
                     Some("state"),
                     format!(
@@ -146,7 +151,7 @@ pub async fn provision(
     let placement_config = ctl.config.placement.clone();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
-            let mut steps: Vec<(String, &'static str, i64)> = Vec::new();
+            let mut steps: Vec<(String, StepKind, i64)> = Vec::new();
             // Students whose instance could not be made, and why: their items fail, the rest
             // of the class is provisioned.
             let mut refused: Vec<(String, String)> = Vec::new();
@@ -165,29 +170,29 @@ pub async fn provision(
             for student in &students {
                 match existing.iter().find(|i| i.owner_id == student.user.id) {
                     None => match insert_instance(conn, &course, student, &placement_config)? {
-                        Ok((name, id)) => steps.push((name, "create", id)),
+                        Ok((name, id)) => steps.push((name, StepKind::Create, id)),
                         Err(refusal) => refused.push(refusal),
                     },
-                    Some(i) if i.desired_state == "deleted" => {}
-                    Some(i) if i.node_id.is_none() && i.observed_state == "error" => {
+                    Some(i) if i.desired_state == DesiredState::Deleted => {}
+                    Some(i) if i.node_id.is_none() && i.observed_state == ObservedState::Error => {
                         // Its create failed for good earlier: try it again.
                         Instance::requeue(conn, i.id)?;
                         let queued = Instance::find(conn, i.id)?;
                         placement::place(conn, &queued, None, &placement_config)?;
-                        steps.push((i.name.clone(), "create", i.id));
+                        steps.push((i.name.clone(), StepKind::Create, i.id));
                     }
                     Some(i) if i.node_id.is_some_and(|n| unreachable.contains(&n)) => {}
                     Some(i) => match seen.get(&i.name).map(String::as_str) {
-                        None => steps.push((i.name.clone(), "create", i.id)),
+                        None => steps.push((i.name.clone(), StepKind::Create, i.id)),
                         Some("Running") => {}
-                        Some(_) => steps.push((i.name.clone(), "start", i.id)),
+                        Some(_) => steps.push((i.name.clone(), StepKind::Start, i.id)),
                     },
                 }
             }
             let step_refs: Vec<Step<'_>> = steps
                 .iter()
                 .map(|(name, action, id)| Step {
-                    action,
+                    action: *action,
                     target: name,
                     instance_id: Some(*id),
                 })
@@ -213,11 +218,11 @@ pub async fn provision(
                     conn,
                     op.id,
                     (steps.len() + position) as i32,
-                    "create",
+                    StepKind::Create,
                     name,
                     None,
                 )?;
-                OperationItem::finish(conn, item.id, "failure", Some(why))?;
+                OperationItem::finish(conn, item.id, OperationStatus::Failure, Some(why))?;
             }
             for item in OperationItem::for_operation(conn, op.id)? {
                 let Some(id) = item.instance_id else { continue };
@@ -262,8 +267,8 @@ fn insert_instance(
             owner_id: student.user.id,
             course_id: Some(course.id),
             image_id,
-            desired_state: "running",
-            observed_state: "queued",
+            desired_state: DesiredState::Running,
+            observed_state: ObservedState::Queued,
             cpu: course.cpu,
             memory_mib: course.memory_mib,
             disk_gib: course.disk_gib,

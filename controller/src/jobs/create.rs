@@ -2,6 +2,7 @@
 //! GPUs, SSH access, home volume and network policy.
 
 use cohort_proto::agent::{CreateInstance, InstanceSource, Limits};
+use cohort_proto::api::instances::DesiredState;
 
 use super::gpus::attachment;
 use super::import_image::{ensure_image, import_image};
@@ -75,7 +76,7 @@ pub async fn run(
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         home_mib,
         config,
-        start: instance.desired_state == "running",
+        start: instance.desired_state == DesiredState::Running,
         network_policy,
     };
     let made = match agent.create_instance(request.clone()).await {

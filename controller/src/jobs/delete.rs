@@ -14,9 +14,7 @@ use crate::models::operation_item::OperationItem;
 /// Whether `op` is a course teardown that deletes the students' home volumes too.
 fn wipes_homes(op: &Operation) -> bool {
     let flag = |key: &str| op.payload.get(key).and_then(|v| v.as_bool()) == Some(true);
-    op.kind == crate::views::kind_name(OperationKind::TeardownCourse)
-        && flag("delete")
-        && !flag("keep_homes")
+    op.kind == OperationKind::TeardownCourse && flag("delete") && !flag("keep_homes")
 }
 
 /// Deletes the container (absent is fine), and for a teardown without `keep_homes` its home

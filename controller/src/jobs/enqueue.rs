@@ -5,14 +5,14 @@ use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
 use uuid::Uuid;
 
+use super::StepKind;
 use crate::models::audit;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
-use crate::views;
 
 /// One step to record: (action, target, instance id).
 pub struct Step<'a> {
-    pub action: &'a str,
+    pub action: StepKind,
     pub target: &'a str,
     pub instance_id: Option<i64>,
 }
@@ -37,7 +37,7 @@ pub fn enqueue(
     steps: &[Step<'_>],
     audit: Option<Audit<'_>>,
 ) -> QueryResult<Operation> {
-    let op = Operation::insert(conn, views::kind_name(kind), created_by, target, payload)?;
+    let op = Operation::insert(conn, kind, created_by, target, payload)?;
     for (position, step) in steps.iter().enumerate() {
         OperationItem::insert(
             conn,

@@ -55,9 +55,6 @@ pub async fn import_image(
         .await
 }
 
-/// The step of an image distribution.
-pub const STEP: &str = "import_image";
-
 /// Runs one item: the node imports the image unless the catalog already records it there (an
 /// instance created meanwhile fetched it), through the same import a create uses.
 pub async fn run(

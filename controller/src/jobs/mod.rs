@@ -11,6 +11,7 @@ pub mod delete;
 pub mod enqueue;
 pub mod gpus;
 pub mod import_image;
+pub mod kind;
 pub mod moves;
 pub mod outcome;
 pub mod publish;
@@ -22,4 +23,5 @@ pub mod step;
 pub mod worker;
 
 pub use enqueue::{enqueue, record_sources, Audit, Step};
+pub use kind::StepKind;
 pub use outcome::StepOutcome;

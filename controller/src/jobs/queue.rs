@@ -2,6 +2,9 @@
 //! priority first (then oldest), whenever capacity may have freed and on an interval. A queued
 //! instance that still does not fit does not block smaller ones behind it (backfill).
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::operations::OperationStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +31,7 @@ pub fn place_queued(
             let Some(instance) = Instance::lock_skip(conn, queued.id)? else {
                 return Ok(false);
             };
-            if instance.node_id.is_some() || instance.desired_state == "deleted" {
+            if instance.node_id.is_some() || instance.desired_state == DesiredState::Deleted {
                 return Ok(false);
             }
             let Some(p) = placement::place(conn, &instance, None, config)? else {
@@ -36,8 +39,11 @@ pub fn place_queued(
             };
             let pending = crate::db::schema::operation_items::table
                 .filter(crate::db::schema::operation_items::instance_id.eq(instance.id))
-                .filter(crate::db::schema::operation_items::action.eq("create"))
-                .filter(crate::db::schema::operation_items::status.eq_any(["pending", "running"]))
+                .filter(crate::db::schema::operation_items::action.eq(StepKind::Create))
+                .filter(
+                    crate::db::schema::operation_items::status
+                        .eq_any([OperationStatus::Pending, OperationStatus::Running]),
+                )
                 .select(crate::db::schema::operation_items::id)
                 .load::<uuid::Uuid>(conn)?;
             for item in pending {

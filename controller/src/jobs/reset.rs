@@ -7,6 +7,7 @@ use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
+use cohort_proto::api::instances::ObservedState;
 
 /// Deletes the container (its home volume stays) so the next `create` step makes it afresh.
 pub async fn run(
@@ -20,7 +21,14 @@ pub async fn run(
         .await
         .map_err(ActionError::on_node(&node.name))?;
     let id = instance.id;
-    ctl.db(move |conn| Ok(Instance::set_observed(conn, id, "pending", None)?))
-        .await?;
+    ctl.db(move |conn| {
+        Ok(Instance::set_observed(
+            conn,
+            id,
+            ObservedState::Pending,
+            None,
+        )?)
+    })
+    .await?;
     Ok(StepOutcome::Done)
 }

@@ -10,9 +10,6 @@ use crate::error::ActionError;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 
-/// The step of a course's limits change.
-pub const STEP: &str = "set_limits";
-
 /// The step: has the agent set the container's cores and memory to its row's. The same values
 /// again change nothing, so a retried step is harmless; a container not made (any more) is
 /// made from its row, with them, so there is nothing to do.

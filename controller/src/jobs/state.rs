@@ -2,7 +2,9 @@
 //! its node, GPUs taken again before a start and given back after a reclaimer's stop, and the
 //! owner's keys applied after a start.
 
+use crate::jobs::StepKind;
 use cohort_proto::agent::{StateAction, StateChange};
+use cohort_proto::api::instances::ObservedState;
 
 use super::gpus::{give_gpus_back, take_gpus_again};
 use super::outcome::StepOutcome;
@@ -41,7 +43,7 @@ pub async fn run(
             .get("timeout_s")
             .and_then(|v| v.as_u64())
             .map(|v| v as u32),
-        force: item.action == "evacuate_stop"
+        force: item.action == StepKind::EvacuateStop
             || op
                 .payload
                 .get("force")
@@ -56,11 +58,13 @@ pub async fn run(
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
     let release = op.payload.get("release_gpus").and_then(|v| v.as_bool()) == Some(true);
-    if action == StateAction::Stop && release && state == "stopped" {
+    if action == StateAction::Stop && release && state == ObservedState::Stopped {
         give_gpus_back(ctl, instance, node, agent).await?;
     }
     // Keys added or removed while it was stopped take effect now.
-    if state == "running" && matches!(action, StateAction::Start | StateAction::Restart) {
+    if state == ObservedState::Running
+        && matches!(action, StateAction::Start | StateAction::Restart)
+    {
         if let Err(e) = push_ssh(ctl, instance).await {
             tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys after start failed");
         }

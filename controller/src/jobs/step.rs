@@ -3,6 +3,9 @@
 //! at the database and the agent and does only what is missing, and the agent dedupes creates by
 //! the item id.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::instances::ObservedState;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -30,11 +33,11 @@ async fn step(
 ) -> Result<StepOutcome, ActionError> {
     // A delete whose instance is gone has nothing left to do (an earlier attempt, or another
     // delete, removed it); any other step on a gone instance was asked for and not done.
-    if item.action == import_image::STEP {
+    if item.action == StepKind::ImportImage {
         return import_image::run(ctl, op, item).await;
     }
     let gone = || {
-        if item.action == "delete" {
+        if item.action == StepKind::Delete {
             StepOutcome::Done
         } else {
             StepOutcome::Cancelled("its instance is gone".into())
@@ -49,15 +52,15 @@ async fn step(
     let Some(instance) = instance else {
         return Ok(gone());
     };
-    if item.action == "delete" {
+    if item.action == StepKind::Delete {
         return delete::run(ctl, op, item, instance).await;
     }
-    if instance.desired_state == "deleted" {
+    if instance.desired_state == DesiredState::Deleted {
         return Ok(StepOutcome::Cancelled(
             "the instance is being deleted".into(),
         ));
     }
-    if instance.node_id.is_none() && instance.observed_state == "error" {
+    if instance.node_id.is_none() && instance.observed_state == ObservedState::Error {
         return Ok(StepOutcome::Failed(format!(
             "the instance failed to be created: {}",
             instance.error.as_deref().unwrap_or("no reason recorded")
@@ -82,25 +85,29 @@ async fn step(
     ctl.db(move |conn| Ok(OperationItem::start_attempt(conn, item_id)?))
         .await?;
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
-    match item.action.as_str() {
-        "create" => create::run(ctl, item, &instance, &node, agent.as_ref()).await,
-        "start" | "stop" | "restart" | "evacuate_stop" => {
+    match item.action {
+        StepKind::Create => create::run(ctl, item, &instance, &node, agent.as_ref()).await,
+        StepKind::Start | StepKind::Stop | StepKind::Restart | StepKind::EvacuateStop => {
             state::run(ctl, op, item, &instance, &node, agent.as_ref()).await
         }
-        moves::STEP | moves::EVACUATE_STEP => moves::run(ctl, op, item, &instance, &node).await,
-        "reset" => reset::run(ctl, &instance, &node, agent.as_ref()).await,
-        "publish" => publish::run(ctl, op, &instance, &node, agent.as_ref()).await,
-        "detach_gpus" => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
-        resize::STEP => resize::run(&instance, &node, agent.as_ref()).await,
-        other => Ok(StepOutcome::Failed(format!("unknown step {other:?}"))),
+        StepKind::Move | StepKind::EvacuateMove => {
+            moves::run(ctl, op, item, &instance, &node).await
+        }
+        StepKind::Reset => reset::run(ctl, &instance, &node, agent.as_ref()).await,
+        StepKind::Publish => publish::run(ctl, op, &instance, &node, agent.as_ref()).await,
+        StepKind::DetachGpus => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
+        StepKind::SetLimits => resize::run(&instance, &node, agent.as_ref()).await,
+        StepKind::ImportImage | StepKind::Delete => {
+            unreachable!("{} items return before the instance checks", item.action)
+        }
     }
 }
 
 /// Cohort's observed state for an LXD status (`Running`, `Stopped`, anything else an error).
-pub(crate) fn observed(status: &str) -> &'static str {
+pub(crate) fn observed(status: &str) -> ObservedState {
     match status {
-        "Running" => "running",
-        "Stopped" => "stopped",
-        _ => "error",
+        "Running" => ObservedState::Running,
+        "Stopped" => ObservedState::Stopped,
+        _ => ObservedState::Error,
     }
 }

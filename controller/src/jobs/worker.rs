@@ -2,6 +2,8 @@
 //! items (each idempotent, the item id being the agent's idempotency key), retries
 //! with backoff, and records progress so another worker can resume after a crash.
 
+use crate::jobs::StepKind;
+use cohort_proto::api::operations::OperationStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,7 +127,7 @@ async fn run_items(
     let mut groups: Vec<Vec<OperationItem>> = Vec::new();
     for item in items
         .into_iter()
-        .filter(|i| i.status == "pending" || i.status == "running")
+        .filter(|i| i.status == OperationStatus::Pending || i.status == OperationStatus::Running)
     {
         let same = |g: &Vec<OperationItem>| {
             g[0].instance_id == item.instance_id && g[0].target == item.target
@@ -182,7 +184,7 @@ async fn record(
     outcome: StepOutcome,
 ) -> Result<Option<DateTime<Utc>>, ActionError> {
     let item_id = item.id;
-    let finish_as = |status: &'static str, why: Option<String>| {
+    let finish_as = |status: OperationStatus, why: Option<String>| {
         ctl.db(move |conn| {
             Ok(OperationItem::finish(
                 conn,
@@ -193,11 +195,17 @@ async fn record(
         })
     };
     match outcome {
-        StepOutcome::Done => finish_as("success", None).await.map(|_| None),
-        StepOutcome::Cancelled(why) => finish_as("cancelled", Some(why)).await.map(|_| None),
+        StepOutcome::Done => finish_as(OperationStatus::Success, None)
+            .await
+            .map(|_| None),
+        StepOutcome::Cancelled(why) => finish_as(OperationStatus::Cancelled, Some(why))
+            .await
+            .map(|_| None),
         StepOutcome::Failed(why) => {
             fail_create(ctl, item, &why).await?;
-            finish_as("failure", Some(why)).await.map(|_| None)
+            finish_as(OperationStatus::Failure, Some(why))
+                .await
+                .map(|_| None)
         }
         StepOutcome::Wait(delay) => Ok(Some(
             Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
@@ -207,7 +215,9 @@ async fn record(
             if attempts >= ctl.config.worker.max_attempts {
                 let why = format!("gave up after {attempts} attempts: {why}");
                 fail_create(ctl, item, &why).await?;
-                return finish_as("failure", Some(why)).await.map(|_| None);
+                return finish_as(OperationStatus::Failure, Some(why))
+                    .await
+                    .map(|_| None);
             }
             let delay = backoff(ctl.config.worker.backoff_s, attempts);
             ctl.db(move |conn| Ok(OperationItem::note_error(conn, item_id, &why)?))
@@ -222,7 +232,7 @@ async fn record(
 /// A create item that failed for good leaves its instance visibly failed and frees what it
 /// held (see [`crate::failed_create`]).
 async fn fail_create(ctl: &Controller, item: &OperationItem, why: &str) -> Result<(), ActionError> {
-    if item.action == "create" {
+    if item.action == StepKind::Create {
         crate::failed_create::release(ctl, item, why).await?;
     }
     Ok(())
@@ -244,10 +254,13 @@ async fn finish(ctl: &Controller, id: uuid::Uuid) -> Result<(), ActionError> {
 }
 
 /// An operation's status and error from its finished items.
-pub fn roll_up(items: &[OperationItem]) -> (&'static str, Option<String>) {
-    let with = |status: &str| items.iter().filter(|i| i.status == status).count();
-    let (failed, cancelled) = (with("failure"), with("cancelled"));
-    let first_reason = |status: &str| {
+pub fn roll_up(items: &[OperationItem]) -> (OperationStatus, Option<String>) {
+    let with = |status: OperationStatus| items.iter().filter(|i| i.status == status).count();
+    let (failed, cancelled) = (
+        with(OperationStatus::Failure),
+        with(OperationStatus::Cancelled),
+    );
+    let first_reason = |status: OperationStatus| {
         items
             .iter()
             .find(|i| i.status == status)
@@ -255,23 +268,23 @@ pub fn roll_up(items: &[OperationItem]) -> (&'static str, Option<String>) {
             .unwrap_or_default()
     };
     if failed > 0 {
-        let why = first_reason("failure");
+        let why = first_reason(OperationStatus::Failure);
         return (
-            "failure",
+            OperationStatus::Failure,
             Some(format!("{failed} of {} items failed{why}", items.len())),
         );
     }
     if cancelled > 0 {
-        let why = first_reason("cancelled");
+        let why = first_reason(OperationStatus::Cancelled);
         return (
-            "cancelled",
+            OperationStatus::Cancelled,
             Some(format!(
                 "{cancelled} of {} items were cancelled{why}",
                 items.len()
             )),
         );
     }
-    ("success", None)
+    (OperationStatus::Success, None)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `courses`: a class, its template and per-student resources, its quota and state.
 
 use chrono::{DateTime, Utc};
+use cohort_proto::api::courses::CourseState;
 use diesel::prelude::*;
 
 use crate::db::schema::{courses, enrollments};
@@ -21,7 +22,7 @@ pub struct Course {
     pub gpu_share: String,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
-    pub state: String,
+    pub state: CourseState,
     pub quota_students: Option<i32>,
     pub quota_gpus: Option<i32>,
     pub quota_memory_mib: Option<i64>,
@@ -138,7 +139,7 @@ impl Course {
         diesel::delete(courses::table.find(id)).execute(conn)
     }
 
-    pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
+    pub fn set_state(conn: &mut PgConnection, id: i64, state: CourseState) -> QueryResult<usize> {
         diesel::update(courses::table.find(id))
             .set(courses::state.eq(state))
             .execute(conn)
@@ -147,7 +148,7 @@ impl Course {
     /// Active courses whose end date has passed.
     pub fn ended_but_active(conn: &mut PgConnection) -> QueryResult<Vec<Course>> {
         courses::table
-            .filter(courses::state.eq("active"))
+            .filter(courses::state.eq(CourseState::Active))
             .filter(courses::ends_at.lt(Utc::now()))
             .select(Course::as_select())
             .load(conn)

@@ -1,6 +1,7 @@
 //! `instances`: each student container, what is desired of it and what was last seen.
 
 use chrono::{DateTime, Utc};
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::dsl;
 use diesel::prelude::*;
 
@@ -17,8 +18,8 @@ pub struct Instance {
     pub image_id: i64,
     pub node_id: Option<i64>,
     pub ssh_port: Option<i32>,
-    pub desired_state: String,
-    pub observed_state: String,
+    pub desired_state: DesiredState,
+    pub observed_state: ObservedState,
     pub cpu: i32,
     pub memory_mib: i64,
     pub disk_gib: i64,
@@ -74,8 +75,8 @@ pub struct ShownInstance {
     pub id: i64,
     pub name: String,
     pub ssh_port: Option<i32>,
-    pub desired_state: String,
-    pub observed_state: String,
+    pub desired_state: DesiredState,
+    pub observed_state: ObservedState,
     pub cpu: i32,
     pub memory_mib: i64,
     pub disk_gib: i64,
@@ -118,8 +119,8 @@ pub struct NewInstance<'a> {
     pub owner_id: i64,
     pub course_id: Option<i64>,
     pub image_id: i64,
-    pub desired_state: &'a str,
-    pub observed_state: &'a str,
+    pub desired_state: DesiredState,
+    pub observed_state: ObservedState,
     pub cpu: i32,
     pub memory_mib: i64,
     pub disk_gib: i64,
@@ -178,8 +179,8 @@ impl Instance {
     pub fn queued(conn: &mut PgConnection, limit: i64) -> QueryResult<Vec<Instance>> {
         instances::table
             .filter(instances::node_id.is_null())
-            .filter(instances::desired_state.ne("deleted"))
-            .filter(instances::observed_state.ne("error"))
+            .filter(instances::desired_state.ne(DesiredState::Deleted))
+            .filter(instances::observed_state.ne(ObservedState::Error))
             .order((
                 instances::priority.desc(),
                 instances::created_at,
@@ -208,7 +209,7 @@ impl Instance {
             .set((
                 instances::node_id.eq(None::<i64>),
                 instances::ssh_port.eq(None::<i32>),
-                instances::observed_state.eq("error"),
+                instances::observed_state.eq(ObservedState::Error),
                 instances::error.eq(why),
             ))
             .execute(conn)
@@ -222,7 +223,7 @@ impl Instance {
                 .filter(instances::node_id.is_null()),
         )
         .set((
-            instances::observed_state.eq("queued"),
+            instances::observed_state.eq(ObservedState::Queued),
             instances::error.eq(None::<String>),
         ))
         .execute(conn)
@@ -239,7 +240,11 @@ impl Instance {
             .execute(conn)
     }
 
-    pub fn set_desired(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
+    pub fn set_desired(
+        conn: &mut PgConnection,
+        id: i64,
+        state: DesiredState,
+    ) -> QueryResult<usize> {
         diesel::update(instances::table.find(id))
             .set(instances::desired_state.eq(state))
             .execute(conn)
@@ -255,7 +260,7 @@ impl Instance {
     pub fn set_observed(
         conn: &mut PgConnection,
         id: i64,
-        state: &str,
+        state: ObservedState,
         error: Option<&str>,
     ) -> QueryResult<usize> {
         diesel::update(instances::table.find(id))
@@ -271,7 +276,7 @@ impl Instance {
     pub fn set_created(
         conn: &mut PgConnection,
         id: i64,
-        state: &str,
+        state: ObservedState,
         ssh_host_key: Option<&str>,
     ) -> QueryResult<usize> {
         diesel::update(instances::table.find(id))
@@ -289,9 +294,9 @@ impl Instance {
         diesel::update(
             instances::table
                 .filter(instances::node_id.eq(node_id))
-                .filter(instances::observed_state.ne("pending")),
+                .filter(instances::observed_state.ne(ObservedState::Pending)),
         )
-        .set(instances::observed_state.eq("unknown"))
+        .set(instances::observed_state.eq(ObservedState::Unknown))
         .execute(conn)
     }
 

@@ -1,6 +1,7 @@
 //! `nodes`: GPU hosts running an agent, their capacity and state.
 
 use chrono::{DateTime, Utc};
+use cohort_proto::api::nodes::NodeState;
 use diesel::prelude::*;
 
 use crate::db::schema::nodes;
@@ -14,7 +15,7 @@ pub struct Node {
     pub ssh_host: String,
     pub ssh_port_first: i32,
     pub ssh_port_last: i32,
-    pub state: String,
+    pub state: NodeState,
     pub cores: i32,
     pub memory_bytes: i64,
     pub disk_total_bytes: i64,
@@ -94,9 +95,11 @@ impl Node {
 
     /// An admin's change (cordon, evacuate, restore). On an offline node it is also the state
     /// the node returns to when it answers again.
-    pub fn set_state(conn: &mut PgConnection, id: i64, state: &str) -> QueryResult<usize> {
-        if state != "offline" {
-            let offline = nodes::table.find(id).filter(nodes::state.eq("offline"));
+    pub fn set_state(conn: &mut PgConnection, id: i64, state: NodeState) -> QueryResult<usize> {
+        if state != NodeState::Offline {
+            let offline = nodes::table
+                .find(id)
+                .filter(nodes::state.eq(NodeState::Offline));
             let kept = diesel::update(offline)
                 .set(nodes::state_before_offline.eq(state))
                 .execute(conn)?;
@@ -118,15 +121,19 @@ impl Node {
         diesel::update(nodes::table.find(id))
             .set(facts)
             .execute(conn)?;
-        diesel::update(nodes::table.find(id).filter(nodes::state.eq("offline")))
-            .set((
-                nodes::state.eq(diesel::dsl::sql::<diesel::sql_types::Text>(
-                    "coalesce(state_before_offline, 'online')",
-                )),
-                nodes::state_before_offline.eq(None::<String>),
-            ))
-            .execute(conn)
-            .map(|_| ())
+        diesel::update(
+            nodes::table
+                .find(id)
+                .filter(nodes::state.eq(NodeState::Offline)),
+        )
+        .set((
+            nodes::state.eq(diesel::dsl::sql::<diesel::sql_types::Text>(
+                "coalesce(state_before_offline, 'online')",
+            )),
+            nodes::state_before_offline.eq(None::<String>),
+        ))
+        .execute(conn)
+        .map(|_| ())
     }
 
     /// Marks `offline` every node not heard from since `cutoff`, keeping the state each had to
@@ -136,17 +143,19 @@ impl Node {
         cutoff: DateTime<Utc>,
     ) -> QueryResult<Vec<i64>> {
         diesel::update(
-            nodes::table.filter(nodes::state.ne("offline")).filter(
-                nodes::last_heartbeat_at
-                    .lt(cutoff)
-                    .or(nodes::last_heartbeat_at
-                        .is_null()
-                        .and(nodes::enrolled_at.lt(cutoff))),
-            ),
+            nodes::table
+                .filter(nodes::state.ne(NodeState::Offline))
+                .filter(
+                    nodes::last_heartbeat_at
+                        .lt(cutoff)
+                        .or(nodes::last_heartbeat_at
+                            .is_null()
+                            .and(nodes::enrolled_at.lt(cutoff))),
+                ),
         )
         .set((
             nodes::state_before_offline.eq(nodes::state.nullable()),
-            nodes::state.eq("offline"),
+            nodes::state.eq(NodeState::Offline),
         ))
         .returning(nodes::id)
         .get_results(conn)

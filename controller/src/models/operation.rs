@@ -5,13 +5,14 @@ use diesel::prelude::*;
 use uuid::Uuid;
 
 use crate::db::schema::operations;
+use cohort_proto::api::operations::{OperationKind, OperationStatus};
 
 #[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
 #[diesel(table_name = operations, check_for_backend(diesel::pg::Pg))]
 pub struct Operation {
     pub id: Uuid,
-    pub kind: String,
-    pub status: String,
+    pub kind: OperationKind,
+    pub status: OperationStatus,
     pub created_by: Option<i64>,
     pub target: String,
     pub payload: serde_json::Value,
@@ -27,7 +28,7 @@ pub struct Operation {
 impl Operation {
     pub fn insert(
         conn: &mut PgConnection,
-        kind: &str,
+        kind: OperationKind,
         created_by: Option<i64>,
         target: &str,
         payload: serde_json::Value,
@@ -72,7 +73,9 @@ impl Operation {
     ) -> QueryResult<Option<Operation>> {
         conn.transaction(|conn| {
             let candidate = operations::table
-                .filter(operations::status.eq_any(["pending", "running"]))
+                .filter(
+                    operations::status.eq_any([OperationStatus::Pending, OperationStatus::Running]),
+                )
                 .filter(operations::run_after.le(now))
                 .filter(
                     operations::lease_until
@@ -90,7 +93,7 @@ impl Operation {
             };
             diesel::update(operations::table.find(id))
                 .set((
-                    operations::status.eq("running"),
+                    operations::status.eq(OperationStatus::Running),
                     operations::claimed_by.eq(worker),
                     operations::lease_until.eq(lease_until),
                 ))
@@ -111,7 +114,7 @@ impl Operation {
             operations::table
                 .find(id)
                 .filter(operations::claimed_by.eq(worker))
-                .filter(operations::status.eq("running")),
+                .filter(operations::status.eq(OperationStatus::Running)),
         )
         .set(operations::lease_until.eq(lease_until))
         .execute(conn)
@@ -141,7 +144,7 @@ impl Operation {
     pub fn finish(
         conn: &mut PgConnection,
         id: Uuid,
-        status: &str,
+        status: OperationStatus,
         error: Option<&str>,
     ) -> QueryResult<usize> {
         diesel::update(operations::table.find(id))

@@ -5,6 +5,8 @@ use diesel::prelude::*;
 use uuid::Uuid;
 
 use crate::db::schema::operation_items;
+use crate::jobs::StepKind;
+use cohort_proto::api::operations::OperationStatus;
 
 #[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
 #[diesel(table_name = operation_items, check_for_backend(diesel::pg::Pg))]
@@ -12,12 +14,12 @@ pub struct OperationItem {
     pub id: Uuid,
     pub operation_id: Uuid,
     pub position: i32,
-    pub action: String,
+    pub action: StepKind,
     pub target: String,
     pub instance_id: Option<i64>,
     pub node_name: Option<String>,
     pub ssh_port: Option<i32>,
-    pub status: String,
+    pub status: OperationStatus,
     pub attempts: i32,
     pub error: Option<String>,
     pub updated_at: DateTime<Utc>,
@@ -28,7 +30,7 @@ impl OperationItem {
         conn: &mut PgConnection,
         operation_id: Uuid,
         position: i32,
-        action: &str,
+        action: StepKind,
         target: &str,
         instance_id: Option<i64>,
     ) -> QueryResult<OperationItem> {
@@ -72,8 +74,8 @@ impl OperationItem {
         };
         let ids: Vec<Option<i64>> = operation_items::table
             .filter(operation_items::operation_id.eq(last))
-            .filter(operation_items::action.eq(crate::jobs::moves::EVACUATE_STEP))
-            .filter(operation_items::status.eq("success"))
+            .filter(operation_items::action.eq(StepKind::EvacuateMove))
+            .filter(operation_items::status.eq(OperationStatus::Success))
             .select(operation_items::instance_id)
             .load(conn)?;
         Ok(ids.into_iter().flatten().collect())
@@ -83,7 +85,7 @@ impl OperationItem {
     pub fn start_attempt(conn: &mut PgConnection, id: Uuid) -> QueryResult<usize> {
         diesel::update(operation_items::table.find(id))
             .set((
-                operation_items::status.eq("running"),
+                operation_items::status.eq(OperationStatus::Running),
                 operation_items::attempts.eq(operation_items::attempts + 1),
             ))
             .execute(conn)
@@ -106,7 +108,7 @@ impl OperationItem {
     pub fn finish(
         conn: &mut PgConnection,
         id: Uuid,
-        status: &str,
+        status: OperationStatus,
         error: Option<&str>,
     ) -> QueryResult<usize> {
         diesel::update(operation_items::table.find(id))
@@ -123,7 +125,7 @@ impl OperationItem {
     pub fn wait(conn: &mut PgConnection, id: Uuid, why: &str) -> QueryResult<usize> {
         diesel::update(operation_items::table.find(id))
             .set((
-                operation_items::status.eq("pending"),
+                operation_items::status.eq(OperationStatus::Pending),
                 operation_items::error.eq(why),
                 operation_items::attempts.eq(operation_items::attempts - 1),
             ))

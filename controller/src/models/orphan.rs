@@ -2,6 +2,7 @@
 //! last saw them; their SSH ports stay out of placement while they are here.
 
 use chrono::{DateTime, Utc};
+use cohort_proto::api::instances::ObservedState;
 use diesel::prelude::*;
 
 use crate::db::schema::orphans;
@@ -11,7 +12,7 @@ use crate::db::schema::orphans;
 pub struct Orphan {
     pub node_id: i64,
     pub name: String,
-    pub status: String,
+    pub status: ObservedState,
     pub ssh_port: Option<i32>,
     pub reported: bool,
     pub first_seen_at: DateTime<Utc>,
@@ -26,7 +27,7 @@ impl Orphan {
     pub fn record_seen(
         conn: &mut PgConnection,
         node_id: i64,
-        seen: &[(String, String, Option<i32>)],
+        seen: &[(String, ObservedState, Option<i32>)],
     ) -> QueryResult<Vec<Orphan>> {
         let names: Vec<&str> = seen.iter().map(|(n, _, _)| n.as_str()).collect();
         diesel::delete(

@@ -21,11 +21,8 @@ use crate::controller::Controller;
 use crate::course::endpoints::Endpoint;
 use crate::queue_reason::QUEUED;
 
-fn state_name(i: &WireInstance) -> String {
-    serde_json::to_value(i.observed_state)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
+fn state_name(i: &WireInstance) -> &'static str {
+    i.observed_state.as_str()
 }
 
 /// The SSH endpoint of an instance that has one, worded as the course endpoints export does.
@@ -147,7 +144,7 @@ pub async fn show(
         })
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
-    let running = state_name(&i) == "running";
+    let running = i.observed_state == ObservedState::Running;
     Ok(layout::ok(
         &s,
         &i.name,

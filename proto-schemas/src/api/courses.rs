@@ -25,6 +25,29 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::agent::{Egress, NetworkPolicy};
 
+/// Where a course stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CourseState {
+    /// Its students' containers are provisioned and kept.
+    Active,
+    /// Past its end date: the reclaimer stopped its containers.
+    Ended,
+    /// Torn down with its containers deleted; provisioning it again brings them back.
+    TornDown,
+}
+
+crate::named_enum!(CourseState, "a course state" {
+    Active => "active",
+    Ended => "ended",
+    TornDown => "torn_down",
+});
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCourse {
@@ -111,8 +134,7 @@ pub struct Course {
     pub jupyter_instructors: bool,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
-    /// `active`, `ended` or `torn_down`.
-    pub state: String,
+    pub state: CourseState,
     pub students: u32,
     pub quota: CourseQuota,
     /// Minutes without GPU use after which a container is stopped; `None` = never.

@@ -89,6 +89,11 @@ fn default_true() -> bool {
 }
 
 /// What the controller wants an instance to be.
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DesiredState {
@@ -97,7 +102,18 @@ pub enum DesiredState {
     Deleted,
 }
 
+crate::named_enum!(DesiredState, "a desired instance state" {
+    Running => "running",
+    Stopped => "stopped",
+    Deleted => "deleted",
+});
+
 /// What the controller last saw.
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ObservedState {
@@ -113,6 +129,16 @@ pub enum ObservedState {
     Missing,
     Error,
 }
+
+crate::named_enum!(ObservedState, "an observed instance state" {
+    Queued => "queued",
+    Pending => "pending",
+    Running => "running",
+    Stopped => "stopped",
+    Unknown => "unknown",
+    Missing => "missing",
+    Error => "error",
+});
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

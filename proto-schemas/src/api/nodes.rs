@@ -6,6 +6,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Where a node stands for placement.
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeState {
@@ -18,6 +23,13 @@ pub enum NodeState {
     /// Its instances are being stopped or moved away.
     Evacuating,
 }
+
+crate::named_enum!(NodeState, "a node state" {
+    Online => "online",
+    Offline => "offline",
+    Cordoned => "cordoned",
+    Evacuating => "evacuating",
+});
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -7,6 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationKind {
@@ -28,6 +33,26 @@ pub enum OperationKind {
     SetCourseLimits,
 }
 
+crate::named_enum!(OperationKind, "an operation kind" {
+    CreateInstance => "create_instance",
+    DeleteInstance => "delete_instance",
+    ChangeInstanceState => "change_instance_state",
+    EvacuateNode => "evacuate_node",
+    RestoreNode => "restore_node",
+    PublishImage => "publish_image",
+    ProvisionCourse => "provision_course",
+    TeardownCourse => "teardown_course",
+    DetachGpus => "detach_gpus",
+    DistributeImage => "distribute_image",
+    MoveInstance => "move_instance",
+    SetCourseLimits => "set_course_limits",
+});
+
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationStatus {
@@ -37,6 +62,14 @@ pub enum OperationStatus {
     Failure,
     Cancelled,
 }
+
+crate::named_enum!(OperationStatus, "an operation status" {
+    Pending => "pending",
+    Running => "running",
+    Success => "success",
+    Failure => "failure",
+    Cancelled => "cancelled",
+});
 
 impl OperationStatus {
     /// True once the operation will change no more.

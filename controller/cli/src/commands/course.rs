@@ -58,7 +58,7 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
                     course.title.clone(),
                     course.instructor.clone(),
                     course.image.clone().unwrap_or_default(),
-                    course.state.to_uppercase(),
+                    course.state.as_str().to_uppercase(),
                     course.students.to_string(),
                 ]);
             }

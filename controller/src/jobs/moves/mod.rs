@@ -17,7 +17,9 @@
 //! The container keeps its files, its SSH host key (in its root filesystem and its config) and
 //! its user's keys; only its endpoint (node and port) changes.
 
+use crate::jobs::StepKind;
 use cohort_proto::agent::{Arrival, StateAction, StateChange};
+use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
 
 pub mod room;
@@ -40,15 +42,10 @@ use crate::models::ssh_key::SshKey;
 use crate::models::user::User;
 use crate::ssh::{push_ssh, ssh_access};
 
-/// The step of `cohort move` and of `restore`: to the node the operation's payload names.
-pub const STEP: &str = "move";
-/// The step of `evacuate` with the move policy: to the best node with room.
-pub const EVACUATE_STEP: &str = "evacuate_move";
-
 /// The node the instance leaves: recorded on the item when it was queued (the node it was on).
 fn source_name(op: &Operation, item: &OperationItem, current: &Node) -> String {
     item.node_name.clone().unwrap_or_else(|| {
-        if item.action == EVACUATE_STEP {
+        if item.action == StepKind::EvacuateMove {
             op.target.clone()
         } else {
             current.name.clone()
@@ -74,7 +71,7 @@ pub async fn run(
     };
     let (source, source_agent) = ctl.agent_by_node_id(source.id).await?;
     let home = instance.course_id.is_some();
-    let running = instance.desired_state == "running";
+    let running = instance.desired_state == DesiredState::Running;
     let from = Side {
         node: &source,
         agent: source_agent.as_ref(),
@@ -203,7 +200,7 @@ async fn settle(ctl: &Controller, instance: &Instance, side: &Side<'_>) -> Resul
         .arrive(instance.name.clone(), arrival)
         .await
         .map_err(ActionError::on_node(&node))?;
-    if instance.desired_state != "running" {
+    if instance.desired_state != DesiredState::Running {
         return Ok(());
     }
     let start = StateChange {

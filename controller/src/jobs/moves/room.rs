@@ -5,6 +5,8 @@
 //! (its old one freed by the same update), and its GPU slots given back on the old node and
 //! taken on the new one. The unique index on (node, port) is the last guard, as for placement.
 
+use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::nodes::NodeState;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
 
@@ -43,7 +45,7 @@ pub fn shortage(
     let Some(fit) = room(conn, instance, config, Some(to.id))? else {
         return Ok(Some(format!("node {} is gone", to.name)));
     };
-    Ok(if to.state != "online" {
+    Ok(if to.state != NodeState::Online {
         Some(format!("node {} is {}", to.name, to.state))
     } else if !fit.fits {
         Some(format!(
@@ -193,7 +195,7 @@ pub fn commit(
             .set((
                 instances::node_id.eq(to.id),
                 instances::ssh_port.eq(port),
-                instances::observed_state.eq("stopped"),
+                instances::observed_state.eq(ObservedState::Stopped),
             ))
             .execute(conn)?;
         if instance.gpu_count > 0 {

@@ -1,0 +1,47 @@
+//! What one item of an operation does: its step. Stored in `operation_items.action` under the
+//! names below; a name no step has is an error when the item is read.
+
+/// The step an item runs (see [`super::step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, diesel::AsExpression, diesel::FromSqlRow)]
+#[diesel(sql_type = diesel::sql_types::Text)]
+pub enum StepKind {
+    /// Make the container on its node ([`super::create`]).
+    Create,
+    /// Start, stop or restart it ([`super::state`]); `EvacuateStop` is a forced stop.
+    Start,
+    Stop,
+    Restart,
+    EvacuateStop,
+    /// Take it and its home to another node ([`super::moves`]): a named one (`cohort move`,
+    /// `restore`) or the one placement would choose (an evacuation).
+    Move,
+    EvacuateMove,
+    /// Delete the container, keeping its home, for a `Create` after it ([`super::reset`]).
+    Reset,
+    /// Export it as a catalog image ([`super::publish`]).
+    Publish,
+    /// Take its GPUs off while it runs ([`super::gpus`]).
+    DetachGpus,
+    /// Apply its row's cores and memory live ([`super::resize`]).
+    SetLimits,
+    /// Bring an image onto the item's node ([`super::import_image`]).
+    ImportImage,
+    /// Delete the container (and a torn-down course's home) and its row ([`super::delete`]).
+    Delete,
+}
+
+cohort_proto::named_enum!(StepKind, "a step kind" {
+    Create => "create",
+    Start => "start",
+    Stop => "stop",
+    Restart => "restart",
+    EvacuateStop => "evacuate_stop",
+    Move => "move",
+    EvacuateMove => "evacuate_move",
+    Reset => "reset",
+    Publish => "publish",
+    DetachGpus => "detach_gpus",
+    SetLimits => "set_limits",
+    ImportImage => "import_image",
+    Delete => "delete",
+});
