@@ -12,7 +12,6 @@
 //! node's project with no row here is an orphan: recorded at once (its port leaves placement)
 //! and reported as drift `orphan` once seen on two polls; an admin adopts or deletes it.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::ObservedState;
 use cohort_proto::api::operations::OperationStatus;
@@ -25,14 +24,13 @@ use cohort_proto::agent::{Instance as AgentInstance, Inventory};
 use diesel::prelude::*;
 use tokio::task::JoinHandle;
 
-use cohort_proto::api::operations::OperationKind;
-
 use crate::config::DriftPolicy;
 use crate::controller::{connect_pinned, Controller};
 use crate::db::schema::{operation_items, operations};
 use crate::error::{ActionError, ActionResult};
 use crate::gpu_slots;
-use crate::jobs::{enqueue, Step};
+use crate::jobs::payload::{ChangeState, Create, Job};
+use crate::jobs::{enqueue, Step, StepKind};
 use crate::metrics::Metrics;
 use crate::models::audit;
 use crate::models::gpu::{Gpu, ReportedGpu};
@@ -286,17 +284,26 @@ fn record(
         )?;
         tracing::warn!(instance = %instance.name, node = %node.name, found = %state, "drift");
         if policy == DriftPolicy::Repair {
-            let (kind, action) = match drift {
-                Drift::Stopped => (OperationKind::ChangeInstanceState, StepKind::Start),
-                Drift::Started => (OperationKind::ChangeInstanceState, StepKind::Stop),
-                Drift::Missing => (OperationKind::CreateInstance, StepKind::Create),
+            let repair = Some("drift".to_string());
+            let (job, action) = match drift {
+                Drift::Stopped | Drift::Started => (
+                    Job::ChangeInstanceState(ChangeState {
+                        repair,
+                        ..Default::default()
+                    }),
+                    if drift == Drift::Stopped {
+                        StepKind::Start
+                    } else {
+                        StepKind::Stop
+                    },
+                ),
+                Drift::Missing => (Job::CreateInstance(Create { repair }), StepKind::Create),
             };
             enqueue(
                 conn,
-                kind,
+                &job,
                 None,
                 &instance.name,
-                serde_json::json!({"repair": "drift"}),
                 &[Step {
                     action,
                     target: &instance.name,

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
 use serde_json::json;
 
 use crate::controller::Controller;
 use crate::db::schema::{courses, gpu_allocations, instance_usage, instances};
 use crate::error::ActionResult;
+use crate::jobs::payload::{ChangeState, Delete, Job, Reclaimed};
 use crate::jobs::{enqueue, Audit, Step, StepKind};
 use crate::models::audit;
 use crate::models::course_reclaim::CourseReclaim;
@@ -175,16 +175,13 @@ fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> Qu
     InstanceUsage::set_stopped(conn, i.id, reason)?;
     tracing::info!(instance = %i.name, %reason, "reclaim: stopping");
     // The GPU slots go back once it is stopped: reclaiming is for whoever waits.
-    let payload = json!({"force": true, "timeout_s": null, "reason": reason, "release_gpus": true});
-    act(
-        conn,
-        i,
-        course,
-        reason,
-        OperationKind::ChangeInstanceState,
-        StepKind::Stop,
-        payload,
-    )
+    let job = Job::ChangeInstanceState(ChangeState {
+        force: true,
+        reason: Some(reason.to_string()),
+        release_gpus: true,
+        ..Default::default()
+    });
+    act(conn, i, course, reason, &job, StepKind::Stop)
 }
 
 /// `idle_action = detach`: the container keeps running; the worker has its node remove the
@@ -192,32 +189,21 @@ fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> Qu
 fn detach(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
     InstanceUsage::set_detached(conn, i.id, reason)?;
     tracing::info!(instance = %i.name, %reason, "reclaim: detaching GPUs");
-    let payload = json!({"reason": reason});
-    act(
-        conn,
-        i,
-        course,
-        reason,
-        OperationKind::DetachGpus,
-        StepKind::DetachGpus,
-        payload,
-    )
+    let job = Job::DetachGpus(Reclaimed {
+        reason: reason.to_string(),
+    });
+    act(conn, i, course, reason, &job, StepKind::DetachGpus)
 }
 
 fn delete(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
     Instance::set_desired(conn, i.id, DesiredState::Deleted)?;
     InstanceUsage::set_stopped(conn, i.id, reason)?;
     tracing::info!(instance = %i.name, %reason, "reclaim: deleting");
-    let payload = json!({"reason": reason});
-    act(
-        conn,
-        i,
-        course,
-        reason,
-        OperationKind::DeleteInstance,
-        StepKind::Delete,
-        payload,
-    )
+    let job = Job::DeleteInstance(Delete {
+        reason: Some(reason.to_string()),
+        ..Default::default()
+    });
+    act(conn, i, course, reason, &job, StepKind::Delete)
 }
 
 /// Records the reclaimer's operation of one step on `i`, audited under the step's name.
@@ -226,9 +212,8 @@ fn act(
     i: &Instance,
     course: &str,
     reason: &str,
-    kind: OperationKind,
+    job: &Job,
     action: StepKind,
-    payload: serde_json::Value,
 ) -> QueryResult<()> {
     let step = Step {
         action,
@@ -242,5 +227,5 @@ fn act(
         object: &i.name,
         detail: json!({"reason": reason, "course": course}),
     };
-    enqueue(conn, kind, None, &i.name, payload, &[step], Some(audit)).map(drop)
+    enqueue(conn, job, None, &i.name, &[step], Some(audit)).map(drop)
 }

@@ -257,10 +257,11 @@ async fn an_expired_claim_is_resumed_and_finished_items_never_run_again() {
         .collect();
     let stop = cohort_controller::jobs::enqueue(
         &mut conn,
-        cohort_proto::api::operations::OperationKind::EvacuateNode,
+        &cohort_controller::jobs::Job::EvacuateNode(cohort_controller::jobs::payload::Evacuate {
+            policy: cohort_controller::jobs::StepKind::EvacuateStop,
+        }),
         Some(admin.user.id),
         "node-a",
-        serde_json::json!({}),
         &[
             cohort_controller::jobs::Step {
                 action: cohort_controller::jobs::StepKind::Stop,
@@ -393,10 +394,9 @@ async fn an_unknown_step_or_operation_kind_is_an_error_when_read() {
     let mut conn = t.conn();
     let op = cohort_controller::jobs::enqueue(
         &mut conn,
-        cohort_proto::api::operations::OperationKind::DeleteInstance,
+        &cohort_controller::jobs::Job::DeleteInstance(Default::default()),
         None,
         "nothing",
-        serde_json::json!({}),
         &[cohort_controller::jobs::Step {
             action: cohort_controller::jobs::StepKind::Delete,
             target: "nothing",

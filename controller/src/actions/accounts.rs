@@ -2,10 +2,8 @@
 //! logins removed, its containers and data stay), enable again, and delete with its instances
 //! kept (given to the admin) or deleted.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::ObservedState;
-use cohort_proto::api::operations::OperationKind;
 use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDeleted};
 use diesel::prelude::*;
 use serde_json::json;
@@ -14,7 +12,7 @@ use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, Step};
+use crate::jobs::{enqueue, payload, Step, StepKind};
 use crate::models::audit;
 use crate::models::instance::Instance;
 use crate::models::user::User;
@@ -133,10 +131,12 @@ pub async fn delete(
                         Instance::set_desired(conn, instance.id, DesiredState::Deleted)?;
                         let op = enqueue(
                             conn,
-                            OperationKind::DeleteInstance,
+                            &payload::Job::DeleteInstance(payload::Delete {
+                                former_owner: Some(username.clone()),
+                                ..Default::default()
+                            }),
                             Some(admin_id),
                             &instance.name,
-                            json!({"former_owner": username}),
                             &[Step {
                                 action: StepKind::Delete,
                                 target: &instance.name,

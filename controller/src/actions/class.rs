@@ -3,12 +3,11 @@
 //! Each is one operation; the worker's steps do the work. Snapshots of one student's container
 //! are quick and answered directly, through the same agent calls as the instance routes.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::courses::CourseState;
 use cohort_proto::api::courses::{StudentAction, StudentSnapshot, Teardown};
 use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::{CreateSnapshot, Snapshot};
-use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -18,7 +17,7 @@ use super::instance_io;
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, Audit, Step};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::course::Course;
 use crate::models::enrollment::Enrollment;
 use crate::models::instance::Instance;
@@ -60,10 +59,13 @@ pub async fn teardown(
                 .collect();
             let op = enqueue(
                 conn,
-                OperationKind::TeardownCourse,
+                &payload::Job::TeardownCourse(payload::Teardown {
+                    delete: req.delete,
+                    keep_homes: req.keep_homes,
+                    force: true,
+                }),
                 Some(caller.user.id),
                 &code,
-                json!({"delete": req.delete, "keep_homes": req.keep_homes, "force": true}),
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
@@ -126,10 +128,12 @@ pub async fn remove_student(
             }
             let op = enqueue(
                 conn,
-                OperationKind::DeleteInstance,
+                &payload::Job::DeleteInstance(payload::Delete {
+                    force: true,
+                    ..Default::default()
+                }),
                 Some(caller.user.id),
                 &format!("{code}/{username}"),
-                json!({"force": true}),
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
@@ -184,10 +188,12 @@ pub async fn student_action(
                 .collect();
             let op = enqueue(
                 conn,
-                OperationKind::ChangeInstanceState,
+                &payload::Job::ChangeInstanceState(payload::ChangeState {
+                    force: true,
+                    ..Default::default()
+                }),
                 Some(caller.user.id),
                 &instance.name,
-                json!({"force": true}),
                 &steps,
                 Some(Audit {
                     actor: caller.name(),

@@ -9,12 +9,10 @@
 //! left with other limits is listed in the answer with the reason, so an instructor is never
 //! left to believe a change reached a container it did not reach.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::instances::DesiredState;
 use std::collections::HashMap;
 
 use cohort_proto::api::courses::{CourseLimits, CourseLimitsChange, KeptLimits};
-use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
 use serde_json::json;
 
@@ -25,7 +23,7 @@ use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::db::schema::{images, instances, users};
 use crate::error::ActionResult;
-use crate::jobs::{enqueue, Step};
+use crate::jobs::{enqueue, payload, Step, StepKind};
 use crate::models::audit;
 use crate::models::course::Course;
 use crate::models::enrollment::Enrollment;
@@ -114,10 +112,11 @@ pub async fn set(
                     .collect();
                 let op = enqueue(
                     conn,
-                    OperationKind::SetCourseLimits,
+                    &payload::Job::SetCourseLimits(payload::OfCourse {
+                        course: code.clone(),
+                    }),
                     Some(caller.user.id),
                     &code,
-                    json!({"course": code}),
                     &steps,
                     None,
                 )?;

@@ -2,10 +2,8 @@
 //! controller's store now, rather than when its first container is created, as one operation
 //! whose items (one per node) show the progress.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::images::{ImageDistribution, SkippedNode};
 use cohort_proto::api::nodes::NodeState;
-use cohort_proto::api::operations::OperationKind;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -13,7 +11,7 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, Audit, Step};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::image::Image;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
@@ -60,10 +58,12 @@ pub async fn distribute(
                 .collect();
             let op = enqueue(
                 conn,
-                OperationKind::DistributeImage,
+                &payload::Job::DistributeImage(payload::Distribute {
+                    image_id: image.id,
+                    fingerprint: image.fingerprint.clone(),
+                }),
                 Some(caller.user.id),
                 &image.alias,
-                json!({"image_id": image.id, "fingerprint": image.fingerprint}),
                 &steps,
                 Some(Audit {
                     actor: caller.name(),

@@ -1,13 +1,12 @@
 //! Images: the template catalog on the controller's disk, uploaded by admins and fetched by
 //! agents over mutual TLS.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::instances::ObservedState;
 use std::io::Write;
 use std::path::PathBuf;
 
 use cohort_proto::api::images::{Image as WireImage, ImportImageQuery, PublishImage};
-use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -16,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, Audit, Step};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::audit;
 use crate::models::image::{Image, NewImage};
 use crate::models::node_certificate::NodeCertificate;
@@ -263,10 +262,12 @@ pub async fn publish(
             }
             let op = enqueue(
                 conn,
-                OperationKind::PublishImage,
+                &payload::Job::PublishImage(payload::Publish {
+                    alias: req.alias.clone(),
+                    description: req.description.clone(),
+                }),
                 Some(caller.user.id),
                 &req.alias,
-                json!({"alias": req.alias, "description": req.description}),
                 &[Step {
                     action: StepKind::Publish,
                     target: &req.instance,

@@ -1,7 +1,6 @@
 //! Instances: creation (validated, placed or queued in the same transaction as the row), list,
 //! get, state changes and deletion as operations, and the calls proxied to the node's agent.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::ObservedState;
 use std::sync::Arc;
@@ -10,7 +9,7 @@ use cohort_proto::api::instances::{
     CreateInstance, GpuShare, Instance as WireInstance, InstancePage, InstanceStateChange, Limits,
     LiveConfig, StateAction, UpdateInstance,
 };
-use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -21,7 +20,7 @@ use crate::controller::Controller;
 use crate::db::literal_limit::LiteralLimitDsl;
 use crate::db::schema::{courses, instances, users};
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, Audit, Step};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::audit;
 use crate::models::enrollment::Enrollment;
 use crate::models::image::Image;
@@ -231,10 +230,9 @@ fn create_tx(
         }
         let op = enqueue(
             conn,
-            OperationKind::CreateInstance,
+            &payload::Job::CreateInstance(payload::Create::default()),
             Some(caller.user.id),
             &req.name,
-            json!({}),
             &[Step {
                 action: StepKind::Create,
                 target: &req.name,
@@ -402,10 +400,13 @@ pub async fn change_state(
             }
             let op = enqueue(
                 conn,
-                OperationKind::ChangeInstanceState,
+                &payload::Job::ChangeInstanceState(payload::ChangeState {
+                    force: req.force,
+                    timeout_s: req.timeout_s,
+                    ..Default::default()
+                }),
                 Some(caller.user.id),
                 &name,
-                json!({"force": req.force, "timeout_s": req.timeout_s}),
                 &[Step {
                     action,
                     target: &name,
@@ -444,10 +445,9 @@ pub async fn delete(
             Instance::set_desired(conn, instance.id, DesiredState::Deleted)?;
             let op = enqueue(
                 conn,
-                OperationKind::DeleteInstance,
+                &payload::Job::DeleteInstance(payload::Delete::default()),
                 Some(caller.user.id),
                 &name,
-                json!({}),
                 &[Step {
                     action: StepKind::Delete,
                     target: &name,

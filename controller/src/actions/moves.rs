@@ -4,11 +4,10 @@
 //! instances (offline, cordoned, evacuating) or has no room for it. The move itself is the
 //! `move` step of a durable operation (see [`crate::jobs::moves`]).
 
-use crate::jobs::StepKind;
 use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::MoveInstance;
 use cohort_proto::api::nodes::NodeState;
-use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -17,7 +16,7 @@ use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::jobs::moves::room;
-use crate::jobs::{enqueue, record_sources, Audit, Step};
+use crate::jobs::{enqueue, payload, record_sources, Audit, Step, StepKind};
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 use crate::views;
@@ -71,10 +70,11 @@ pub async fn move_instance(
             let source = Node::find(conn, node_id)?;
             let op = enqueue(
                 conn,
-                OperationKind::MoveInstance,
+                &payload::Job::MoveInstance(payload::MoveTo {
+                    target: target.name.clone(),
+                }),
                 Some(caller.user.id),
                 &name,
-                json!({"target": target.name}),
                 &[Step {
                     action: StepKind::Move,
                     target: &name,

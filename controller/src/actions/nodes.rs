@@ -1,10 +1,9 @@
 //! Nodes: listing, cordon, evacuate, restore and removal (which revokes the certificate).
 
-use crate::jobs::StepKind;
 use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::nodes::NodeState;
 use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node as WireNode};
-use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -12,7 +11,7 @@ use serde_json::json;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, record_sources, Audit, Step};
+use crate::jobs::{enqueue, payload, record_sources, Audit, Step, StepKind};
 use crate::models::audit;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
@@ -85,10 +84,9 @@ pub async fn evacuate(
                 .collect();
             let op = enqueue(
                 conn,
-                OperationKind::EvacuateNode,
+                &payload::Job::EvacuateNode(payload::Evacuate { policy: action }),
                 Some(caller.user.id),
                 &name,
-                json!({"policy": action.as_str()}),
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
@@ -155,10 +153,11 @@ pub async fn restore(
             }
             let op = enqueue(
                 conn,
-                OperationKind::RestoreNode,
+                &payload::Job::RestoreNode(payload::MoveTo {
+                    target: name.clone(),
+                }),
                 Some(caller.user.id),
                 &name,
-                json!({"target": name}),
                 &steps,
                 Some(Audit {
                     actor: caller.name(),

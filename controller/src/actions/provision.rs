@@ -3,14 +3,13 @@
 //! and makes only what is missing (a row with no container, or no row yet) or starts what is
 //! stopped; what is fine is left alone. Quotas are checked before anything is created.
 
-use crate::jobs::StepKind;
 use cohort_proto::api::courses::CourseState;
 use cohort_proto::api::instances::DesiredState;
 use cohort_proto::api::instances::ObservedState;
 use cohort_proto::api::operations::OperationStatus;
 use std::collections::{HashMap, HashSet};
 
-use cohort_proto::api::operations::{Operation as WireOperation, OperationKind};
+use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -21,7 +20,7 @@ use crate::config::PlacementConfig;
 use crate::controller::Controller;
 use crate::course::naming;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, Audit, Step};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::audit;
 use crate::models::course::Course;
 use crate::models::enrollment::{Enrolled, Enrollment};
@@ -199,10 +198,11 @@ pub async fn provision(
                 .collect();
             let op = enqueue(
                 conn,
-                OperationKind::ProvisionCourse,
+                &payload::Job::ProvisionCourse(payload::OfCourse {
+                    course: course.code.clone(),
+                }),
                 Some(caller.user.id),
                 &course.code,
-                json!({"course": course.code}),
                 &step_refs,
                 Some(Audit {
                     actor: caller.name(),

@@ -1,27 +1,19 @@
 //! The `delete` step: the container (absent is fine), its home volume when a teardown says so,
 //! then its row, which frees its port and GPU slots.
 
-use cohort_proto::api::operations::OperationKind;
-
 use super::outcome::StepOutcome;
+use super::Job;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::homes::home_volume;
 use crate::models::instance::Instance;
-use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
-
-/// Whether `op` is a course teardown that deletes the students' home volumes too.
-fn wipes_homes(op: &Operation) -> bool {
-    let flag = |key: &str| op.payload.get(key).and_then(|v| v.as_bool()) == Some(true);
-    op.kind == OperationKind::TeardownCourse && flag("delete") && !flag("keep_homes")
-}
 
 /// Deletes the container (absent is fine), and for a teardown without `keep_homes` its home
 /// volume, then the row, which frees its port and GPU slots.
 pub async fn run(
     ctl: &Controller,
-    op: &Operation,
+    job: &Job,
     item: &OperationItem,
     instance: Instance,
 ) -> Result<StepOutcome, ActionError> {
@@ -34,7 +26,7 @@ pub async fn run(
             .delete_instance(instance.name.clone())
             .await
             .map_err(ActionError::on_node(&node.name))?;
-        if instance.course_id.is_some() && wipes_homes(op) {
+        if instance.course_id.is_some() && job.wipes_homes() {
             agent
                 .delete_volume(home_volume(&instance.name))
                 .await

@@ -1,10 +1,10 @@
 //! Recording an operation: its items in order and the audit row saying who asked, in the
 //! caller's transaction. The worker picks it up once that transaction commits.
 
-use cohort_proto::api::operations::OperationKind;
 use diesel::prelude::*;
 use uuid::Uuid;
 
+use super::payload::Job;
 use super::StepKind;
 use crate::models::audit;
 use crate::models::operation::Operation;
@@ -30,14 +30,13 @@ pub struct Audit<'a> {
 /// Records an operation, its items and (when given) its audit row.
 pub fn enqueue(
     conn: &mut PgConnection,
-    kind: OperationKind,
+    job: &Job,
     created_by: Option<i64>,
     target: &str,
-    payload: serde_json::Value,
     steps: &[Step<'_>],
     audit: Option<Audit<'_>>,
 ) -> QueryResult<Operation> {
-    let op = Operation::insert(conn, kind, created_by, target, payload)?;
+    let op = Operation::insert(conn, job.kind(), created_by, target, job.payload())?;
     for (position, step) in steps.iter().enumerate() {
         OperationItem::insert(
             conn,

@@ -5,12 +5,12 @@ use cohort_proto::agent::ImportImage;
 use diesel::prelude::*;
 
 use super::outcome::StepOutcome;
+use super::payload::{Distribute, Job};
 use crate::agent_client::NodeAgent;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::image::Image;
 use crate::models::node::Node;
-use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
 
 /// Fetches the image onto the node from the controller's store if the node lacks it.
@@ -59,11 +59,13 @@ pub async fn import_image(
 /// instance created meanwhile fetched it), through the same import a create uses.
 pub async fn run(
     ctl: &Controller,
-    op: &Operation,
+    job: &Job,
     item: &OperationItem,
 ) -> Result<StepOutcome, ActionError> {
-    let Some(image_id) = op.payload["image_id"].as_i64() else {
-        return Ok(StepOutcome::Failed("the operation names no image".into()));
+    let Job::DistributeImage(Distribute { image_id, .. }) = *job else {
+        return Ok(StepOutcome::Failed(
+            "an import_image step belongs to a distribute_image operation".into(),
+        ));
     };
     let (item_id, node_name) = (item.id, item.target.clone());
     let found = ctl

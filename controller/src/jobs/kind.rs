@@ -45,3 +45,17 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     ImportImage => "import_image",
     Delete => "delete",
 });
+
+/// Stored by name in payloads too (an evacuation's policy is the step its items get).
+impl serde::Serialize for StepKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StepKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}

@@ -4,6 +4,7 @@ use cohort_proto::agent::PublishInstance;
 use diesel::prelude::*;
 
 use super::outcome::StepOutcome;
+use super::payload::{Job, Publish};
 use crate::agent_client::NodeAgent;
 use crate::controller::Controller;
 use crate::error::ActionError;
@@ -20,20 +21,17 @@ use crate::models::user::User;
 pub async fn run(
     ctl: &Controller,
     op: &Operation,
+    job: &Job,
     instance: &Instance,
     node: &Node,
     agent: &dyn NodeAgent,
 ) -> Result<StepOutcome, ActionError> {
-    let text = |key: &str| {
-        op.payload
-            .get(key)
-            .and_then(|v| v.as_str())
-            .map(String::from)
+    let Job::PublishImage(Publish { alias, description }) = job.clone() else {
+        return Ok(StepOutcome::Failed(format!(
+            "a publish step belongs to a publish_image operation, not a {}",
+            op.kind
+        )));
     };
-    let Some(alias) = text("alias") else {
-        return Ok(StepOutcome::Failed("the operation names no alias".into()));
-    };
-    let description = text("description");
     let lookup = alias.clone();
     if ctl
         .db(move |conn| Ok(Image::lookup(conn, &lookup)?))

@@ -9,28 +9,29 @@ use cohort_proto::api::instances::ObservedState;
 use super::gpus::{give_gpus_back, take_gpus_again};
 use super::outcome::StepOutcome;
 use super::step::observed;
+use super::Job;
 use crate::agent_client::NodeAgent;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
-use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
 use crate::ssh::push_ssh;
 
 pub async fn run(
     ctl: &Controller,
-    op: &Operation,
+    job: &Job,
     item: &OperationItem,
     instance: &Instance,
     node: &Node,
     agent: &dyn NodeAgent,
 ) -> Result<StepOutcome, ActionError> {
-    let action = match item.action.as_str() {
-        "start" => StateAction::Start,
-        "restart" => StateAction::Restart,
+    let action = match item.action {
+        StepKind::Start => StateAction::Start,
+        StepKind::Restart => StateAction::Restart,
         _ => StateAction::Stop,
     };
+    let (force, timeout_s, release_gpus) = job.state_change();
     if matches!(action, StateAction::Start | StateAction::Restart) && instance.gpu_count > 0 {
         if let Some(wait) = take_gpus_again(ctl, item, instance, node, agent, action).await? {
             return Ok(wait);
@@ -38,17 +39,8 @@ pub async fn run(
     }
     let change = StateChange {
         action,
-        timeout_s: op
-            .payload
-            .get("timeout_s")
-            .and_then(|v| v.as_u64())
-            .map(|v| v as u32),
-        force: item.action == StepKind::EvacuateStop
-            || op
-                .payload
-                .get("force")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false),
+        timeout_s,
+        force: force || item.action == StepKind::EvacuateStop,
     };
     let now = agent
         .change_state(instance.name.clone(), change)
@@ -57,8 +49,7 @@ pub async fn run(
     let (id, state) = (instance.id, observed(&now.status));
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
-    let release = op.payload.get("release_gpus").and_then(|v| v.as_bool()) == Some(true);
-    if action == StateAction::Stop && release && state == ObservedState::Stopped {
+    if action == StateAction::Stop && release_gpus && state == ObservedState::Stopped {
         give_gpus_back(ctl, instance, node, agent).await?;
     }
     // Keys added or removed while it was stopped take effect now.

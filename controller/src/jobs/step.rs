@@ -31,11 +31,20 @@ async fn step(
     op: &Operation,
     item: &OperationItem,
 ) -> Result<StepOutcome, ActionError> {
+    let job = match op.job() {
+        Ok(job) => job,
+        Err(e) => {
+            return Ok(StepOutcome::Failed(format!(
+                "the operation's payload is not a {}'s: {e}",
+                op.kind
+            )))
+        }
+    };
+    if item.action == StepKind::ImportImage {
+        return import_image::run(ctl, &job, item).await;
+    }
     // A delete whose instance is gone has nothing left to do (an earlier attempt, or another
     // delete, removed it); any other step on a gone instance was asked for and not done.
-    if item.action == StepKind::ImportImage {
-        return import_image::run(ctl, op, item).await;
-    }
     let gone = || {
         if item.action == StepKind::Delete {
             StepOutcome::Done
@@ -53,7 +62,7 @@ async fn step(
         return Ok(gone());
     };
     if item.action == StepKind::Delete {
-        return delete::run(ctl, op, item, instance).await;
+        return delete::run(ctl, &job, item, instance).await;
     }
     if instance.desired_state == DesiredState::Deleted {
         return Ok(StepOutcome::Cancelled(
@@ -88,13 +97,13 @@ async fn step(
     match item.action {
         StepKind::Create => create::run(ctl, item, &instance, &node, agent.as_ref()).await,
         StepKind::Start | StepKind::Stop | StepKind::Restart | StepKind::EvacuateStop => {
-            state::run(ctl, op, item, &instance, &node, agent.as_ref()).await
+            state::run(ctl, &job, item, &instance, &node, agent.as_ref()).await
         }
         StepKind::Move | StepKind::EvacuateMove => {
-            moves::run(ctl, op, item, &instance, &node).await
+            moves::run(ctl, op, &job, item, &instance, &node).await
         }
         StepKind::Reset => reset::run(ctl, &instance, &node, agent.as_ref()).await,
-        StepKind::Publish => publish::run(ctl, op, &instance, &node, agent.as_ref()).await,
+        StepKind::Publish => publish::run(ctl, op, &job, &instance, &node, agent.as_ref()).await,
         StepKind::DetachGpus => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
         StepKind::SetLimits => resize::run(&instance, &node, agent.as_ref()).await,
         StepKind::ImportImage | StepKind::Delete => {

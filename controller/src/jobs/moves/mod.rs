@@ -29,7 +29,7 @@ use self::room::Committed;
 use self::transfer::Side;
 use super::gpus::attachment;
 use super::step::observed;
-use super::StepOutcome;
+use super::{Job, StepOutcome};
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::audit;
@@ -57,6 +57,7 @@ fn source_name(op: &Operation, item: &OperationItem, current: &Node) -> String {
 pub async fn run(
     ctl: &Controller,
     op: &Operation,
+    job: &Job,
     item: &OperationItem,
     instance: &Instance,
     current: &Node,
@@ -78,11 +79,7 @@ pub async fn run(
     };
     if instance.node_id == Some(source.id) {
         let (row, placement) = (instance.clone(), ctl.config.placement.clone());
-        let named = op
-            .payload
-            .get("target")
-            .and_then(|t| t.as_str())
-            .map(String::from);
+        let named = job.move_target().map(String::from);
         let target = ctl
             .db(move |conn| match named {
                 Some(name) => Ok(Node::by_name(conn, &name)?),
@@ -90,7 +87,7 @@ pub async fn run(
             })
             .await?;
         let Some(target) = target else {
-            return Ok(StepOutcome::Failed(match op.payload.get("target") {
+            return Ok(StepOutcome::Failed(match job.move_target() {
                 Some(name) => format!("node {name} is gone"),
                 None => "no other node has room for it".into(),
             }));
