@@ -4,7 +4,6 @@
 //! TPS on the same server in the same run. Afterwards the database is checked for double
 //! allocation: a port or a GPU slot given twice, or a GPU over its `share_limit`.
 
-use cohort_proto::api::instances::{DesiredState, ObservedState};
 use std::process::Command;
 use std::time::Instant;
 
@@ -12,6 +11,7 @@ use anyhow::{bail, ensure, Context, Result};
 use cohort_controller::config::PlacementConfig;
 use cohort_controller::models::instance::NewInstance;
 use cohort_controller::placement;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;

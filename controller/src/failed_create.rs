@@ -2,8 +2,7 @@
 //! and lets go of what placement gave it (node capacity, SSH port, GPU slots), so a broken
 //! request never holds a port or a GPU that others could use.
 
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
 
 use crate::controller::Controller;

@@ -12,15 +12,14 @@
 //! node's project with no row here is an orphan: recorded at once (its port leaves placement)
 //! and reported as drift `orphan` once seen on two polls; an admin adopts or deletes it.
 
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
-use cohort_proto::api::operations::OperationStatus;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
 use cohort_proto::agent::{Instance as AgentInstance, Inventory};
+use cohort_proto::api::instances::{DesiredState, ObservedState};
+use cohort_proto::api::operations::OperationStatus;
 use diesel::prelude::*;
 use tokio::task::JoinHandle;
 
@@ -304,11 +303,7 @@ fn record(
                 &job,
                 None,
                 &instance.name,
-                &[Step {
-                    action,
-                    target: &instance.name,
-                    instance_id: Some(instance.id),
-                }],
+                &[Step::new(action, &instance.name, Some(instance.id))],
                 None,
             )?;
         }

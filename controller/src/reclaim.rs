@@ -7,13 +7,12 @@
 //! lock, so with two controllers only one acts at a time, and a decision is re-checked against
 //! `desired_state`, so nothing is stopped or deleted twice.
 
-use cohort_proto::api::courses::CourseState;
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cohort_proto::api::courses::CourseState;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
 use serde_json::json;
 
@@ -215,11 +214,7 @@ fn act(
     job: &Job,
     action: StepKind,
 ) -> QueryResult<()> {
-    let step = Step {
-        action,
-        target: &i.name,
-        instance_id: Some(i.id),
-    };
+    let step = Step::new(action, &i.name, Some(i.id));
     let audit = Audit {
         actor: ACTOR,
         action: action.as_str(),

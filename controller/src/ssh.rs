@@ -2,6 +2,9 @@
 //! the SSH access a new container is made with, the owner's current keys (or password) pushed
 //! to a running one, and a disabled or deleted owner's login taken away.
 
+use cohort_proto::agent::SshAccess;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
+
 use crate::agent_client::NodeAgent;
 use crate::controller::Controller;
 use crate::error::ActionError;
@@ -9,9 +12,6 @@ use crate::models::instance::Instance;
 use crate::models::node::Node;
 use crate::models::ssh_key::SshKey;
 use crate::models::user::User;
-use cohort_proto::agent::SshAccess;
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
 
 /// The address the SSH proxy device listens on: the node's SSH host when it is an address.
 fn listen_address(ssh_host: &str) -> String {

@@ -4,7 +4,6 @@
 //! is deleted; the controller is killed between two items of an operation and, restarted,
 //! completes it exactly once.
 
-use cohort_proto::api::operations::OperationStatus;
 use std::time::{Duration, Instant};
 
 use cohort_controller::models::operation_item::OperationItem;
@@ -15,7 +14,7 @@ use cohort_e2e::{PortRange, TestDb, TestLxd};
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::{Instance, ObservedState};
 use cohort_proto::api::nodes::Node;
-use cohort_proto::api::operations::Operation;
+use cohort_proto::api::operations::{Operation, OperationStatus};
 use cohort_proto::api::users::ApiTokenIssued;
 use serde_json::json;
 

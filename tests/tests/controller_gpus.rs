@@ -3,7 +3,6 @@
 //! faked at its trait seam ([`GpuNode`]) and reports the GPUs of the test NVML library, since
 //! no GPU exists here.
 
-use cohort_proto::api::operations::OperationStatus;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
 use cohort_proto::agent::{CreateInstance, Gpu};
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
+use cohort_proto::api::operations::OperationStatus;
 use serde_json::{json, Value};
 
 fn request(name: &str, gpus: u32) -> ApiCreate {

@@ -10,8 +10,9 @@ use cohort_controller::error::ActionError;
 use cohort_controller::jobs::queue::place_queued;
 use cohort_controller::models::instance::Instance;
 use cohort_e2e::controller::TestController;
-use cohort_proto::api::instances::{CreateInstance, GpuShare, Limits, PlacementStrategy};
-use cohort_proto::api::instances::{DesiredState, ObservedState};
+use cohort_proto::api::instances::{
+    CreateInstance, DesiredState, GpuShare, Limits, ObservedState, PlacementStrategy,
+};
 use diesel::prelude::*;
 
 fn request(name: &str, gpus: u32, model: Option<&str>, queue: bool) -> CreateInstance {

@@ -263,16 +263,16 @@ async fn an_expired_claim_is_resumed_and_finished_items_never_run_again() {
         Some(admin.user.id),
         "node-a",
         &[
-            cohort_controller::jobs::Step {
-                action: cohort_controller::jobs::StepKind::Stop,
-                target: "one",
-                instance_id: Some(ids[0]),
-            },
-            cohort_controller::jobs::Step {
-                action: cohort_controller::jobs::StepKind::Stop,
-                target: "two",
-                instance_id: Some(ids[1]),
-            },
+            cohort_controller::jobs::Step::new(
+                cohort_controller::jobs::StepKind::Stop,
+                "one",
+                Some(ids[0]),
+            ),
+            cohort_controller::jobs::Step::new(
+                cohort_controller::jobs::StepKind::Stop,
+                "two",
+                Some(ids[1]),
+            ),
         ],
         None,
     )
@@ -397,11 +397,11 @@ async fn an_unknown_step_or_operation_kind_is_an_error_when_read() {
         &cohort_controller::jobs::Job::DeleteInstance(Default::default()),
         None,
         "nothing",
-        &[cohort_controller::jobs::Step {
-            action: cohort_controller::jobs::StepKind::Delete,
-            target: "nothing",
-            instance_id: None,
-        }],
+        &[cohort_controller::jobs::Step::new(
+            cohort_controller::jobs::StepKind::Delete,
+            "nothing",
+            None,
+        )],
         None,
     )
     .unwrap();

@@ -2,8 +2,7 @@
 //! logins removed, its containers and data stay), enable again, and delete with its instances
 //! kept (given to the admin) or deleted.
 
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDeleted};
 use diesel::prelude::*;
 use serde_json::json;
@@ -137,11 +136,11 @@ pub async fn delete(
                             }),
                             Some(admin_id),
                             &instance.name,
-                            &[Step {
-                                action: StepKind::Delete,
-                                target: &instance.name,
-                                instance_id: Some(instance.id),
-                            }],
+                            &[Step::new(
+                                StepKind::Delete,
+                                &instance.name,
+                                Some(instance.id),
+                            )],
                             None,
                         )?;
                         operations.push(op.id);

@@ -3,10 +3,8 @@
 //! Each is one operation; the worker's steps do the work. Snapshots of one student's container
 //! are quick and answered directly, through the same agent calls as the instance routes.
 
-use cohort_proto::api::courses::CourseState;
-use cohort_proto::api::courses::{StudentAction, StudentSnapshot, Teardown};
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::{CreateSnapshot, Snapshot};
+use cohort_proto::api::courses::{CourseState, StudentAction, StudentSnapshot, Teardown};
+use cohort_proto::api::instances::{CreateSnapshot, DesiredState, Snapshot};
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -51,11 +49,7 @@ pub async fn teardown(
             }
             let steps: Vec<Step<'_>> = rows
                 .iter()
-                .map(|r| Step {
-                    action,
-                    target: &r.name,
-                    instance_id: Some(r.id),
-                })
+                .map(|r| Step::new(action, &r.name, Some(r.id)))
                 .collect();
             let op = enqueue(
                 conn,
@@ -117,11 +111,7 @@ pub async fn remove_student(
             Enrollment::delete(conn, course.id, user.id)?;
             let steps: Vec<Step<'_>> = instance
                 .iter()
-                .map(|i| Step {
-                    action: StepKind::Delete,
-                    target: &i.name,
-                    instance_id: Some(i.id),
-                })
+                .map(|i| Step::new(StepKind::Delete, &i.name, Some(i.id)))
                 .collect();
             if let Some(i) = &instance {
                 Instance::set_desired(conn, i.id, DesiredState::Deleted)?;
@@ -180,11 +170,7 @@ pub async fn student_action(
             Instance::set_desired(conn, instance.id, desired)?;
             let steps: Vec<Step<'_>> = actions
                 .iter()
-                .map(|a| Step {
-                    action: *a,
-                    target: &instance.name,
-                    instance_id: Some(instance.id),
-                })
+                .map(|a| Step::new(*a, &instance.name, Some(instance.id)))
                 .collect();
             let op = enqueue(
                 conn,

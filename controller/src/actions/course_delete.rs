@@ -3,10 +3,9 @@
 //! only after a `teardown --delete` has removed every container, and audited.
 
 use cohort_proto::api::courses::CourseState;
+use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
-
-use cohort_proto::api::users::Role;
 
 use super::courses::{course_instances, writable};
 use crate::auth::Caller;

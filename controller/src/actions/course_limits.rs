@@ -9,10 +9,10 @@
 //! left with other limits is listed in the answer with the reason, so an instructor is never
 //! left to believe a change reached a container it did not reach.
 
-use cohort_proto::api::instances::DesiredState;
 use std::collections::HashMap;
 
 use cohort_proto::api::courses::{CourseLimits, CourseLimitsChange, KeptLimits};
+use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
 use serde_json::json;
 
@@ -104,11 +104,7 @@ pub async fn set(
             } else {
                 let steps: Vec<Step<'_>> = live
                     .iter()
-                    .map(|(name, id)| Step {
-                        action: StepKind::SetLimits,
-                        target: name,
-                        instance_id: Some(*id),
-                    })
+                    .map(|(name, id)| Step::new(StepKind::SetLimits, name, Some(*id)))
                     .collect();
                 let op = enqueue(
                     conn,

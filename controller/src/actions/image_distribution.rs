@@ -15,7 +15,6 @@ use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::image::Image;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;
-
 use crate::views;
 
 /// `POST /api/v1/images/{name}/distribute` (instructor, admin, as publishing): one item per
@@ -50,11 +49,7 @@ pub async fn distribute(
             }
             let steps: Vec<Step<'_>> = to_do
                 .iter()
-                .map(|node| Step {
-                    action: StepKind::ImportImage,
-                    target: node,
-                    instance_id: None,
-                })
+                .map(|node| Step::new(StepKind::ImportImage, node, None))
                 .collect();
             let op = enqueue(
                 conn,

@@ -1,11 +1,11 @@
 //! Images: the template catalog on the controller's disk, uploaded by admins and fetched by
 //! agents over mutual TLS.
 
-use cohort_proto::api::instances::ObservedState;
 use std::io::Write;
 use std::path::PathBuf;
 
 use cohort_proto::api::images::{Image as WireImage, ImportImageQuery, PublishImage};
+use cohort_proto::api::instances::ObservedState;
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -268,11 +268,11 @@ pub async fn publish(
                 }),
                 Some(caller.user.id),
                 &req.alias,
-                &[Step {
-                    action: StepKind::Publish,
-                    target: &req.instance,
-                    instance_id: Some(instance.id),
-                }],
+                &[Step::new(
+                    StepKind::Publish,
+                    &req.instance,
+                    Some(instance.id),
+                )],
                 Some(Audit {
                     actor: caller.name(),
                     action: "publish",

@@ -1,14 +1,13 @@
 //! Instances: creation (validated, placed or queued in the same transaction as the row), list,
 //! get, state changes and deletion as operations, and the calls proxied to the node's agent.
 
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
 use std::sync::Arc;
 
 use cohort_proto::api::instances::{
     CreateInstance, GpuShare, Instance as WireInstance, InstancePage, InstanceStateChange, Limits,
     LiveConfig, StateAction, UpdateInstance,
 };
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -27,7 +26,6 @@ use crate::models::image::Image;
 use crate::models::instance::{self, Instance, InstanceRefs, NewInstance, ShownInstance};
 use crate::models::instance_usage::InstanceUsage;
 use crate::models::node::Node;
-use crate::models::operation_item::OperationItem;
 use crate::models::user::User;
 use crate::page_cache::{Page, PageKey};
 use crate::{placement, processes, validate, views};
@@ -233,11 +231,8 @@ fn create_tx(
             &payload::Job::CreateInstance(payload::Create::default()),
             Some(caller.user.id),
             &req.name,
-            &[Step {
-                action: StepKind::Create,
-                target: &req.name,
-                instance_id: Some(instance_id),
-            }],
+            &[Step::new(StepKind::Create, &req.name, Some(instance_id))
+                .placed(placed.as_ref().map(|p| (p.node_name.as_str(), p.ssh_port)))],
             Some(Audit {
                 actor: caller.name(),
                 action: "create",
@@ -246,10 +241,6 @@ fn create_tx(
                 detail: json!({"node": placed.as_ref().map(|p| &p.node_name), "queued": placed.is_none()}),
             }),
         )?;
-        if let Some(p) = &placed {
-            let item = OperationItem::for_operation(conn, op.id)?.remove(0);
-            OperationItem::set_placement(conn, item.id, &p.node_name, p.ssh_port)?;
-        }
         Ok(views::operation(conn, &op)?)
     })
 }
@@ -407,11 +398,7 @@ pub async fn change_state(
                 }),
                 Some(caller.user.id),
                 &name,
-                &[Step {
-                    action,
-                    target: &name,
-                    instance_id: Some(instance.id),
-                }],
+                &[Step::new(action, &name, Some(instance.id))],
                 Some(Audit {
                     actor: caller.name(),
                     action: action.as_str(),
@@ -448,11 +435,7 @@ pub async fn delete(
                 &payload::Job::DeleteInstance(payload::Delete::default()),
                 Some(caller.user.id),
                 &name,
-                &[Step {
-                    action: StepKind::Delete,
-                    target: &name,
-                    instance_id: Some(instance.id),
-                }],
+                &[Step::new(StepKind::Delete, &name, Some(instance.id))],
                 Some(Audit {
                     actor: caller.name(),
                     action: "delete",

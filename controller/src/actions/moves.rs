@@ -4,8 +4,7 @@
 //! instances (offline, cordoned, evacuating) or has no room for it. The move itself is the
 //! `move` step of a durable operation (see [`crate::jobs::moves`]).
 
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::MoveInstance;
+use cohort_proto::api::instances::{DesiredState, MoveInstance};
 use cohort_proto::api::nodes::NodeState;
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
@@ -16,7 +15,7 @@ use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
 use crate::jobs::moves::room;
-use crate::jobs::{enqueue, payload, record_sources, Audit, Step, StepKind};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 use crate::views;
@@ -75,11 +74,7 @@ pub async fn move_instance(
                 }),
                 Some(caller.user.id),
                 &name,
-                &[Step {
-                    action: StepKind::Move,
-                    target: &name,
-                    instance_id: Some(instance.id),
-                }],
+                &[Step::new(StepKind::Move, &name, Some(instance.id)).on(&source.name)],
                 Some(Audit {
                     actor: caller.name(),
                     action: "move",
@@ -88,7 +83,6 @@ pub async fn move_instance(
                     detail: json!({"from": source.name, "to": target.name}),
                 }),
             )?;
-            record_sources(conn, op.id, &[source.name.as_str()])?;
             Ok(views::operation(conn, &op)?)
         })
     })

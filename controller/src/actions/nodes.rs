@@ -1,8 +1,7 @@
 //! Nodes: listing, cordon, evacuate, restore and removal (which revokes the certificate).
 
 use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::nodes::NodeState;
-use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node as WireNode};
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node as WireNode, NodeState};
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -11,7 +10,7 @@ use serde_json::json;
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, payload, record_sources, Audit, Step, StepKind};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::models::audit;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
@@ -76,11 +75,7 @@ pub async fn evacuate(
             let instances = Instance::on_node(conn, node.id)?;
             let steps: Vec<Step<'_>> = instances
                 .iter()
-                .map(|i| Step {
-                    action,
-                    target: &i.name,
-                    instance_id: Some(i.id),
-                })
+                .map(|i| Step::new(action, &i.name, Some(i.id)).on(&name))
                 .collect();
             let op = enqueue(
                 conn,
@@ -96,7 +91,6 @@ pub async fn evacuate(
                     detail: json!({"policy": action.as_str()}),
                 }),
             )?;
-            record_sources(conn, op.id, &vec![name.as_str(); steps.len()])?;
             Ok(views::operation(conn, &op)?)
         })
     })
@@ -135,21 +129,10 @@ pub async fn restore(
                 .iter()
                 .filter(|i| i.desired_state == DesiredState::Running);
             let mut steps: Vec<Step<'_>> = starts
-                .clone()
-                .map(|i| Step {
-                    action: StepKind::Start,
-                    target: &i.name,
-                    instance_id: Some(i.id),
-                })
+                .map(|i| Step::new(StepKind::Start, &i.name, Some(i.id)).on(&name))
                 .collect();
-            let mut sources: Vec<&str> = starts.map(|_| name.as_str()).collect();
             for (instance, at) in &away {
-                steps.push(Step {
-                    action: StepKind::Move,
-                    target: &instance.name,
-                    instance_id: Some(instance.id),
-                });
-                sources.push(at);
+                steps.push(Step::new(StepKind::Move, &instance.name, Some(instance.id)).on(at));
             }
             let op = enqueue(
                 conn,
@@ -167,7 +150,6 @@ pub async fn restore(
                     detail: json!({}),
                 }),
             )?;
-            record_sources(conn, op.id, &sources)?;
             Ok(views::operation(conn, &op)?)
         })
     })

@@ -1,8 +1,7 @@
 //! Orphans (admin): containers in a node's LXD project that Cohort has no record of, listed as
 //! the poller recorded them, adopted as an instance of an owner, or deleted from their node.
 
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use cohort_proto::api::orphans::{AdoptOrphan, Orphan as WireOrphan};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;

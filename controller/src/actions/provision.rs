@@ -3,13 +3,12 @@
 //! and makes only what is missing (a row with no container, or no row yet) or starts what is
 //! stopped; what is fine is left alone. Quotas are checked before anything is created.
 
-use cohort_proto::api::courses::CourseState;
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
-use cohort_proto::api::operations::OperationStatus;
 use std::collections::{HashMap, HashSet};
 
+use cohort_proto::api::courses::CourseState;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use cohort_proto::api::operations::Operation as WireOperation;
+use cohort_proto::api::operations::OperationStatus;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -26,7 +25,8 @@ use crate::models::course::Course;
 use crate::models::enrollment::{Enrolled, Enrollment};
 use crate::models::instance::{Instance, NewInstance};
 use crate::models::operation_item::OperationItem;
-use crate::{homes, placement, views};
+use crate::placement::{self, Placement};
+use crate::{homes, views};
 
 /// Refuses a provision (or a change of the course's limits) that would take the course past its
 /// admin-set quota.
@@ -85,7 +85,10 @@ pub(super) fn need<'a>(course: &'a Course, config: &PlacementConfig) -> crate::f
 
 /// What the nodes holding the course's containers report: name -> LXD status. Containers on a
 /// node that cannot be asked are absent from the map and listed in the second set, so they are
-/// left alone rather than made twice.
+/// left alone rather than made twice. The request only reads the nodes, so that a provision
+/// makes only what is missing and its items say so at once (the poller's view can be a poll
+/// old: a container deleted behind Cohort's back a moment ago is made again); every change on
+/// a node is a step the worker runs.
 async fn observe(
     ctl: &Controller,
     existing: &[Instance],
@@ -150,7 +153,14 @@ pub async fn provision(
     let placement_config = ctl.config.placement.clone();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
-            let mut steps: Vec<(String, StepKind, i64)> = Vec::new();
+            // Each item with where its instance is, known now: placed by this transaction, or
+            // on the node it was made on.
+            let node_names: HashMap<i64, String> = crate::models::node::Node::list(conn)?
+                .into_iter()
+                .map(|n| (n.id, n.name))
+                .collect();
+            let at = |placed: Option<Placement>| placed.map(|p| (p.node_name, p.ssh_port));
+            let mut steps: Vec<Planned> = Vec::new();
             // Students whose instance could not be made, and why: their items fail, the rest
             // of the class is provisioned.
             let mut refused: Vec<(String, String)> = Vec::new();
@@ -169,7 +179,7 @@ pub async fn provision(
             for student in &students {
                 match existing.iter().find(|i| i.owner_id == student.user.id) {
                     None => match insert_instance(conn, &course, student, &placement_config)? {
-                        Ok((name, id)) => steps.push((name, StepKind::Create, id)),
+                        Ok(planned) => steps.push(planned),
                         Err(refusal) => refused.push(refusal),
                     },
                     Some(i) if i.desired_state == DesiredState::Deleted => {}
@@ -177,25 +187,28 @@ pub async fn provision(
                         // Its create failed for good earlier: try it again.
                         Instance::requeue(conn, i.id)?;
                         let queued = Instance::find(conn, i.id)?;
-                        placement::place(conn, &queued, None, &placement_config)?;
-                        steps.push((i.name.clone(), StepKind::Create, i.id));
+                        let placed = placement::place(conn, &queued, None, &placement_config)?;
+                        steps.push(Planned::new(
+                            i.name.clone(),
+                            StepKind::Create,
+                            i.id,
+                            at(placed),
+                        ));
                     }
                     Some(i) if i.node_id.is_some_and(|n| unreachable.contains(&n)) => {}
-                    Some(i) => match seen.get(&i.name).map(String::as_str) {
-                        None => steps.push((i.name.clone(), StepKind::Create, i.id)),
-                        Some("Running") => {}
-                        Some(_) => steps.push((i.name.clone(), StepKind::Start, i.id)),
-                    },
+                    Some(i) => {
+                        let action = match seen.get(&i.name).map(String::as_str) {
+                            None => StepKind::Create,
+                            Some("Running") => continue,
+                            Some(_) => StepKind::Start,
+                        };
+                        let node = i.node_id.and_then(|n| node_names.get(&n).cloned());
+                        let placed = node.zip(i.ssh_port);
+                        steps.push(Planned::new(i.name.clone(), action, i.id, placed));
+                    }
                 }
             }
-            let step_refs: Vec<Step<'_>> = steps
-                .iter()
-                .map(|(name, action, id)| Step {
-                    action: *action,
-                    target: name,
-                    instance_id: Some(*id),
-                })
-                .collect();
+            let step_refs: Vec<Step<'_>> = steps.iter().map(Planned::step).collect();
             let op = enqueue(
                 conn,
                 &payload::Job::ProvisionCourse(payload::OfCourse {
@@ -214,23 +227,10 @@ pub async fn provision(
                 }),
             )?;
             for (position, (name, why)) in refused.iter().enumerate() {
-                let item = OperationItem::insert(
-                    conn,
-                    op.id,
-                    (steps.len() + position) as i32,
-                    StepKind::Create,
-                    name,
-                    None,
-                )?;
+                let position = (steps.len() + position) as i32;
+                let step = Step::new(StepKind::Create, name, None);
+                let item = OperationItem::insert(conn, op.id, position, &step)?;
                 OperationItem::finish(conn, item.id, OperationStatus::Failure, Some(why))?;
-            }
-            for item in OperationItem::for_operation(conn, op.id)? {
-                let Some(id) = item.instance_id else { continue };
-                let placed = Instance::find(conn, id)?;
-                if let (Some(node_id), Some(port)) = (placed.node_id, placed.ssh_port) {
-                    let node = crate::models::node::Node::find(conn, node_id)?;
-                    OperationItem::set_placement(conn, item.id, &node.name, port)?;
-                }
             }
             Ok(views::operation(conn, &op)?)
         })
@@ -238,15 +238,39 @@ pub async fn provision(
     .await
 }
 
-/// A student's instance of `course`, placed when a node can hold it, queued otherwise: its name
-/// and id; or, when both names the student could have are taken by instances that are not the
+/// One item of a provision: the instance, its step, and where it is when that is known.
+struct Planned {
+    name: String,
+    action: StepKind,
+    id: i64,
+    at: Option<(String, i32)>,
+}
+
+impl Planned {
+    fn new(name: String, action: StepKind, id: i64, at: Option<(String, i32)>) -> Self {
+        Planned {
+            name,
+            action,
+            id,
+            at,
+        }
+    }
+
+    fn step(&self) -> Step<'_> {
+        let at = self.at.as_ref().map(|(node, port)| (node.as_str(), *port));
+        Step::new(self.action, &self.name, Some(self.id)).placed(at)
+    }
+}
+
+/// A student's instance of `course`, placed when a node can hold it, queued otherwise: its
+/// `create` item; or, when both names the student could have are taken by instances that are not the
 /// course's, the name and why (the student's item fails, not the provision).
 fn insert_instance(
     conn: &mut PgConnection,
     course: &Course,
     student: &Enrolled,
     placement_config: &crate::config::PlacementConfig,
-) -> ActionResult<Result<(String, i64), (String, String)>> {
+) -> ActionResult<Result<Planned, (String, String)>> {
     let image_id = course.image_id.ok_or_else(|| {
         ActionError::conflict(
             Some("image"),
@@ -284,7 +308,10 @@ fn insert_instance(
         // In a savepoint: a name taken meanwhile by another transaction rolls back this insert
         // alone, not the provision.
         match conn.transaction(|conn| placement::insert(conn, &new, None, placement_config)) {
-            Ok((id, _)) => return Ok(Ok((name.clone(), id))),
+            Ok((id, placed)) => {
+                let at = placed.map(|p| (p.node_name, p.ssh_port));
+                return Ok(Ok(Planned::new(name.clone(), StepKind::Create, id, at)));
+            }
             Err(diesel::result::Error::DatabaseError(
                 diesel::result::DatabaseErrorKind::UniqueViolation,
                 ref info,

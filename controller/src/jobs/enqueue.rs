@@ -2,7 +2,6 @@
 //! caller's transaction. The worker picks it up once that transaction commits.
 
 use diesel::prelude::*;
-use uuid::Uuid;
 
 use super::payload::Job;
 use super::StepKind;
@@ -10,11 +9,47 @@ use crate::models::audit;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
 
-/// One step to record: (action, target, instance id).
+/// One item to record: its step, what it acts on, and the node it concerns when that is known
+/// when it is recorded (where placement put a new instance, with its SSH port; the node a
+/// move leaves).
 pub struct Step<'a> {
     pub action: StepKind,
     pub target: &'a str,
     pub instance_id: Option<i64>,
+    pub node: Option<&'a str>,
+    pub ssh_port: Option<i32>,
+}
+
+impl<'a> Step<'a> {
+    pub fn new(action: StepKind, target: &'a str, instance_id: Option<i64>) -> Self {
+        Step {
+            action,
+            target,
+            instance_id,
+            node: None,
+            ssh_port: None,
+        }
+    }
+
+    /// Where its instance is (placed, or made earlier), when it is anywhere yet: the node and
+    /// SSH port the item shows at once.
+    pub fn placed(self, at: Option<(&'a str, i32)>) -> Self {
+        Step {
+            node: at.map(|(node, _)| node),
+            ssh_port: at.map(|(_, port)| port),
+            ..self
+        }
+    }
+
+    /// The node the item acts on (for a move, the node it leaves): the worker runs items of
+    /// different nodes at once, and a move resumed after its commit finds there the copies it
+    /// still has to delete.
+    pub fn on(self, node: &'a str) -> Self {
+        Step {
+            node: Some(node),
+            ..self
+        }
+    }
 }
 
 /// The audit row of an operation: who asked for what on which object. Its detail gets the
@@ -38,14 +73,7 @@ pub fn enqueue(
 ) -> QueryResult<Operation> {
     let op = Operation::insert(conn, job.kind(), created_by, target, job.payload())?;
     for (position, step) in steps.iter().enumerate() {
-        OperationItem::insert(
-            conn,
-            op.id,
-            position as i32,
-            step.action,
-            step.target,
-            step.instance_id,
-        )?;
+        OperationItem::insert(conn, op.id, position as i32, step)?;
     }
     if let Some(Audit {
         actor,
@@ -61,14 +89,4 @@ pub fn enqueue(
         audit::record(conn, actor, action, object_kind, object, detail)?;
     }
     Ok(op)
-}
-
-/// Records on each item of `op`, in order, the node it leaves (a move's source): the worker
-/// runs items of different nodes at once, and a move resumed after its commit finds there the
-/// copies it still has to delete.
-pub fn record_sources(conn: &mut PgConnection, op: Uuid, sources: &[&str]) -> QueryResult<()> {
-    for (item, source) in OperationItem::for_operation(conn, op)?.iter().zip(sources) {
-        OperationItem::set_node(conn, item.id, source)?;
-    }
-    Ok(())
 }

@@ -23,7 +23,7 @@ pub mod state;
 pub mod step;
 pub mod worker;
 
-pub use enqueue::{enqueue, record_sources, Audit, Step};
+pub use enqueue::{enqueue, Audit, Step};
 pub use kind::StepKind;
 pub use outcome::StepOutcome;
 pub use payload::Job;

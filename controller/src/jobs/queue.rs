@@ -2,16 +2,16 @@
 //! priority first (then oldest), whenever capacity may have freed and on an interval. A queued
 //! instance that still does not fit does not block smaller ones behind it (backfill).
 
-use crate::jobs::StepKind;
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::operations::OperationStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cohort_proto::api::instances::DesiredState;
+use cohort_proto::api::operations::OperationStatus;
 use diesel::prelude::*;
 
 use crate::controller::Controller;
 use crate::error::ActionResult;
+use crate::jobs::StepKind;
 use crate::models::instance::Instance;
 use crate::models::operation_item::OperationItem;
 use crate::placement;

@@ -1,13 +1,14 @@
 //! The `reset` step: the container is deleted (its home volume stays) so the next `create`
 //! step makes it afresh from the template.
 
+use cohort_proto::api::instances::ObservedState;
+
 use super::outcome::StepOutcome;
 use crate::agent_client::NodeAgent;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
-use cohort_proto::api::instances::ObservedState;
 
 /// Deletes the container (its home volume stays) so the next `create` step makes it afresh.
 pub async fn run(

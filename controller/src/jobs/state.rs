@@ -2,7 +2,6 @@
 //! its node, GPUs taken again before a start and given back after a reclaimer's stop, and the
 //! owner's keys applied after a start.
 
-use crate::jobs::StepKind;
 use cohort_proto::agent::{StateAction, StateChange};
 use cohort_proto::api::instances::ObservedState;
 
@@ -13,6 +12,7 @@ use super::Job;
 use crate::agent_client::NodeAgent;
 use crate::controller::Controller;
 use crate::error::ActionError;
+use crate::jobs::StepKind;
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 use crate::models::operation_item::OperationItem;

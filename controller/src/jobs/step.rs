@@ -3,17 +3,16 @@
 //! at the database and the agent and does only what is missing, and the agent dedupes creates by
 //! the item id.
 
-use crate::jobs::StepKind;
-use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::instances::ObservedState;
 use std::time::Duration;
 
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
 
 use super::outcome::StepOutcome;
 use super::{create, delete, gpus, import_image, moves, publish, reset, resize, state};
 use crate::controller::Controller;
 use crate::error::ActionError;
+use crate::jobs::StepKind;
 use crate::models::instance::Instance;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;

@@ -2,21 +2,20 @@
 //! items (each idempotent, the item id being the agent's idempotency key), retries
 //! with backoff, and records progress so another worker can resume after a crash.
 
-use crate::jobs::StepKind;
-use cohort_proto::api::operations::OperationStatus;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
+use cohort_proto::api::operations::OperationStatus;
 use tokio::sync::Semaphore;
 
 use super::step::run_step;
 use super::StepOutcome;
 use crate::controller::Controller;
 use crate::error::ActionError;
+use crate::jobs::StepKind;
 use crate::metrics::Metrics;
 use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;

@@ -1,11 +1,11 @@
 //! `operations`: durable long actions, claimed by workers under a lease.
 
 use chrono::{DateTime, Utc};
+use cohort_proto::api::operations::{OperationKind, OperationStatus};
 use diesel::prelude::*;
 use uuid::Uuid;
 
 use crate::db::schema::operations;
-use cohort_proto::api::operations::{OperationKind, OperationStatus};
 
 #[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
 #[diesel(table_name = operations, check_for_backend(diesel::pg::Pg))]

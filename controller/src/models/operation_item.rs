@@ -1,12 +1,12 @@
 //! `operation_items`: the steps of an operation; each id is that step's idempotency key.
 
 use chrono::{DateTime, Utc};
+use cohort_proto::api::operations::OperationStatus;
 use diesel::prelude::*;
 use uuid::Uuid;
 
 use crate::db::schema::operation_items;
-use crate::jobs::StepKind;
-use cohort_proto::api::operations::OperationStatus;
+use crate::jobs::{Step, StepKind};
 
 #[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
 #[diesel(table_name = operation_items, check_for_backend(diesel::pg::Pg))]
@@ -30,18 +30,18 @@ impl OperationItem {
         conn: &mut PgConnection,
         operation_id: Uuid,
         position: i32,
-        action: StepKind,
-        target: &str,
-        instance_id: Option<i64>,
+        step: &Step<'_>,
     ) -> QueryResult<OperationItem> {
         diesel::insert_into(operation_items::table)
             .values((
                 operation_items::id.eq(Uuid::new_v4()),
                 operation_items::operation_id.eq(operation_id),
                 operation_items::position.eq(position),
-                operation_items::action.eq(action),
-                operation_items::target.eq(target),
-                operation_items::instance_id.eq(instance_id),
+                operation_items::action.eq(step.action),
+                operation_items::target.eq(step.target),
+                operation_items::instance_id.eq(step.instance_id),
+                operation_items::node_name.eq(step.node),
+                operation_items::ssh_port.eq(step.ssh_port),
             ))
             .returning(OperationItem::as_returning())
             .get_result(conn)

@@ -17,10 +17,11 @@
 //! The container keeps its files, its SSH host key (in its root filesystem and its config) and
 //! its user's keys; only its endpoint (node and port) changes.
 
-use crate::jobs::StepKind;
 use cohort_proto::agent::{Arrival, StateAction, StateChange};
 use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
+
+use crate::jobs::StepKind;
 
 pub mod room;
 pub mod transfer;
