@@ -11,22 +11,8 @@ use cohort_proto::api::operations::{Operation, OperationStatus};
 use serde_json::json;
 
 use crate::controller::controller_binary;
+use crate::images::base_tarball;
 use crate::TestLxd;
-
-/// The base image tarball `scripts/setup` built (its SHA-256 is its LXD fingerprint).
-pub fn base_tarball() -> PathBuf {
-    let dir = std::env::var("COHORT_CACHE_DIR").unwrap_or_else(|_| "/var/cache/cohort".into());
-    std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{dir}: {e} (run scripts/setup)"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("cohort-base-") && n.ends_with(".tar.gz"))
-        })
-        .unwrap_or_else(|| panic!("no cohort-base tarball in {dir} (run scripts/setup)"))
-}
 
 /// Runs `cohort-controller init` and returns the admin token it printed once.
 pub fn init(db_url: &str, state: &Path) -> String {

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod db;
 pub mod fleet;
 pub mod gpu_node;
+pub mod images;
 pub mod lab;
 pub mod ldap;
 pub mod lxd;
