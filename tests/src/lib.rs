@@ -8,7 +8,6 @@ pub mod browser;
 pub mod cluster;
 pub mod controller;
 pub mod db;
-pub mod fleet;
 pub mod gpu_node;
 pub mod images;
 pub mod lab;
