@@ -495,23 +495,13 @@ fn client_from(state: &std::path::Path, source: [u8; 4]) -> reqwest::Client {
 /// it, whatever it presents; another source is not; each failure is audited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_authentications_are_limited_per_source_and_audited() {
-    use cohort_e2e::controller::ControllerProcess;
-    use cohort_e2e::fleet::init;
-    use cohort_e2e::{PortRange, TestDb};
+    use cohort_e2e::cluster::Cluster;
 
-    let db = TestDb::new();
-    let ports = PortRange::claim();
-    let state = tempfile::tempdir().expect("state");
-    let admin = init(db.url(), state.path());
-    let _controller = ControllerProcess::start(
-        db.url(),
-        state.path(),
-        ports.port(0),
-        &[("COHORT_AUTH_FAILURES_PER_MINUTE", "5")],
-    );
-    let base = format!("https://127.0.0.1:{}", ports.port(0));
-    let attacker = client_from(state.path(), [127, 0, 0, 1]);
-    let bystander = client_from(state.path(), [127, 0, 0, 2]);
+    let cluster = Cluster::start_with_env(0, &[("COHORT_AUTH_FAILURES_PER_MINUTE", "5")]).await;
+    let admin = &cluster.admin_token;
+    let base = cluster.controller.url();
+    let attacker = client_from(&cluster.controller_dir(), [127, 0, 0, 1]);
+    let bystander = client_from(&cluster.controller_dir(), [127, 0, 0, 2]);
 
     for i in 0..4 {
         let res = attacker
@@ -543,7 +533,7 @@ async fn failed_authentications_are_limited_per_source_and_audited() {
     assert_eq!(res.status(), 401);
 
     // The sixth try is refused before it is looked at, even with the admin's good token.
-    for token in ["cohort_guess5", admin.as_str()] {
+    for token in ["cohort_guess5", admin] {
         let res = attacker
             .get(format!("{base}/api/v1/me"))
             .bearer_auth(token)
@@ -571,7 +561,7 @@ async fn failed_authentications_are_limited_per_source_and_audited() {
     // Another source is heard, and sees the failures in the audit log: five, the 429s not.
     let res = bystander
         .get(format!("{base}/api/v1/audit?limit=100"))
-        .bearer_auth(&admin)
+        .bearer_auth(admin)
         .send()
         .await
         .expect("answer");

@@ -1,5 +1,5 @@
 //! End to end with the real binaries' parts: `cohort-controller init` and `serve` as a process,
-//! a real agent (enrolled with a join token, serving in this test) on a TestLxd project, real
+//! a real agent (`cohort-agent join` with a join token, then `serve`) on a TestLxd project, real
 //! PostgreSQL and a real ssh login. An instance is created through the API, runs, answers ssh and
 //! is deleted; the controller is killed between two items of an operation and, restarted,
 //! completes it exactly once.
@@ -7,15 +7,14 @@
 use std::time::{Duration, Instant};
 
 use cohort_controller::models::operation_item::OperationItem;
-use cohort_e2e::controller::ControllerProcess;
-use cohort_e2e::fleet::{init, Api, EnrolledAgent};
+use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
-use cohort_e2e::{PortRange, TestDb, TestLxd};
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::{Instance, ObservedState};
 use cohort_proto::api::nodes::Node;
 use cohort_proto::api::operations::{Operation, OperationStatus};
 use cohort_proto::api::users::ApiTokenIssued;
+use diesel::{Connection, PgConnection};
 use serde_json::json;
 
 fn assert_private(state: &std::path::Path) {
@@ -38,31 +37,23 @@ fn assert_private(state: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
-    let db = TestDb::new();
-    let lxd = TestLxd::new();
-    let ports = PortRange::claim();
-    let state = tempfile::tempdir().expect("controller state");
-    let (controller_port, agent_port) = (ports.port(0), ports.port(1));
-    let ssh_ports = (ports.port(2), ports.port(20));
-
-    let admin = init(db.url(), state.path());
-    assert_private(state.path());
     // One item at a time per node, so the kill lands between the evacuation's two items.
     let serial = [("COHORT_ITEMS_PER_NODE", "1")];
-    let mut controller = ControllerProcess::start(db.url(), state.path(), controller_port, &serial);
-    let api = Api::new(state.path(), controller_port);
+    let mut cluster = Cluster::start_with_env(0, &serial).await;
+    assert_private(&cluster.controller_dir());
+    let admin = cluster.admin_token.clone();
     use reqwest::Method as M;
 
     // The template image goes into the catalog through the API; a real agent enrolls.
-    let image = api.import_base_image(&admin, "cohort/base").await;
-    let agent_addr = format!("127.0.0.1:{agent_port}").parse().unwrap();
-    let agent = EnrolledAgent::enroll(&api, &admin, "node-e2e", &lxd, agent_addr, ssh_ports).await;
+    let image: Image =
+        serde_json::from_value(cluster.import_base_image("cohort/base").await).expect("an image");
+    cluster.add_node("node-e2e").await;
 
     // The poller finds it online with its capacity, and sees it holds the image.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let n: Node = api.call(&admin, M::GET, "/nodes/node-e2e", None).await;
-        let i: Image = api
+        let n: Node = cluster.call(&admin, M::GET, "/nodes/node-e2e", None).await;
+        let i: Image = cluster
             .call(
                 &admin,
                 M::GET,
@@ -78,7 +69,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     }
 
     // A student with a key gets an instance through the API, and logs in.
-    let _: serde_json::Value = api
+    let _: serde_json::Value = cluster
         .call(
             &admin,
             M::POST,
@@ -86,11 +77,11 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             Some(json!({"username": "alice", "role": "student"})),
         )
         .await;
-    let alice: ApiTokenIssued = api
+    let alice: ApiTokenIssued = cluster
         .call(&admin, M::POST, "/users/alice/tokens", Some(json!({})))
         .await;
     let key = SshKey::generate();
-    let _: serde_json::Value = api
+    let _: serde_json::Value = cluster
         .call(
             &alice.token,
             M::POST,
@@ -99,7 +90,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
         )
         .await;
     let limits = json!({"cpu": 1, "memory_mib": 512, "disk_gib": 2});
-    let op: Operation = api
+    let op: Operation = cluster
         .call(
             &alice.token,
             M::POST,
@@ -107,15 +98,16 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             Some(json!({"name": "e2e-alice", "image": image.alias, "limits": limits})),
         )
         .await;
-    api.wait(&alice.token, &op).await;
-    let inst: Instance = api
+    cluster.succeeds(&alice.token, &op).await;
+    let inst: Instance = cluster
         .call(&alice.token, M::GET, "/instances/e2e-alice", None)
         .await;
     assert_eq!(inst.observed_state, ObservedState::Running, "{inst:?}");
     assert_eq!(inst.node.as_deref(), Some("node-e2e"));
     let port = inst.ssh_port.expect("ssh port");
-    assert!((ssh_ports.0..=ssh_ports.1).contains(&port));
-    assert!(lxd.instance_names().contains(&"e2e-alice".to_string()));
+    let node = &cluster.nodes[0];
+    assert!((node.ssh_ports.first()..=node.ssh_ports.last()).contains(&port));
+    assert!(node.lxd.instance_names().contains(&"e2e-alice".to_string()));
     let out = key.run_when_up(
         "127.0.0.1",
         port,
@@ -132,7 +124,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
 
     // A second instance, then an operation with two items (evacuate: stop both). Kill the
     // controller as soon as the first item is done; the restarted one finishes the second.
-    let op: Operation = api
+    let op: Operation = cluster
         .call(
             &admin,
             M::POST,
@@ -140,8 +132,8 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             Some(json!({"name": "e2e-two", "image": "cohort/base", "limits": limits, "owner": "alice"})),
         )
         .await;
-    api.wait(&admin, &op).await;
-    let evac: Operation = api
+    cluster.succeeds(&admin, &op).await;
+    let evac: Operation = cluster
         .call(
             &admin,
             M::POST,
@@ -150,7 +142,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
         )
         .await;
     assert_eq!(evac.items.len(), 2);
-    let mut conn = db.connect();
+    let mut conn = PgConnection::establish(&cluster.db_url).expect("connect");
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let items = OperationItem::for_operation(&mut conn, evac.id).unwrap();
@@ -168,10 +160,10 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    controller.kill();
+    cluster.controller.kill();
     let before = OperationItem::for_operation(&mut conn, evac.id).unwrap();
-    controller = ControllerProcess::start(db.url(), state.path(), controller_port, &serial);
-    let done = api.wait(&admin, &evac).await;
+    cluster.restart_controller();
+    let done = cluster.succeeds(&admin, &evac).await;
     assert_eq!(done.progress.done, 2);
     let after = OperationItem::for_operation(&mut conn, evac.id).unwrap();
     assert_eq!(
@@ -180,7 +172,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     );
     assert!(after.iter().all(|i| i.status == OperationStatus::Success));
     for name in ["e2e-alice", "e2e-two"] {
-        let i: Instance = api
+        let i: Instance = cluster
             .call(&admin, M::GET, &format!("/instances/{name}"), None)
             .await;
         assert_eq!(i.observed_state, ObservedState::Stopped, "{i:?}");
@@ -188,7 +180,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
 
     // Delete: the container goes from LXD and the port is free again.
     for name in ["e2e-alice", "e2e-two"] {
-        let op: Operation = api
+        let op: Operation = cluster
             .call(
                 &admin,
                 M::DELETE,
@@ -196,16 +188,15 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
                 None,
             )
             .await;
-        api.wait(&admin, &op).await;
+        cluster.succeeds(&admin, &op).await;
     }
-    let resp = api
-        .client
-        .get(format!("{}/instances/e2e-alice", api.base))
-        .bearer_auth(&admin)
+    let resp = cluster
+        .request(M::GET, "/instances/e2e-alice", &admin)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 404);
+    let lxd = &cluster.nodes[0].lxd;
     assert!(
         lxd.instance_names().is_empty(),
         "{:?}",
@@ -213,19 +204,15 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
     );
 
     // Removing the node revokes its certificate: the controller no longer talks to it.
-    let _: serde_json::Value = api
+    let _: serde_json::Value = cluster
         .call(&admin, M::POST, "/nodes/node-e2e/restore", None)
         .await;
-    let resp = api
-        .client
-        .delete(format!("{}/nodes/node-e2e", api.base))
-        .bearer_auth(&admin)
+    let resp = cluster
+        .request(M::DELETE, "/nodes/node-e2e", &admin)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 204);
-    let nodes: Vec<Node> = api.call(&admin, M::GET, "/nodes", None).await;
+    let nodes: Vec<Node> = cluster.call(&admin, M::GET, "/nodes", None).await;
     assert!(nodes.is_empty());
-    drop(controller);
-    drop(agent);
 }

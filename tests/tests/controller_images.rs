@@ -2,9 +2,7 @@
 //! mutual TLS with its node certificate; without a certificate or a token, with a student's
 //! token, or with the certificate of a removed (revoked) node, the tarball is refused.
 
-use cohort_e2e::controller::ControllerProcess;
-use cohort_e2e::fleet::{init, Api, EnrolledAgent};
-use cohort_e2e::{PortRange, TestDb, TestLxd};
+use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::images::Image;
 use cohort_proto::api::users::ApiTokenIssued;
 use reqwest::Method as M;
@@ -43,23 +41,17 @@ fn tiny_tarball(dir: &std::path::Path) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
-    let db = TestDb::new();
-    let lxd = TestLxd::new();
-    let ports = PortRange::claim();
-    let state = tempfile::tempdir().unwrap();
-    let admin = init(db.url(), state.path());
-    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &[]);
-    let api = Api::new(state.path(), ports.port(0));
+    let mut cluster = Cluster::start(0).await;
+    let admin = cluster.admin_token.clone();
 
     let work = tempfile::tempdir().unwrap();
-    let resp = api
-        .client
-        .post(format!(
-            "{}/images?alias=tiny-{}&description=tiny",
-            api.base,
-            std::process::id()
-        ))
-        .bearer_auth(&admin)
+    let alias = format!("tiny-{}", std::process::id());
+    let resp = cluster
+        .request(
+            M::POST,
+            &format!("/images?alias={alias}&description=tiny"),
+            &admin,
+        )
         .body(tiny_tarball(work.path()))
         .send()
         .await
@@ -69,30 +61,17 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
     assert!(image.nodes.is_empty());
 
     // Neither anonymous callers nor students get the tarball.
-    let anonymous = api
-        .client
-        .get(format!("{}/images/{}/tarball", api.base, image.fingerprint))
-        .send()
-        .await
-        .unwrap();
+    let tarball = format!("/images/{}/tarball", image.fingerprint);
+    let anonymous = cluster.anonymous(M::GET, &tarball).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
 
-    let addr = format!("127.0.0.1:{}", ports.port(1)).parse().unwrap();
-    let agent = EnrolledAgent::enroll(
-        &api,
-        &admin,
-        "node-img",
-        &lxd,
-        addr,
-        (ports.port(2), ports.port(9)),
-    )
-    .await;
+    let agent_state = cluster.add_node("node-img").await.state_dir.clone();
 
     // The node's own certificate and key, as the agent holds them after `join`.
-    let read = |f: &str| std::fs::read(agent.state.path().join(f)).unwrap();
+    let read = |f: &str| std::fs::read(agent_state.join(f)).unwrap();
     let mut identity = read("agent.crt");
     identity.extend(read("agent.key"));
-    let ca = std::fs::read(state.path().join("ca.crt")).unwrap();
+    let ca = std::fs::read(cluster.controller_dir().join("ca.crt")).unwrap();
     let node_client = reqwest::Client::builder()
         .use_rustls_tls()
         .tls_built_in_root_certs(false)
@@ -100,7 +79,7 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
         .identity(reqwest::Identity::from_pem(&identity).unwrap())
         .build()
         .unwrap();
-    let url = format!("{}/images/{}/tarball", api.base, image.fingerprint);
+    let url = cluster.url(&tarball);
     let resp = node_client.get(&url).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let bytes = resp.bytes().await.unwrap();
@@ -111,7 +90,7 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
         "the bytes are the image"
     );
 
-    let student: serde_json::Value = api
+    let student: serde_json::Value = cluster
         .call(
             &admin,
             M::POST,
@@ -120,21 +99,19 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
         )
         .await;
     assert_eq!(student["role"], "student");
-    let sam: ApiTokenIssued = api.call(&admin, M::POST, "/users/sam/tokens", None).await;
-    let resp = api
-        .client
-        .get(&url)
-        .bearer_auth(&sam.token)
+    let sam: ApiTokenIssued = cluster
+        .call(&admin, M::POST, "/users/sam/tokens", None)
+        .await;
+    let resp = cluster
+        .request(M::GET, &tarball, &sam.token)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 403, "a student fetched a tarball");
 
     // Removing the node revokes its certificate: it can no longer fetch.
-    let resp = api
-        .client
-        .delete(format!("{}/nodes/node-img", api.base))
-        .bearer_auth(&admin)
+    let resp = cluster
+        .request(M::DELETE, "/nodes/node-img", &admin)
         .send()
         .await
         .unwrap();
@@ -146,18 +123,14 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
         "a revoked node certificate fetched a tarball"
     );
 
-    let resp = api
-        .client
-        .delete(format!("{}/images/{}", api.base, image.fingerprint))
-        .bearer_auth(&admin)
+    let resp = cluster
+        .request(M::DELETE, &format!("/images/{}", image.fingerprint), &admin)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 204);
-    let gone = api
-        .client
-        .get(&url)
-        .bearer_auth(&admin)
+    let gone = cluster
+        .request(M::GET, &tarball, &admin)
         .send()
         .await
         .unwrap();
@@ -169,13 +142,9 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
 /// no file in the image store. A real unified tarball still imports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_that_is_not_an_image_is_refused_and_nothing_is_stored() {
-    let db = TestDb::new();
-    let ports = PortRange::claim();
-    let state = tempfile::tempdir().unwrap();
-    let admin = init(db.url(), state.path());
-    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &[]);
-    let api = Api::new(state.path(), ports.port(0));
-    let store = state.path().join("images");
+    let cluster = Cluster::start(0).await;
+    let admin = &cluster.admin_token;
+    let store = cluster.controller_dir().join("images");
     let stored = || -> Vec<String> {
         std::fs::read_dir(&store)
             .map(|d| {
@@ -202,10 +171,8 @@ async fn an_upload_that_is_not_an_image_is_refused_and_nothing_is_stored() {
         ("junk", b"not an image\n".to_vec(), "not a tar archive"),
         ("meta", metadata_only, "no rootfs/"),
     ] {
-        let resp = api
-            .client
-            .post(format!("{}/images?alias={alias}", api.base))
-            .bearer_auth(&admin)
+        let resp = cluster
+            .request(M::POST, &format!("/images?alias={alias}"), admin)
             .body(body)
             .send()
             .await
@@ -216,14 +183,12 @@ async fn an_upload_that_is_not_an_image_is_refused_and_nothing_is_stored() {
         let message = error["error"]["message"].as_str().unwrap();
         assert!(message.contains(why), "{alias}: {message}");
     }
-    let images: Vec<Image> = api.call(&admin, M::GET, "/images", None).await;
+    let images: Vec<Image> = cluster.call(admin, M::GET, "/images", None).await;
     assert!(images.is_empty(), "catalogued: {images:?}");
     assert!(stored().is_empty(), "stored: {:?}", stored());
 
-    let resp = api
-        .client
-        .post(format!("{}/images?alias=tiny", api.base))
-        .bearer_auth(&admin)
+    let resp = cluster
+        .request(M::POST, "/images?alias=tiny", admin)
         .body(tiny_tarball(work.path()))
         .send()
         .await

@@ -6,9 +6,8 @@
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use cohort_e2e::controller::ControllerProcess;
-use cohort_e2e::fleet::{init, Api, EnrolledAgent};
-use cohort_e2e::{PortRange, TestDb, TestLxd};
+use cohort_e2e::cluster::Cluster;
+use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::ExecResult;
 use cohort_proto::api::nodes::Node;
 use cohort_proto::api::operations::Operation;
@@ -35,11 +34,14 @@ impl Findings {
 }
 
 /// A call whatever its outcome: status and body.
-async fn raw(api: &Api, token: &str, method: M, path: &str, body: Option<Value>) -> (u16, String) {
-    let mut req = api
-        .client
-        .request(method, format!("{}{path}", api.base))
-        .bearer_auth(token);
+async fn raw(
+    cluster: &Cluster,
+    token: &str,
+    method: M,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, String) {
+    let mut req = cluster.request(method, path, token);
     if let Some(body) = body {
         req = req.json(&body);
     }
@@ -72,52 +74,40 @@ fn peak_rss(pid: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn instance_io_is_bounded_and_wrong_input_refused() {
-    let db = TestDb::new();
-    let lxd = TestLxd::new();
-    let ports = PortRange::claim();
-    let state = tempfile::tempdir().expect("controller state");
-    let (controller_port, agent_port) = (ports.port(0), ports.port(1));
-    let admin = init(db.url(), state.path());
     let limits = [
         ("COHORT_FILE_LIMIT_MIB", FILE_LIMIT_MIB.to_string()),
         ("COHORT_EXEC_OUTPUT_LIMIT_MIB", EXEC_LIMIT_MIB.to_string()),
     ];
     let env: Vec<(&str, &str)> = limits.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let controller = ControllerProcess::start(db.url(), state.path(), controller_port, &env);
-    let api = Api::new(state.path(), controller_port);
-    let image = api.import_base_image(&admin, "cohort/base").await;
-    let addr = format!("127.0.0.1:{agent_port}").parse().unwrap();
-    let agent = EnrolledAgent::enroll(
-        &api,
-        &admin,
-        "node-io",
-        &lxd,
-        addr,
-        (ports.port(2), ports.port(10)),
-    )
-    .await;
+    let mut cluster = Cluster::start_with_env(0, &env).await;
+    let image: Image =
+        serde_json::from_value(cluster.import_base_image("cohort/base").await).expect("an image");
+    cluster.add_node("node-io").await;
+    let admin = &cluster.admin_token;
+    let (controller, node) = (&cluster.controller, &cluster.nodes[0]);
+    let lxd = &node.lxd;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let n: Node = api.call(&admin, M::GET, "/nodes/node-io", None).await;
+        let n: Node = cluster.call(admin, M::GET, "/nodes/node-io", None).await;
         if n.last_heartbeat_at.is_some() && n.cores > 0 {
             break;
         }
         assert!(Instant::now() < deadline, "node never polled: {n:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let _: Value = api
+    let _: Value = cluster
         .call(
-            &admin,
+            admin,
             M::POST,
             "/users",
             Some(json!({"username": "alice", "role": "student"})),
         )
         .await;
-    let alice: ApiTokenIssued = api
-        .call(&admin, M::POST, "/users/alice/tokens", Some(json!({})))
+    let alice: ApiTokenIssued = cluster
+        .call(admin, M::POST, "/users/alice/tokens", Some(json!({})))
         .await;
     let alice = alice.token;
-    let op: Operation = api
+    let op: Operation = cluster
         .call(
             &alice,
             M::POST,
@@ -126,14 +116,14 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
                 "limits": {"cpu": 1, "memory_mib": 512, "disk_gib": 2}})),
         )
         .await;
-    api.wait(&alice, &op).await;
+    cluster.succeeds(&alice, &op).await;
     let mut found = Findings::default();
     let exec = |command: Value| {
-        let api = &api;
+        let cluster = &cluster;
         let alice = alice.clone();
         async move {
             raw(
-                api,
+                cluster,
                 &alice,
                 M::POST,
                 "/instances/io-alice/exec",
@@ -157,13 +147,8 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     )
     .unwrap();
     let before = peak_rss(controller.pid());
-    let mut resp = api
-        .client
-        .get(format!(
-            "{}/instances/io-alice/files?path=/root/big",
-            api.base
-        ))
-        .bearer_auth(&alice)
+    let mut resp = cluster
+        .request(M::GET, "/instances/io-alice/files?path=/root/big", &alice)
         .send()
         .await
         .unwrap();
@@ -193,7 +178,7 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     .await;
     assert_eq!(over.0, 200, "{}", over.1);
     let pulled = raw(
-        &api,
+        &cluster,
         &alice,
         M::GET,
         "/instances/io-alice/files?path=/root/huge",
@@ -271,11 +256,11 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             .into()
     };
     let patch = |config: Value| {
-        let api = &api;
+        let cluster = &cluster;
         let alice = alice.clone();
         async move {
             raw(
-                api,
+                cluster,
                 &alice,
                 M::PATCH,
                 "/instances/io-alice",
@@ -320,20 +305,20 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     std::fs::write(host.path().join("shared.txt"), "shared\n").unwrap();
     let links = tempfile::tempdir().expect("links");
     std::os::unix::fs::symlink("/", links.path().join("root")).unwrap();
-    std::os::unix::fs::symlink(agent.state.path(), links.path().join("agent")).unwrap();
+    std::os::unix::fs::symlink(&node.state_dir, links.path().join("agent")).unwrap();
     let device = |source: &str| json!({"add_devices": {"h": {"type": "disk", "source": source, "path": "/mnt/h"}}});
     for source in [
         "/proc/self/root".to_string(),
         "/proc/1/root".into(),
         links.path().join("root").display().to_string(),
         links.path().join("agent").display().to_string(),
-        agent.state.path().display().to_string(),
-        state.path().display().to_string(),
+        node.state_dir.display().to_string(),
+        cluster.controller_dir().display().to_string(),
         "/var/lib/lxd".into(),
     ] {
         let answer = raw(
-            &api,
-            &admin,
+            &cluster,
+            admin,
             M::PATCH,
             "/instances/io-alice",
             Some(device(&source)),
@@ -349,8 +334,8 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     });
     let source = host.path().display().to_string();
     let good = raw(
-        &api,
-        &admin,
+        &cluster,
+        admin,
         M::PATCH,
         "/instances/io-alice",
         Some(device(&source)),
@@ -367,13 +352,12 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     }
 
     // A push into a directory that does not exist: the path is missing, not the instance.
-    let push = api
-        .client
-        .put(format!(
-            "{}/instances/io-alice/files?path=/no/such/dir/f",
-            api.base
-        ))
-        .bearer_auth(&alice)
+    let push = cluster
+        .request(
+            M::PUT,
+            "/instances/io-alice/files?path=/no/such/dir/f",
+            &alice,
+        )
         .body("x")
         .send()
         .await
@@ -388,7 +372,7 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     );
 
     // An exec in a stopped instance is a conflict the caller can mend, not a failing node.
-    let stop: Operation = api
+    let stop: Operation = cluster
         .call(
             &alice,
             M::PUT,
@@ -396,7 +380,7 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             Some(json!({"action": "stop", "force": true})),
         )
         .await;
-    api.wait(&alice, &stop).await;
+    cluster.succeeds(&alice, &stop).await;
     let stopped = exec(json!({"command": ["true"]})).await;
     found.check(stopped.0 == 409, || {
         format!("exec when stopped: {} {:.200}", stopped.0, stopped.1)
@@ -408,6 +392,4 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
         found.0.len(),
         found.0.join("\n")
     );
-    drop(controller);
-    drop(agent);
 }

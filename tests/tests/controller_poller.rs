@@ -4,12 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::controller::ControllerProcess;
-use cohort_e2e::fleet::{init, Api, EnrolledAgent};
-use cohort_e2e::{PortRange, TestDb, TestLxd};
+use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::instances::{Instance, ObservedState};
 use cohort_proto::api::nodes::{Node, NodeState};
 use cohort_proto::api::operations::Operation;
+use diesel::{Connection, PgConnection};
 use reqwest::Method as M;
 use serde_json::json;
 
@@ -24,41 +23,27 @@ async fn until<T>(what: &str, within: Duration, mut probe: impl AsyncFnMut() -> 
     }
 }
 
-async fn node(api: &Api, admin: &str) -> Node {
-    api.call(admin, M::GET, "/nodes/node-p", None).await
+async fn node(cluster: &Cluster, admin: &str) -> Node {
+    cluster.call(admin, M::GET, "/nodes/node-p", None).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_nodes_go_offline_come_back_and_restarts_take_none_down() {
-    let db = TestDb::new();
-    let lxd = TestLxd::new();
-    let ports = PortRange::claim();
-    let state = tempfile::tempdir().unwrap();
-    let admin = init(db.url(), state.path());
     let env = [
         ("COHORT_OFFLINE_AFTER_S", "3"),
         ("COHORT_STARTUP_GRACE_S", "10"),
     ];
-    let mut controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
-    let api = Api::new(state.path(), ports.port(0));
-    api.import_base_image(&admin, "cohort/base").await;
-    let addr = format!("127.0.0.1:{}", ports.port(1)).parse().unwrap();
-    let mut agent = EnrolledAgent::enroll(
-        &api,
-        &admin,
-        "node-p",
-        &lxd,
-        addr,
-        (ports.port(2), ports.port(9)),
-    )
-    .await;
+    let mut cluster = Cluster::start_with_env(0, &env).await;
+    let admin = cluster.admin_token.clone();
+    cluster.import_base_image("cohort/base").await;
+    cluster.add_node("node-p").await;
     until("first poll", Duration::from_secs(30), async || {
-        node(&api, &admin).await.last_heartbeat_at.map(|_| ())
+        node(&cluster, &admin).await.last_heartbeat_at.map(|_| ())
     })
     .await;
 
     let limits = json!({"cpu": 1, "memory_mib": 256, "disk_gib": 1});
-    let op: Operation = api
+    let op: Operation = cluster
         .call(
             &admin,
             M::POST,
@@ -68,25 +53,25 @@ async fn silent_nodes_go_offline_come_back_and_restarts_take_none_down() {
             ),
         )
         .await;
-    api.wait(&admin, &op).await;
+    cluster.succeeds(&admin, &op).await;
 
     // Past the grace period, a silent agent takes its node offline and its instance to unknown.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    agent.stop().await;
+    cluster.nodes[0].kill();
     until("offline", Duration::from_secs(30), async || {
-        (node(&api, &admin).await.state == NodeState::Offline).then_some(())
+        (node(&cluster, &admin).await.state == NodeState::Offline).then_some(())
     })
     .await;
-    let inst: Instance = api.call(&admin, M::GET, "/instances/poll-1", None).await;
+    let inst: Instance = cluster
+        .call(&admin, M::GET, "/instances/poll-1", None)
+        .await;
     assert_eq!(
         inst.observed_state,
         ObservedState::Unknown,
         "never silently stopped"
     );
-    let refused = api
-        .client
-        .post(format!("{}/instances", api.base))
-        .bearer_auth(&admin)
+    let refused = cluster
+        .request(M::POST, "/instances", &admin)
         .json(&json!({"name": "poll-2", "image": "cohort/base", "limits": limits, "queue": false}))
         .send()
         .await
@@ -94,50 +79,53 @@ async fn silent_nodes_go_offline_come_back_and_restarts_take_none_down() {
     assert_eq!(refused.status(), 409, "an offline node took a placement");
 
     // It answers again: online, and the instance reconciled from LXD.
-    agent.start().await;
+    cluster.nodes[0].restart();
     until("online", Duration::from_secs(30), async || {
-        (node(&api, &admin).await.state == NodeState::Online).then_some(())
+        (node(&cluster, &admin).await.state == NodeState::Online).then_some(())
     })
     .await;
     until("reconciled", Duration::from_secs(30), async || {
-        let i: Instance = api.call(&admin, M::GET, "/instances/poll-1", None).await;
+        let i: Instance = cluster
+            .call(&admin, M::GET, "/instances/poll-1", None)
+            .await;
         (i.observed_state == ObservedState::Stopped).then_some(())
     })
     .await;
 
     // A controller restart, the agent healthy and its last poll older than the threshold: the
     // grace period keeps the node online.
-    controller.kill();
+    cluster.controller.kill();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
+    cluster.restart_controller();
     let watch_until = Instant::now() + Duration::from_secs(8);
     while Instant::now() < watch_until {
         assert_eq!(
-            node(&api, &admin).await.state,
+            node(&cluster, &admin).await.state,
             NodeState::Online,
             "a restart took a healthy node offline"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let op: Operation = api.call(&admin, M::DELETE, "/instances/poll-1", None).await;
-    api.wait(&admin, &op).await;
-    drop(controller);
+    let op: Operation = cluster
+        .call(&admin, M::DELETE, "/instances/poll-1", None)
+        .await;
+    cluster.succeeds(&admin, &op).await;
 }
 
-/// Waits until the node has gone offline and answered again (a heartbeat after the outage);
-/// returns the state it came back in.
-async fn outage(api: &Api, admin: &str, name: &str, agent: &mut EnrolledAgent) -> NodeState {
+/// Kills the cluster's one node `name` and waits until it has gone offline, starts it and waits
+/// until it has answered again (a heartbeat after the outage); returns the state it came back in.
+async fn outage(cluster: &mut Cluster, admin: &str, name: &str) -> NodeState {
     let path = format!("/nodes/{name}");
-    agent.stop().await;
+    cluster.nodes[0].kill();
     until("offline", Duration::from_secs(30), async || {
-        let n: Node = api.call(admin, M::GET, &path, None).await;
+        let n: Node = cluster.call(admin, M::GET, &path, None).await;
         (n.state == NodeState::Offline).then_some(())
     })
     .await;
     let gone = chrono::Utc::now();
-    agent.start().await;
+    cluster.nodes[0].restart();
     let back: Node = until("answering again", Duration::from_secs(30), async || {
-        let n: Node = api.call(admin, M::GET, &path, None).await;
+        let n: Node = cluster.call(admin, M::GET, &path, None).await;
         n.last_heartbeat_at
             .filter(|at| *at > gone && n.state != NodeState::Offline)
             .map(|_| n)
@@ -145,7 +133,7 @@ async fn outage(api: &Api, admin: &str, name: &str, agent: &mut EnrolledAgent) -
     .await;
     // And it stays so over several polls.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let later: Node = api.call(admin, M::GET, &path, None).await;
+    let later: Node = cluster.call(admin, M::GET, &path, None).await;
     assert_eq!(
         later.state, back.state,
         "{name} changed state after it came back"
@@ -157,20 +145,15 @@ async fn outage(api: &Api, admin: &str, name: &str, agent: &mut EnrolledAgent) -
 /// evacuating, not `online`, and takes no placement until an admin restores it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cordon_and_evacuation_outlive_an_outage() {
-    let db = TestDb::new();
-    let lxd = TestLxd::new();
-    let ports = PortRange::claim();
-    let state = tempfile::tempdir().unwrap();
-    let admin = init(db.url(), state.path());
     let env = [
         ("COHORT_OFFLINE_AFTER_S", "3"),
         ("COHORT_STARTUP_GRACE_S", "0"),
     ];
-    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
-    let api = Api::new(state.path(), ports.port(0));
+    let mut cluster = Cluster::start_with_env(0, &env).await;
+    let admin = cluster.admin_token.clone();
     // A catalog row is all placement needs to consider the node.
     cohort_controller::models::image::Image::insert(
-        &mut db.connect(),
+        &mut PgConnection::establish(&cluster.db_url).expect("connect"),
         &cohort_controller::models::image::NewImage {
             fingerprint: &"a".repeat(64),
             alias: "base",
@@ -181,46 +164,29 @@ async fn cordon_and_evacuation_outlive_an_outage() {
         },
     )
     .unwrap();
-    let addr = format!("127.0.0.1:{}", ports.port(1)).parse().unwrap();
-    let mut agent = EnrolledAgent::enroll(
-        &api,
-        &admin,
-        "node-c",
-        &lxd,
-        addr,
-        (ports.port(2), ports.port(9)),
-    )
-    .await;
+    cluster.add_node("node-c").await;
     until("first poll", Duration::from_secs(30), async || {
-        let n: Node = api.call(&admin, M::GET, "/nodes/node-c", None).await;
+        let n: Node = cluster.call(&admin, M::GET, "/nodes/node-c", None).await;
         n.last_heartbeat_at.map(|_| ())
     })
     .await;
-    let place = async || {
-        api.client
-            .post(format!("{}/instances", api.base))
-            .bearer_auth(&admin)
-            .json(&json!({"name": "cordon-1", "image": "base", "start": false,
-                          "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 1},
-                          "queue": false}))
-            .send()
-            .await
-            .unwrap()
-            .status()
-    };
 
-    let _: Node = api
+    let _: Node = cluster
         .call(&admin, M::POST, "/nodes/node-c/cordon", None)
         .await;
-    let back = outage(&api, &admin, "node-c", &mut agent).await;
+    let back = outage(&mut cluster, &admin, "node-c").await;
     assert_eq!(
         back,
         NodeState::Cordoned,
         "the cordon was lost in the outage"
     );
-    assert_eq!(place().await, 409, "a cordoned node took a placement");
+    assert_eq!(
+        place(&cluster, &admin).await,
+        409,
+        "a cordoned node took a placement"
+    );
 
-    let op: Operation = api
+    let op: Operation = cluster
         .call(
             &admin,
             M::POST,
@@ -228,39 +194,61 @@ async fn cordon_and_evacuation_outlive_an_outage() {
             Some(json!({"policy": "stop"})),
         )
         .await;
-    api.wait(&admin, &op).await;
-    let back = outage(&api, &admin, "node-c", &mut agent).await;
+    cluster.succeeds(&admin, &op).await;
+    let back = outage(&mut cluster, &admin, "node-c").await;
     assert_eq!(
         back,
         NodeState::Evacuating,
         "the evacuation was lost in the outage"
     );
-    assert_eq!(place().await, 409, "an evacuated node took a placement");
+    assert_eq!(
+        place(&cluster, &admin).await,
+        409,
+        "an evacuated node took a placement"
+    );
 
     // A restore while the node is away is what it comes back to.
-    agent.stop().await;
+    cluster.nodes[0].kill();
     until("offline", Duration::from_secs(30), async || {
-        (node_named(&api, &admin, "node-c").await.state == NodeState::Offline).then_some(())
+        (node_named(&cluster, &admin, "node-c").await.state == NodeState::Offline).then_some(())
     })
     .await;
-    let op: Operation = api
+    let op: Operation = cluster
         .call(&admin, M::POST, "/nodes/node-c/restore", None)
         .await;
-    api.wait(&admin, &op).await;
+    cluster.succeeds(&admin, &op).await;
     assert_eq!(
-        node_named(&api, &admin, "node-c").await.state,
+        node_named(&cluster, &admin, "node-c").await.state,
         NodeState::Offline,
         "a restore does not make an unreachable node online"
     );
-    agent.start().await;
+    cluster.nodes[0].restart();
     until("online", Duration::from_secs(30), async || {
-        (node_named(&api, &admin, "node-c").await.state == NodeState::Online).then_some(())
+        (node_named(&cluster, &admin, "node-c").await.state == NodeState::Online).then_some(())
     })
     .await;
-    assert_eq!(place().await, 202, "a restored node takes placements again");
+    assert_eq!(
+        place(&cluster, &admin).await,
+        202,
+        "a restored node takes placements again"
+    );
 }
 
-async fn node_named(api: &Api, admin: &str, name: &str) -> Node {
-    api.call(admin, M::GET, &format!("/nodes/{name}"), None)
+/// Asks for an instance on the catalog row `base`, never queued: the answer's status.
+async fn place(cluster: &Cluster, admin: &str) -> reqwest::StatusCode {
+    cluster
+        .request(M::POST, "/instances", admin)
+        .json(&json!({"name": "cordon-1", "image": "base", "start": false,
+                      "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 1},
+                      "queue": false}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+async fn node_named(cluster: &Cluster, admin: &str, name: &str) -> Node {
+    cluster
+        .call(admin, M::GET, &format!("/nodes/{name}"), None)
         .await
 }

@@ -7,9 +7,8 @@ use std::process::Command;
 
 use cohort_controller::db::schema::{audit_log, portal_sessions};
 use cohort_e2e::browser::{set_portal_password, Browser};
-use cohort_e2e::controller::ControllerProcess;
-use cohort_e2e::fleet::{init, Api};
-use cohort_e2e::{PortRange, TestDb};
+use cohort_e2e::cluster::Cluster;
+use cohort_e2e::PortRange;
 use diesel::prelude::*;
 use serde_json::{json, Value};
 
@@ -24,28 +23,24 @@ fn failed_sign_ins(conn: &mut PgConnection, username: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
-    let db = TestDb::new();
+    let cluster = Cluster::start_with_env(0, &[("COHORT_AUTH_FAILURES_PER_MINUTE", "3")]).await;
     let ports = PortRange::claim();
-    let state = tempfile::tempdir().expect("state");
-    let admin = init(db.url(), state.path());
-    let _controller = ControllerProcess::start(
-        db.url(),
-        state.path(),
-        ports.port(0),
-        &[("COHORT_AUTH_FAILURES_PER_MINUTE", "3")],
-    );
-    let base = format!("https://127.0.0.1:{}", ports.port(0));
-    let api = Api::new(state.path(), ports.port(0));
-    let _: Value = api
+    let base = cluster.controller.url();
+    let _: Value = cluster
         .call(
-            &admin,
+            &cluster.admin_token,
             reqwest::Method::POST,
             "/users",
             Some(json!({"username": "mei", "role": "student"})),
         )
         .await;
-    set_portal_password(db.url(), state.path(), "mei", "plum blossom 42");
-    let mut conn = db.connect();
+    set_portal_password(
+        &cluster.db_url,
+        &cluster.controller_dir(),
+        "mei",
+        "plum blossom 42",
+    );
+    let mut conn = PgConnection::establish(&cluster.db_url).expect("connect");
 
     // A browser that asks for Traditional Chinese gets it; the switcher changes it.
     let browser = Browser::start(ports.port(1), "zh-TW").await;
@@ -153,7 +148,6 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
 /// and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
-    use cohort_e2e::cluster::Cluster;
     use cohort_e2e::ssh::SshKey;
 
     let cluster = Cluster::start(1).await;
@@ -448,23 +442,24 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
 async fn a_student_manages_their_keys_and_password() {
     use cohort_e2e::ssh::SshKey;
 
-    let db = TestDb::new();
+    let cluster = Cluster::start(0).await;
     let ports = PortRange::claim();
-    let state = tempfile::tempdir().expect("state");
-    let admin = init(db.url(), state.path());
-    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &[]);
-    let base = format!("https://127.0.0.1:{}", ports.port(0));
-    let api = Api::new(state.path(), ports.port(0));
-    let _: Value = api
+    let base = cluster.controller.url();
+    let _: Value = cluster
         .call(
-            &admin,
+            &cluster.admin_token,
             reqwest::Method::POST,
             "/users",
             Some(json!({"username": "lin", "role": "student"})),
         )
         .await;
-    set_portal_password(db.url(), state.path(), "lin", "first password");
-    let mut conn = db.connect();
+    set_portal_password(
+        &cluster.db_url,
+        &cluster.controller_dir(),
+        "lin",
+        "first password",
+    );
+    let mut conn = PgConnection::establish(&cluster.db_url).expect("connect");
     let browser = Browser::start(ports.port(1), "zh-CN").await;
     let other = Browser::start(ports.port(2), "en").await;
     other.sign_in(&base, "lin", "first password").await;
@@ -545,7 +540,12 @@ async fn a_student_manages_their_keys_and_password() {
         "You may not see this page."
     );
     assert_eq!(browser.count("#admin-link").await, 0);
-    set_portal_password(db.url(), state.path(), "admin", "the admin's password");
+    set_portal_password(
+        &cluster.db_url,
+        &cluster.controller_dir(),
+        "admin",
+        "the admin's password",
+    );
     other.follow(".signout button").await;
     other.sign_in(&base, "admin", "the admin's password").await;
     other.follow("#admin-link").await;
@@ -561,7 +561,7 @@ async fn a_student_manages_their_keys_and_password() {
 /// makes nothing; a token made there is shown once, works on the API as its owner, is listed by
 /// name (never its secret) and, revoked there, is refused (401); a form without the CSRF token
 /// makes none.
-async fn api_tokens_from_the_portal(browser: &Browser, base: &str, api: &Api) {
+async fn api_tokens_from_the_portal(browser: &Browser, base: &str, cluster: &Cluster) {
     let post = |body: &str| {
         format!(
             "const done = arguments[0];
@@ -591,7 +591,9 @@ async fn api_tokens_from_the_portal(browser: &Browser, base: &str, api: &Api) {
     browser.follow("#create-token").await;
     let token = browser.text("#new-token-secret").await;
     assert_eq!(browser.text("#tokens tbody tr .name").await, "laptop");
-    let me: Value = api.call(&token, reqwest::Method::GET, "/me", None).await;
+    let me: Value = cluster
+        .call(&token, reqwest::Method::GET, "/me", None)
+        .await;
     assert_eq!(me["user"]["username"], "chen", "{me}");
     let expires = browser.text("#tokens tbody tr .expires").await;
     let in_30_days = (chrono::Utc::now() + chrono::Duration::days(30)).format("%Y-%m-%d");
@@ -608,10 +610,8 @@ async fn api_tokens_from_the_portal(browser: &Browser, base: &str, api: &Api) {
         .contains(&token));
     browser.follow("#tokens tbody tr button").await;
     assert_eq!(browser.count("#no-tokens").await, 1);
-    let status = api
-        .client
-        .get(format!("{}/me", api.base))
-        .bearer_auth(&token)
+    let status = cluster
+        .request(reqwest::Method::GET, "/me", &token)
         .send()
         .await
         .expect("call with the revoked token")
@@ -628,10 +628,7 @@ async fn api_tokens_from_the_portal(browser: &Browser, base: &str, api: &Api) {
 async fn directory_users_sign_in_with_their_university_password() {
     use cohort_e2e::ldap::{Person, Slapd};
 
-    let db = TestDb::new();
     let ports = PortRange::claim();
-    let state = tempfile::tempdir().expect("state");
-    init(db.url(), state.path());
     let slapd = Slapd::start(
         ports.port(2),
         &[
@@ -651,9 +648,9 @@ async fn directory_users_sign_in_with_their_university_password() {
     );
     let env = slapd.controller_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let _controller = ControllerProcess::start(db.url(), state.path(), ports.port(0), &env);
-    let base = format!("https://127.0.0.1:{}", ports.port(0));
-    let mut conn = db.connect();
+    let cluster = Cluster::start_with_env(0, &env).await;
+    let base = cluster.controller.url();
+    let mut conn = PgConnection::establish(&cluster.db_url).expect("connect");
     let browser = Browser::start(ports.port(1), "en").await;
 
     for (username, password) in [
@@ -715,8 +712,9 @@ async fn directory_users_sign_in_with_their_university_password() {
     assert_eq!(browser.text("h1").await, "My containers");
     assert_eq!(browser.count("#courses-link").await, 0);
     browser.screenshot("home-directory-student-en").await;
-    api_tokens_from_the_portal(&browser, &base, &Api::new(state.path(), ports.port(0))).await;
+    api_tokens_from_the_portal(&browser, &base, &cluster).await;
 
-    let log = std::fs::read_to_string(state.path().join("controller.log")).expect("log");
+    let log =
+        std::fs::read_to_string(cluster.controller_dir().join("controller.log")).expect("log");
     assert!(!log.contains("directory password"), "a password was logged");
 }

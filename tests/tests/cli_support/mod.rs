@@ -227,7 +227,7 @@ impl Cli {
 
 /// The unified tarball of `cohort/base` that `scripts/setup` built.
 pub fn base_image_tarball() -> PathBuf {
-    cohort_e2e::fleet::base_tarball()
+    cohort_e2e::images::base_tarball()
 }
 
 /// `cohort-agent join` + `serve` for node `name`, working in `lxd`'s project.

@@ -4,94 +4,19 @@
 //! with its own SSH port range. Processes can be killed (-9) and restarted; everything goes on
 //! `Drop`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod api;
+mod node;
 
-use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
 
 use crate::controller::{controller_binary, ControllerProcess};
 use crate::{PortRange, TestDb, TestLxd};
 
-/// The `cohort-agent` binary, built once per test process.
-pub fn agent_binary() -> PathBuf {
-    crate::controller::built_binary("cohort-agent")
-}
-
-/// One enrolled node: its agent process, LXD project and SSH port range.
-pub struct ClusterNode {
-    pub name: String,
-    pub lxd: TestLxd,
-    pub ssh_ports: PortRange,
-    pub agent_port: u16,
-    pub state_dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl ClusterNode {
-    fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.state_dir.join("agent.log"))
-            .expect("agent log");
-        let child = Command::new(agent_binary())
-            .args(["serve", "--config"])
-            .arg(self.state_dir.join("agent.toml"))
-            .env("COHORT_LOG", "info,cohort_agent=debug")
-            // Tests that want a node network make one of their own (`TestNetwork`).
-            .env("COHORT_AGENT_NETWORK_MODE", "none")
-            // The daemon is the one `join` wrote into agent.toml (LXD, or Incus beside it):
-            // nothing from this process's environment overrides it.
-            .env_remove("COHORT_AGENT_LXD_SOCKET")
-            .stdout(Stdio::from(log.try_clone().expect("log fd")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start cohort-agent");
-        self.child = Some(child);
-        wait_listening(self.agent_port, &self.state_dir.join("agent.log"));
-    }
-
-    /// `kill -9` the agent.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    pub fn restart(&mut self) {
-        self.kill();
-        self.spawn();
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.state_dir.join("agent.log")).unwrap_or_default()
-    }
-
-    /// The agent's process id, while it runs.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-}
-
-impl Drop for ClusterNode {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn wait_listening(port: u16, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    panic!("nothing listens on 127.0.0.1:{port} after 30 s; log:\n{text}");
-}
+pub use node::{agent_binary, ClusterNode};
 
 pub struct Cluster {
     /// The per-test database, unless the cluster runs on a database URL of the test's own.
@@ -229,58 +154,6 @@ impl Cluster {
         cluster
     }
 
-    pub fn url(&self, path: &str) -> String {
-        format!("{}/api/v1{path}", self.controller.url())
-    }
-
-    /// A request with a bearer token.
-    pub fn request(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        token: &str,
-    ) -> reqwest::RequestBuilder {
-        self.http.request(method, self.url(path)).bearer_auth(token)
-    }
-
-    /// `GET` a path outside `/api/v1` (`/healthz`) without a token; its body.
-    pub async fn get_plain(&self, path: &str) -> String {
-        let res = self
-            .http
-            .get(format!("{}{path}", self.controller.url()))
-            .send()
-            .await
-            .expect("controller answers");
-        assert!(res.status().is_success(), "GET {path}: {}", res.status());
-        res.text().await.expect("body")
-    }
-
-    /// `GET /metrics` as Prometheus would, with `token` (the metrics token or an admin's).
-    pub async fn scrape(&self, token: &str) -> String {
-        let res = self
-            .http
-            .get(format!("{}/metrics", self.controller.url()))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("controller answers");
-        assert!(res.status().is_success(), "GET /metrics: {}", res.status());
-        res.text().await.expect("body")
-    }
-
-    /// An admin request; panics unless the answer is 2xx; returns its JSON (or Null).
-    pub async fn admin(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self.request(method.clone(), path, &self.admin_token);
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let res = req.send().await.expect("controller answers");
-        let status = res.status();
-        let text = res.text().await.unwrap_or_default();
-        assert!(status.is_success(), "{method} {path}: {status} {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
-    }
-
     /// Enrolls one more node: join token from the API, `cohort-agent join`, then `serve`.
     pub async fn add_node(&mut self, name: &str) -> &mut ClusterNode {
         self.add_node_in(name, TestLxd::new()).await
@@ -291,14 +164,8 @@ impl Cluster {
     pub async fn add_node_in(&mut self, name: &str, lxd: TestLxd) -> &mut ClusterNode {
         let ssh_ports = PortRange::claim();
         let agent_port = self.ports.port(1 + self.nodes.len() as u16);
-        let mut node = ClusterNode {
-            name: name.to_string(),
-            lxd,
-            ssh_ports,
-            agent_port,
-            state_dir: self.state.path().join(name),
-            child: None,
-        };
+        let state_dir = self.state.path().join(name);
+        let mut node = ClusterNode::new(name, lxd, ssh_ports, agent_port, state_dir);
         self.join(&node).await;
         node.spawn();
         self.nodes.push(node);
@@ -354,116 +221,13 @@ impl Cluster {
         );
     }
 
-    /// Polls `GET /nodes/{name}` until its state is `state`.
-    pub async fn wait_node_state(&self, name: &str, state: &str, within: Duration) {
-        let deadline = Instant::now() + within;
-        let mut last = Value::Null;
-        while Instant::now() < deadline {
-            last = self
-                .admin(reqwest::Method::GET, &format!("/nodes/{name}"), None)
-                .await;
-            if last["state"] == state {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        panic!("node {name} did not become {state} within {within:?}: {last}");
-    }
-
-    /// Uploads the base image tarball `scripts/setup` built, under `alias`.
-    pub async fn import_base_image(&self, alias: &str) -> Value {
-        let tarball = std::fs::read_dir("/var/cache/cohort")
-            .expect("image cache (run scripts/setup)")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("cohort-base-") && n.ends_with(".tar.gz"))
-            })
-            .expect("a cohort-base tarball in /var/cache/cohort");
-        let bytes = tokio::fs::read(&tarball).await.expect("read tarball");
-        let res = self
-            .request(
-                reqwest::Method::POST,
-                &format!("/images?alias={alias}"),
-                &self.admin_token,
-            )
-            .body(bytes)
-            .send()
-            .await
-            .expect("upload image");
-        let status = res.status();
-        let text = res.text().await.unwrap_or_default();
-        assert!(status.is_success(), "image import: {status} {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
-    }
-
-    /// Creates a user with `role` and returns an API token for them.
-    pub async fn user(&self, username: &str, role: &str) -> String {
-        self.admin(
-            reqwest::Method::POST,
-            "/users",
-            Some(json!({"username": username, "role": role})),
-        )
-        .await;
-        self.token_for(username).await
-    }
-
-    pub async fn token_for(&self, username: &str) -> String {
-        let issued = self
-            .admin(
-                reqwest::Method::POST,
-                &format!("/users/{username}/tokens"),
-                Some(json!({})),
-            )
-            .await;
-        issued["token"].as_str().expect("token").to_string()
-    }
-
-    /// Waits for an operation to end; returns it.
-    pub async fn wait_operation(&self, id: &str, within: Duration) -> Value {
-        let deadline = Instant::now() + within;
-        loop {
-            let op = self
-                .admin(
-                    reqwest::Method::GET,
-                    &format!("/operations/{id}/wait?timeout=10"),
-                    None,
-                )
-                .await;
-            let status = op["status"].as_str().unwrap_or_default();
-            if ["success", "failure", "cancelled"].contains(&status) {
-                return op;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "operation {id} still {status} after {within:?}: {op}"
-            );
-        }
-    }
-
-    /// Starts `POST /courses/{code}/provision` as `token`; panics unless it is accepted (202).
-    /// Returns the operation's id.
-    pub async fn start_provision(&self, code: &str, token: &str) -> String {
-        let res = self
-            .request(
-                reqwest::Method::POST,
-                &format!("/courses/{code}/provision"),
-                token,
-            )
-            .send()
-            .await
-            .expect("provision");
-        let status = res.status();
-        let text = res.text().await.unwrap_or_default();
-        assert_eq!(status, 202, "provision {code}: {text}");
-        let op: Value = serde_json::from_str(&text).expect("an operation");
-        op["id"].as_str().expect("operation id").to_string()
+    /// The controller's state directory: its CA and certificates, image store and log.
+    pub fn controller_dir(&self) -> PathBuf {
+        self.state.path().join("controller")
     }
 
     pub fn controller_log(&self) -> String {
-        std::fs::read_to_string(self.state.path().join("controller/controller.log"))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.controller_dir().join("controller.log")).unwrap_or_default()
     }
 
     /// `kill -9` the controller and start it again on the same port and database.
@@ -474,7 +238,7 @@ impl Cluster {
     /// Like [`Cluster::restart_controller`], with extra environment (configuration).
     pub fn restart_controller_with(&mut self, env: &[(&str, &str)]) {
         self.controller.kill();
-        let dir = self.state.path().join("controller");
+        let dir = self.controller_dir();
         let mut all: Vec<(&str, &str)> = self
             .controller_env
             .iter()
