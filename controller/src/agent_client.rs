@@ -13,6 +13,7 @@ use cohort_proto::agent::{
     InstallCertificate, Instance, Inventory, LiveLimits, NetworkPolicy, PublishInstance, Snapshot,
     SshAccess, StateChange, UpdateInstance,
 };
+use cohort_proto::api::instances::ObservedState;
 use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -22,6 +23,15 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde::de::DeserializeOwned;
 
 use crate::pki::{fingerprint, Pki};
+
+/// Cohort's observed state for an LXD status (`Running`, `Stopped`, anything else an error).
+pub fn observed(status: &str) -> ObservedState {
+    match status {
+        "Running" => ObservedState::Running,
+        "Stopped" => ObservedState::Stopped,
+        _ => ObservedState::Error,
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {

@@ -251,7 +251,7 @@ fn record(
         }
         let found = lxd
             .get(instance.name.as_str())
-            .map(|f| crate::jobs::step::observed(&f.status));
+            .map(|f| crate::agent_client::observed(&f.status));
         if let Some(state) = found {
             InstanceUsage::observe(conn, instance.id, &gpu_use(inv, &instance.name, state))?;
         }
@@ -327,7 +327,7 @@ fn record_orphans(
         .filter(|i| i.idempotency_key.is_some() || i.ssh_port.is_some())
         .filter(|i| !ours.contains(i.name.as_str()))
         .map(|i| {
-            let status = crate::jobs::step::observed(&i.status);
+            let status = crate::agent_client::observed(&i.status);
             (i.name.clone(), status, i.ssh_port.map(i32::from))
         })
         .collect();

@@ -10,7 +10,18 @@ fn cache_dir() -> String {
 
 /// The base image tarball `scripts/setup` built (its SHA-256 is its LXD fingerprint).
 pub fn base_tarball() -> PathBuf {
+    tarball("base").unwrap_or_else(|| {
+        panic!(
+            "no cohort-base tarball in {} (run scripts/setup)",
+            cache_dir()
+        )
+    })
+}
+
+/// The `cohort-NAME-*.tar.gz` in the cache, if `images/build NAME` made one.
+pub fn tarball(name: &str) -> Option<PathBuf> {
     let dir = cache_dir();
+    let prefix = format!("cohort-{name}-");
     std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{dir}: {e} (run scripts/setup)"))
         .filter_map(Result::ok)
@@ -18,7 +29,6 @@ pub fn base_tarball() -> PathBuf {
         .find(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("cohort-base-") && n.ends_with(".tar.gz"))
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".tar.gz"))
         })
-        .unwrap_or_else(|| panic!("no cohort-base tarball in {dir} (run scripts/setup)"))
 }

@@ -34,16 +34,7 @@ fn jupyter_tarball() -> PathBuf {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::read_dir(&cache)
-        .expect("cache dir")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("cohort-jupyter-") && n.ends_with(".tar.gz"))
-        })
-        .expect("the jupyter tarball images/build made")
+    cohort_e2e::images::tarball("jupyter").expect("the jupyter tarball images/build made")
 }
 
 /// A `fetch` of `path` from the page, without following redirects: its status (0 for an

@@ -14,6 +14,7 @@ use diesel::prelude::*;
 use serde_json::json;
 
 use super::courses::{course_instances, writable};
+use crate::agent_client::observed;
 use crate::auth::Caller;
 use crate::config::PlacementConfig;
 use crate::controller::Controller;
@@ -197,9 +198,9 @@ pub async fn provision(
                     }
                     Some(i) if i.node_id.is_some_and(|n| unreachable.contains(&n)) => {}
                     Some(i) => {
-                        let action = match seen.get(&i.name).map(String::as_str) {
+                        let action = match seen.get(&i.name).map(|s| observed(s)) {
                             None => StepKind::Create,
-                            Some("Running") => continue,
+                            Some(ObservedState::Running) => continue,
                             Some(_) => StepKind::Start,
                         };
                         let node = i.node_id.and_then(|n| node_names.get(&n).cloned());

@@ -7,7 +7,7 @@ use cohort_proto::api::instances::DesiredState;
 use super::gpus::attachment;
 use super::import_image::{ensure_image, import_image};
 use super::outcome::StepOutcome;
-use super::step::observed;
+use crate::agent_client::observed;
 use crate::agent_client::{AgentError, NodeAgent};
 use crate::controller::Controller;
 use crate::error::ActionError;

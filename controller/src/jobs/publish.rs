@@ -13,7 +13,6 @@ use crate::models::image::{Image, NewImage};
 use crate::models::instance::Instance;
 use crate::models::node::Node;
 use crate::models::operation::Operation;
-use crate::models::user::User;
 
 /// The agent exports the stopped instance as an image (kept on its node under the alias); the
 /// tarball lands in the catalog directory under its SHA-256 (which must be LXD's fingerprint),
@@ -88,10 +87,7 @@ pub async fn run(
                     },
                 )?;
                 Image::mark_held(conn, image.id, node_id)?;
-                let actor = match by {
-                    Some(id) => User::find(conn, id)?.username,
-                    None => "system".into(),
-                };
+                let actor = audit::actor(conn, by)?;
                 audit::record(
                     conn,
                     &actor,

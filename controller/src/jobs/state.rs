@@ -7,8 +7,8 @@ use cohort_proto::api::instances::ObservedState;
 
 use super::gpus::{give_gpus_back, take_gpus_again};
 use super::outcome::StepOutcome;
-use super::step::observed;
 use super::Job;
+use crate::agent_client::observed;
 use crate::agent_client::NodeAgent;
 use crate::controller::Controller;
 use crate::error::ActionError;

@@ -110,12 +110,3 @@ async fn step(
         }
     }
 }
-
-/// Cohort's observed state for an LXD status (`Running`, `Stopped`, anything else an error).
-pub(crate) fn observed(status: &str) -> ObservedState {
-    match status {
-        "Running" => ObservedState::Running,
-        "Stopped" => ObservedState::Stopped,
-        _ => ObservedState::Error,
-    }
-}

@@ -18,6 +18,14 @@ pub struct AuditEntry {
 }
 
 /// Records that `actor` did `action` to the `object_kind` named `object`.
+/// Who an audit row written for an operation names: the user who started it, or `system`.
+pub fn actor(conn: &mut PgConnection, user_id: Option<i64>) -> QueryResult<String> {
+    match user_id {
+        Some(id) => Ok(super::user::User::find(conn, id)?.username),
+        None => Ok("system".into()),
+    }
+}
+
 pub fn record(
     conn: &mut PgConnection,
     actor: &str,

@@ -29,8 +29,8 @@ pub mod transfer;
 use self::room::Committed;
 use self::transfer::Side;
 use super::gpus::attachment;
-use super::step::observed;
 use super::{Job, StepOutcome};
+use crate::agent_client::observed;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::audit;
@@ -156,10 +156,7 @@ async fn commit(
         conn.transaction(|conn| {
             let committed = room::commit(conn, id, from.id, &to, &placement, check_room)?;
             if let Committed::Moved { port } = committed {
-                let actor = match by {
-                    Some(id) => User::find(conn, id)?.username,
-                    None => "system".into(),
-                };
+                let actor = audit::actor(conn, by)?;
                 audit::record(
                     conn,
                     &actor,
