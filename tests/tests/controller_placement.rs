@@ -831,7 +831,7 @@ async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
 /// left alone, and one waiting for a node takes the new size at once. Shrinking always fits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_course_limits_reach_the_containers_whose_node_has_room() {
-    use cohort_controller::actions::{course_limits, courses};
+    use cohort_controller::course::{courses, limits};
     use cohort_controller::models::instance::NewInstance;
     use cohort_proto::api::courses::{CourseLimits, CreateCourse};
     use serde_json::json;
@@ -909,7 +909,7 @@ async fn new_course_limits_reach_the_containers_whose_node_has_room() {
         memory_mib: Some(2048),
         ..Default::default()
     };
-    let change = course_limits::set(&t.ctl, prof.clone(), "cs101".into(), grow)
+    let change = limits::set(&t.ctl, prof.clone(), "cs101".into(), grow)
         .await
         .unwrap();
     let op = change.operation.expect("an operation for ann");
@@ -940,7 +940,7 @@ async fn new_course_limits_reach_the_containers_whose_node_has_room() {
         memory_mib: Some(512),
         ..Default::default()
     };
-    let change = course_limits::set(&t.ctl, prof, "cs101".into(), shrink)
+    let change = limits::set(&t.ctl, prof, "cs101".into(), shrink)
         .await
         .unwrap();
     let op = change.operation.expect("an operation");

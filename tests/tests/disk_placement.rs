@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use cohort_controller::actions::{courses, instances, provision, roster};
+use cohort_controller::actions::instances;
+use cohort_controller::course::{courses, enrol, provision};
 use cohort_controller::db::schema::{instances as inst, nodes};
 use cohort_controller::error::ActionError;
 use cohort_controller::jobs::queue::place_queued;
@@ -80,7 +81,7 @@ async fn a_course_reserves_each_home_beside_its_root_disk() {
         .unwrap();
     assert_eq!(made.home_mib, Some(3072));
     let roster = b"username,name,email,ssh_key\ns1,,,\ns2,,,\ns3,,,\n".to_vec();
-    roster::import(&t.ctl, admin.clone(), "dh".into(), roster)
+    enrol::import(&t.ctl, admin.clone(), "dh".into(), roster)
         .await
         .unwrap();
     provision::provision(&t.ctl, admin.clone(), "dh".into())

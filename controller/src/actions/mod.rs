@@ -5,13 +5,6 @@
 
 pub mod accounts;
 pub mod audit;
-pub mod class;
-pub mod course_delete;
-pub mod course_limits;
-pub mod course_network;
-pub mod course_resize;
-pub mod courses;
-pub mod endpoints;
 pub mod enroll;
 pub mod gpus;
 pub mod image_distribution;
@@ -24,10 +17,7 @@ pub mod moves;
 pub mod nodes;
 pub mod operations;
 pub mod orphans;
-pub mod passwords;
-pub mod provision;
 pub mod roles;
-pub mod roster;
 pub mod sign_in;
 pub mod tokens;
 pub mod users;

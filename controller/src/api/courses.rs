@@ -8,13 +8,10 @@ use cohort_proto::api::courses::{
 use futures_util::StreamExt;
 
 use super::extract::{ApiJson, ApiQuery};
-use crate::actions::{
-    class, course_delete, course_limits, course_network, courses, endpoints, passwords, provision,
-    roster,
-};
 use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::course::roster::MAX_BYTES;
+use crate::course::{self, class, courses, enrol, export, limits, network, provision, reissue};
 use crate::error::ActionError;
 
 type Ctl = web::Data<Controller>;
@@ -56,7 +53,7 @@ pub async fn set_limits(
     code: web::Path<String>,
     req: ApiJson<CourseLimits>,
 ) -> Reply {
-    Ok(HttpResponse::Ok().json(course_limits::set(&ctl, caller, code.into_inner(), req.0).await?))
+    Ok(HttpResponse::Ok().json(limits::set(&ctl, caller, code.into_inner(), req.0).await?))
 }
 
 pub async fn set_jupyter(
@@ -77,7 +74,7 @@ pub async fn set_network(
     code: web::Path<String>,
     req: ApiJson<NetworkPolicy>,
 ) -> Reply {
-    Ok(HttpResponse::Ok().json(course_network::set(&ctl, caller, code.into_inner(), req.0).await?))
+    Ok(HttpResponse::Ok().json(network::set(&ctl, caller, code.into_inner(), req.0).await?))
 }
 
 /// The roster travels as the raw file (CSV or JSON); it is read up to the size limit only.
@@ -98,7 +95,7 @@ pub async fn import_roster(
             });
         }
     }
-    Ok(HttpResponse::Ok().json(roster::import(&ctl, caller, code.into_inner(), bytes).await?))
+    Ok(HttpResponse::Ok().json(enrol::import(&ctl, caller, code.into_inner(), bytes).await?))
 }
 
 pub async fn students(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
@@ -133,7 +130,7 @@ pub async fn reissue_password(
     path: web::Path<(String, String)>,
 ) -> Reply {
     let (code, username) = path.into_inner();
-    Ok(HttpResponse::Created().json(passwords::reissue(&ctl, caller, code, username).await?))
+    Ok(HttpResponse::Created().json(reissue::reissue(&ctl, caller, code, username).await?))
 }
 
 pub async fn student_snapshots(
@@ -177,15 +174,15 @@ pub async fn endpoints(
     code: web::Path<String>,
     query: ApiQuery<EndpointsQuery>,
 ) -> Reply {
-    let format = endpoints::Format::parse(query.0.format.as_deref())?;
-    let rows = endpoints::list(&ctl, caller, code.into_inner(), format).await?;
+    let format = export::Format::parse(query.0.format.as_deref())?;
+    let rows = export::list(&ctl, caller, code.into_inner(), format).await?;
     Ok(HttpResponse::Ok()
         .content_type(format.content_type())
-        .body(endpoints::render(&rows, format)))
+        .body(export::render(&rows, format)))
 }
 
 pub async fn delete(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
-    course_delete::delete(&ctl, caller, code.into_inner()).await?;
+    course::delete::delete(&ctl, caller, code.into_inner()).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 use super::instances::{project_of, visible, Listing};
 use super::reply::{sync, LxdReply};
 use super::{Ctl, LxdClient};
-use crate::actions::{courses, nodes};
+use crate::actions::nodes;
+use crate::course::courses;
 use crate::error::ActionError;
 
 fn lxd_project(name: &str, description: &str, used_by: Vec<String>) -> Value {

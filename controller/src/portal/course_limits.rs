@@ -16,8 +16,8 @@ use super::courses::{number, render, Refused};
 use super::error::PortalError;
 use super::i18n::Msg;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::{course_limits, courses};
 use crate::controller::Controller;
+use crate::course::{courses, limits};
 use crate::error::ActionError;
 
 /// The home size's field, as the action names it.
@@ -176,7 +176,7 @@ async fn apply(
         || limits.disk_gib.is_some_and(|v| v != course.disk_gib);
     let mut operation = None;
     if changes {
-        let change = course_limits::set(ctl, s.caller.clone(), code.to_string(), limits).await?;
+        let change = limits::set(ctl, s.caller.clone(), code.to_string(), limits).await?;
         operation = change.operation.map(|op| op.id);
     }
     if home_mib != course.home_mib {

@@ -12,8 +12,8 @@ use super::courses::{render, Refused};
 use super::error::PortalError;
 use super::i18n::Msg;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::course_network;
 use crate::controller::Controller;
+use crate::course::network;
 use crate::error::ActionError;
 
 /// What was typed: `egress` is `open`, `none` or `allow`; the lists are one entry a line.
@@ -151,7 +151,7 @@ pub async fn set(
 ) -> Result<HttpResponse, PortalError> {
     let code = code.into_inner();
     let outcome = match policy(&form) {
-        Ok(p) => course_network::set(&ctl, s.caller.clone(), code.clone(), p)
+        Ok(p) => network::set(&ctl, s.caller.clone(), code.clone(), p)
             .await
             .map(drop),
         Err(e) => Err(e),

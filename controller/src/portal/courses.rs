@@ -14,10 +14,9 @@ use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
 use super::{course_limits, course_network};
-use crate::actions::{
-    class, course_limits as limits, courses, endpoints, operations, provision, roster,
-};
+use crate::actions::operations;
 use crate::controller::Controller;
+use crate::course::{class, courses, enrol, export, limits, provision};
 use crate::error::ActionError;
 use cohort_proto::api::courses::{CreateCourse, StudentAction};
 use cohort_proto::api::operations::OperationKind;
@@ -321,7 +320,7 @@ pub async fn import_roster(
     CsrfForm(s, form): CsrfForm<RosterForm>,
 ) -> Result<HttpResponse, PortalError> {
     let code = code.into_inner();
-    let outcome = roster::import(
+    let outcome = enrol::import(
         &ctl,
         s.caller.clone(),
         code.clone(),
@@ -381,16 +380,15 @@ pub async fn download(
 ) -> Result<HttpResponse, PortalError> {
     let (code, format) = path.into_inner();
     let lang = s.lang;
-    let format =
-        endpoints::Format::parse(Some(&format)).map_err(|e| PortalError::Action(lang, e))?;
-    let rows = endpoints::list(&ctl, s.caller, code.clone(), format)
+    let format = export::Format::parse(Some(&format)).map_err(|e| PortalError::Action(lang, e))?;
+    let rows = export::list(&ctl, s.caller, code.clone(), format)
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let file = match format {
-        endpoints::Format::Csv => format!("{code}-endpoints.csv"),
-        endpoints::Format::Json => format!("{code}-endpoints.json"),
-        endpoints::Format::SshConfig => format!("{code}-ssh_config"),
-        endpoints::Format::KnownHosts => format!("{code}-known_hosts"),
+        export::Format::Csv => format!("{code}-endpoints.csv"),
+        export::Format::Json => format!("{code}-endpoints.json"),
+        export::Format::SshConfig => format!("{code}-ssh_config"),
+        export::Format::KnownHosts => format!("{code}-known_hosts"),
     };
     Ok(HttpResponse::Ok()
         .content_type(format.content_type())
@@ -399,5 +397,5 @@ pub async fn download(
             format!("attachment; filename=\"{file}\""),
         ))
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .body(endpoints::render(&rows, format)))
+        .body(export::render(&rows, format)))
 }

@@ -13,8 +13,8 @@ use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use crate::actions::class;
 use crate::controller::Controller;
+use crate::course::class;
 
 #[derive(Deserialize)]
 pub struct StudentPage {

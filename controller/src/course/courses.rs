@@ -136,7 +136,7 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
         }
     }
     if let Some(policy) = &req.network {
-        super::course_network::check(policy)?;
+        super::network::check(policy)?;
     }
     if req
         .idle_action

@@ -16,9 +16,9 @@ use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::course_resize::{resize, Resize};
 use super::courses::{check_size, course_instances, view, writable};
 use super::provision::{check_quota, need};
+use super::resize::{resize, Resize};
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::db::schema::{images, instances, users};

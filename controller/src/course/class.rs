@@ -11,7 +11,7 @@ use diesel::prelude::*;
 use serde_json::json;
 
 use super::courses::{course_instances, writable};
-use super::instance_io;
+use crate::actions::instance_io;
 use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::error::{ActionError, ActionResult};

@@ -7,10 +7,10 @@ use cohort_proto::api::courses::Course as WireCourse;
 use diesel::Connection;
 use serde_json::json;
 
-use crate::actions::courses::{course_instances, view, writable};
 use crate::agent_client::AgentError;
 use crate::auth::Caller;
 use crate::controller::Controller;
+use crate::course::courses::{course_instances, view, writable};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::course_network::CourseNetwork;
