@@ -14,6 +14,7 @@ use super::{
     InstanceError, DEVICE_SSH, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY,
 };
 use crate::lxd::encode;
+use crate::lxd::storage::{StorageVolumePut, StorageVolumesPost};
 use crate::network::policy::{self, KEY_POLICY};
 use crate::network::{ssh_proxy_device, DEVICE_NIC};
 use crate::node::Node;
@@ -279,19 +280,17 @@ impl Node {
     /// so its student meets ENOSPC there and nobody else does. A volume that exists takes the
     /// size too (its course's may have changed since it was made).
     async fn ensure_volume(&self, volume: &str, mib: Option<u64>) -> Result<(), InstanceError> {
-        let pool = encode(&self.config.storage_pool);
-        let path = format!(
-            "/1.0/storage-pools/{pool}/volumes/custom/{}",
-            encode(volume)
-        );
+        let pool = &self.config.storage_pool;
         let size = mib.map(|m| format!("{m}MiB"));
-        match self.lxd.get(&path).await {
+        match self.lxd.get_custom_volume(pool, volume).await {
             Ok(existing) => {
-                let now = existing["config"]["size"].as_str();
+                let now = existing.config.get("size").map(String::as_str);
                 return match &size {
                     Some(size) if now != Some(size.as_str()) => {
-                        let body = json!({"config": {"size": size}});
-                        self.lxd.call(Method::PATCH, &path, Some(&body)).await?;
+                        let put = StorageVolumePut {
+                            config: [("size".to_string(), size.clone())].into(),
+                        };
+                        self.lxd.patch_custom_volume(pool, volume, &put).await?;
                         Ok(())
                     }
                     _ => Ok(()),
@@ -300,21 +299,16 @@ impl Node {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
-        let config = match &size {
-            Some(size) => json!({ "size": size }),
-            None => json!({}),
+        let body = StorageVolumesPost {
+            name: volume.into(),
+            kind: "custom".into(),
+            content_type: "filesystem".into(),
+            config: size
+                .map(|size| ("size".to_string(), size))
+                .into_iter()
+                .collect(),
         };
-        let body = json!({"name": volume, "type": "custom", "content_type": "filesystem",
-                          "config": config});
-        match self
-            .lxd
-            .call(
-                Method::POST,
-                &format!("/1.0/storage-pools/{pool}/volumes"),
-                Some(&body),
-            )
-            .await
-        {
+        match self.lxd.create_volume(pool, &body).await {
             Ok(_) => Ok(()),
             Err(e)
                 if e.lxd_message()

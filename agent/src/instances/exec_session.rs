@@ -127,12 +127,7 @@ impl Node {
         timeout: u32,
     ) -> Result<ExecSessionState, InstanceError> {
         self.exec_sessions.check(id)?;
-        let path = format!(
-            "/1.0/operations/{}/wait?timeout={}",
-            crate::lxd::encode(id),
-            timeout.min(MAX_WAIT_S)
-        );
-        let op = match self.lxd.get(&path).await {
+        let op = match self.lxd.wait_operation(id, timeout.min(MAX_WAIT_S)).await {
             Ok(op) => op,
             // LXD forgets a finished operation after a few seconds.
             Err(e) if e.is_not_found() => {
@@ -145,16 +140,13 @@ impl Node {
             }
             Err(e) => return Err(e.into()),
         };
-        let code = op["status_code"].as_u64().unwrap_or(0);
+        let code = op.status_code;
         let finished = code >= 200;
         if finished {
             self.exec_sessions.forget(id);
         }
-        let error = op["err"]
-            .as_str()
-            .filter(|e| !e.is_empty())
-            .map(String::from);
-        let exit_code = op["metadata"]["return"]
+        let error = Some(op.err).filter(|e| !e.is_empty());
+        let exit_code = op.metadata["return"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok());
         Ok(ExecSessionState {

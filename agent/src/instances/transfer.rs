@@ -198,12 +198,7 @@ impl Node {
     pub async fn import_volume(&self, name: &str, tarball: LxdBody) -> Result<(), InstanceError> {
         home_name(name)?;
         let pool = self.config.storage_pool.clone();
-        let path = format!(
-            "/1.0/storage-pools/{}/volumes/custom/{}",
-            crate::lxd::encode(&pool),
-            crate::lxd::encode(name)
-        );
-        match self.lxd.get(&path).await {
+        match self.lxd.get_custom_volume(&pool, name).await {
             Ok(_) => {
                 return Err(InstanceError::Conflict(format!(
                     "volume {name} already exists on this node"

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::spec::check_config_key;
 use super::InstanceError;
-use crate::lxd::{encode, LxdError};
+use crate::lxd::LxdError;
 use crate::node::Node;
 
 impl Node {
@@ -239,12 +239,7 @@ impl Node {
             ));
         }
         let source = conf.get("source").cloned().unwrap_or_default();
-        let path = format!(
-            "/1.0/storage-pools/{}/volumes/custom/{}",
-            encode(pool),
-            encode(&source)
-        );
-        match self.lxd.get(&path).await {
+        match self.lxd.get_custom_volume(pool, &source).await {
             Ok(_) => {
                 conf.insert("pool".into(), pool.clone());
                 Ok(())

@@ -1,8 +1,9 @@
-//! The HTTP side of the LXD client: one request function, `?project=` on every call, async
-//! operations waited with `/1.0/operations/{id}/wait?timeout=N` under a client-side deadline.
+//! The HTTP side of the LXD client: one request function, `?project=` on every call, and the
+//! percent-encoding of every name and query value; async answers are waited for
+//! ([`super::operations`]).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -14,12 +15,10 @@ use hyper_util::rt::TokioExecutor;
 use hyperlocal::UnixConnector;
 use serde_json::Value;
 
-use super::envelope::{Answer, Envelope, LxdError, Operation};
+use super::envelope::{Answer, Envelope, LxdError};
 
 /// Largest body read back from LXD (file pulls, exec output, listings).
 const MAX_BODY: usize = 256 * 1024 * 1024;
-/// Longest single `/wait` request; the overall deadline is the caller's.
-const WAIT_SLICE_S: u64 = 30;
 /// How often a change LXD refused because the instance was busy is asked for (about 5 s in all).
 const BUSY_ATTEMPTS: u32 = 5;
 
@@ -92,6 +91,11 @@ pub fn encode(value: &str) -> String {
         }
     }
     out
+}
+
+/// A request body as JSON; every body type of the client serialises.
+pub(super) fn to_json<T: serde::Serialize>(body: &T) -> Value {
+    serde_json::to_value(body).expect("an LXD request body serialises")
 }
 
 impl Lxd {
@@ -287,6 +291,16 @@ impl Lxd {
         }
     }
 
+    /// One call with a typed body (see [`Lxd::call`]).
+    pub(super) async fn send_json<T: serde::Serialize>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &T,
+    ) -> Result<Value, LxdError> {
+        self.call(method, path, Some(&to_json(body))).await
+    }
+
     pub async fn call(
         &self,
         method: Method,
@@ -308,57 +322,6 @@ impl Lxd {
             what: format!("GET {path}"),
             detail: e.to_string(),
         })
-    }
-
-    /// Waits for an operation (`/1.0/operations/{id}`) until it finishes or `timeout` passes.
-    pub async fn wait(
-        &self,
-        operation: &str,
-        what: &str,
-        timeout: Duration,
-    ) -> Result<Value, LxdError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(LxdError::Timeout {
-                    what: what.to_string(),
-                    seconds: timeout.as_secs(),
-                });
-            }
-            let slice = left.as_secs().clamp(1, WAIT_SLICE_S);
-            let path = format!("{operation}/wait?timeout={slice}");
-            let fut = self.answer(Method::GET, &path, &[], Bytes::new());
-            let answer = tokio::time::timeout(left + Duration::from_secs(2), fut)
-                .await
-                .map_err(|_| LxdError::Timeout {
-                    what: what.to_string(),
-                    seconds: timeout.as_secs(),
-                })??;
-            let Answer::Sync(meta) = answer else {
-                return Err(LxdError::Decode {
-                    what: what.to_string(),
-                    detail: "operation wait answered async".into(),
-                });
-            };
-            let op: Operation = serde_json::from_value(meta).map_err(|e| LxdError::Decode {
-                what: what.to_string(),
-                detail: e.to_string(),
-            })?;
-            if op.status_code >= 400 {
-                return Err(LxdError::Operation {
-                    what: what.to_string(),
-                    message: if op.err.is_empty() {
-                        format!("operation {} ended with status {}", op.id, op.status_code)
-                    } else {
-                        op.err
-                    },
-                });
-            }
-            if op.status_code >= 200 {
-                return Ok(op.metadata);
-            }
-        }
     }
 
     /// GET of a raw body (file contents, exec logs); LXD's error envelope when it fails.

@@ -72,9 +72,9 @@ impl Lxd {
             }
         });
         let path = format!(
-            "/1.0/operations/{}/websocket?secret={}",
-            super::encode(id),
-            super::encode(secret)
+            "{}/websocket?secret={}",
+            super::operations::operation_url(id),
+            super::client::encode(secret)
         );
         let mut req = Request::builder()
             .method(Method::GET)
