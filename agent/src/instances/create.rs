@@ -13,7 +13,6 @@ use super::view::LxdInstance;
 use super::{
     InstanceError, DEVICE_SSH, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY,
 };
-use crate::lxd::encode;
 use crate::lxd::storage::{StorageVolumePut, StorageVolumesPost};
 use crate::network::policy::{self, KEY_POLICY};
 use crate::network::{ssh_proxy_device, DEVICE_NIC};
@@ -228,30 +227,21 @@ impl Node {
     async fn check_source(&self, source: &InstanceSource) -> Result<(), InstanceError> {
         match source {
             InstanceSource::Image { alias } => {
-                let by_alias = self
-                    .lxd
-                    .get(&format!("/1.0/images/aliases/{}", encode(alias)))
-                    .await;
+                let by_alias = self.lxd.get_image_alias(alias).await;
                 match by_alias {
                     Ok(_) => Ok(()),
-                    Err(e) if e.is_not_found() => {
-                        match self
-                            .lxd
-                            .get(&format!("/1.0/images/{}", encode(alias)))
-                            .await
-                        {
-                            Ok(_) => Ok(()),
-                            Err(e2) if e2.is_not_found() => Err(InstanceError::NotFound {
-                                field: Some("source.alias".into()),
-                                message: format!(
-                                    "image {alias:?} not found on node {} (LXD: {})",
-                                    self.config.node_name,
-                                    e.lxd_message().unwrap_or_default()
-                                ),
-                            }),
-                            Err(e2) => Err(e2.into()),
-                        }
-                    }
+                    Err(e) if e.is_not_found() => match self.lxd.get_image(alias).await {
+                        Ok(_) => Ok(()),
+                        Err(e2) if e2.is_not_found() => Err(InstanceError::NotFound {
+                            field: Some("source.alias".into()),
+                            message: format!(
+                                "image {alias:?} not found on node {} (LXD: {})",
+                                self.config.node_name,
+                                e.lxd_message().unwrap_or_default()
+                            ),
+                        }),
+                        Err(e2) => Err(e2.into()),
+                    },
                     Err(e) => Err(e.into()),
                 }
             }

@@ -7,6 +7,7 @@ pub mod backups;
 mod client;
 pub mod daemon;
 mod envelope;
+pub mod images;
 pub mod networks;
 pub mod operations;
 pub mod projects;
