@@ -4,8 +4,6 @@
 //! started, the user provisioned, and the instance reported once sshd answers. Creates beyond `max_concurrent_creates` wait their turn.
 
 use cohort_proto::agent::{CreateInstance, Instance, InstanceSource};
-use hyper::Method;
-use serde_json::json;
 
 use super::host_key::HostKey;
 use super::spec::{plan, Plan};
@@ -13,6 +11,7 @@ use super::view::LxdInstance;
 use super::{
     InstanceError, DEVICE_SSH, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY,
 };
+use crate::lxd::instances::InstancePut;
 use crate::lxd::storage::{StorageVolumePut, StorageVolumesPost};
 use crate::network::policy::{self, KEY_POLICY};
 use crate::network::{ssh_proxy_device, DEVICE_NIC};
@@ -138,14 +137,16 @@ impl Node {
         }
         let mut body = plan.body.clone();
         if let Some(base) = base {
-            body["config"]["security.idmap.base"] = base.to_string().into();
+            body.config
+                .insert("security.idmap.base".into(), base.to_string());
         }
         if defer_size {
-            let size = body["devices"]["root"]
-                .as_object_mut()
+            let size = body
+                .devices
+                .get_mut("root")
                 .and_then(|root| root.remove("size"));
             if let Some(size) = size {
-                body["config"][KEY_ROOT_SIZE] = size;
+                body.config.insert(KEY_ROOT_SIZE.into(), size);
             }
         }
         let host_key = match plan.ssh {
@@ -153,34 +154,35 @@ impl Node {
             None => None,
         };
         if let Some(key) = &host_key {
-            body["config"][KEY_SSH_HOST_KEY] = key.public.clone().into();
+            body.config
+                .insert(KEY_SSH_HOST_KEY.into(), key.public.clone());
         }
         if let Some(policy) = &req.network_policy {
-            body["config"][KEY_POLICY] = policy::record(policy).into();
+            body.config
+                .insert(KEY_POLICY.into(), policy::record(policy));
         }
         let network = self.network.clone();
         let address = match &network {
             Some(network) => {
                 let address = self.reserve_address(network).await?;
-                body["devices"][DEVICE_NIC] = network.nic_device(address);
+                body.devices
+                    .insert(DEVICE_NIC.into(), network.nic_device(address));
                 if let Some((key, value)) = network.address_config(address) {
-                    body["config"][key] = value.into();
+                    body.config.insert(key.into(), value);
                 }
                 if let Some(ssh) = &plan.ssh {
-                    body["devices"][DEVICE_SSH] = ssh_proxy_device(
+                    let proxy = ssh_proxy_device(
                         &ssh.listen_address,
                         ssh.port,
                         network.forward_to(Some(address)),
                     );
+                    body.devices.insert(DEVICE_SSH.into(), proxy);
                 }
                 Some(address)
             }
             None => None,
         };
-        let made = self
-            .lxd
-            .call(Method::POST, "/1.0/instances", Some(&body))
-            .await;
+        let made = self.lxd.create_instance(&body).await;
         if let (Some(network), Some(address)) = (&network, address) {
             self.release_address(network, address).await;
             // The new container's rules (its policy, or none left from an address's last holder)
@@ -216,10 +218,12 @@ impl Node {
             InstanceError::Internal(format!("instance {name} has no root disk of its own"))
         })?;
         root.insert("size".into(), size.clone());
-        let patch = json!({"devices": {"root": root}, "config": {KEY_ROOT_SIZE: ""}});
-        self.lxd
-            .call(Method::PATCH, &super::path(name), Some(&patch))
-            .await?;
+        let patch = InstancePut {
+            devices: Some([("root".into(), root)].into()),
+            config: Some([(KEY_ROOT_SIZE.into(), String::new())].into()),
+            ..Default::default()
+        };
+        self.lxd.patch_instance(name, &patch).await?;
         Ok(())
     }
 
