@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use cohort_proto::agent::{ExecSession, ExecSessionRequest, ExecSessionState};
 use cohort_proto::validate;
-use serde_json::json;
 
 use super::InstanceError;
+use crate::lxd::instance_exec::InstanceExecPost;
 use crate::lxd::{LxdError, OperationSocket};
 use crate::node::Node;
 
@@ -75,26 +75,19 @@ impl Node {
                 ));
             }
         }
-        let mut body = json!({
-            "command": req.command,
-            "environment": req.environment,
-            "interactive": req.interactive,
-            "wait-for-websocket": true,
-            "record-output": false,
-            "width": req.width,
-            "height": req.height,
-        });
-        if let Some(u) = req.user {
-            body["user"] = u.into();
-        }
-        if let Some(g) = req.group {
-            body["group"] = g.into();
-        }
-        if let Some(cwd) = &req.cwd {
-            body["cwd"] = cwd.clone().into();
-        }
-        let path = format!("{}/exec", super::path(name));
-        let (id, op) = match self.lxd.start(&path, &body).await {
+        let body = InstanceExecPost {
+            command: req.command.clone(),
+            environment: req.environment.clone(),
+            interactive: req.interactive,
+            wait_for_websocket: true,
+            record_output: false,
+            width: Some(req.width),
+            height: Some(req.height),
+            user: req.user,
+            group: req.group,
+            cwd: req.cwd.clone(),
+        };
+        let (id, op) = match self.lxd.exec_instance_session(name, &body).await {
             Ok(started) => started,
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(LxdError::Api {

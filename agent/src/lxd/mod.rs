@@ -8,6 +8,7 @@ mod client;
 pub mod daemon;
 mod envelope;
 pub mod images;
+pub mod instance_exec;
 pub mod instances;
 pub mod networks;
 pub mod operations;
