@@ -9,6 +9,8 @@ pub mod daemon;
 mod envelope;
 pub mod images;
 pub mod instance_exec;
+pub mod instance_files;
+pub mod instance_snapshots;
 pub mod instances;
 pub mod networks;
 pub mod operations;
@@ -24,7 +26,7 @@ pub type Device = std::collections::BTreeMap<String, String>;
 /// An instance's devices by name.
 pub type Devices = std::collections::BTreeMap<String, Device>;
 
-pub use client::{encode, file_body, full, Lxd, LxdBody, RawFile, RawStream};
+pub use client::{file_body, full, Lxd, LxdBody, RawFile, RawStream};
 pub use daemon::{Daemon, DaemonKind};
 pub use envelope::LxdError;
 pub use websocket::OperationSocket;
