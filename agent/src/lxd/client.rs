@@ -124,7 +124,7 @@ impl Lxd {
 
     /// The same daemon, not scoped to a project: for the listings across every project
     /// (`all-projects=true`), which LXD refuses together with `project=`.
-    pub fn unscoped(&self) -> Lxd {
+    pub(super) fn unscoped(&self) -> Lxd {
         Lxd {
             project: String::new(),
             ..self.clone()
@@ -211,7 +211,10 @@ impl Lxd {
     }
 
     /// A sync GET's metadata and its `ETag`, for a `PUT` with `If-Match`.
-    pub async fn get_with_etag(&self, path: &str) -> Result<(Value, Option<String>), LxdError> {
+    pub(super) async fn get_with_etag(
+        &self,
+        path: &str,
+    ) -> Result<(Value, Option<String>), LxdError> {
         let (answer, headers) = self
             .answer_with_headers(Method::GET, path, &[], full(Bytes::new()))
             .await?;
@@ -229,7 +232,7 @@ impl Lxd {
     }
 
     /// A `PUT` that LXD applies only if the object still has `etag`; waits when async.
-    pub async fn put_if_match(
+    pub(super) async fn put_if_match(
         &self,
         path: &str,
         body: &Value,
@@ -251,7 +254,7 @@ impl Lxd {
 
     /// One call with a JSON body; an async answer is waited for (up to `timeout`) and its
     /// operation metadata returned.
-    pub async fn call_within(
+    pub(super) async fn call_within(
         &self,
         method: Method,
         path: &str,
@@ -301,7 +304,7 @@ impl Lxd {
         self.call(method, path, Some(&to_json(body))).await
     }
 
-    pub async fn call(
+    pub(super) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -311,12 +314,15 @@ impl Lxd {
             .await
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value, LxdError> {
+    pub(super) async fn get(&self, path: &str) -> Result<Value, LxdError> {
         self.call(Method::GET, path, None).await
     }
 
     /// Decodes a sync answer's metadata into `T`.
-    pub async fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, LxdError> {
+    pub(super) async fn get_as<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<T, LxdError> {
         let v = self.get(path).await?;
         serde_json::from_value(v).map_err(|e| LxdError::Decode {
             what: format!("GET {path}"),
@@ -325,12 +331,16 @@ impl Lxd {
     }
 
     /// GET of a raw body (file contents, exec logs); LXD's error envelope when it fails.
-    pub async fn get_raw(&self, path: &str) -> Result<RawFile, LxdError> {
+    pub(super) async fn get_raw(&self, path: &str) -> Result<RawFile, LxdError> {
         self.get_raw_within(path, MAX_BODY).await
     }
 
     /// [`Lxd::get_raw`] reading at most `limit` bytes (image exports are larger than files).
-    pub async fn get_raw_within(&self, path: &str, limit: usize) -> Result<RawFile, LxdError> {
+    pub(super) async fn get_raw_within(
+        &self,
+        path: &str,
+        limit: usize,
+    ) -> Result<RawFile, LxdError> {
         let (status, headers, bytes) = self
             .send(Method::GET, path, &[], full(Bytes::new()), limit)
             .await?;
@@ -342,7 +352,7 @@ impl Lxd {
 
     /// A GET whose body is handed over unread (a file pull, an exec log), so that it can be
     /// streamed on; an error answer is read (bounded) for its message.
-    pub async fn get_stream(&self, path: &str) -> Result<RawStream, LxdError> {
+    pub(super) async fn get_stream(&self, path: &str) -> Result<RawStream, LxdError> {
         let uri: hyper::Uri = hyperlocal::Uri::new(&self.socket, &self.url(path)).into();
         let req = Request::builder()
             .method(Method::GET)
@@ -377,7 +387,7 @@ impl Lxd {
     }
 
     /// POST of a raw body with extra headers (file push, image upload); waits when async.
-    pub async fn post_raw(
+    pub(super) async fn post_raw(
         &self,
         path: &str,
         headers: &[(&str, String)],
@@ -388,7 +398,7 @@ impl Lxd {
     }
 
     /// POST of a streamed body (an image tarball from disk); waits when async.
-    pub async fn post_stream(
+    pub(super) async fn post_stream(
         &self,
         path: &str,
         headers: &[(&str, String)],

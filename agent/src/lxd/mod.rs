@@ -17,6 +17,8 @@ pub mod operations;
 pub mod projects;
 pub mod server;
 pub mod storage;
+#[cfg(test)]
+mod tests;
 mod websocket;
 
 /// An instance's (or a volume's, a network's) `config`: LXD keeps every value as a string.
