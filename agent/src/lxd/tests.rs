@@ -6,10 +6,12 @@ use std::path::Path;
 
 use serde_json::json;
 
+use super::backups::{InstanceBackupsPost, StoragePoolVolumeBackupsPost};
 use super::client::to_json;
 use super::images::{ImageAliasesEntryPut, ImagesPost, ImagesPostSource};
 use super::instance_exec::InstanceExecPost;
 use super::instances::{instance_url, InstancePut, InstanceSource, InstanceStatePut};
+use super::networks::NetworksPost;
 use super::storage::{custom_volume_url, StorageVolumesPost};
 use super::Lxd;
 
@@ -146,5 +148,40 @@ fn create_exec_image_and_volume_bodies_are_lxds() {
     assert_eq!(
         to_json(&volume),
         json!({"name": "home-ann", "type": "custom", "content_type": "filesystem", "config": {}})
+    );
+}
+
+#[test]
+fn backup_and_network_bodies_are_lxds() {
+    let instance = InstanceBackupsPost {
+        name: "cohort-move".into(),
+        instance_only: false,
+        optimized_storage: false,
+        compression_algorithm: "none".into(),
+    };
+    assert_eq!(
+        to_json(&instance),
+        json!({"name": "cohort-move", "instance_only": false, "optimized_storage": false,
+               "compression_algorithm": "none"})
+    );
+    let volume = StoragePoolVolumeBackupsPost {
+        name: "cohort-move".into(),
+        volume_only: false,
+        optimized_storage: false,
+        compression_algorithm: "none".into(),
+    };
+    assert_eq!(
+        to_json(&volume),
+        json!({"name": "cohort-move", "volume_only": false, "optimized_storage": false,
+               "compression_algorithm": "none"})
+    );
+    let bridge = NetworksPost {
+        name: "cohort0".into(),
+        kind: "bridge".into(),
+        config: [("ipv4.nat".to_string(), "true".to_string())].into(),
+    };
+    assert_eq!(
+        to_json(&bridge),
+        json!({"name": "cohort0", "type": "bridge", "config": {"ipv4.nat": "true"}})
     );
 }
