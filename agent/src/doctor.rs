@@ -177,9 +177,8 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
         &how,
         config.shift_before_first_start,
     ));
-    let project = format!("/1.0/projects/{}", crate::lxd::encode(&config.lxd_project));
     out.extend(crate::network::doctor::checks(config, &lxd, &info.environment).await);
-    out.push(match lxd.get(&project).await {
+    out.push(match lxd.get_project(&config.lxd_project).await {
         Ok(_) => check("LXD project", Level::Ok, config.lxd_project.clone(), ""),
         Err(e) => check(
             "LXD project",

@@ -4,17 +4,14 @@
 //! expected SHA-256 before LXD sees it, and streamed from there into LXD: an image is never
 //! whole in the agent's memory, whatever its size.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use cohort_proto::agent::{Image, ImportImage};
-use hyper::Method;
-use serde::Deserialize;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::lxd::{encode, file_body, full, LxdBody, LxdError};
+use crate::lxd::images::{Image as LxdImage, ImageAliasesEntryPut, ImageAliasesPost};
+use crate::lxd::{file_body, full, LxdBody, LxdError};
 use crate::node::Node;
 
 /// Longest an image import may take in LXD.
@@ -34,22 +31,6 @@ pub enum ImageError {
     /// LXD refused or failed
     #[error(transparent)]
     Lxd(#[from] LxdError),
-}
-
-#[derive(Debug, Deserialize)]
-struct LxdImage {
-    fingerprint: String,
-    #[serde(default)]
-    aliases: Vec<LxdAlias>,
-    #[serde(default)]
-    properties: BTreeMap<String, String>,
-    #[serde(default)]
-    size: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct LxdAlias {
-    name: String,
 }
 
 impl From<LxdImage> for Image {
@@ -85,7 +66,7 @@ pub(crate) fn check_alias(alias: &str) -> Result<(), ImageError> {
 
 impl Node {
     pub async fn images(&self) -> Result<Vec<Image>, LxdError> {
-        let list: Vec<LxdImage> = self.lxd.get_as("/1.0/images?recursion=1").await?;
+        let list = self.lxd.get_images().await?;
         Ok(list.into_iter().map(Image::from).collect())
     }
 
@@ -103,25 +84,12 @@ impl Node {
 
     /// Hands `body` (a unified tarball) to LXD and points `alias` at the image it makes.
     async fn import_body(&self, alias: &str, body: LxdBody) -> Result<Image, ImageError> {
-        let headers = [("Content-Type", "application/octet-stream".to_string())];
-        let meta = self
+        let fingerprint = self
             .lxd
-            .post_stream("/1.0/images", &headers, body, IMPORT_TIMEOUT)
+            .create_image_from_tarball(body, IMPORT_TIMEOUT)
             .await?;
-        let fingerprint = meta
-            .get("fingerprint")
-            .and_then(|f| f.as_str())
-            .ok_or_else(|| LxdError::Decode {
-                what: "image import".into(),
-                detail: "no fingerprint in the operation".into(),
-            })?
-            .to_string();
         self.set_alias(alias, &fingerprint).await?;
-        let image: LxdImage = self
-            .lxd
-            .get_as(&format!("/1.0/images/{}", encode(&fingerprint)))
-            .await?;
-        Ok(image.into())
+        Ok(self.lxd.get_image(&fingerprint).await?.into())
     }
 
     /// Downloads `req.url` to disk, checks its SHA-256, then imports it from there.
@@ -184,22 +152,20 @@ impl Node {
     }
 
     pub(crate) async fn set_alias(&self, alias: &str, fingerprint: &str) -> Result<(), LxdError> {
-        let body = json!({"name": alias, "target": fingerprint});
-        match self
-            .lxd
-            .call(Method::POST, "/1.0/images/aliases", Some(&body))
-            .await
-        {
+        let entry = ImageAliasesPost {
+            name: alias.into(),
+            target: fingerprint.into(),
+        };
+        match self.lxd.create_image_alias(&entry).await {
             Ok(_) => Ok(()),
             Err(e)
                 if e.lxd_message()
                     .is_some_and(|m| m.contains("already exists")) =>
             {
-                let path = format!("/1.0/images/aliases/{}", encode(alias));
-                self.lxd
-                    .call(Method::PATCH, &path, Some(&json!({"target": fingerprint})))
-                    .await
-                    .map(|_| ())
+                let entry = ImageAliasesEntryPut {
+                    target: fingerprint.into(),
+                };
+                self.lxd.update_image_alias(alias, &entry).await
             }
             Err(e) => Err(e),
         }

@@ -172,12 +172,7 @@ impl Node {
 
     /// The names of this project's instances (one LXD call, `recursion=0`).
     pub async fn instance_names(&self) -> Result<Vec<String>, NodeError> {
-        let urls: Vec<String> = self.lxd.get_as("/1.0/instances").await?;
-        Ok(urls
-            .iter()
-            .filter_map(|u| u.split('?').next()?.rsplit('/').next())
-            .map(String::from)
-            .collect())
+        Ok(self.lxd.get_instance_names().await?)
     }
 
     /// The GPU inventory with each compute process attributed to its instance.

@@ -58,7 +58,8 @@ fn field_of(e: InstanceError) -> String {
 #[test]
 fn body_sets_limits_security_gpus_ssh_and_home() {
     let p = plan(&request(), "cohort").unwrap();
-    let b = &p.body;
+    // As LXD receives it.
+    let b = &serde_json::to_value(&p.body).unwrap();
     assert_eq!(b["profiles"], serde_json::json!([]));
     let c = &b["config"];
     assert_eq!(c["limits.cpu"], "2");
@@ -93,7 +94,7 @@ fn body_sets_limits_security_gpus_ssh_and_home() {
     let mut stopped = request();
     stopped.start = false;
     let p = plan(&stopped, "cohort").unwrap();
-    assert_eq!(p.body["config"]["boot.autostart"], "false");
+    assert_eq!(p.body.config["boot.autostart"], "false");
 }
 
 #[test]

@@ -135,8 +135,7 @@ async fn mig_devices_on_a_node_of_two_gpus_select_their_parent_card() {
     for req in &creates {
         let plan = cohort_agent::instances::spec::plan(req, "default")
             .unwrap_or_else(|e| panic!("the agent refuses {}: {e}", req.name));
-        let devices: BTreeMap<String, BTreeMap<String, String>> =
-            serde_json::from_value(plan.body["devices"].clone()).unwrap();
+        let devices: BTreeMap<String, BTreeMap<String, String>> = plan.body.devices.clone();
         let gpus: Vec<_> = devices
             .iter()
             .filter(|(_, d)| d.get("type").map(String::as_str) == Some("gpu"))

@@ -4,10 +4,9 @@
 //! that daemon's containers, GPUs by that node's PCI addresses, and that node's pool names.
 //! Everything else (its files, its SSH host key, its config and snapshots) stays as it was.
 
+use crate::lxd::instances::InstancePut;
 use cohort_proto::agent::{Arrival, Instance};
-use serde_json::{Map, Value};
 
-use super::update::replacement;
 use super::{InstanceError, DEVICE_GPU_PREFIX, DEVICE_SSH, KEY_GPUS};
 use crate::network::{ssh_proxy_device, DEVICE_NIC, KEY_ADDRESS};
 use crate::node::Node;
@@ -26,25 +25,18 @@ impl Node {
         for (i, gpu) in req.gpus.iter().enumerate() {
             super::spec::check_gpu(i, gpu)?;
         }
-        let path = super::path(name);
-        let (current, etag) = match self.lxd.get_with_etag(&path).await {
+        let (current, etag) = match self.lxd.get_instance_current(name).await {
             Ok(found) => found,
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),
         };
-        if current.get("status").and_then(Value::as_str) != Some("Stopped") {
+        if current.status != "Stopped" {
             return Err(InstanceError::Conflict(format!(
                 "instance {name} is running; it arrives stopped"
             )));
         }
-        let mut devices: Map<String, Value> = current
-            .get("devices")
-            .and_then(|d| d.as_object().cloned())
-            .unwrap_or_default();
-        let mut config: Map<String, Value> = current
-            .get("config")
-            .and_then(|c| c.as_object().cloned())
-            .unwrap_or_default();
+        let mut devices = current.devices();
+        let mut config = current.config();
 
         devices.remove(DEVICE_NIC);
         config.remove(KEY_ADDRESS);
@@ -66,17 +58,13 @@ impl Node {
             }
         } else {
             for (key, value) in super::spec::gpu_config(&req.gpus) {
-                config.insert(key.into(), value.into());
+                config.insert(key.into(), value);
             }
         }
         // The root disk and the home on this node's pool, whatever the other node called its.
-        let pool = Value::String(self.config.storage_pool.clone());
+        let pool = &self.config.storage_pool;
         for device in devices.values_mut() {
-            let Some(device) = device.as_object_mut() else {
-                continue;
-            };
-            if device.get("type").and_then(Value::as_str) == Some("disk")
-                && device.contains_key("pool")
+            if device.get("type").map(String::as_str) == Some("disk") && device.contains_key("pool")
             {
                 device.insert("pool".into(), pool.clone());
             }
@@ -86,14 +74,14 @@ impl Node {
         let base = self.reserve_idmap_base().await?;
         match base {
             Some(base) => {
-                config.insert("security.idmap.base".into(), base.to_string().into());
+                config.insert("security.idmap.base".into(), base.to_string());
             }
             None => {
                 config.remove("security.idmap.base");
             }
         }
-        let body = replacement(&current, Value::Object(config), devices);
-        let put = self.lxd.put_if_match(&path, &body, etag.as_deref()).await;
+        let body = InstancePut::replacing(&current, config, devices);
+        let put = self.lxd.update_instance(name, &body, etag.as_deref()).await;
         if let Some(base) = base {
             self.release_idmap_base(base).await;
         }

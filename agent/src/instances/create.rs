@@ -4,8 +4,6 @@
 //! started, the user provisioned, and the instance reported once sshd answers. Creates beyond `max_concurrent_creates` wait their turn.
 
 use cohort_proto::agent::{CreateInstance, Instance, InstanceSource};
-use hyper::Method;
-use serde_json::json;
 
 use super::host_key::HostKey;
 use super::spec::{plan, Plan};
@@ -13,7 +11,8 @@ use super::view::LxdInstance;
 use super::{
     InstanceError, DEVICE_SSH, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY,
 };
-use crate::lxd::encode;
+use crate::lxd::instances::InstancePut;
+use crate::lxd::storage::{StorageVolumePut, StorageVolumesPost};
 use crate::network::policy::{self, KEY_POLICY};
 use crate::network::{ssh_proxy_device, DEVICE_NIC};
 use crate::node::Node;
@@ -138,14 +137,16 @@ impl Node {
         }
         let mut body = plan.body.clone();
         if let Some(base) = base {
-            body["config"]["security.idmap.base"] = base.to_string().into();
+            body.config
+                .insert("security.idmap.base".into(), base.to_string());
         }
         if defer_size {
-            let size = body["devices"]["root"]
-                .as_object_mut()
+            let size = body
+                .devices
+                .get_mut("root")
                 .and_then(|root| root.remove("size"));
             if let Some(size) = size {
-                body["config"][KEY_ROOT_SIZE] = size;
+                body.config.insert(KEY_ROOT_SIZE.into(), size);
             }
         }
         let host_key = match plan.ssh {
@@ -153,34 +154,35 @@ impl Node {
             None => None,
         };
         if let Some(key) = &host_key {
-            body["config"][KEY_SSH_HOST_KEY] = key.public.clone().into();
+            body.config
+                .insert(KEY_SSH_HOST_KEY.into(), key.public.clone());
         }
         if let Some(policy) = &req.network_policy {
-            body["config"][KEY_POLICY] = policy::record(policy).into();
+            body.config
+                .insert(KEY_POLICY.into(), policy::record(policy));
         }
         let network = self.network.clone();
         let address = match &network {
             Some(network) => {
                 let address = self.reserve_address(network).await?;
-                body["devices"][DEVICE_NIC] = network.nic_device(address);
+                body.devices
+                    .insert(DEVICE_NIC.into(), network.nic_device(address));
                 if let Some((key, value)) = network.address_config(address) {
-                    body["config"][key] = value.into();
+                    body.config.insert(key.into(), value);
                 }
                 if let Some(ssh) = &plan.ssh {
-                    body["devices"][DEVICE_SSH] = ssh_proxy_device(
+                    let proxy = ssh_proxy_device(
                         &ssh.listen_address,
                         ssh.port,
                         network.forward_to(Some(address)),
                     );
+                    body.devices.insert(DEVICE_SSH.into(), proxy);
                 }
                 Some(address)
             }
             None => None,
         };
-        let made = self
-            .lxd
-            .call(Method::POST, "/1.0/instances", Some(&body))
-            .await;
+        let made = self.lxd.create_instance(&body).await;
         if let (Some(network), Some(address)) = (&network, address) {
             self.release_address(network, address).await;
             // The new container's rules (its policy, or none left from an address's last holder)
@@ -216,10 +218,12 @@ impl Node {
             InstanceError::Internal(format!("instance {name} has no root disk of its own"))
         })?;
         root.insert("size".into(), size.clone());
-        let patch = json!({"devices": {"root": root}, "config": {KEY_ROOT_SIZE: ""}});
-        self.lxd
-            .call(Method::PATCH, &super::path(name), Some(&patch))
-            .await?;
+        let patch = InstancePut {
+            devices: Some([("root".into(), root)].into()),
+            config: Some([(KEY_ROOT_SIZE.into(), String::new())].into()),
+            ..Default::default()
+        };
+        self.lxd.patch_instance(name, &patch).await?;
         Ok(())
     }
 
@@ -227,30 +231,21 @@ impl Node {
     async fn check_source(&self, source: &InstanceSource) -> Result<(), InstanceError> {
         match source {
             InstanceSource::Image { alias } => {
-                let by_alias = self
-                    .lxd
-                    .get(&format!("/1.0/images/aliases/{}", encode(alias)))
-                    .await;
+                let by_alias = self.lxd.get_image_alias(alias).await;
                 match by_alias {
                     Ok(_) => Ok(()),
-                    Err(e) if e.is_not_found() => {
-                        match self
-                            .lxd
-                            .get(&format!("/1.0/images/{}", encode(alias)))
-                            .await
-                        {
-                            Ok(_) => Ok(()),
-                            Err(e2) if e2.is_not_found() => Err(InstanceError::NotFound {
-                                field: Some("source.alias".into()),
-                                message: format!(
-                                    "image {alias:?} not found on node {} (LXD: {})",
-                                    self.config.node_name,
-                                    e.lxd_message().unwrap_or_default()
-                                ),
-                            }),
-                            Err(e2) => Err(e2.into()),
-                        }
-                    }
+                    Err(e) if e.is_not_found() => match self.lxd.get_image(alias).await {
+                        Ok(_) => Ok(()),
+                        Err(e2) if e2.is_not_found() => Err(InstanceError::NotFound {
+                            field: Some("source.alias".into()),
+                            message: format!(
+                                "image {alias:?} not found on node {} (LXD: {})",
+                                self.config.node_name,
+                                e.lxd_message().unwrap_or_default()
+                            ),
+                        }),
+                        Err(e2) => Err(e2.into()),
+                    },
                     Err(e) => Err(e.into()),
                 }
             }
@@ -279,19 +274,17 @@ impl Node {
     /// so its student meets ENOSPC there and nobody else does. A volume that exists takes the
     /// size too (its course's may have changed since it was made).
     async fn ensure_volume(&self, volume: &str, mib: Option<u64>) -> Result<(), InstanceError> {
-        let pool = encode(&self.config.storage_pool);
-        let path = format!(
-            "/1.0/storage-pools/{pool}/volumes/custom/{}",
-            encode(volume)
-        );
+        let pool = &self.config.storage_pool;
         let size = mib.map(|m| format!("{m}MiB"));
-        match self.lxd.get(&path).await {
+        match self.lxd.get_custom_volume(pool, volume).await {
             Ok(existing) => {
-                let now = existing["config"]["size"].as_str();
+                let now = existing.config.get("size").map(String::as_str);
                 return match &size {
                     Some(size) if now != Some(size.as_str()) => {
-                        let body = json!({"config": {"size": size}});
-                        self.lxd.call(Method::PATCH, &path, Some(&body)).await?;
+                        let put = StorageVolumePut {
+                            config: [("size".to_string(), size.clone())].into(),
+                        };
+                        self.lxd.patch_custom_volume(pool, volume, &put).await?;
                         Ok(())
                     }
                     _ => Ok(()),
@@ -300,21 +293,16 @@ impl Node {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
-        let config = match &size {
-            Some(size) => json!({ "size": size }),
-            None => json!({}),
+        let body = StorageVolumesPost {
+            name: volume.into(),
+            kind: "custom".into(),
+            content_type: "filesystem".into(),
+            config: size
+                .map(|size| ("size".to_string(), size))
+                .into_iter()
+                .collect(),
         };
-        let body = json!({"name": volume, "type": "custom", "content_type": "filesystem",
-                          "config": config});
-        match self
-            .lxd
-            .call(
-                Method::POST,
-                &format!("/1.0/storage-pools/{pool}/volumes"),
-                Some(&body),
-            )
-            .await
-        {
+        match self.lxd.create_volume(pool, &body).await {
             Ok(_) => Ok(()),
             Err(e)
                 if e.lxd_message()

@@ -9,11 +9,9 @@ use base64::Engine;
 use bytes::Bytes;
 use cohort_proto::agent::ExecRequest;
 use cohort_proto::validate;
-use hyper::Method;
-use serde::Deserialize;
-use serde_json::json;
 
 use super::InstanceError;
+use crate::lxd::instance_exec::{ExecRecord as ExecMetadata, InstanceExecPost};
 use crate::lxd::{LxdError, RawStream};
 use crate::node::Node;
 
@@ -37,14 +35,6 @@ pub struct ExecOutput {
     pub stderr: Bytes,
 }
 
-#[derive(Debug, Deserialize)]
-struct ExecMetadata {
-    #[serde(rename = "return", default)]
-    exit_code: i32,
-    #[serde(default)]
-    output: std::collections::BTreeMap<String, String>,
-}
-
 impl Node {
     /// Runs `argv` as root with no stdin; bounded by `timeout`.
     pub(crate) async fn run_command(
@@ -53,14 +43,8 @@ impl Node {
         argv: Vec<String>,
         timeout: Duration,
     ) -> Result<ExecOutput, InstanceError> {
-        let body = json!({
-            "command": argv,
-            "environment": {},
-            "interactive": false,
-            "wait-for-websocket": false,
-            "record-output": true,
-        });
-        self.exec_body(name, body, timeout).await
+        let body = InstanceExecPost::recorded(argv, Default::default());
+        self.exec_body(name, &body, timeout).await
     }
 
     /// Runs the exec `body` asks for; past `timeout`, the processes tagged `tag` in their
@@ -68,17 +52,12 @@ impl Node {
     async fn run_exec(
         &self,
         name: &str,
-        body: serde_json::Value,
+        body: &InstanceExecPost,
         timeout: Duration,
         tag: Option<&str>,
     ) -> Result<ExecMetadata, InstanceError> {
-        let path = format!("{}/exec", super::path(name));
-        let meta = match self
-            .lxd
-            .call_within(Method::POST, &path, Some(&body), timeout)
-            .await
-        {
-            Ok(m) => m,
+        match self.lxd.exec_instance(name, body, timeout).await {
+            Ok(m) => Ok(m),
             Err(LxdError::Timeout { .. }) => {
                 if let Some(tag) = tag {
                     let killed = super::exec_tag::kill_tagged(tag).await;
@@ -88,30 +67,26 @@ impl Node {
                         "exec timed out; its processes killed"
                     );
                 }
-                return Err(InstanceError::ExecTimeout {
+                Err(InstanceError::ExecTimeout {
                     instance: name.to_string(),
                     seconds: timeout.as_secs(),
-                });
+                })
             }
-            Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
-            Err(e) => return Err(e.into()),
-        };
-        Ok(serde_json::from_value(meta).map_err(|e| LxdError::Decode {
-            what: format!("exec in {name}"),
-            detail: e.to_string(),
-        })?)
+            Err(e) if e.is_not_found() => Err(InstanceError::instance_missing(name, &e)),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// An internal command's exit code and stderr, read whole (Cohort's own commands say little).
     pub(super) async fn exec_body(
         &self,
         name: &str,
-        body: serde_json::Value,
+        body: &InstanceExecPost,
         timeout: Duration,
     ) -> Result<ExecOutput, InstanceError> {
         let meta = self.run_exec(name, body, timeout, None).await?;
         let stderr = match meta.output.get("2") {
-            Some(log) => self.lxd.get_raw(log).await.map(|f| f.bytes),
+            Some(log) => self.lxd.get_exec_log(log).await.map(|f| f.bytes),
             None => Ok(Bytes::new()),
         };
         self.forget_logs(&meta).await;
@@ -134,7 +109,7 @@ impl Node {
             let Some(log) = meta.output.get(fd) else {
                 continue;
             };
-            let stream = self.lxd.get_stream(log).await?;
+            let stream = self.lxd.get_exec_log_stream(log).await?;
             total += stream.length().unwrap_or(0);
             if total > limit {
                 return Err(InstanceError::TooLarge {
@@ -152,7 +127,7 @@ impl Node {
     /// being streamed stays readable: LXD opened it before it answered.
     async fn forget_logs(&self, meta: &ExecMetadata) {
         for log in meta.output.values() {
-            if let Err(e) = self.lxd.call(Method::DELETE, log, None).await {
+            if let Err(e) = self.lxd.delete_exec_log(log).await {
                 tracing::info!(%log, "exec log not removed: {e}");
             }
         }
@@ -197,24 +172,14 @@ impl Node {
         let tag = uuid::Uuid::new_v4().to_string();
         let mut environment = req.environment.clone();
         environment.insert(validate::EXEC_TAG_VAR.into(), tag.clone());
-        let mut body = json!({
-            "command": command,
-            "environment": environment,
-            "interactive": false,
-            "wait-for-websocket": false,
-            "record-output": true,
-        });
-        if let Some(u) = req.user {
-            body["user"] = u.into();
-        }
-        if let Some(g) = req.group {
-            body["group"] = g.into();
-        }
-        if let Some(cwd) = &req.cwd {
-            body["cwd"] = cwd.clone().into();
-        }
+        let body = InstanceExecPost {
+            user: req.user,
+            group: req.group,
+            cwd: req.cwd.clone(),
+            ..InstanceExecPost::recorded(command, environment)
+        };
         let timeout = Duration::from_secs(seconds.into());
-        let meta = match self.run_exec(name, body, timeout, Some(&tag)).await {
+        let meta = match self.run_exec(name, &body, timeout, Some(&tag)).await {
             // The caller's to mend (start it), not a failing node; Cohort's own commands keep
             // LXD's answer, which the worker retries.
             Err(InstanceError::Lxd(LxdError::Api {

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use cohort_proto::agent::{ExecSession, ExecSessionRequest, ExecSessionState};
 use cohort_proto::validate;
-use serde_json::json;
 
 use super::InstanceError;
+use crate::lxd::instance_exec::InstanceExecPost;
 use crate::lxd::{LxdError, OperationSocket};
 use crate::node::Node;
 
@@ -75,26 +75,19 @@ impl Node {
                 ));
             }
         }
-        let mut body = json!({
-            "command": req.command,
-            "environment": req.environment,
-            "interactive": req.interactive,
-            "wait-for-websocket": true,
-            "record-output": false,
-            "width": req.width,
-            "height": req.height,
-        });
-        if let Some(u) = req.user {
-            body["user"] = u.into();
-        }
-        if let Some(g) = req.group {
-            body["group"] = g.into();
-        }
-        if let Some(cwd) = &req.cwd {
-            body["cwd"] = cwd.clone().into();
-        }
-        let path = format!("{}/exec", super::path(name));
-        let (id, op) = match self.lxd.start(&path, &body).await {
+        let body = InstanceExecPost {
+            command: req.command.clone(),
+            environment: req.environment.clone(),
+            interactive: req.interactive,
+            wait_for_websocket: true,
+            record_output: false,
+            width: Some(req.width),
+            height: Some(req.height),
+            user: req.user,
+            group: req.group,
+            cwd: req.cwd.clone(),
+        };
+        let (id, op) = match self.lxd.exec_instance_session(name, &body).await {
             Ok(started) => started,
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(LxdError::Api {
@@ -127,12 +120,7 @@ impl Node {
         timeout: u32,
     ) -> Result<ExecSessionState, InstanceError> {
         self.exec_sessions.check(id)?;
-        let path = format!(
-            "/1.0/operations/{}/wait?timeout={}",
-            crate::lxd::encode(id),
-            timeout.min(MAX_WAIT_S)
-        );
-        let op = match self.lxd.get(&path).await {
+        let op = match self.lxd.wait_operation(id, timeout.min(MAX_WAIT_S)).await {
             Ok(op) => op,
             // LXD forgets a finished operation after a few seconds.
             Err(e) if e.is_not_found() => {
@@ -145,16 +133,13 @@ impl Node {
             }
             Err(e) => return Err(e.into()),
         };
-        let code = op["status_code"].as_u64().unwrap_or(0);
+        let code = op.status_code;
         let finished = code >= 200;
         if finished {
             self.exec_sessions.forget(id);
         }
-        let error = op["err"]
-            .as_str()
-            .filter(|e| !e.is_empty())
-            .map(String::from);
-        let exit_code = op["metadata"]["return"]
+        let error = Some(op.err).filter(|e| !e.is_empty());
+        let exit_code = op.metadata["return"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok());
         Ok(ExecSessionState {

@@ -6,7 +6,7 @@
 //! container, as the container's root: nothing a container's root could not do itself, and the
 //! path is resolved inside the container as LXD resolved it.
 
-use serde_json::json;
+use crate::lxd::instance_exec::InstanceExecPost;
 
 use super::InstanceError;
 use crate::node::Node;
@@ -56,14 +56,14 @@ impl Node {
         if mode & SPECIAL_BITS == 0 {
             return Ok(());
         }
-        let body = json!({
-            "command": ["chmod", format!("{mode:o}"), "--", path],
-            "environment": {},
-            "interactive": false,
-            "wait-for-websocket": false,
-            "record-output": true,
-        });
-        let out = self.exec_body(name, body, CHMOD_TIMEOUT).await?;
+        let command = vec![
+            "chmod".into(),
+            format!("{mode:o}"),
+            "--".into(),
+            path.into(),
+        ];
+        let body = InstanceExecPost::recorded(command, Default::default());
+        let out = self.exec_body(name, &body, CHMOD_TIMEOUT).await?;
         if out.exit_code != 0 {
             return Err(InstanceError::Internal(format!(
                 "chmod {mode:o} {path} in {name} failed: {}",

@@ -22,7 +22,7 @@ use super::InstanceError;
 use hyper::header::HeaderMap;
 
 use crate::lxd::daemon::FileHeader;
-use crate::lxd::{encode, Daemon, LxdError, RawStream};
+use crate::lxd::{Daemon, LxdError, RawStream};
 use crate::node::Node;
 
 /// Calls in all for one file operation that keeps meeting the helper race.
@@ -134,19 +134,19 @@ fn file_meta(
     ))
 }
 
-fn files_path(name: &str, path: &str) -> Result<String, InstanceError> {
+fn check_file_path(path: &str) -> Result<(), InstanceError> {
     if !path.starts_with('/') || path.contains('\0') {
         return Err(InstanceError::invalid("path", "must be an absolute path"));
     }
-    Ok(format!("{}/files?path={}", super::path(name), encode(path)))
+    Ok(())
 }
 
 impl Node {
     pub async fn pull_file(&self, name: &str, path: &str) -> Result<FileContent, InstanceError> {
         super::check_name(name)?;
-        let url = files_path(name, path)?;
+        check_file_path(path)?;
         let raw = self
-            .past_helper_races(name, || self.lxd.get_raw(&url))
+            .past_helper_races(name, || self.lxd.get_instance_file(name, path))
             .await
             .map_err(|e| missing_path(name, path, e))?;
         let (mode, uid, gid) = file_meta(&self.daemon, &raw.headers, path)?;
@@ -166,9 +166,9 @@ impl Node {
         limit: u64,
     ) -> Result<FileStream, InstanceError> {
         super::check_name(name)?;
-        let url = files_path(name, path)?;
+        check_file_path(path)?;
         let raw = self
-            .past_helper_races(name, || self.lxd.get_stream(&url))
+            .past_helper_races(name, || self.lxd.get_instance_file_stream(name, path))
             .await
             .map_err(|e| missing_path(name, path, e))?;
         let (mode, uid, gid) = file_meta(&self.daemon, &raw.headers, path)?;
@@ -200,7 +200,7 @@ impl Node {
         if mode > 0o7777 {
             return Err(InstanceError::invalid("mode", "must be at most 07777"));
         }
-        let url = files_path(name, path)?;
+        check_file_path(path)?;
         self.check_special_bits(name, mode).await?;
         let h = |k| self.daemon.file_header(k);
         let headers = [
@@ -214,7 +214,7 @@ impl Node {
         let pushed = self
             .past_helper_races(name, || {
                 self.lxd
-                    .post_raw(&url, &headers, bytes.clone(), Duration::from_secs(300))
+                    .create_instance_file(name, path, &headers, bytes.clone())
             })
             .await;
         match pushed {
@@ -222,7 +222,7 @@ impl Node {
             // LXD answers a bare 404 both for a missing instance and for a missing directory
             // above the file: only the first is "instance not found".
             Err(e) if e.is_not_found() => {
-                return match self.lxd.get(&super::path(name)).await {
+                return match self.lxd.get_instance_current(name).await {
                     Ok(_) => Err(InstanceError::NotFound {
                         field: Some("path".into()),
                         message: format!("the directory of {path} does not exist in {name}"),
@@ -237,7 +237,7 @@ impl Node {
 
     /// Makes the directory `path` (mode 0755, owned by the container's root) unless it is there.
     pub(crate) async fn push_directory(&self, name: &str, path: &str) -> Result<(), InstanceError> {
-        let url = files_path(name, path)?;
+        check_file_path(path)?;
         let h = |k| self.daemon.file_header(k);
         let headers = [
             (h(FileHeader::Type), "directory".to_string()),
@@ -248,7 +248,7 @@ impl Node {
         let made = self
             .past_helper_races(name, || {
                 self.lxd
-                    .post_raw(&url, &headers, Bytes::new(), Duration::from_secs(300))
+                    .create_instance_file(name, path, &headers, Bytes::new())
             })
             .await;
         match made {

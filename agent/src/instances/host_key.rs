@@ -10,9 +10,8 @@
 //! A container copied from a template that had been booted gets its own key the same way,
 //! rather than every copy serving the template's.
 
+use crate::lxd::instances::InstancePut;
 use bytes::Bytes;
-use hyper::Method;
-use serde_json::json;
 use ssh_key::{Algorithm, LineEnding, PrivateKey};
 
 use super::rootfs::{self, RootFile};
@@ -159,10 +158,8 @@ impl Node {
         }
         let key = HostKey::generate(&lx.name)?;
         self.install_host_key(&lx.name, &key).await?;
-        let patch = json!({"config": {KEY_SSH_HOST_KEY: key.public}});
-        self.lxd
-            .call(Method::PATCH, &super::path(&lx.name), Some(&patch))
-            .await?;
+        let patch = InstancePut::config([(KEY_SSH_HOST_KEY.into(), key.public)].into());
+        self.lxd.patch_instance(&lx.name, &patch).await?;
         Ok(())
     }
 }

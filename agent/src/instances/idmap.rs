@@ -147,18 +147,13 @@ impl Node {
             return Ok(None);
         };
         let host = self.daemon.idmap_window(host);
-        let listing = self
-            .lxd
-            .unscoped()
-            .get("/1.0/instances?all-projects=true&recursion=1")
-            .await?;
-        let listing = listing.as_array().map(Vec::as_slice).unwrap_or_default();
+        let listing = self.lxd.get_instances_all_projects().await?;
         let path = reservations_path(&super::lifecycle::start_lock_path(
             &self.config.lxd_socket(),
         ));
         let now = unix_now();
         let mut live = live_reservations(&std::fs::read_to_string(&path).unwrap_or_default(), now);
-        let mut taken = taken_ranges(listing);
+        let mut taken = taken_ranges(&listing);
         taken.extend(live.iter().map(|&(base, _)| (base, RANGE_SIZE)));
         let Some(base) = pick_base(host, &taken) else {
             return Ok(None);

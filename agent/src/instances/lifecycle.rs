@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use cohort_proto::agent::{Instance, StateAction, StateChange};
-use hyper::Method;
-use serde_json::json;
 
 use super::InstanceError;
+use crate::lxd::instances::{InstancePut, InstanceStatePut};
 use crate::lxd::LxdError;
 use crate::node::Node;
 
@@ -45,14 +44,10 @@ impl Node {
     async fn put_state(
         &self,
         name: &str,
-        body: serde_json::Value,
+        state: InstanceStatePut,
         timeout: Duration,
     ) -> Result<(), LxdError> {
-        let path = format!("{}/state", super::path(name));
-        self.lxd
-            .call_within(Method::PUT, &path, Some(&body), timeout)
-            .await
-            .map(|_| ())
+        self.lxd.update_instance_state(name, &state, timeout).await
     }
 
     pub(crate) async fn start_instance(&self, name: &str) -> Result<(), InstanceError> {
@@ -73,7 +68,15 @@ impl Node {
         loop {
             attempt += 1;
             match self
-                .put_state(name, json!({"action": "start"}), Duration::from_secs(120))
+                .put_state(
+                    name,
+                    InstanceStatePut {
+                        action: "start",
+                        timeout: None,
+                        force: None,
+                    },
+                    Duration::from_secs(120),
+                )
                 .await
             {
                 Ok(()) => return Ok(()),
@@ -114,7 +117,11 @@ impl Node {
         let graceful = if force {
             Err(None)
         } else {
-            let body = json!({"action": "stop", "timeout": timeout_s, "force": false});
+            let body = InstanceStatePut {
+                action: "stop",
+                timeout: Some(timeout_s),
+                force: Some(false),
+            };
             let wait = Duration::from_secs(u64::from(timeout_s) + 10);
             self.put_state(name, body, wait).await.map_err(Some)
         };
@@ -135,7 +142,11 @@ impl Node {
         let forced = self
             .put_state(
                 name,
-                json!({"action": "stop", "force": true}),
+                InstanceStatePut {
+                    action: "stop",
+                    timeout: None,
+                    force: Some(true),
+                },
                 Duration::from_secs(60),
             )
             .await;
@@ -156,12 +167,8 @@ impl Node {
     /// that was running at shutdown), so a container Cohort stopped (idle reclaim, course end,
     /// teardown, its instructor or its student) would otherwise come back, GPU and all.
     pub(crate) async fn set_autostart(&self, name: &str, on: bool) -> Result<(), InstanceError> {
-        let body = json!({"config": {"boot.autostart": on.to_string()}});
-        match self
-            .lxd
-            .call(Method::PATCH, &super::path(name), Some(&body))
-            .await
-        {
+        let patch = InstancePut::config([("boot.autostart".into(), on.to_string())].into());
+        match self.lxd.patch_instance(name, &patch).await {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Err(InstanceError::instance_missing(name, &e)),
             Err(e) => Err(e.into()),
@@ -202,11 +209,7 @@ impl Node {
                 Err(e) => return Err(e),
             }
         }
-        match self
-            .lxd
-            .call(Method::DELETE, &super::path(name), None)
-            .await
-        {
+        match self.lxd.delete_instance(name).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),

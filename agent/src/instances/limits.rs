@@ -2,9 +2,8 @@
 //! `PATCH` of `limits.cpu` and `limits.memory`, which LXD applies to a running container's
 //! cgroup at once and keeps for its next start. The root disk is left as it was made.
 
+use crate::lxd::instances::InstancePut;
 use cohort_proto::agent::{Instance, LiveLimits};
-use hyper::Method;
-use serde_json::json;
 
 use super::spec::check_cores_memory;
 use super::InstanceError;
@@ -19,15 +18,14 @@ impl Node {
     ) -> Result<Instance, InstanceError> {
         super::check_name(name)?;
         check_cores_memory("", req.cpu, req.memory_mib)?;
-        let patch = json!({"config": {
-            "limits.cpu": req.cpu.to_string(),
-            "limits.memory": format!("{}MiB", req.memory_mib),
-        }});
-        match self
-            .lxd
-            .call(Method::PATCH, &super::path(name), Some(&patch))
-            .await
-        {
+        let patch = InstancePut::config(
+            [
+                ("limits.cpu".into(), req.cpu.to_string()),
+                ("limits.memory".into(), format!("{}MiB", req.memory_mib)),
+            ]
+            .into(),
+        );
+        match self.lxd.patch_instance(name, &patch).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),

@@ -50,11 +50,6 @@ pub const DEVICE_SSH: &str = "cohort-ssh";
 pub const DEVICE_HOME: &str = "cohort-home";
 pub const DEVICE_GPU_PREFIX: &str = "cohort-gpu";
 
-/// `/1.0/instances/{name}` for a validated name.
-pub(crate) fn path(name: &str) -> String {
-    format!("/1.0/instances/{}", crate::lxd::encode(name))
-}
-
 /// Refuses a name LXD would refuse, before any call.
 pub(crate) fn check_name(name: &str) -> Result<(), InstanceError> {
     cohort_proto::validate::instance_name(name).map_err(|e| InstanceError::invalid("name", e.0))

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cohort_proto::agent::PublishInstance;
-use hyper::Method;
-use serde_json::json;
 
 use super::InstanceError;
-use crate::lxd::{encode, LxdError};
+use crate::lxd::images::{ImagesPost, ImagesPostSource};
+use crate::lxd::LxdError;
 use crate::node::Node;
 
 /// Longest LXD may take to pack an instance into an image.
@@ -54,26 +53,21 @@ impl Node {
                 lx.status
             )));
         }
-        let body = json!({
-            "source": {"type": "instance", "name": name},
-            "properties": {"description": req.description.clone().unwrap_or_default()},
-        });
-        let meta = self
-            .lxd
-            .call_within(Method::POST, "/1.0/images", Some(&body), PUBLISH_TIMEOUT)
-            .await?;
-        let fingerprint = meta
-            .get("fingerprint")
-            .and_then(|f| f.as_str())
-            .ok_or_else(|| LxdError::Decode {
-                what: "image publish".into(),
-                detail: format!("no fingerprint in the operation: {meta}"),
-            })?
-            .to_string();
+        let image = ImagesPost {
+            source: ImagesPostSource {
+                kind: "instance".into(),
+                name: name.into(),
+            },
+            properties: [(
+                "description".to_string(),
+                req.description.clone().unwrap_or_default(),
+            )]
+            .into(),
+        };
+        let fingerprint = self.lxd.create_image(&image, PUBLISH_TIMEOUT).await?;
         let exported = self.export(&fingerprint, req).await;
         if !req.keep || exported.is_err() {
-            let path = format!("/1.0/images/{}", encode(&fingerprint));
-            match self.lxd.call(Method::DELETE, &path, None).await {
+            match self.lxd.delete_image(&fingerprint).await {
                 Ok(_) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => tracing::warn!(%fingerprint, "published image not deleted: {e}"),
@@ -96,8 +90,7 @@ impl Node {
                 self.set_alias(alias, fingerprint).await?;
             }
         }
-        let path = format!("/1.0/images/{}/export", encode(fingerprint));
-        let file = self.lxd.get_raw_within(&path, MAX_TARBALL).await?;
+        let file = self.lxd.export_image(fingerprint, MAX_TARBALL).await?;
         let is_multipart = file
             .headers
             .get(hyper::header::CONTENT_TYPE)

@@ -21,13 +21,12 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use hyper::Method;
+use crate::lxd::instances::InstancePut;
 use nix::dir::{Dir, Type};
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::{Gid, Uid};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::InstanceError;
 use crate::node::Node;
@@ -477,10 +476,9 @@ impl Node {
                 return Ok(false);
             }
         };
-        let patch = json!({"config": {"volatile.last_state.idmap": next}});
-        self.lxd
-            .call(Method::PATCH, &super::path(name), Some(&patch))
-            .await?;
+        let patch =
+            InstancePut::config([("volatile.last_state.idmap".into(), next.to_string())].into());
+        self.lxd.patch_instance(name, &patch).await?;
         let took = started.elapsed();
         self.record_shift(took);
         tracing::debug!(

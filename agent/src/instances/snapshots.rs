@@ -1,24 +1,12 @@
 //! Snapshots of an instance: list, create (within the room `snapshot_room` allows), restore,
 //! delete.
 
-use chrono::{DateTime, Utc};
 use cohort_proto::agent::Snapshot;
-use hyper::Method;
-use serde::Deserialize;
-use serde_json::json;
 
 use super::InstanceError;
-use crate::lxd::{encode, LxdError};
+use crate::lxd::instance_snapshots::{InstanceSnapshot as LxdSnapshot, InstanceSnapshotsPost};
+use crate::lxd::LxdError;
 use crate::node::Node;
-
-#[derive(Debug, Deserialize)]
-struct LxdSnapshot {
-    name: String,
-    #[serde(default)]
-    created_at: Option<DateTime<Utc>>,
-    #[serde(default)]
-    stateful: bool,
-}
 
 impl From<LxdSnapshot> for Snapshot {
     fn from(s: LxdSnapshot) -> Self {
@@ -64,10 +52,9 @@ fn not_found(name: &str, what: &str, e: LxdError) -> InstanceError {
 impl Node {
     pub async fn snapshots(&self, name: &str) -> Result<Vec<Snapshot>, InstanceError> {
         super::check_name(name)?;
-        let path = format!("{}/snapshots?recursion=1", super::path(name));
-        let list: Vec<LxdSnapshot> = self
+        let list = self
             .lxd
-            .get_as(&path)
+            .get_instance_snapshots(name)
             .await
             .map_err(|e| not_found(name, "instance", e))?;
         Ok(list.into_iter().map(Snapshot::from).collect())
@@ -85,17 +72,15 @@ impl Node {
             .map(|s| s.name)
             .collect();
         self.check_snapshot_room(name, &existing).await?;
-        let path = format!("{}/snapshots", super::path(name));
+        let post = InstanceSnapshotsPost {
+            name: snap.into(),
+            stateful: false,
+        };
         self.lxd
-            .call(
-                Method::POST,
-                &path,
-                Some(&json!({"name": snap, "stateful": false})),
-            )
+            .create_instance_snapshot(name, &post)
             .await
             .map_err(|e| not_found(name, "instance", e))?;
-        let path = format!("{}/snapshots/{}", super::path(name), encode(snap));
-        let got: LxdSnapshot = self.lxd.get_as(&path).await?;
+        let got = self.lxd.get_instance_snapshot(name, snap).await?;
         Ok(got.into())
     }
 
@@ -103,11 +88,7 @@ impl Node {
         super::check_name(name)?;
         check_snapshot_name(snap)?;
         self.lxd
-            .call(
-                Method::PUT,
-                &super::path(name),
-                Some(&json!({"restore": snap})),
-            )
+            .restore_instance_snapshot(name, snap)
             .await
             .map_err(|e| not_found(name, "snapshot", e))?;
         Ok(())
@@ -116,9 +97,8 @@ impl Node {
     pub async fn delete_snapshot(&self, name: &str, snap: &str) -> Result<(), InstanceError> {
         super::check_name(name)?;
         check_snapshot_name(snap)?;
-        let path = format!("{}/snapshots/{}", super::path(name), encode(snap));
         self.lxd
-            .call(Method::DELETE, &path, None)
+            .delete_instance_snapshot(name, snap)
             .await
             .map_err(|e| not_found(name, "snapshot", e))?;
         Ok(())

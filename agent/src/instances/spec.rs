@@ -5,16 +5,18 @@ use std::net::IpAddr;
 
 use cohort_proto::agent::{CreateInstance, GpuAttachment, InstanceSource, SshAccess};
 use cohort_proto::validate;
-use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{InstanceError, DEVICE_GPU_PREFIX, DEVICE_HOME, DEVICE_SSH};
 use super::{KEY_GPUS, KEY_IDEMPOTENCY, KEY_SPEC, KEY_SSH_USER};
+use crate::lxd::instances::{InstanceSource as LxdSource, InstancesPost};
+use crate::lxd::{Config, Devices};
+use crate::network::device;
 
 /// A checked request, ready for LXD.
 pub struct Plan {
     /// The body of `POST /1.0/instances`.
-    pub body: Value,
+    pub body: InstancesPost,
     /// SHA-256 (hex) of the normalised request without its idempotency key.
     pub spec_hash: String,
     /// SSH access with keys in canonical form.
@@ -77,12 +79,8 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
     }
 
     let spec_hash = spec_hash(&req);
-    let mut config: Map<String, Value> = req
-        .config
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    let mut set = |k: &str, v: String| config.insert(k.to_string(), Value::String(v));
+    let mut config: Config = req.config.clone();
+    let mut set = |k: &str, v: String| config.insert(k.to_string(), v);
     set("limits.cpu", req.limits.cpu.to_string());
     set("limits.memory", format!("{}MiB", req.limits.memory_mib));
     // Follows the desired state (see `Node::set_autostart`): a container made stopped stays
@@ -100,10 +98,15 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
         }
     }
 
-    let mut devices = Map::new();
+    let mut devices = Devices::new();
     devices.insert(
         "root".into(),
-        json!({"type": "disk", "path": "/", "pool": pool, "size": format!("{}GiB", req.limits.disk_gib)}),
+        device([
+            ("type", "disk".into()),
+            ("path", "/".into()),
+            ("pool", pool.into()),
+            ("size", format!("{}GiB", req.limits.disk_gib)),
+        ]),
     );
     if let Some(ssh) = &req.ssh {
         // The classic proxy; a node with a network replaces it with a NAT one (`create`).
@@ -114,28 +117,36 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
         if let Some(vol) = &req.home_volume {
             devices.insert(
                 DEVICE_HOME.into(),
-                json!({"type": "disk", "pool": pool, "source": vol, "path": format!("/home/{}", ssh.username)}),
+                device([
+                    ("type", "disk".into()),
+                    ("pool", pool.into()),
+                    ("source", vol.clone()),
+                    ("path", format!("/home/{}", ssh.username)),
+                ]),
             );
         }
     }
     devices.extend(gpu_devices(&req.gpus));
 
     let source = match &req.source {
-        InstanceSource::Image { alias } => json!({"type": "image", "alias": alias}),
-        InstanceSource::Copy { template } => {
-            json!({"type": "copy", "source": template, "instance_only": true})
-        }
+        InstanceSource::Image { alias } => LxdSource::Image {
+            alias: alias.clone(),
+        },
+        InstanceSource::Copy { template } => LxdSource::Copy {
+            source: template.clone(),
+            instance_only: true,
+        },
     };
-    let body = json!({
-        "name": req.name,
-        "type": "container",
-        "source": source,
+    let body = InstancesPost {
+        name: req.name.clone(),
+        kind: "container".into(),
+        source,
         // No profiles: the agent states every device, so nothing from a profile (a NIC, another
         // pool) slips in.
-        "profiles": [],
-        "config": config,
-        "devices": devices,
-    });
+        profiles: Vec::new(),
+        config,
+        devices,
+    };
     Ok(Plan {
         body,
         spec_hash,
@@ -253,21 +264,21 @@ pub(crate) fn gpu_config(gpus: &[GpuAttachment]) -> [(&'static str, String); 3] 
 
 /// One `cohort-gpu<i>` device per GPU, pinned by `pci` (a MIG instance by its parent's `pci`
 /// and its `mig.uuid`).
-pub(crate) fn gpu_devices(gpus: &[GpuAttachment]) -> Map<String, Value> {
-    let mut devices = Map::new();
+pub(crate) fn gpu_devices(gpus: &[GpuAttachment]) -> Devices {
+    let mut devices = Devices::new();
     for (i, gpu) in gpus.iter().enumerate() {
-        let mut dev = Map::new();
+        let mut dev = crate::lxd::Device::new();
         dev.insert("type".into(), "gpu".into());
         if let Some(mig) = &gpu.mig_uuid {
             dev.insert("gputype".into(), "mig".into());
-            dev.insert("mig.uuid".into(), mig.clone().into());
+            dev.insert("mig.uuid".into(), mig.clone());
         } else {
             dev.insert("gputype".into(), "physical".into());
         }
         if let Some(pci) = &gpu.pci_address {
-            dev.insert("pci".into(), pci.clone().into());
+            dev.insert("pci".into(), pci.clone());
         }
-        devices.insert(format!("{DEVICE_GPU_PREFIX}{i}"), Value::Object(dev));
+        devices.insert(format!("{DEVICE_GPU_PREFIX}{i}"), dev);
     }
     devices
 }

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::lxd::instances::InstancePut;
 use cohort_proto::agent::{Instance, SshAccess};
-use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -176,13 +176,12 @@ impl Node {
         }
         self.provision_user(name, &ssh).await?;
         let device = crate::network::ssh_proxy_device(&ssh.listen_address, ssh.port, address);
-        let patch = json!({
-            "config": {KEY_SSH_USER: ssh.username},
-            "devices": {DEVICE_SSH: device},
-        });
-        self.lxd
-            .call(hyper::Method::PATCH, &super::path(name), Some(&patch))
-            .await?;
+        let patch = InstancePut {
+            config: Some([(KEY_SSH_USER.into(), ssh.username.clone())].into()),
+            devices: Some([(DEVICE_SSH.into(), device)].into()),
+            ..Default::default()
+        };
+        self.lxd.patch_instance(name, &patch).await?;
         self.await_sshd(name, &ssh).await?;
         self.instance(name).await
     }

@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 
-use serde_json::{json, Map, Value};
+use crate::lxd::instances::InstancePut;
 
-use super::update::replacement;
 use super::volumes::HOME_PREFIX;
 use super::{InstanceError, DEVICE_SSH};
 use crate::lxd::{Lxd, LxdBody, RawStream};
-use crate::network::{DEVICE_NIC, KEY_ADDRESS};
+use crate::network::{device, DEVICE_NIC, KEY_ADDRESS};
 use crate::node::Node;
 
 /// The name of the backup a move writes (one at a time per instance or volume; an earlier
@@ -107,34 +106,32 @@ impl Node {
     /// that starts here again (a move undone) gets a NIC and its NAT forward back on that start
     /// (`ensure_nic`), as one made before the network does.
     async fn leave_node_network(&self, name: &str) -> Result<(), InstanceError> {
-        let path = super::path(name);
-        let (current, etag) = self.lxd.get_with_etag(&path).await?;
-        let mut devices: Map<String, Value> = current
-            .get("devices")
-            .and_then(|d| d.as_object().cloned())
-            .unwrap_or_default();
+        let (current, etag) = self.lxd.get_instance_current(name).await?;
+        let mut devices = current.devices();
         if devices.remove(DEVICE_NIC).is_none() {
             return Ok(());
         }
         let listen = devices
             .get(DEVICE_SSH)
             .and_then(|d| d.get("listen"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
+            .cloned();
         if let Some(listen) = listen {
             devices.insert(
                 DEVICE_SSH.into(),
-                json!({"type": "proxy", "bind": "host", "listen": listen,
-                       "connect": "tcp:127.0.0.1:22"}),
+                device([
+                    ("type", "proxy".into()),
+                    ("bind", "host".into()),
+                    ("listen", listen),
+                    ("connect", "tcp:127.0.0.1:22".into()),
+                ]),
             );
         }
-        let mut config: Map<String, Value> = current
-            .get("config")
-            .and_then(|c| c.as_object().cloned())
-            .unwrap_or_default();
+        let mut config = current.config();
         config.remove(KEY_ADDRESS);
-        let body = replacement(&current, Value::Object(config), devices);
-        self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
+        let body = InstancePut::replacing(&current, config, devices);
+        self.lxd
+            .update_instance(name, &body, etag.as_deref())
+            .await?;
         self.rebuild_firewall().await;
         Ok(())
     }
@@ -198,12 +195,7 @@ impl Node {
     pub async fn import_volume(&self, name: &str, tarball: LxdBody) -> Result<(), InstanceError> {
         home_name(name)?;
         let pool = self.config.storage_pool.clone();
-        let path = format!(
-            "/1.0/storage-pools/{}/volumes/custom/{}",
-            crate::lxd::encode(&pool),
-            crate::lxd::encode(name)
-        );
-        match self.lxd.get(&path).await {
+        match self.lxd.get_custom_volume(&pool, name).await {
             Ok(_) => {
                 return Err(InstanceError::Conflict(format!(
                     "volume {name} already exists on this node"

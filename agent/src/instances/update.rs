@@ -9,12 +9,11 @@ use std::net::IpAddr;
 
 use cohort_proto::agent::{AttachGpus, Instance, UpdateInstance};
 use cohort_proto::validate::{self, DeviceRules};
-use hyper::Method;
-use serde_json::{json, Map, Value};
 
 use super::spec::check_config_key;
 use super::InstanceError;
-use crate::lxd::{encode, LxdError};
+use crate::lxd::instances::{InstanceCurrent, InstancePut};
+use crate::lxd::{Config, Devices, LxdError};
 use crate::node::Node;
 
 impl Node {
@@ -27,16 +26,12 @@ impl Node {
         super::check_name(name)?;
         let mut req = req.clone();
         self.check_update(&mut req)?;
-        let path = super::path(name);
-        let (current, etag) = match self.lxd.get_with_etag(&path).await {
+        let (current, etag) = match self.lxd.get_instance_current(name).await {
             Ok(found) => found,
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),
         };
-        let devices: BTreeMap<String, Value> = current
-            .get("devices")
-            .and_then(|d| serde_json::from_value(d.clone()).ok())
-            .unwrap_or_default();
+        let devices = current.devices();
         for dev in req.add_devices.keys() {
             if devices.contains_key(dev) {
                 return Err(InstanceError::Conflict(format!(
@@ -63,42 +58,35 @@ impl Node {
         }
         check_config_size(&current, &req)?;
 
-        let mut sets: Map<String, Value> = req
-            .config
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        let added: Map<String, Value> = req
-            .add_devices
-            .iter()
-            .map(|(k, v)| (k.clone(), json!(v)))
-            .collect();
+        let mut sets: Config = req.config.clone();
+        let added: Devices = req.add_devices.clone();
         if req.remove_devices.is_empty() {
             for key in &req.unset {
-                sets.insert(key.clone(), Value::String(String::new()));
+                sets.insert(key.clone(), String::new());
             }
-            let body = json!({"config": sets, "devices": added});
+            let patch = InstancePut {
+                config: Some(sets),
+                devices: Some(added),
+                ..Default::default()
+            };
             self.lxd
-                .call(Method::PATCH, &path, Some(&body))
+                .patch_instance(name, &patch)
                 .await
                 .map_err(|e| refused_values(e, &req))?;
         } else {
-            let mut config: Map<String, Value> = current
-                .get("config")
-                .and_then(|c| c.as_object().cloned())
-                .unwrap_or_default();
+            let mut config = current.config();
             for key in &req.unset {
                 config.remove(key);
             }
             config.extend(sets);
-            let mut devices: Map<String, Value> = devices.into_iter().collect();
+            let mut devices = devices;
             for dev in &req.remove_devices {
                 devices.remove(dev);
             }
             devices.extend(added);
-            let body = replacement(&current, Value::Object(config), devices);
+            let body = InstancePut::replacing(&current, config, devices);
             self.lxd
-                .put_if_match(&path, &body, etag.as_deref())
+                .update_instance(name, &body, etag.as_deref())
                 .await
                 .map_err(|e| refused_values(e, &req))?;
         }
@@ -112,23 +100,20 @@ impl Node {
     /// public PATCH still refuses them). Having none is success, so a retried step is harmless.
     pub async fn detach_gpus(&self, name: &str) -> Result<Instance, InstanceError> {
         super::check_name(name)?;
-        let path = super::path(name);
-        let (current, etag) = match self.lxd.get_with_etag(&path).await {
+        let (current, etag) = match self.lxd.get_instance_current(name).await {
             Ok(found) => found,
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),
         };
-        let mut devices: Map<String, Value> = current
-            .get("devices")
-            .and_then(|d| d.as_object().cloned())
-            .unwrap_or_default();
+        let mut devices = current.devices();
         let before = devices.len();
         devices.retain(|dev, _| !dev.starts_with(super::DEVICE_GPU_PREFIX));
         if devices.len() != before {
-            let config = current.get("config").cloned().unwrap_or_else(|| json!({}));
             let removed = before - devices.len();
-            let body = replacement(&current, config, devices);
-            self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
+            let body = InstancePut::replacing(&current, current.config(), devices);
+            self.lxd
+                .update_instance(name, &body, etag.as_deref())
+                .await?;
             tracing::info!(instance = %name, removed, "GPUs detached");
         }
         self.instance(name).await
@@ -147,29 +132,24 @@ impl Node {
         for (i, gpu) in req.gpus.iter().enumerate() {
             super::spec::check_gpu(i, gpu)?;
         }
-        let path = super::path(name);
-        let (current, etag) = match self.lxd.get_with_etag(&path).await {
+        let (current, etag) = match self.lxd.get_instance_current(name).await {
             Ok(found) => found,
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),
         };
-        let mut devices: Map<String, Value> = current
-            .get("devices")
-            .and_then(|d| d.as_object().cloned())
-            .unwrap_or_default();
+        let mut devices = current.devices();
         devices.retain(|dev, _| !dev.starts_with(super::DEVICE_GPU_PREFIX));
         devices.extend(super::spec::gpu_devices(&req.gpus));
-        let mut config: Map<String, Value> = current
-            .get("config")
-            .and_then(|c| c.as_object().cloned())
-            .unwrap_or_default();
+        let mut config = current.config();
         if !req.gpus.is_empty() {
             for (key, value) in super::spec::gpu_config(&req.gpus) {
-                config.insert(key.into(), value.into());
+                config.insert(key.into(), value);
             }
         }
-        let body = replacement(&current, Value::Object(config), devices);
-        self.lxd.put_if_match(&path, &body, etag.as_deref()).await?;
+        let body = InstancePut::replacing(&current, config, devices);
+        self.lxd
+            .update_instance(name, &body, etag.as_deref())
+            .await?;
         tracing::info!(instance = %name, gpus = req.gpus.len(), "GPUs attached");
         self.instance(name).await
     }
@@ -239,12 +219,7 @@ impl Node {
             ));
         }
         let source = conf.get("source").cloned().unwrap_or_default();
-        let path = format!(
-            "/1.0/storage-pools/{}/volumes/custom/{}",
-            encode(pool),
-            encode(&source)
-        );
-        match self.lxd.get(&path).await {
+        match self.lxd.get_custom_volume(pool, &source).await {
             Ok(_) => {
                 conf.insert("pool".into(), pool.clone());
                 Ok(())
@@ -279,35 +254,17 @@ fn refused_values(e: LxdError, req: &UpdateInstance) -> InstanceError {
 
 /// The `user.*` and `environment.*` keys the instance would carry after `req`, within the
 /// shared bounds (the controller checks its record; this is LXD's own config).
-fn check_config_size(current: &Value, req: &UpdateInstance) -> Result<(), InstanceError> {
+fn check_config_size(current: &InstanceCurrent, req: &UpdateInstance) -> Result<(), InstanceError> {
     let mut config: BTreeMap<&str, &str> = current
-        .get("config")
-        .and_then(Value::as_object)
-        .into_iter()
+        .put
+        .config
+        .iter()
         .flatten()
-        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     for key in &req.unset {
         config.remove(key.as_str());
     }
     config.extend(req.config.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     validate::free_config_size(config).map_err(|e| InstanceError::invalid("config", e.0))
-}
-
-/// The body of a `PUT` that replaces `current` (an instance as LXD returned it) with `config` and
-/// `devices`, keeping its other writable fields as they are: a `PUT` resets whatever it omits.
-pub(crate) fn replacement(current: &Value, config: Value, devices: Map<String, Value>) -> Value {
-    let mut body = json!({"config": config, "devices": devices});
-    for field in [
-        "architecture",
-        "ephemeral",
-        "profiles",
-        "stateful",
-        "description",
-    ] {
-        if let Some(v) = current.get(field) {
-            body[field] = v.clone();
-        }
-    }
-    body
 }

@@ -2,13 +2,10 @@
 //! endpoint come from the config and devices the agent wrote; `get` is one call
 //! (`recursion=1`, state included) and `list` is one call (`recursion=2`).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use cohort_proto::agent::{GpuAttachment, Instance, InstanceState, Limits};
 use futures_util::future::join_all;
-use serde::Deserialize;
 
 use super::spec::parse_size_mib;
 use super::{InstanceError, DEVICE_SSH, KEY_GPUS, KEY_IDEMPOTENCY, KEY_SSH_HOST_KEY};
@@ -17,46 +14,8 @@ use crate::node::Node;
 /// How long a read waits for an sshd banner before calling the instance not ready.
 const READY_PROBE: Duration = Duration::from_millis(400);
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct LxdInstance {
-    pub name: String,
-    pub status: String,
-    #[serde(default)]
-    pub config: BTreeMap<String, String>,
-    #[serde(default)]
-    pub devices: BTreeMap<String, BTreeMap<String, String>>,
-    #[serde(default)]
-    pub created_at: Option<DateTime<Utc>>,
-    #[serde(default)]
-    pub state: Option<LxdState>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct LxdState {
-    #[serde(default)]
-    processes: i64,
-    #[serde(default)]
-    cpu: Option<Usage>,
-    #[serde(default)]
-    memory: Option<Usage>,
-    #[serde(default)]
-    disk: Option<BTreeMap<String, Usage>>,
-}
-
-/// A usage figure of LXD's instance state. LXD's type is a signed integer and it answers -1
-/// for one it could not read (seen here on a container's state while the container changed
-/// state), so it is read signed and such a figure counts as unknown, like an absent one.
-#[derive(Debug, Deserialize)]
-struct Usage {
-    #[serde(default)]
-    usage: i64,
-}
-
-impl Usage {
-    fn known(&self) -> u64 {
-        u64::try_from(self.usage).unwrap_or(0)
-    }
-}
+pub(crate) use crate::lxd::instances::Instance as LxdInstance;
+use crate::lxd::instances::Usage;
 
 impl LxdInstance {
     /// `(listen address, port)` of the agent's SSH proxy device.
@@ -126,11 +85,7 @@ impl Node {
         name: &str,
     ) -> Result<Option<LxdInstance>, InstanceError> {
         super::check_name(name)?;
-        match self
-            .lxd
-            .get_as::<LxdInstance>(&format!("{}?recursion=1", super::path(name)))
-            .await
-        {
+        match self.lxd.get_instance(name).await {
             Ok(i) => Ok(Some(i)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e.into()),
@@ -163,7 +118,7 @@ impl Node {
 
     /// Every instance of the project, with state, in one LXD call.
     pub async fn instances(&self) -> Result<Vec<Instance>, InstanceError> {
-        let all: Vec<LxdInstance> = self.lxd.get_as("/1.0/instances?recursion=2").await?;
+        let all = self.lxd.get_instances().await?;
         let ready = join_all(all.iter().map(|lx| self.ready_now(lx))).await;
         Ok(all
             .into_iter()

@@ -2,10 +2,7 @@
 //! Only Cohort's own `home-*` custom volumes in the agent's pool and project, and never one an
 //! instance still uses.
 
-use hyper::Method;
-
 use super::InstanceError;
-use crate::lxd::encode;
 use crate::node::Node;
 
 /// Prefix of the custom volumes the agent makes for homes (see the controller's `home_volume`).
@@ -22,12 +19,8 @@ impl Node {
                 format!("only Cohort home volumes ({HOME_PREFIX}*) can be deleted"),
             ));
         }
-        let path = format!(
-            "/1.0/storage-pools/{}/volumes/custom/{}",
-            encode(&self.config.storage_pool),
-            encode(name)
-        );
-        let volume = match self.lxd.get(&path).await {
+        let pool = &self.config.storage_pool;
+        let volume = match self.lxd.get_custom_volume(pool, name).await {
             Ok(v) => v,
             Err(e) if e.is_not_found() => {
                 return Err(InstanceError::NotFound {
@@ -37,19 +30,13 @@ impl Node {
             }
             Err(e) => return Err(e.into()),
         };
-        let users: Vec<&str> = volume["used_by"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|u| u.as_str())
-            .collect();
-        if !users.is_empty() {
+        if !volume.used_by.is_empty() {
             return Err(InstanceError::Conflict(format!(
                 "volume {name} is in use by {}",
-                users.join(", ")
+                volume.used_by.join(", ")
             )));
         }
-        match self.lxd.call(Method::DELETE, &path, None).await {
+        match self.lxd.delete_custom_volume(pool, name).await {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Err(InstanceError::NotFound {
                 field: None,

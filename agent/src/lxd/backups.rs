@@ -8,35 +8,43 @@
 use std::time::Duration;
 
 use hyper::Method;
-use serde_json::json;
+use serde::Serialize;
 
-use super::client::{encode, LxdBody, RawStream};
+use super::client::{encode, to_json, LxdBody, RawStream};
 use super::{Lxd, LxdError};
 
 /// Longest an export may take to be written, or an import to be unpacked, in LXD.
 const BACKUP_TIMEOUT: Duration = Duration::from_secs(3600);
 
 fn instance_backups(instance: &str) -> String {
-    format!("/1.0/instances/{}/backups", encode(instance))
+    format!("{}/backups", super::instances::instance_url(instance))
 }
 
 fn volume_backups(pool: &str, volume: &str) -> String {
     format!(
-        "/1.0/storage-pools/{}/volumes/custom/{}/backups",
-        encode(pool),
-        encode(volume)
+        "{}/backups",
+        super::storage::custom_volume_url(pool, volume)
     )
 }
 
-/// The body of a backup request: everything (snapshots too), as plain files, uncompressed.
-fn backup_body(name: &str, only_field: &str) -> serde_json::Value {
-    let mut body = json!({
-        "name": name,
-        "optimized_storage": false,
-        "compression_algorithm": "none",
-    });
-    body[only_field] = false.into();
-    body
+/// The body of `POST /1.0/instances/{name}/backups` (`InstanceBackupsPost`): everything
+/// (snapshots too), as plain files, uncompressed.
+#[derive(Debug, Serialize)]
+pub struct InstanceBackupsPost {
+    pub name: String,
+    pub instance_only: bool,
+    pub optimized_storage: bool,
+    pub compression_algorithm: String,
+}
+
+/// The body of `POST .../volumes/custom/{name}/backups` (`StoragePoolVolumeBackupsPost`), as
+/// [`InstanceBackupsPost`].
+#[derive(Debug, Serialize)]
+pub struct StoragePoolVolumeBackupsPost {
+    pub name: String,
+    pub volume_only: bool,
+    pub optimized_storage: bool,
+    pub compression_algorithm: String,
 }
 
 impl Lxd {
@@ -47,11 +55,16 @@ impl Lxd {
         instance: &str,
         backup: &str,
     ) -> Result<(), LxdError> {
-        let body = backup_body(backup, "instance_only");
+        let body = InstanceBackupsPost {
+            name: backup.into(),
+            instance_only: false,
+            optimized_storage: false,
+            compression_algorithm: "none".into(),
+        };
         self.call_within(
             Method::POST,
             &instance_backups(instance),
-            Some(&body),
+            Some(&to_json(&body)),
             BACKUP_TIMEOUT,
         )
         .await
@@ -106,11 +119,16 @@ impl Lxd {
         volume: &str,
         backup: &str,
     ) -> Result<(), LxdError> {
-        let body = backup_body(backup, "volume_only");
+        let body = StoragePoolVolumeBackupsPost {
+            name: backup.into(),
+            volume_only: false,
+            optimized_storage: false,
+            compression_algorithm: "none".into(),
+        };
         self.call_within(
             Method::POST,
             &volume_backups(pool, volume),
-            Some(&body),
+            Some(&to_json(&body)),
             BACKUP_TIMEOUT,
         )
         .await
@@ -154,7 +172,7 @@ impl Lxd {
             ("Content-Type", "application/octet-stream".to_string()),
             ("X-LXD-name", name.to_string()),
         ];
-        let path = format!("/1.0/storage-pools/{}/volumes/custom", encode(pool));
+        let path = format!("{}/volumes/custom", super::storage::pool_url(pool));
         self.post_stream(&path, &headers, tarball, BACKUP_TIMEOUT)
             .await
             .map(|_| ())

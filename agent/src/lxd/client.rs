@@ -1,8 +1,9 @@
-//! The HTTP side of the LXD client: one request function, `?project=` on every call, async
-//! operations waited with `/1.0/operations/{id}/wait?timeout=N` under a client-side deadline.
+//! The HTTP side of the LXD client: one request function, `?project=` on every call, and the
+//! percent-encoding of every name and query value; async answers are waited for
+//! ([`super::operations`]).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -14,12 +15,10 @@ use hyper_util::rt::TokioExecutor;
 use hyperlocal::UnixConnector;
 use serde_json::Value;
 
-use super::envelope::{Answer, Envelope, LxdError, Operation};
+use super::envelope::{Answer, Envelope, LxdError};
 
 /// Largest body read back from LXD (file pulls, exec output, listings).
 const MAX_BODY: usize = 256 * 1024 * 1024;
-/// Longest single `/wait` request; the overall deadline is the caller's.
-const WAIT_SLICE_S: u64 = 30;
 /// How often a change LXD refused because the instance was busy is asked for (about 5 s in all).
 const BUSY_ATTEMPTS: u32 = 5;
 
@@ -94,6 +93,11 @@ pub fn encode(value: &str) -> String {
     out
 }
 
+/// A request body as JSON; every body type of the client serialises.
+pub(super) fn to_json<T: serde::Serialize>(body: &T) -> Value {
+    serde_json::to_value(body).expect("an LXD request body serialises")
+}
+
 impl Lxd {
     pub fn new(socket: &Path, project: &str) -> Self {
         // No idle connections kept: LXD ties some work to a request's context, which ends only
@@ -120,7 +124,7 @@ impl Lxd {
 
     /// The same daemon, not scoped to a project: for the listings across every project
     /// (`all-projects=true`), which LXD refuses together with `project=`.
-    pub fn unscoped(&self) -> Lxd {
+    pub(super) fn unscoped(&self) -> Lxd {
         Lxd {
             project: String::new(),
             ..self.clone()
@@ -207,7 +211,10 @@ impl Lxd {
     }
 
     /// A sync GET's metadata and its `ETag`, for a `PUT` with `If-Match`.
-    pub async fn get_with_etag(&self, path: &str) -> Result<(Value, Option<String>), LxdError> {
+    pub(super) async fn get_with_etag(
+        &self,
+        path: &str,
+    ) -> Result<(Value, Option<String>), LxdError> {
         let (answer, headers) = self
             .answer_with_headers(Method::GET, path, &[], full(Bytes::new()))
             .await?;
@@ -225,7 +232,7 @@ impl Lxd {
     }
 
     /// A `PUT` that LXD applies only if the object still has `etag`; waits when async.
-    pub async fn put_if_match(
+    pub(super) async fn put_if_match(
         &self,
         path: &str,
         body: &Value,
@@ -247,7 +254,7 @@ impl Lxd {
 
     /// One call with a JSON body; an async answer is waited for (up to `timeout`) and its
     /// operation metadata returned.
-    pub async fn call_within(
+    pub(super) async fn call_within(
         &self,
         method: Method,
         path: &str,
@@ -287,7 +294,17 @@ impl Lxd {
         }
     }
 
-    pub async fn call(
+    /// One call with a typed body (see [`Lxd::call`]).
+    pub(super) async fn send_json<T: serde::Serialize>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &T,
+    ) -> Result<Value, LxdError> {
+        self.call(method, path, Some(&to_json(body))).await
+    }
+
+    pub(super) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -297,12 +314,15 @@ impl Lxd {
             .await
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value, LxdError> {
+    pub(super) async fn get(&self, path: &str) -> Result<Value, LxdError> {
         self.call(Method::GET, path, None).await
     }
 
     /// Decodes a sync answer's metadata into `T`.
-    pub async fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, LxdError> {
+    pub(super) async fn get_as<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<T, LxdError> {
         let v = self.get(path).await?;
         serde_json::from_value(v).map_err(|e| LxdError::Decode {
             what: format!("GET {path}"),
@@ -310,64 +330,17 @@ impl Lxd {
         })
     }
 
-    /// Waits for an operation (`/1.0/operations/{id}`) until it finishes or `timeout` passes.
-    pub async fn wait(
-        &self,
-        operation: &str,
-        what: &str,
-        timeout: Duration,
-    ) -> Result<Value, LxdError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(LxdError::Timeout {
-                    what: what.to_string(),
-                    seconds: timeout.as_secs(),
-                });
-            }
-            let slice = left.as_secs().clamp(1, WAIT_SLICE_S);
-            let path = format!("{operation}/wait?timeout={slice}");
-            let fut = self.answer(Method::GET, &path, &[], Bytes::new());
-            let answer = tokio::time::timeout(left + Duration::from_secs(2), fut)
-                .await
-                .map_err(|_| LxdError::Timeout {
-                    what: what.to_string(),
-                    seconds: timeout.as_secs(),
-                })??;
-            let Answer::Sync(meta) = answer else {
-                return Err(LxdError::Decode {
-                    what: what.to_string(),
-                    detail: "operation wait answered async".into(),
-                });
-            };
-            let op: Operation = serde_json::from_value(meta).map_err(|e| LxdError::Decode {
-                what: what.to_string(),
-                detail: e.to_string(),
-            })?;
-            if op.status_code >= 400 {
-                return Err(LxdError::Operation {
-                    what: what.to_string(),
-                    message: if op.err.is_empty() {
-                        format!("operation {} ended with status {}", op.id, op.status_code)
-                    } else {
-                        op.err
-                    },
-                });
-            }
-            if op.status_code >= 200 {
-                return Ok(op.metadata);
-            }
-        }
-    }
-
     /// GET of a raw body (file contents, exec logs); LXD's error envelope when it fails.
-    pub async fn get_raw(&self, path: &str) -> Result<RawFile, LxdError> {
+    pub(super) async fn get_raw(&self, path: &str) -> Result<RawFile, LxdError> {
         self.get_raw_within(path, MAX_BODY).await
     }
 
     /// [`Lxd::get_raw`] reading at most `limit` bytes (image exports are larger than files).
-    pub async fn get_raw_within(&self, path: &str, limit: usize) -> Result<RawFile, LxdError> {
+    pub(super) async fn get_raw_within(
+        &self,
+        path: &str,
+        limit: usize,
+    ) -> Result<RawFile, LxdError> {
         let (status, headers, bytes) = self
             .send(Method::GET, path, &[], full(Bytes::new()), limit)
             .await?;
@@ -379,7 +352,7 @@ impl Lxd {
 
     /// A GET whose body is handed over unread (a file pull, an exec log), so that it can be
     /// streamed on; an error answer is read (bounded) for its message.
-    pub async fn get_stream(&self, path: &str) -> Result<RawStream, LxdError> {
+    pub(super) async fn get_stream(&self, path: &str) -> Result<RawStream, LxdError> {
         let uri: hyper::Uri = hyperlocal::Uri::new(&self.socket, &self.url(path)).into();
         let req = Request::builder()
             .method(Method::GET)
@@ -414,7 +387,7 @@ impl Lxd {
     }
 
     /// POST of a raw body with extra headers (file push, image upload); waits when async.
-    pub async fn post_raw(
+    pub(super) async fn post_raw(
         &self,
         path: &str,
         headers: &[(&str, String)],
@@ -425,7 +398,7 @@ impl Lxd {
     }
 
     /// POST of a streamed body (an image tarball from disk); waits when async.
-    pub async fn post_stream(
+    pub(super) async fn post_stream(
         &self,
         path: &str,
         headers: &[(&str, String)],

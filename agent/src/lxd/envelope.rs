@@ -60,7 +60,7 @@ pub(crate) struct Envelope {
 
 /// The operation object (`shared/api/operation.go`); finished once `status_code >= 200`.
 #[derive(Debug, Deserialize)]
-pub(crate) struct Operation {
+pub struct Operation {
     #[serde(default)]
     pub id: String,
     pub status_code: u16,

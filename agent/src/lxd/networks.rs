@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use hyper::Method;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::client::encode;
 use super::{Lxd, LxdError};
@@ -19,6 +18,16 @@ pub struct LxdNetwork {
     /// Whether LXD made it (and runs its dnsmasq and firewall rules).
     pub managed: bool,
     #[serde(default)]
+    pub config: BTreeMap<String, String>,
+}
+
+/// The body of `POST /1.0/networks` (`NetworksPost`).
+#[derive(Debug, Clone, Serialize)]
+pub struct NetworksPost {
+    pub name: String,
+    /// `bridge`.
+    #[serde(rename = "type")]
+    pub kind: String,
     pub config: BTreeMap<String, String>,
 }
 
@@ -52,8 +61,12 @@ impl Lxd {
         name: &str,
         config: &BTreeMap<String, String>,
     ) -> Result<(), LxdError> {
-        let body = json!({"name": name, "type": "bridge", "config": config});
-        self.call(Method::POST, "/1.0/networks", Some(&body))
+        let body = NetworksPost {
+            name: name.into(),
+            kind: "bridge".into(),
+            config: config.clone(),
+        };
+        self.send_json(Method::POST, "/1.0/networks", &body)
             .await
             .map(|_| ())
     }

@@ -1,6 +1,5 @@
 //! `GET /1.0`: the daemon's name, version and API extensions, and the check that refuses to run
-//! without the extensions the agent relies on (LXD 5.0 and Incus 6.0 have them all); the storage
-//! pool's driver and space.
+//! without the extensions the agent relies on (LXD 5.0 and Incus 6.0 have them all).
 
 use serde::Deserialize;
 
@@ -88,23 +87,6 @@ pub enum ServerError {
     MissingPool { pool: String, source: LxdError },
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct Pool {
-    driver: String,
-}
-
-/// `GET /1.0/storage-pools/<pool>/resources`: the pool's space as its driver counts it.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-pub struct PoolSpace {
-    pub used: u64,
-    pub total: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct PoolResources {
-    space: PoolSpace,
-}
-
 impl Lxd {
     pub async fn server_info(&self) -> Result<ServerInfo, LxdError> {
         self.get_as("/1.0").await
@@ -124,26 +106,5 @@ impl Lxd {
             });
         }
         Ok(info)
-    }
-
-    /// The used and total bytes of a storage pool.
-    pub async fn pool_space(&self, pool: &str) -> Result<PoolSpace, LxdError> {
-        let path = format!(
-            "/1.0/storage-pools/{}/resources",
-            super::client::encode(pool)
-        );
-        Ok(self.get_as::<PoolResources>(&path).await?.space)
-    }
-
-    /// The driver of a storage pool (`btrfs`, `zfs`, `dir`, ...).
-    pub async fn pool_driver(&self, pool: &str) -> Result<String, ServerError> {
-        let path = format!("/1.0/storage-pools/{}", super::client::encode(pool));
-        match self.get_as::<Pool>(&path).await {
-            Ok(p) => Ok(p.driver),
-            Err(source) => Err(ServerError::MissingPool {
-                pool: pool.to_string(),
-                source,
-            }),
-        }
     }
 }

@@ -24,7 +24,11 @@ pub struct OperationSocket {
 impl Lxd {
     /// A call answered with an operation that is not waited for: the operation's id and the
     /// operation object (its `metadata` holds what the caller needs to attach).
-    pub async fn start(&self, path: &str, body: &Value) -> Result<(String, Value), LxdError> {
+    pub(super) async fn start(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<(String, Value), LxdError> {
         let what = format!("POST {path}");
         let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON value serialises"));
         let headers = [(CONTENT_TYPE.as_str(), "application/json".to_string())];
@@ -72,9 +76,9 @@ impl Lxd {
             }
         });
         let path = format!(
-            "/1.0/operations/{}/websocket?secret={}",
-            super::encode(id),
-            super::encode(secret)
+            "{}/websocket?secret={}",
+            super::operations::operation_url(id),
+            super::client::encode(secret)
         );
         let mut req = Request::builder()
             .method(Method::GET)

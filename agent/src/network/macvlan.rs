@@ -64,7 +64,7 @@ mod tests {
         assert_eq!(n.dns, n.gateway);
         let a: Ipv4Addr = "192.168.50.100".parse().unwrap();
         let nic = n.nic_device(a);
-        let keys: Vec<_> = nic.as_object().unwrap().keys().cloned().collect();
+        let keys: Vec<_> = nic.keys().cloned().collect();
         assert_eq!(
             keys,
             ["name", "network", "type"],

@@ -20,11 +20,10 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use ipnet::Ipv4Net;
-use serde_json::{json, Value};
 
 pub use config::{NetworkConfig, NetworkConfigError, NetworkMode};
 
-use crate::lxd::{Lxd, LxdError};
+use crate::lxd::{Device, Lxd, LxdError};
 
 /// The instance device of a container's NIC, and its name inside.
 pub const DEVICE_NIC: &str = "cohort-net";
@@ -162,24 +161,23 @@ impl NodeNetwork {
     /// the address ([`mac_for`]), isolated from every other port of the bridge, and unable to
     /// send as another MAC or address. LXD has none of these for a macvlan NIC: its address is
     /// recorded under [`KEY_ADDRESS`] instead.
-    pub fn nic_device(&self, address: Ipv4Addr) -> Value {
+    pub fn nic_device(&self, address: Ipv4Addr) -> Device {
+        let mut nic = device([
+            ("type", "nic".into()),
+            ("network", self.name.clone()),
+            ("name", GUEST_INTERFACE.into()),
+        ]);
         if self.kind == NetworkKind::Macvlan {
-            return json!({
-                "type": "nic",
-                "network": self.name,
-                "name": GUEST_INTERFACE,
-            });
+            return nic;
         }
-        json!({
-            "type": "nic",
-            "network": self.name,
-            "name": GUEST_INTERFACE,
-            "ipv4.address": address.to_string(),
-            "hwaddr": mac_for(address),
-            "security.port_isolation": "true",
-            "security.mac_filtering": "true",
-            "security.ipv4_filtering": "true",
-        })
+        nic.extend(device([
+            ("ipv4.address", address.to_string()),
+            ("hwaddr", mac_for(address)),
+            ("security.port_isolation", "true".into()),
+            ("security.mac_filtering", "true".into()),
+            ("security.ipv4_filtering", "true".into()),
+        ]));
+        nic
     }
 
     /// Whether SSH forwards go through the kernel to the container's address (a bridge), or
@@ -212,25 +210,30 @@ impl NodeNetwork {
 
 /// The SSH proxy device: a DNAT rule to the container's address when it has one (no process,
 /// the client's own address reaches sshd), else LXD's classic proxy (one forkproxy).
-pub fn ssh_proxy_device(listen: &str, port: u16, container: Option<Ipv4Addr>) -> Value {
+pub fn ssh_proxy_device(listen: &str, port: u16, container: Option<Ipv4Addr>) -> Device {
     let listen = match listen.parse::<IpAddr>() {
         Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
         _ => listen.to_string(),
     };
     match container {
-        Some(address) => json!({
-            "type": "proxy",
-            "nat": "true",
-            "listen": format!("tcp:{listen}:{port}"),
-            "connect": format!("tcp:{address}:22"),
-        }),
-        None => json!({
-            "type": "proxy",
-            "bind": "host",
-            "listen": format!("tcp:{listen}:{port}"),
-            "connect": "tcp:127.0.0.1:22",
-        }),
+        Some(address) => device([
+            ("type", "proxy".into()),
+            ("nat", "true".into()),
+            ("listen", format!("tcp:{listen}:{port}")),
+            ("connect", format!("tcp:{address}:22")),
+        ]),
+        None => device([
+            ("type", "proxy".into()),
+            ("bind", "host".into()),
+            ("listen", format!("tcp:{listen}:{port}")),
+            ("connect", "tcp:127.0.0.1:22".into()),
+        ]),
     }
+}
+
+/// A device from its keys.
+pub(crate) fn device<const N: usize>(keys: [(&str, String); N]) -> Device {
+    keys.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// The config of a bridge the agent makes: NAT to the outside, no IPv6, and a DHCP range in the
@@ -314,7 +317,7 @@ mod tests {
         assert_eq!(nat["nat"], "true");
         assert_eq!(nat["listen"], "tcp:192.0.2.7:2201");
         assert_eq!(nat["connect"], "tcp:10.9.0.2:22");
-        assert!(nat.get("bind").is_none());
+        assert!(!nat.contains_key("bind"));
         let classic = ssh_proxy_device("127.0.0.1", 2201, None);
         assert_eq!(classic["bind"], "host");
         assert_eq!(classic["connect"], "tcp:127.0.0.1:22");

@@ -5,14 +5,15 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
-use hyper::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::addresses::{self, taken_addresses};
 use super::firewall::{self, ContainerRules, Egress};
 use super::policy::{self, KEY_POLICY};
 use super::{nic_address, ssh_proxy_device, NetworkError, NetworkKind, NodeNetwork, DEVICE_NIC};
 use crate::instances::{InstanceError, DEVICE_SSH};
+use crate::lxd::instances::InstancePut;
+use crate::lxd::{Config, Devices};
 use crate::node::Node;
 
 /// Holds the daemon-wide lock under which addresses are picked.
@@ -32,12 +33,7 @@ async fn address_lock(node: &Node) -> Option<nix::fcntl::Flock<std::fs::File>> {
 impl Node {
     /// Every instance of the daemon (all projects, `recursion=1`).
     async fn daemon_listing(&self) -> Result<Vec<Value>, InstanceError> {
-        let listing = self
-            .lxd
-            .unscoped()
-            .get("/1.0/instances?all-projects=true&recursion=1")
-            .await?;
-        Ok(listing.as_array().cloned().unwrap_or_default())
+        Ok(self.lxd.get_instances_all_projects().await?)
     }
 
     /// The addresses on `network` held now: by instances, by DHCP leases and by reservations.
@@ -128,7 +124,7 @@ impl Node {
             return Ok(());
         }
         let address = self.reserve_address(&network).await?;
-        let mut devices = serde_json::Map::new();
+        let mut devices = Devices::new();
         devices.insert(DEVICE_NIC.into(), network.nic_device(address));
         // On a macvlan the classic proxy stays as it is: the host cannot reach the container.
         if let (Some((listen, port)), true) = (lx.ssh_endpoint(), network.nat_ssh()) {
@@ -138,15 +134,16 @@ impl Node {
                 ssh_proxy_device(&listen, port, Some(address)),
             );
         }
-        let mut config = serde_json::Map::new();
+        let mut config = Config::new();
         if let Some((key, value)) = network.address_config(address) {
-            config.insert(key.into(), value.into());
+            config.insert(key.into(), value);
         }
-        let patch = json!({ "devices": devices, "config": config });
-        let patched = self
-            .lxd
-            .call(Method::PATCH, &crate::instances::path(name), Some(&patch))
-            .await;
+        let patch = InstancePut {
+            devices: Some(devices),
+            config: Some(config),
+            ..Default::default()
+        };
+        let patched = self.lxd.patch_instance(name, &patch).await;
         self.release_address(&network, address).await;
         patched?;
         tracing::info!(instance = name, %address, "gave an instance made before the node network its NIC");

@@ -2,11 +2,10 @@
 //! the record, so a restarted agent rebuilds the same table) and enforced by the firewall table,
 //! which is rebuilt at once, so a change reaches running containers without a restart.
 
+use crate::lxd::instances::InstancePut;
 use cohort_proto::agent::{Egress as WireEgress, Instance, NetworkPolicy};
 use cohort_proto::validate;
-use hyper::Method;
 use ipnet::Ipv4Net;
-use serde_json::json;
 
 use super::firewall::Egress;
 use crate::instances::InstanceError;
@@ -71,12 +70,8 @@ impl Node {
         policy: &NetworkPolicy,
     ) -> Result<Instance, InstanceError> {
         check(policy)?;
-        let patch = json!({"config": {KEY_POLICY: record(policy)}});
-        match self
-            .lxd
-            .call(Method::PATCH, &crate::instances::path(name), Some(&patch))
-            .await
-        {
+        let patch = InstancePut::config([(KEY_POLICY.into(), record(policy))].into());
+        match self.lxd.patch_instance(name, &patch).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),

@@ -1,0 +1,82 @@
+//! `/1.0/operations`: an async call's operation waited for with
+//! `/1.0/operations/{id}/wait?timeout=N` under a client-side deadline, finished once its status
+//! code is >= 200 (`client/operations.go`, `shared/api/operation.go`).
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::Method;
+use serde_json::Value;
+
+use super::client::encode;
+use super::envelope::Answer;
+pub use super::envelope::Operation;
+use super::{Lxd, LxdError};
+
+/// Longest single `/wait` request; the overall deadline is the caller's.
+const WAIT_SLICE_S: u64 = 30;
+
+/// `/1.0/operations/{id}`, the id path-escaped.
+pub(super) fn operation_url(id: &str) -> String {
+    format!("/1.0/operations/{}", encode(id))
+}
+
+impl Lxd {
+    /// Waits for an operation (`/1.0/operations/{id}`) until it finishes or `timeout` passes.
+    pub(super) async fn wait(
+        &self,
+        operation: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<Value, LxdError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(LxdError::Timeout {
+                    what: what.to_string(),
+                    seconds: timeout.as_secs(),
+                });
+            }
+            let slice = left.as_secs().clamp(1, WAIT_SLICE_S);
+            let path = format!("{operation}/wait?timeout={slice}");
+            let fut = self.answer(Method::GET, &path, &[], Bytes::new());
+            let answer = tokio::time::timeout(left + Duration::from_secs(2), fut)
+                .await
+                .map_err(|_| LxdError::Timeout {
+                    what: what.to_string(),
+                    seconds: timeout.as_secs(),
+                })??;
+            let Answer::Sync(meta) = answer else {
+                return Err(LxdError::Decode {
+                    what: what.to_string(),
+                    detail: "operation wait answered async".into(),
+                });
+            };
+            let op: Operation = serde_json::from_value(meta).map_err(|e| LxdError::Decode {
+                what: what.to_string(),
+                detail: e.to_string(),
+            })?;
+            if op.status_code >= 400 {
+                return Err(LxdError::Operation {
+                    what: what.to_string(),
+                    message: if op.err.is_empty() {
+                        format!("operation {} ended with status {}", op.id, op.status_code)
+                    } else {
+                        op.err
+                    },
+                });
+            }
+            if op.status_code >= 200 {
+                return Ok(op.metadata);
+            }
+        }
+    }
+
+    /// `GET /1.0/operations/{id}/wait?timeout=N`: the operation once it has finished or
+    /// `timeout_s` seconds have passed, whichever is first.
+    pub async fn wait_operation(&self, id: &str, timeout_s: u32) -> Result<Operation, LxdError> {
+        let path = format!("{}/wait?timeout={timeout_s}", operation_url(id));
+        self.get_as(&path).await
+    }
+}
