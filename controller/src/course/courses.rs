@@ -2,6 +2,7 @@
 //! instructor and admins; enrolled students may read it).
 
 use chrono::{DateTime, NaiveDate, Utc};
+use cohort_proto::agent::NetworkPolicy;
 use cohort_proto::api::courses::{
     Course as WireCourse, CourseHome, CourseJupyter, CourseQuota, CreateCourse,
     Student as WireStudent,
@@ -76,6 +77,12 @@ fn date(field: &str, value: Option<&str>) -> ActionResult<Option<DateTime<Utc>>>
         .ok_or_else(|| ActionError::invalid(field, "must be YYYY-MM-DD or RFC 3339"))
 }
 
+/// A course's network policy checked: a 400 naming the field (`network.egress.allow[1]`, `network.ssh_from[0]`).
+pub fn check_network(policy: &NetworkPolicy) -> ActionResult<()> {
+    cohort_proto::validate::network_policy(policy)
+        .map_err(|e| ActionError::invalid(&format!("network.{}", e.field), e.message))
+}
+
 /// The per-student cores, memory and root disk a course may give, when it is created and when
 /// its limits are changed (`PUT /courses/{code}/limits`): a 400 naming the field.
 pub fn check_size(
@@ -136,7 +143,7 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
         }
     }
     if let Some(policy) = &req.network {
-        super::network::check(policy)?;
+        check_network(policy)?;
     }
     if req
         .idle_action

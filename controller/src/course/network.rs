@@ -10,16 +10,10 @@ use serde_json::json;
 use crate::agent_client::AgentError;
 use crate::auth::Caller;
 use crate::controller::Controller;
-use crate::course::courses::{course_instances, view, writable};
+use crate::course::courses::{check_network, course_instances, view, writable};
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::course_network::CourseNetwork;
-
-/// A 400 naming the field (`network.egress.allow[1]`, `network.ssh_from[0]`).
-pub fn check(policy: &NetworkPolicy) -> ActionResult<()> {
-    cohort_proto::validate::network_policy(policy)
-        .map_err(|e| ActionError::invalid(&format!("network.{}", e.field), e.message))
-}
 
 /// `PUT /api/v1/courses/{code}/network`.
 pub async fn set(
@@ -28,7 +22,7 @@ pub async fn set(
     code: String,
     policy: NetworkPolicy,
 ) -> ActionResult<WireCourse> {
-    check(&policy)?;
+    check_network(&policy)?;
     let stored = policy.clone();
     let (course, placed) = ctl
         .db(move |conn| {
