@@ -113,6 +113,15 @@ fn is_false(b: &bool) -> bool {
     !b
 }
 
+/// How a `start`, `stop` or `restart` step changes its container.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateOptions {
+    pub force: bool,
+    pub timeout_s: Option<u32>,
+    /// A stop gives the instance's GPU slots back.
+    pub release_gpus: bool,
+}
+
 /// An operation's kind with its payload.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Job {
@@ -185,13 +194,19 @@ impl Job {
         })
     }
 
-    /// How a `start`, `stop` or `restart` step of this job changes the container: whether it
-    /// is forced, its timeout, and whether a stop gives the GPU slots back.
-    pub fn state_change(&self) -> (bool, Option<u32>, bool) {
+    /// How a `start`, `stop` or `restart` step of this job changes the container.
+    pub fn state_change(&self) -> StateOptions {
         match self {
-            Job::ChangeInstanceState(c) => (c.force, c.timeout_s, c.release_gpus),
-            Job::TeardownCourse(t) => (t.force, None, false),
-            _ => (false, None, false),
+            Job::ChangeInstanceState(c) => StateOptions {
+                force: c.force,
+                timeout_s: c.timeout_s,
+                release_gpus: c.release_gpus,
+            },
+            Job::TeardownCourse(t) => StateOptions {
+                force: t.force,
+                ..StateOptions::default()
+            },
+            _ => StateOptions::default(),
         }
     }
 
@@ -251,7 +266,12 @@ mod tests {
         let stored = serde_json::json!({"force": true, "timeout_s": null, "reason": "idle",
                                         "release_gpus": true});
         let job = Job::read(OperationKind::ChangeInstanceState, &stored).unwrap();
-        assert_eq!(job.state_change(), (true, None, true));
+        let expected = StateOptions {
+            force: true,
+            timeout_s: None,
+            release_gpus: true,
+        };
+        assert_eq!(job.state_change(), expected);
         let stored = serde_json::json!({"policy": "evacuate_stop"});
         let job = Job::read(OperationKind::EvacuateNode, &stored).unwrap();
         assert_eq!(

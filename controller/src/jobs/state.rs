@@ -31,7 +31,7 @@ pub async fn run(
         StepKind::Restart => StateAction::Restart,
         _ => StateAction::Stop,
     };
-    let (force, timeout_s, release_gpus) = job.state_change();
+    let options = job.state_change();
     if matches!(action, StateAction::Start | StateAction::Restart) && instance.gpu_count > 0 {
         if let Some(wait) = take_gpus_again(ctl, item, instance, node, agent, action).await? {
             return Ok(wait);
@@ -39,8 +39,8 @@ pub async fn run(
     }
     let change = StateChange {
         action,
-        timeout_s,
-        force: force || item.action == StepKind::EvacuateStop,
+        timeout_s: options.timeout_s,
+        force: options.force || item.action == StepKind::EvacuateStop,
     };
     let now = agent
         .change_state(instance.name.clone(), change)
@@ -49,7 +49,7 @@ pub async fn run(
     let (id, state) = (instance.id, observed(&now.status));
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
-    if action == StateAction::Stop && release_gpus && state == ObservedState::Stopped {
+    if action == StateAction::Stop && options.release_gpus && state == ObservedState::Stopped {
         give_gpus_back(ctl, instance, node, agent).await?;
     }
     // Keys added or removed while it was stopped take effect now.
