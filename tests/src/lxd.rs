@@ -45,9 +45,20 @@ impl TestDaemon {
         cmd
     }
 
-    /// Runs the client; panics with its stderr when it fails.
+    /// Runs the client; panics with its stderr when it fails. A command refused because the
+    /// instance is busy with an operation of LXD's own (an `update` still settling after a
+    /// create, say) is asked again, as the agent does, at most 20 times a quarter second apart.
     pub fn run(self, args: &[&str]) -> String {
-        let out = self.output(args);
+        let mut out = self.output(args);
+        for _ in 0..20 {
+            if out.status.success()
+                || !String::from_utf8_lossy(&out.stderr).contains("is busy running")
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            out = self.output(args);
+        }
         assert!(
             out.status.success(),
             "{self:?} client {} failed: {}",
