@@ -89,22 +89,9 @@ async fn create(lab: &Lab, name: &str, node: Option<&str>, within: Duration) -> 
 /// across the test network. Returns the node of each student.
 async fn class_logs_in(lab: &Lab) -> Vec<String> {
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let res = lab
-        .cluster
-        .request(M::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": "lab1", "title": "Separate machines", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        )
-        .send()
-        .await
-        .expect("create course");
-    assert_eq!(
-        res.status(),
-        201,
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
+    let course = json!({"code": "lab1", "title": "Separate machines", "image": "cohort/base",
+                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    lab.cluster.create_course(&teacher, course).await;
     let keys: Vec<SshKey> = (0..STUDENTS).map(|_| SshKey::generate()).collect();
     let mut roster = String::from("username,name,email,ssh_key\n");
     for (i, key) in keys.iter().enumerate() {
@@ -113,19 +100,7 @@ async fn class_logs_in(lab: &Lab) -> Vec<String> {
             key.public_key()
         ));
     }
-    let res = lab
-        .cluster
-        .request(M::POST, "/courses/lab1/roster", &teacher)
-        .header("content-type", "text/csv")
-        .body(roster)
-        .send()
-        .await
-        .expect("roster");
-    assert!(
-        res.status().is_success(),
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
+    lab.cluster.import_roster(&teacher, "lab1", roster).await;
     let id = lab.cluster.start_provision("lab1", &teacher).await;
     let op = lab
         .cluster

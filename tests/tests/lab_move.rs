@@ -133,40 +133,15 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
     lab.add_node("west").await;
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let res = lab
-        .cluster
-        .request(M::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": COURSE, "title": "Moving", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        )
-        .send()
-        .await
-        .expect("create course");
-    assert_eq!(
-        res.status(),
-        201,
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
+    let course = json!({"code": COURSE, "title": "Moving", "image": "cohort/base",
+                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    lab.cluster.create_course(&teacher, course).await;
     let key = SshKey::generate();
     let roster = format!(
         "username,name,email,ssh_key\n{STUDENT},Student,{STUDENT}@uni.edu,{}\n",
         key.public_key()
     );
-    let res = lab
-        .cluster
-        .request(M::POST, &format!("/courses/{COURSE}/roster"), &teacher)
-        .header("content-type", "text/csv")
-        .body(roster)
-        .send()
-        .await
-        .expect("roster");
-    assert!(
-        res.status().is_success(),
-        "{}",
-        res.text().await.unwrap_or_default()
-    );
+    lab.cluster.import_roster(&teacher, COURSE, roster).await;
     let id = lab.cluster.start_provision(COURSE, &teacher).await;
     lab.succeeds(&json!({"id": id}), Duration::from_secs(240))
         .await;

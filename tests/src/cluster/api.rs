@@ -168,6 +168,22 @@ impl Cluster {
         done
     }
 
+    /// `POST /courses` as `token`; panics unless the course is created (201). Returns it.
+    pub async fn create_course(&self, token: &str, course: Value) -> Value {
+        let create = self.request(Method::POST, "/courses", token).json(&course);
+        answered(create, 201, "create course").await
+    }
+
+    /// `POST /courses/{code}/roster` of a CSV roster as `token`; panics unless it is imported
+    /// (200). Returns the import's report.
+    pub async fn import_roster(&self, token: &str, code: &str, csv: String) -> Value {
+        let import = self
+            .request(Method::POST, &format!("/courses/{code}/roster"), token)
+            .header("content-type", "text/csv")
+            .body(csv);
+        answered(import, 200, &format!("roster of {code}")).await
+    }
+
     /// Starts `POST /courses/{code}/provision` as `token`; panics unless it is accepted (202).
     /// Returns the operation's id.
     pub async fn start_provision(&self, code: &str, token: &str) -> String {
