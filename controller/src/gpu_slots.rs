@@ -55,7 +55,7 @@ pub fn take_again(conn: &mut PgConnection, instance: &Instance) -> QueryResult<T
                     $1, $2
              FROM gpus g
              WHERE g.node_id = $3 AND g.present
-               AND g.allocated < cohort_gpu_room(g.id, g.share_limit, $2)
+               AND g.allocated < cohort_gpu_room(g, $2)
                AND ($4::text IS NULL OR g.model = $4)
                AND (NOT $5 OR g.share_limit = 1)
                AND NOT EXISTS (SELECT 1 FROM gpu_allocations a

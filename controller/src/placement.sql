@@ -1,16 +1,16 @@
 -- Placement as it is now: the current definition of every function placement runs in
 -- PostgreSQL, in one place to read. The migrations made them step by step (placement_functions,
 -- placement_window, placement_insert, course_gpu_share, create_orphans, count_homes_and_pools,
--- remember_busy_nodes);
+-- remember_busy_nodes, gpu_share_cap);
 -- a test (`controller_placement::the_placement_sql_is_what_the_migrations_leave`) checks that this file
 -- defines exactly what they leave in the database, so a migration that changes placement
 -- changes this file too. `controller/src/placement.rs` drives the passes and calls
 -- `cohort_place_try` once per try.
 --
 -- The counters these read (`nodes.cpu_used`, `memory_used_mib`, `disk_used_gib` (root disks and
--- homes), `instance_count`, `gpus.allocated`) are kept by triggers (migrations
--- placement_counters, count_homes_and_pools); `pool_used_bytes` and `pool_total_bytes` by the
--- poller.
+-- homes), `instance_count`, `gpus.allocated`, `gpus.share_cap`) are kept by triggers
+-- (migrations placement_counters, count_homes_and_pools, gpu_share_cap); `pool_used_bytes` and
+-- `pool_total_bytes` by the poller.
 
 -- Whether node `n` can take an instance of this size by its committed counters. Plain SQL, so the
 -- planner inlines it into the queries below, where it filters the shortlist and re-checks the
@@ -39,12 +39,14 @@ RETURNS DOUBLE PRECISION LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT memory_used_mib::float8 / greatest(memory_bytes / 1048576, 1)
 $$;
 
--- How many containers GPU `p_gpu` may hold with one more whose N is `p_share` (NULL: none of
+-- How many containers GPU `g` may hold with one more whose N is `p_share` (NULL: none of
 -- its own): LEAST ignores NULLs, so an uncapped GPU's room is its share_limit.
-CREATE OR REPLACE FUNCTION cohort_gpu_room(p_gpu BIGINT, p_share_limit INTEGER, p_share INTEGER)
-RETURNS INTEGER LANGUAGE sql STABLE AS $$
-    SELECT LEAST(p_share_limit, p_share,
-                 (SELECT min(a.share_count) FROM gpu_allocations a WHERE a.gpu_id = p_gpu))
+-- (`share_cap`, kept with `allocated` by the allocation trigger, is the lowest N of the
+-- containers on the GPU.) One expression, inlined where it is used: the subquery it once held
+-- kept it from being inlined, and counting a node's free GPUs ran it once per GPU.
+CREATE OR REPLACE FUNCTION cohort_gpu_room(g gpus, p_share INTEGER)
+RETURNS INTEGER LANGUAGE sql IMMUTABLE AS $$
+    SELECT LEAST(g.share_limit, p_share, g.share_cap)
 $$;
 
 -- The GPUs of node `p_node` with room for one more container of N `p_share`.
@@ -54,7 +56,7 @@ RETURNS BIGINT LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (SELECT count(*) FROM gpus g
             WHERE g.node_id = p_node AND g.present
-              AND g.allocated < cohort_gpu_room(g.id, g.share_limit, p_share)
+              AND g.allocated < cohort_gpu_room(g, p_share)
               AND (p_model IS NULL OR g.model = p_model)
               AND (NOT p_exclusive OR g.share_limit = 1));
 END
@@ -78,7 +80,11 @@ $$;
 -- `placed_instance` is the instance's id.
 --
 -- The plans are generic (the same for every argument), which PostgreSQL would pick by itself
--- after five custom ones; forcing it keeps the queries from being planned per call.
+-- after five custom ones; forcing it keeps the queries from being planned per call. They are
+-- made with sequential scans off: every statement here reads rows by a key, and a session keeps
+-- its plans, so one made while a table was nearly empty (a new lab's first class) scanned the
+-- whole table on every later call once it had grown (the foreign-key checks of the inserts here,
+-- planned on a connection's first placement, too: benchmark 2, gpu_share_cap).
 CREATE OR REPLACE FUNCTION cohort_place_try(
     p_instance BIGINT, p_pinned BIGINT, p_gpu_count INTEGER, p_cpu INTEGER,
     p_memory_mib BIGINT, p_disk_gib BIGINT, p_gpu_model TEXT, p_exclusive BOOLEAN,
@@ -87,7 +93,7 @@ CREATE OR REPLACE FUNCTION cohort_place_try(
     p_shortlist BIGINT, p_wait BOOLEAN, p_tried BIGINT[], p_row JSONB, p_share INTEGER,
     OUT placed_instance BIGINT, OUT placed_node BIGINT, OUT placed_node_name TEXT,
     OUT placed_port INTEGER, OUT placed_gpus BIGINT[], OUT placed_slots INTEGER[]
-) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
     candidates BIGINT[];
     busy BIGINT[];
@@ -265,7 +271,7 @@ BEGIN
                    placed_instance, p_share
             FROM gpus g
             WHERE g.node_id = node.id AND g.present
-              AND g.allocated < cohort_gpu_room(g.id, g.share_limit, p_share)
+              AND g.allocated < cohort_gpu_room(g, p_share)
               AND (p_gpu_model IS NULL OR g.model = p_gpu_model)
               AND (NOT p_exclusive OR g.share_limit = 1)
             ORDER BY g.allocated, g.idx

@@ -158,6 +158,87 @@ fn the_database_refuses_a_slot_past_share_limit_a_reused_port_and_a_lower_limit_
     .expect("slot 2 fits under 3");
 }
 
+/// A GPU's `share_cap` and `allocated`, as the allocation trigger keeps them.
+fn cap_of(conn: &mut PgConnection, gpu: i64) -> (Option<i32>, i32) {
+    use cohort_controller::db::schema::gpus;
+    gpus::table
+        .find(gpu)
+        .select((gpus::share_cap, gpus::allocated))
+        .first(conn)
+        .expect("read the GPU's counters")
+}
+
+#[test]
+fn a_gpus_share_cap_is_the_lowest_n_of_the_containers_on_it_through_every_change() {
+    let db = TestDb::new();
+    let mut conn = db.connect();
+    diesel::connection::SimpleConnection::batch_execute(
+        &mut conn,
+        "INSERT INTO users (id, username, role) VALUES (1, 'alice', 'student');
+         INSERT INTO images (id, fingerprint, alias, size_bytes) VALUES (1, 'f', 'base', 1);
+         INSERT INTO nodes (id, name, agent_url, ssh_host, ssh_port_first, ssh_port_last)
+           VALUES (1, 'n1', 'https://x', 'h', 20000, 20010);
+         INSERT INTO gpus (id, node_id, uuid, idx, model, memory_bytes, pci_address, share_limit)
+           VALUES (1, 1, 'GPU-1', 0, 'A100', 1, 'p', 8), (2, 1, 'GPU-2', 1, 'A100', 1, 'q', 8);
+         INSERT INTO instances (id, name, owner_id, image_id, node_id, ssh_port, cpu, memory_mib,
+                                disk_gib)
+           SELECT n, 'i' || n, 1, 1, 1, 20000 + n, 1, 1, 1 FROM generate_series(1, 4) AS n",
+    )
+    .unwrap();
+    let allocate = |conn: &mut PgConnection, gpu: i64, slot: i32, instance: i64, n: &str| {
+        exec(
+            conn,
+            &format!(
+                "INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id, share_count)
+                 VALUES ({gpu}, 8, {slot}, {instance}, {n})"
+            ),
+        )
+        .unwrap();
+    };
+    assert_eq!(cap_of(&mut conn, 1), (None, 0));
+    // No N of its own: no cap. Then 4, then 3: the lowest.
+    allocate(&mut conn, 1, 0, 1, "NULL");
+    assert_eq!(cap_of(&mut conn, 1), (None, 1));
+    allocate(&mut conn, 1, 1, 2, "4");
+    allocate(&mut conn, 1, 2, 3, "3");
+    assert_eq!(cap_of(&mut conn, 1), (Some(3), 3));
+    allocate(&mut conn, 1, 3, 4, "5");
+    assert_eq!(cap_of(&mut conn, 1), (Some(3), 4));
+    // The 3 goes (its instance deleted, which takes its slot): the next lowest.
+    exec(&mut conn, "DELETE FROM instances WHERE id = 3").unwrap();
+    assert_eq!(cap_of(&mut conn, 1), (Some(4), 3));
+    // The 4 moves to the other GPU: both caps follow, and both counts.
+    exec(
+        &mut conn,
+        "UPDATE gpu_allocations SET gpu_id = 2 WHERE instance_id = 2",
+    )
+    .unwrap();
+    assert_eq!(cap_of(&mut conn, 1), (Some(5), 2));
+    assert_eq!(cap_of(&mut conn, 2), (Some(4), 1));
+    // An N changed in place.
+    exec(
+        &mut conn,
+        "UPDATE gpu_allocations SET share_count = 4 WHERE instance_id = 4",
+    )
+    .unwrap();
+    assert_eq!(cap_of(&mut conn, 1), (Some(4), 2));
+    // The last capped one goes: uncapped again.
+    exec(
+        &mut conn,
+        "DELETE FROM gpu_allocations WHERE instance_id = 4",
+    )
+    .unwrap();
+    assert_eq!(cap_of(&mut conn, 1), (None, 1));
+    // What the counter says is what the allocations say, on every GPU.
+    let wrong: i64 = diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
+        "(SELECT count(*) FROM gpus g WHERE g.share_cap IS DISTINCT FROM
+            (SELECT min(a.share_count) FROM gpu_allocations a WHERE a.gpu_id = g.id))",
+    ))
+    .get_result(&mut conn)
+    .unwrap();
+    assert_eq!(wrong, 0);
+}
+
 #[derive(QueryableByName, Debug, PartialEq, Eq)]
 struct Counts {
     #[diesel(sql_type = diesel::sql_types::BigInt)]

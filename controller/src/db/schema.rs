@@ -103,6 +103,7 @@ diesel::table! {
         share_limit -> Int4,
         present -> Bool,
         allocated -> Int4,
+        share_cap -> Nullable<Int4>,
     }
 }
 
