@@ -80,34 +80,24 @@ pub fn worker(url: &str, worker: u32, count: u32, threads: u32, batch: u32) -> R
                 let mut i = 0;
                 while i < per_thread {
                     let n = batch.min(per_thread - i);
+                    let names: Vec<String> =
+                        (i..i + n).map(|i| format!("b{worker}-{t}-{i}")).collect();
                     let outcomes = conn.transaction(|conn| {
-                        (i..i + n)
-                            .map(|i| {
-                                let name = format!("b{worker}-{t}-{i}");
-                                // Every other instance asks for a shared GPU, like a mixed class.
-                                let gpus = i32::from(i % 2 == 0);
-                                let new = NewInstance {
-                                    name: &name,
-                                    owner_id: owner,
-                                    course_id: None,
-                                    image_id: image,
-                                    desired_state: DesiredState::Running,
-                                    observed_state: ObservedState::Queued,
-                                    cpu: 2,
-                                    memory_mib: 4096,
-                                    disk_gib: 20,
-                                    gpu_count: gpus,
-                                    gpu_model: None,
-                                    gpu_share: "shared",
-                                    gpu_share_count: None,
-                                    home_gib: 0,
-                                    strategy: "spread",
-                                    priority: 0,
-                                    config: serde_json::json!({}),
-                                };
-                                placement::insert(conn, &new, None, &config).map(|(_, p)| p)
-                            })
-                            .collect::<QueryResult<Vec<_>>>()
+                        if batch == 1 {
+                            // Every other instance asks for a shared GPU, like a mixed class.
+                            let new = instance(&names[0], owner, image, i32::from(i % 2 == 0));
+                            return placement::insert(conn, &new, None, &config)
+                                .map(|(_, p)| vec![p]);
+                        }
+                        // A class asks for one shape: every other class a shared GPU each, so
+                        // as many instances ask for one as one at a time.
+                        let gpus = i32::from((i / batch) % 2 == 0);
+                        let class: Vec<NewInstance<'_>> = names
+                            .iter()
+                            .map(|name| instance(name, owner, image, gpus))
+                            .collect();
+                        placement::insert_class(conn, &class, &config)
+                            .map(|placed| placed.into_iter().map(|(_, p)| p).collect())
                     });
                     match outcomes {
                         Ok(all) => {
@@ -131,6 +121,29 @@ pub fn worker(url: &str, worker: u32, count: u32, threads: u32, batch: u32) -> R
     }
     println!("placed {placed} failed {failed}");
     Ok(())
+}
+
+/// One benchmark instance: 2 cores, 4 GiB, 20 GiB, `gpus` shared GPUs.
+fn instance<'a>(name: &'a str, owner: i64, image: i64, gpus: i32) -> NewInstance<'a> {
+    NewInstance {
+        name,
+        owner_id: owner,
+        course_id: None,
+        image_id: image,
+        desired_state: DesiredState::Running,
+        observed_state: ObservedState::Queued,
+        cpu: 2,
+        memory_mib: 4096,
+        disk_gib: 20,
+        gpu_count: gpus,
+        gpu_model: None,
+        gpu_share: "shared",
+        gpu_share_count: None,
+        home_gib: 0,
+        strategy: "spread",
+        priority: 0,
+        config: serde_json::json!({}),
+    }
 }
 
 #[derive(QueryableByName)]

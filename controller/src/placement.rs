@@ -59,21 +59,7 @@ pub fn insert(
     pinned: Option<i64>,
     config: &PlacementConfig,
 ) -> QueryResult<(i64, Option<Placement>)> {
-    let row = serde_json::to_value(new)
-        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
-    let ask = Ask {
-        instance: None,
-        row: Some(row),
-        gpu_count: new.gpu_count,
-        cpu: new.cpu,
-        memory_mib: new.memory_mib,
-        disk_gib: new.disk_gib + i64::from(new.home_gib),
-        gpu_model: new.gpu_model,
-        exclusive: new.gpu_share == "exclusive",
-        share: new.gpu_share_count,
-        image_id: new.image_id,
-        pack: new.strategy == "pack",
-    };
+    let ask = Ask::new_row(new)?;
     match place_ask(conn, &ask, pinned, config)? {
         Some(p) => Ok((p.instance_id, Some(p))),
         None => {
@@ -82,6 +68,122 @@ pub fn insert(
             Instance::set_error(conn, id, Some(&why))?;
             Ok((id, None))
         }
+    }
+}
+
+/// Inserts a class: `news`, which ask for the same shape (a course's students), each placed when
+/// a node can hold it now and queued otherwise, as [`insert`] would one by one. The placements
+/// are one statement (`cohort_place_class`, the same passes and tries for each row in turn), so
+/// the nodes the class holds are held only while it is placed, not for a round trip per
+/// student. Rows of different shapes are inserted one by one. Returns each row's id and where it
+/// went, in the order given.
+pub fn insert_class(
+    conn: &mut PgConnection,
+    news: &[NewInstance<'_>],
+    config: &PlacementConfig,
+) -> QueryResult<Vec<(i64, Option<Placement>)>> {
+    let Some(first) = news.first() else {
+        return Ok(Vec::new());
+    };
+    let ask = Ask::new_row(first)?;
+    if news.iter().any(|new| !ask.same_shape(&Ask::of(new, None))) {
+        return news
+            .iter()
+            .map(|new| insert(conn, new, None, config))
+            .collect();
+    }
+    let rows = news
+        .iter()
+        .map(|new| {
+            serde_json::to_value(new)
+                .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))
+        })
+        .collect::<QueryResult<Vec<_>>>()?;
+    let tries: Vec<ClassTry> = diesel::sql_query(
+        "SELECT * FROM cohort_place_class($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+         $14, $15)",
+    )
+    .bind::<Array<Jsonb>, _>(&rows)
+    .bind::<Integer, _>(ask.gpu_count)
+    .bind::<Integer, _>(ask.cpu)
+    .bind::<BigInt, _>(ask.memory_mib)
+    .bind::<BigInt, _>(ask.disk_gib)
+    .bind::<Nullable<Text>, _>(ask.gpu_model)
+    .bind::<Bool, _>(ask.exclusive)
+    .bind::<BigInt, _>(ask.image_id)
+    .bind::<Bool, _>(ask.pack)
+    .bind::<Double, _>(config.cpu_overcommit)
+    .bind::<Double, _>(config.memory_overcommit)
+    .bind::<Double, _>(config.disk_overcommit)
+    .bind::<Nullable<Integer>, _>(ask.share)
+    .bind::<BigInt, _>(WINDOW)
+    .bind::<Integer, _>(TRIES_PER_PASS as i32)
+    .load(conn)?;
+    if tries.len() != news.len() {
+        return Err(diesel::result::Error::DeserializationError(
+            format!("{} rows placed for a class of {}", tries.len(), news.len()).into(),
+        ));
+    }
+    let mut why: Option<String> = None;
+    news.iter()
+        .zip(tries)
+        .map(|(new, t)| match t.placement() {
+            Some(p) => Ok((p.instance_id, Some(p))),
+            None => {
+                let id = Instance::insert(conn, new)?.id;
+                let reason = match &why {
+                    Some(w) => w.clone(),
+                    None => why
+                        .insert(queue_reason::why(conn, &ask.need(), config)?)
+                        .clone(),
+                };
+                Instance::set_error(conn, id, Some(&reason))?;
+                Ok((id, None))
+            }
+        })
+        .collect()
+}
+
+/// What `cohort_place_class` says of one row: where it was placed, or NULLs when no node could
+/// hold it now.
+#[derive(QueryableByName)]
+struct ClassTry {
+    #[diesel(sql_type = Nullable<BigInt>)]
+    placed_instance: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    placed_node: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    placed_node_name: Option<String>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    placed_port: Option<i32>,
+    #[diesel(sql_type = Nullable<Array<BigInt>>)]
+    placed_gpus: Option<Vec<i64>>,
+    #[diesel(sql_type = Nullable<Array<Integer>>)]
+    placed_slots: Option<Vec<i32>>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    placed_pass: Option<i32>,
+}
+
+impl ClassTry {
+    fn placement(self) -> Option<Placement> {
+        let pass = match self.placed_pass? {
+            0 => Pass::Window,
+            1 => Pass::Everything,
+            _ => Pass::Wait,
+        };
+        Some(Placement {
+            instance_id: self.placed_instance?,
+            node_id: self.placed_node?,
+            node_name: self.placed_node_name?,
+            ssh_port: self.placed_port?,
+            gpu_slots: self
+                .placed_gpus
+                .unwrap_or_default()
+                .into_iter()
+                .zip(self.placed_slots.unwrap_or_default())
+                .collect(),
+            pass,
+        })
     }
 }
 
@@ -142,7 +244,56 @@ struct Ask<'a> {
     pack: bool,
 }
 
-impl Ask<'_> {
+impl<'a> Ask<'a> {
+    /// What the new row `new` asks for, the row itself (`row`) not yet attached.
+    fn of(new: &NewInstance<'a>, row: Option<serde_json::Value>) -> Self {
+        Ask {
+            instance: None,
+            row,
+            gpu_count: new.gpu_count,
+            cpu: new.cpu,
+            memory_mib: new.memory_mib,
+            disk_gib: new.disk_gib + i64::from(new.home_gib),
+            gpu_model: new.gpu_model,
+            exclusive: new.gpu_share == "exclusive",
+            share: new.gpu_share_count,
+            image_id: new.image_id,
+            pack: new.strategy == "pack",
+        }
+    }
+
+    /// The new row `new`, with its columns by name.
+    fn new_row(new: &NewInstance<'a>) -> QueryResult<Self> {
+        let row = serde_json::to_value(new)
+            .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+        Ok(Ask::of(new, Some(row)))
+    }
+
+    /// Whether `other` asks for what this does (the rows aside).
+    fn same_shape(&self, other: &Ask<'_>) -> bool {
+        (
+            self.gpu_count,
+            self.cpu,
+            self.memory_mib,
+            self.disk_gib,
+            self.gpu_model,
+            self.exclusive,
+            self.share,
+            self.image_id,
+            self.pack,
+        ) == (
+            other.gpu_count,
+            other.cpu,
+            other.memory_mib,
+            other.disk_gib,
+            other.gpu_model,
+            other.exclusive,
+            other.share,
+            other.image_id,
+            other.pack,
+        )
+    }
+
     fn need(&self) -> queue_reason::Need<'_> {
         queue_reason::Need {
             cpu: self.cpu,

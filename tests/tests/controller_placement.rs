@@ -643,7 +643,8 @@ fn the_placement_sql_is_what_the_migrations_leave() {
             "cohort_node_load",
             "cohort_gpu_room",
             "cohort_node_free_gpus",
-            "cohort_place_try"
+            "cohort_place_try",
+            "cohort_place_class"
         ]
     );
     let t = TestController::new();
@@ -823,6 +824,110 @@ async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
     let nodes_used: HashSet<i64> = placed.iter().map(|p| p.node_id).collect();
     assert_eq!(nodes_used.len(), 10, "{placed:?}");
     assert!(nodes_used.is_disjoint(&held), "{placed:?}");
+}
+
+/// A class placed in one statement (`placement::insert_class`, as a course's provision places
+/// its new students): each row where `insert` would put it, in the order given, every port and
+/// GPU slot once, and the rows no node can hold now written queued with the reason; a class of
+/// mixed shapes is placed one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_in_one_statement_spreads_takes_each_slot_once_and_queues_the_rest() {
+    use cohort_controller::config::PlacementConfig;
+    use cohort_controller::models::instance::NewInstance;
+    use cohort_controller::placement;
+
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    let image = t.image("base");
+    // GPU room for 3: two exclusive-sized GPUs on a, one on b, none on c.
+    let a = t.node("node-a", (28000, 28003), 64, 256, true);
+    let b = t.node("node-b", (28100, 28103), 64, 256, true);
+    t.node("node-c", (28200, 28203), 64, 256, true);
+    t.gpu(&a, "GPU-a0", 0, "T4", 1);
+    t.gpu(&a, "GPU-a1", 1, "T4", 1);
+    t.gpu(&b, "GPU-b0", 0, "T4", 1);
+    let names = [
+        "student-0",
+        "student-1",
+        "student-2",
+        "student-3",
+        "student-4",
+        "student-5",
+    ];
+    let owner = admin.user.id;
+    let row = |name: &'static str, gpus: i32, cpu: i32| NewInstance {
+        name,
+        owner_id: owner,
+        course_id: None,
+        image_id: image.id,
+        desired_state: DesiredState::Running,
+        observed_state: ObservedState::Queued,
+        cpu,
+        memory_mib: 512,
+        disk_gib: 1,
+        gpu_count: gpus,
+        gpu_model: None,
+        gpu_share: "shared",
+        gpu_share_count: None,
+        home_gib: 0,
+        strategy: "spread",
+        priority: 0,
+        config: serde_json::json!({}),
+    };
+    let config = PlacementConfig::default();
+    let class: Vec<NewInstance<'_>> = names.iter().map(|n| row(n, 1, 1)).collect();
+    let placed = t
+        .conn()
+        .transaction(|conn| placement::insert_class(conn, &class, &config))
+        .unwrap();
+
+    assert_eq!(placed.len(), 6);
+    let mut conn = t.conn();
+    for ((id, _), name) in placed.iter().zip(&names) {
+        let got = Instance::find(&mut conn, *id).unwrap();
+        assert_eq!(&got.name, name, "results are in the order given");
+    }
+    // Spread: the first two on the two nodes with free GPUs, then the last GPU; the rest wait.
+    let on: Vec<Option<String>> = placed
+        .iter()
+        .map(|(_, p)| p.as_ref().map(|p| p.node_name.clone()))
+        .collect();
+    assert_eq!(
+        on,
+        [
+            Some("node-a".to_string()),
+            Some("node-b".to_string()),
+            Some("node-a".to_string()),
+            None,
+            None,
+            None
+        ]
+    );
+    let (rows, slots) = allocations(&t);
+    assert_eq!(rows.len(), 3);
+    let ports: HashSet<(String, i32)> = rows.iter().map(|(_, n, p)| (n.clone(), *p)).collect();
+    assert_eq!(ports.len(), 3, "a port given twice: {rows:?}");
+    assert_eq!(slots.values().map(Vec::len).sum::<usize>(), 3);
+    assert!(slots.values().all(|s| s == &vec![0]), "{slots:?}");
+    for (id, p) in &placed {
+        let got = Instance::find(&mut conn, *id).unwrap();
+        if p.is_none() {
+            assert_eq!(got.node_id, None);
+            let why = got.error.unwrap_or_default();
+            assert!(why.contains("GPU"), "queued with the reason: {why}");
+        } else {
+            assert_eq!(got.observed_state, ObservedState::Pending);
+        }
+    }
+
+    // Mixed shapes: one by one, each placed as `insert` would.
+    let mixed = [row("mixed-0", 0, 1), row("mixed-1", 0, 2)];
+    let placed = t
+        .conn()
+        .transaction(|conn| placement::insert_class(conn, &mixed, &config))
+        .unwrap();
+    assert!(placed.iter().all(|(_, p)| p.is_some()), "{placed:?}");
+    assert_eq!(allocations(&t).0.len(), 5);
 }
 
 /// A course's new limits on a node with room for one container's growth and not another's:

@@ -177,24 +177,28 @@ pub async fn provision(
                     crate::feasible::COURSE_FIELDS,
                 )?;
             }
+            // The students with no instance yet are placed together, as a class, after the
+            // loop; their items keep their places in the roster's order.
+            let mut slots: Vec<Option<Planned>> = Vec::new();
+            let mut new_students: Vec<&Enrolled> = Vec::new();
             for student in &students {
                 match existing.iter().find(|i| i.owner_id == student.user.id) {
-                    None => match insert_instance(conn, &course, student, &placement_config)? {
-                        Ok(planned) => steps.push(planned),
-                        Err(refusal) => refused.push(refusal),
-                    },
+                    None => {
+                        new_students.push(student);
+                        slots.push(None);
+                    }
                     Some(i) if i.desired_state == DesiredState::Deleted => {}
                     Some(i) if i.node_id.is_none() && i.observed_state == ObservedState::Error => {
                         // Its create failed for good earlier: try it again.
                         Instance::requeue(conn, i.id)?;
                         let queued = Instance::find(conn, i.id)?;
                         let placed = placement::place(conn, &queued, None, &placement_config)?;
-                        steps.push(Planned::new(
+                        slots.push(Some(Planned::new(
                             i.name.clone(),
                             StepKind::Create,
                             i.id,
                             at(placed),
-                        ));
+                        )));
                     }
                     Some(i) if i.node_id.is_some_and(|n| unreachable.contains(&n)) => {}
                     Some(i) => {
@@ -205,8 +209,17 @@ pub async fn provision(
                         };
                         let node = i.node_id.and_then(|n| node_names.get(&n).cloned());
                         let placed = node.zip(i.ssh_port);
-                        steps.push(Planned::new(i.name.clone(), action, i.id, placed));
+                        slots.push(Some(Planned::new(i.name.clone(), action, i.id, placed)));
                     }
+                }
+            }
+            let mut placed_new =
+                insert_class(conn, &course, &new_students, &placement_config)?.into_iter();
+            for slot in slots {
+                match slot.map(Ok).or_else(|| placed_new.next()) {
+                    Some(Ok(planned)) => steps.push(planned),
+                    Some(Err(refusal)) => refused.push(refusal),
+                    None => {}
                 }
             }
             let step_refs: Vec<Step<'_>> = steps.iter().map(Planned::step).collect();
@@ -263,6 +276,74 @@ impl Planned {
     }
 }
 
+/// The instances of `students`, none of whom has one yet, placed together as a class
+/// ([`placement::insert_class`]): each student's `create` item, or, when both names the student
+/// could have are taken by instances that are not the course's, the name and why (the student's
+/// item fails, not the provision). In the order given.
+fn insert_class(
+    conn: &mut PgConnection,
+    course: &Course,
+    students: &[&Enrolled],
+    placement_config: &PlacementConfig,
+) -> ActionResult<Vec<Result<Planned, (String, String)>>> {
+    if students.is_empty() {
+        return Ok(Vec::new());
+    }
+    let image_id = image_of(course)?;
+    let mut names: Vec<Result<String, (String, String)>> = Vec::new();
+    for student in students {
+        let candidates = names_for(course, student);
+        let mut free = None;
+        for name in &candidates {
+            if Instance::by_name(conn, name)?.is_none() {
+                free = Some(name.clone());
+                break;
+            }
+        }
+        names.push(free.ok_or_else(|| refusal(course, &candidates)));
+    }
+    let news: Vec<NewInstance<'_>> = students
+        .iter()
+        .zip(&names)
+        .filter_map(|(student, name)| {
+            let name = name.as_ref().ok()?;
+            Some(new_instance(
+                course,
+                student,
+                name,
+                image_id,
+                placement_config,
+            ))
+        })
+        .collect();
+    // In a savepoint: a name another transaction took meanwhile rolls back the class alone, and
+    // its students are then placed one by one, each taking its other name if it must.
+    let placed =
+        match conn.transaction(|conn| placement::insert_class(conn, &news, placement_config)) {
+            Ok(placed) => placed,
+            Err(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                ref info,
+            )) if info.constraint_name() == Some("instances_name_key") => {
+                return students
+                    .iter()
+                    .map(|student| insert_instance(conn, course, student, placement_config))
+                    .collect();
+            }
+            Err(e) => return Err(e.into()),
+        };
+    let mut placed = placed.into_iter();
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let name = name?;
+            let (id, at) = placed.next().expect("one placement for each named student");
+            let at = at.map(|p| (p.node_name, p.ssh_port));
+            Ok(Planned::new(name, StepKind::Create, id, at))
+        })
+        .collect())
+}
+
 /// A student's instance of `course`, placed when a node can hold it, queued otherwise: its
 /// `create` item; or, when both names the student could have are taken by instances that are not the
 /// course's, the name and why (the student's item fails, not the provision).
@@ -270,42 +351,15 @@ fn insert_instance(
     conn: &mut PgConnection,
     course: &Course,
     student: &Enrolled,
-    placement_config: &crate::config::PlacementConfig,
+    placement_config: &PlacementConfig,
 ) -> ActionResult<Result<Planned, (String, String)>> {
-    let image_id = course.image_id.ok_or_else(|| {
-        ActionError::conflict(
-            Some("image"),
-            format!("course {} has no image", course.code),
-        )
-    })?;
-    let username = &student.user.username;
-    let names = [
-        naming::instance_name(&course.code, username),
-        naming::instance_name_around(&course.code, username),
-    ];
+    let image_id = image_of(course)?;
+    let names = names_for(course, student);
     for name in &names {
         if Instance::by_name(conn, name)?.is_some() {
             continue;
         }
-        let new = NewInstance {
-            name,
-            owner_id: student.user.id,
-            course_id: Some(course.id),
-            image_id,
-            desired_state: DesiredState::Running,
-            observed_state: ObservedState::Queued,
-            cpu: course.cpu,
-            memory_mib: course.memory_mib,
-            disk_gib: course.disk_gib,
-            gpu_count: course.gpus,
-            gpu_model: course.gpu_model.as_deref(),
-            gpu_share: &course.gpu_share,
-            gpu_share_count: course.gpu_share_count,
-            home_gib: homes::reserved_gib(homes::course_mib(course, placement_config)) as i32,
-            strategy: "spread",
-            priority: 0,
-            config: json!({}),
-        };
+        let new = new_instance(course, student, name, image_id, placement_config);
         // In a savepoint: a name taken meanwhile by another transaction rolls back this insert
         // alone, not the provision.
         match conn.transaction(|conn| placement::insert(conn, &new, None, placement_config)) {
@@ -320,12 +374,65 @@ fn insert_instance(
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Err((
+    Ok(Err(refusal(course, &names)))
+}
+
+/// The course's image, which every instance of it is made from.
+fn image_of(course: &Course) -> ActionResult<i64> {
+    course.image_id.ok_or_else(|| {
+        ActionError::conflict(
+            Some("image"),
+            format!("course {} has no image", course.code),
+        )
+    })
+}
+
+/// The two names a student's instance of `course` may have, the usual one first.
+fn names_for(course: &Course, student: &Enrolled) -> [String; 2] {
+    let username = &student.user.username;
+    [
+        naming::instance_name(&course.code, username),
+        naming::instance_name_around(&course.code, username),
+    ]
+}
+
+/// Why a student has no instance: both its names are taken.
+fn refusal(course: &Course, names: &[String; 2]) -> (String, String) {
+    (
         names[0].clone(),
         format!(
             "instance names {} and {} are both taken by instances that are not course {}'s; \
              an admin can delete them",
             names[0], names[1], course.code
         ),
-    )))
+    )
+}
+
+/// The row of `student`'s instance of `course`, named `name`.
+fn new_instance<'a>(
+    course: &'a Course,
+    student: &Enrolled,
+    name: &'a str,
+    image_id: i64,
+    placement_config: &PlacementConfig,
+) -> NewInstance<'a> {
+    NewInstance {
+        name,
+        owner_id: student.user.id,
+        course_id: Some(course.id),
+        image_id,
+        desired_state: DesiredState::Running,
+        observed_state: ObservedState::Queued,
+        cpu: course.cpu,
+        memory_mib: course.memory_mib,
+        disk_gib: course.disk_gib,
+        gpu_count: course.gpus,
+        gpu_model: course.gpu_model.as_deref(),
+        gpu_share: &course.gpu_share,
+        gpu_share_count: course.gpu_share_count,
+        home_gib: homes::reserved_gib(homes::course_mib(course, placement_config)) as i32,
+        strategy: "spread",
+        priority: 0,
+        config: json!({}),
+    }
 }

@@ -1,0 +1,3 @@
+DROP FUNCTION cohort_place_class(JSONB[], INTEGER, INTEGER, BIGINT, BIGINT, TEXT, BOOLEAN, BIGINT,
+                                 BOOLEAN, DOUBLE PRECISION, DOUBLE PRECISION, DOUBLE PRECISION,
+                                 INTEGER, BIGINT, INTEGER);
