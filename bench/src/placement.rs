@@ -85,13 +85,14 @@ pub fn worker(url: &str, worker: u32, count: u32, threads: u32, batch: u32) -> R
                     let outcomes = conn.transaction(|conn| {
                         if batch == 1 {
                             // Every other instance asks for a shared GPU, like a mixed class.
-                            let new = instance(&names[0], owner, image, i32::from(i % 2 == 0));
+                            let new =
+                                instance(&names[0], owner, image, i32::from(i.is_multiple_of(2)));
                             return placement::insert(conn, &new, None, &config)
                                 .map(|(_, p)| vec![p]);
                         }
                         // A class asks for one shape: every other class a shared GPU each, so
                         // as many instances ask for one as one at a time.
-                        let gpus = i32::from((i / batch) % 2 == 0);
+                        let gpus = i32::from((i / batch).is_multiple_of(2));
                         let class: Vec<NewInstance<'_>> = names
                             .iter()
                             .map(|name| instance(name, owner, image, gpus))
