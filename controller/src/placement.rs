@@ -48,6 +48,17 @@ pub enum Pass {
     Wait,
 }
 
+impl Pass {
+    /// The pass `cohort_place_class` numbers `n` (0, 1, 2 in the order above).
+    fn from_number(n: i32) -> Pass {
+        match n {
+            0 => Pass::Window,
+            1 => Pass::Everything,
+            _ => Pass::Wait,
+        }
+    }
+}
+
 /// Inserts `new`, placed when a node can hold it now (only the node `pinned` names, when set),
 /// queued otherwise (the row as given). Returns its id and where it went.
 ///
@@ -63,12 +74,17 @@ pub fn insert(
     match place_ask(conn, &ask, pinned, config)? {
         Some(p) => Ok((p.instance_id, Some(p))),
         None => {
-            let id = Instance::insert(conn, new)?.id;
             let why = queue_reason::why(conn, &ask.need(), config)?;
-            Instance::set_error(conn, id, Some(&why))?;
-            Ok((id, None))
+            Ok((insert_queued(conn, new, &why)?, None))
         }
     }
+}
+
+/// Writes `new` queued, with why no node can hold it now.
+fn insert_queued(conn: &mut PgConnection, new: &NewInstance<'_>, why: &str) -> QueryResult<i64> {
+    let id = Instance::insert(conn, new)?.id;
+    Instance::set_error(conn, id, Some(why))?;
+    Ok(id)
 }
 
 /// Inserts a class: `news`, which ask for the same shape (a course's students), each placed when
@@ -124,67 +140,34 @@ pub fn insert_class(
             format!("{} rows placed for a class of {}", tries.len(), news.len()).into(),
         ));
     }
+    // Every row asks for the same, so one that no node can hold has the same reason as the next.
     let mut why: Option<String> = None;
     news.iter()
         .zip(tries)
-        .map(|(new, t)| match t.placement() {
-            Some(p) => Ok((p.instance_id, Some(p))),
-            None => {
-                let id = Instance::insert(conn, new)?.id;
-                let reason = match &why {
-                    Some(w) => w.clone(),
-                    None => why
-                        .insert(queue_reason::why(conn, &ask.need(), config)?)
-                        .clone(),
-                };
-                Instance::set_error(conn, id, Some(&reason))?;
-                Ok((id, None))
+        .map(|(new, t)| {
+            let pass = t.placed_pass.map(Pass::from_number);
+            match pass.and_then(|pass| t.placed.placement(pass)) {
+                Some(p) => Ok((p.instance_id, Some(p))),
+                None => {
+                    let why = match &why {
+                        Some(why) => why,
+                        None => why.insert(queue_reason::why(conn, &ask.need(), config)?),
+                    };
+                    Ok((insert_queued(conn, new, why)?, None))
+                }
             }
         })
         .collect()
 }
 
-/// What `cohort_place_class` says of one row: where it was placed, or NULLs when no node could
-/// hold it now.
+/// What `cohort_place_class` says of one row: a try that placed it, and the pass that did; all
+/// NULL when no node could hold it now.
 #[derive(QueryableByName)]
 struct ClassTry {
-    #[diesel(sql_type = Nullable<BigInt>)]
-    placed_instance: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    placed_node: Option<i64>,
-    #[diesel(sql_type = Nullable<Text>)]
-    placed_node_name: Option<String>,
-    #[diesel(sql_type = Nullable<Integer>)]
-    placed_port: Option<i32>,
-    #[diesel(sql_type = Nullable<Array<BigInt>>)]
-    placed_gpus: Option<Vec<i64>>,
-    #[diesel(sql_type = Nullable<Array<Integer>>)]
-    placed_slots: Option<Vec<i32>>,
+    #[diesel(embed)]
+    placed: Try,
     #[diesel(sql_type = Nullable<Integer>)]
     placed_pass: Option<i32>,
-}
-
-impl ClassTry {
-    fn placement(self) -> Option<Placement> {
-        let pass = match self.placed_pass? {
-            0 => Pass::Window,
-            1 => Pass::Everything,
-            _ => Pass::Wait,
-        };
-        Some(Placement {
-            instance_id: self.placed_instance?,
-            node_id: self.placed_node?,
-            node_name: self.placed_node_name?,
-            ssh_port: self.placed_port?,
-            gpu_slots: self
-                .placed_gpus
-                .unwrap_or_default()
-                .into_iter()
-                .zip(self.placed_slots.unwrap_or_default())
-                .collect(),
-            pass,
-        })
-    }
 }
 
 /// Tries to place the queued `instance`; `None` when no node can hold it now. Only the node
@@ -330,25 +313,11 @@ fn place_ask(
             let Some(node_id) = outcome.placed_node else {
                 break;
             };
-            let (Some(instance_id), Some(node_name), Some(ssh_port)) = (
-                outcome.placed_instance,
-                outcome.placed_node_name,
-                outcome.placed_port,
-            ) else {
+            match outcome.placement(pass) {
+                Some(placement) => return Ok(Some(placement)),
                 // The locked node could not take the instance after all; the function let it go.
-                tried.push(node_id);
-                continue;
-            };
-            let gpus = outcome.placed_gpus.unwrap_or_default();
-            let slots = outcome.placed_slots.unwrap_or_default();
-            return Ok(Some(Placement {
-                instance_id,
-                node_id,
-                node_name,
-                ssh_port,
-                gpu_slots: gpus.into_iter().zip(slots).collect(),
-                pass,
-            }));
+                None => tried.push(node_id),
+            }
         }
     }
     Ok(None)
@@ -370,6 +339,25 @@ struct Try {
     placed_gpus: Option<Vec<i64>>,
     #[diesel(sql_type = Nullable<Array<Integer>>)]
     placed_slots: Option<Vec<i32>>,
+}
+
+impl Try {
+    /// Where the try placed the instance, found by `pass`; `None` when it did not.
+    fn placement(self, pass: Pass) -> Option<Placement> {
+        Some(Placement {
+            instance_id: self.placed_instance?,
+            node_id: self.placed_node?,
+            node_name: self.placed_node_name?,
+            ssh_port: self.placed_port?,
+            gpu_slots: self
+                .placed_gpus
+                .unwrap_or_default()
+                .into_iter()
+                .zip(self.placed_slots.unwrap_or_default())
+                .collect(),
+            pass,
+        })
+    }
 }
 
 /// One try at the best node `pass` looks at, skipping the nodes in `tried`.

@@ -290,18 +290,17 @@ fn insert_class(
         return Ok(Vec::new());
     }
     let image_id = image_of(course)?;
-    let mut names: Vec<Result<String, (String, String)>> = Vec::new();
-    for student in students {
-        let candidates = names_for(course, student);
-        let mut free = None;
-        for name in &candidates {
-            if Instance::by_name(conn, name)?.is_none() {
-                free = Some(name.clone());
-                break;
-            }
-        }
-        names.push(free.ok_or_else(|| refusal(course, &candidates)));
-    }
+    let candidates: Vec<[String; 2]> = students.iter().map(|s| names_for(course, s)).collect();
+    let taken = Instance::taken_names(conn, candidates.iter().flatten())?;
+    let names: Vec<Result<String, (String, String)>> = candidates
+        .iter()
+        .map(|both| {
+            both.iter()
+                .find(|name| !taken.contains(*name))
+                .cloned()
+                .ok_or_else(|| refusal(course, both))
+        })
+        .collect();
     let news: Vec<NewInstance<'_>> = students
         .iter()
         .zip(&names)

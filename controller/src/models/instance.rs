@@ -158,6 +158,20 @@ impl Instance {
             .optional()
     }
 
+    /// Which of `names` instances already have, in one query.
+    pub fn taken_names<'a>(
+        conn: &mut PgConnection,
+        names: impl IntoIterator<Item = &'a String>,
+    ) -> QueryResult<std::collections::HashSet<String>> {
+        let names: Vec<&String> = names.into_iter().collect();
+        Ok(instances::table
+            .filter(instances::name.eq_any(names))
+            .select(instances::name)
+            .load::<String>(conn)?
+            .into_iter()
+            .collect())
+    }
+
     pub fn list(conn: &mut PgConnection, owner: Option<i64>) -> QueryResult<Vec<Instance>> {
         let mut q = instances::table.select(Instance::as_select()).into_boxed();
         if let Some(owner) = owner {
