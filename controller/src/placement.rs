@@ -89,10 +89,12 @@ fn insert_queued(conn: &mut PgConnection, new: &NewInstance<'_>, why: &str) -> Q
 
 /// Inserts a class: `news`, which ask for the same shape (a course's students), each placed when
 /// a node can hold it now and queued otherwise, as [`insert`] would one by one. The placements
-/// are one statement (`cohort_place_class`, the same passes and tries for each row in turn), so
-/// the nodes the class holds are held only while it is placed, not for a round trip per
-/// student. Rows of different shapes are inserted one by one. Returns each row's id and where it
-/// went, in the order given.
+/// are one statement (`cohort_place_class`: to spread, it claims as many of the best nodes as
+/// there are rows at once and gives each row the best of them that still fits; a row none can
+/// take gets the passes and tries of one instance), so the nodes the class holds are held only
+/// while it is placed, not for a round trip per student, and the window is ranked once a class
+/// rather than once a student. Rows of different shapes are inserted one by one. Returns each
+/// row's id and where it went, in the order given.
 pub fn insert_class(
     conn: &mut PgConnection,
     news: &[NewInstance<'_>],
@@ -293,10 +295,11 @@ impl<'a> Ask<'a> {
 /// Each try is one call of `cohort_place_try` (its current definition, and those of the
 /// functions it calls, are in `placement.sql` beside this file): it reads a window of the least
 /// loaded nodes from an index (leaving out those earlier tries of the transaction found held by
-/// other transactions), filters them on the usage counters the database keeps (see the `placement_counters`
-/// migration), ranks them and locks the best one no other placement holds (`FOR UPDATE SKIP
-/// LOCKED`), so concurrent placements spread over nodes instead of queueing on the single best
-/// one; then the port and GPU slots are taken under that lock and the instance written. A pass
+/// other transactions), filters them on the usage counters the database keeps (see the
+/// `placement_counters` migration), ranks them and locks the best one no other placement holds
+/// (`FOR UPDATE SKIP LOCKED`), so concurrent placements spread over nodes instead of queueing on
+/// the single best one; then `cohort_place_on` takes the port and GPU slots under that lock and
+/// writes the instance. A pass
 /// that finds nothing in the window looks at every node, and only when every node that fits is
 /// held does a pass wait for one. The function runs as one round trip with plans PostgreSQL
 /// keeps for the session.

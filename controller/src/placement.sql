@@ -1,11 +1,12 @@
 -- Placement as it is now: the current definition of every function placement runs in
 -- PostgreSQL, in one place to read. The migrations made them step by step (placement_functions,
 -- placement_window, placement_insert, course_gpu_share, create_orphans, count_homes_and_pools,
--- remember_busy_nodes, gpu_share_cap, place_class);
--- a test (`controller_placement::the_placement_sql_is_what_the_migrations_leave`) checks that this file
--- defines exactly what they leave in the database, so a migration that changes placement
+-- remember_busy_nodes, gpu_share_cap, place_class, class_claims_nodes); a test
+-- (`controller_placement::the_placement_sql_is_what_the_migrations_leave`) checks that this
+-- file defines exactly what they leave in the database, so a migration that changes placement
 -- changes this file too. `controller/src/placement.rs` drives the passes and calls
--- `cohort_place_try` once per try, or `cohort_place_class` once for a class.
+-- `cohort_place_try` once per try, or `cohort_place_class` once for a class; both place through
+-- `cohort_place_on`.
 --
 -- The counters these read (`nodes.cpu_used`, `memory_used_mib`, `disk_used_gib` (root disks and
 -- homes), `instance_count`, `gpus.allocated`, `gpus.share_cap`) are kept by triggers
@@ -62,6 +63,51 @@ BEGIN
 END
 $$;
 
+-- The window a first pass ranks: `p_size` of the least loaded online nodes (most loaded, to
+-- pack) and as many of those holding image `p_image`, leaving out `p_busy`. Ordered index scans
+-- with a LIMIT; the ids then go through the primary key. (One query with the fit filter in it is
+-- planned as a scan of every node: the planner cannot tell how many nodes the filter keeps.)
+-- Like cohort_place_on, it runs under the settings of its callers, the placement functions.
+CREATE OR REPLACE FUNCTION cohort_node_window(p_image BIGINT, p_pack BOOLEAN, p_size BIGINT,
+                                   p_busy BIGINT[])
+RETURNS BIGINT[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_pack THEN
+        RETURN ARRAY(
+            (SELECT m.id FROM nodes m
+               JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(p_busy))
+             ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
+             LIMIT p_size)
+            UNION
+            (SELECT m.id FROM nodes m
+             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(p_busy))
+             ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
+             LIMIT p_size));
+    END IF;
+    RETURN ARRAY(
+        (SELECT m.id FROM nodes m
+           JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
+         WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(p_busy))
+         ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
+         LIMIT p_size)
+        UNION
+        (SELECT m.id FROM nodes m
+         WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(p_busy))
+         ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
+         LIMIT p_size));
+END
+$$;
+
+-- Where a node stands for an instance of `p_memory_mib`, lowest first: its memory in use with
+-- the instance, of what it may hold; the most loaded first to pack. Inlined into the rankings.
+CREATE OR REPLACE FUNCTION cohort_node_rank(n nodes, p_pack BOOLEAN, p_memory_mib BIGINT,
+                                 p_memory_overcommit DOUBLE PRECISION)
+RETURNS DOUBLE PRECISION LANGUAGE sql IMMUTABLE AS $$
+    SELECT (CASE WHEN p_pack THEN -1 ELSE 1 END) * (n.memory_used_mib + p_memory_mib)
+           / ((n.memory_bytes / 1048576) * p_memory_overcommit)
+$$;
+
 -- As the remember_busy_nodes migration made it: the nodes a transaction found held are skipped
 -- by its later tries.
 -- One try at placing instance `p_instance`, or the new row `p_row` when that is NULL: finds and
@@ -99,7 +145,8 @@ DECLARE
     busy BIGINT[];
     ranked BIGINT[];
     pos INTEGER;
-    node RECORD;
+    node nodes;
+    taken RECORD;
 BEGIN
     -- The nodes earlier tries of this transaction found held by other transactions (or without
     -- room for their GPUs): a transaction that places a class holds each node it placed on until
@@ -111,35 +158,10 @@ BEGIN
     IF p_wait THEN
         busy := '{}';
     END IF;
-    -- Ordered index scans with a LIMIT; the ids then go through the primary key. (One query
-    -- with the filter in it is planned as a scan of every node: the planner cannot tell how
-    -- many nodes the filter keeps.)
     IF p_shortlist IS NULL THEN
         candidates := ARRAY(SELECT m.id FROM nodes m WHERE m.id NOT IN (SELECT unnest(busy)));
-    ELSIF p_pack THEN
-        candidates := ARRAY(
-            (SELECT m.id FROM nodes m
-               JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
-             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
-             ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
-             LIMIT p_shortlist)
-            UNION
-            (SELECT m.id FROM nodes m
-             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
-             ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes) DESC, m.id DESC
-             LIMIT p_shortlist));
     ELSE
-        candidates := ARRAY(
-            (SELECT m.id FROM nodes m
-               JOIN node_images ni ON ni.node_id = m.id AND ni.image_id = p_image
-             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
-             ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
-             LIMIT p_shortlist)
-            UNION
-            (SELECT m.id FROM nodes m
-             WHERE m.state = 'online' AND m.id NOT IN (SELECT unnest(busy))
-             ORDER BY cohort_node_load(m.memory_used_mib, m.memory_bytes), m.id
-             LIMIT p_shortlist));
+        candidates := cohort_node_window(p_image, p_pack, p_shortlist, busy);
     END IF;
 
     -- The fitting candidates, best first: holding the image, then by the score.
@@ -150,15 +172,13 @@ BEGIN
                                p_memory_overcommit, p_disk_gib, p_disk_overcommit, p_tried)
         ORDER BY EXISTS (SELECT 1 FROM node_images ni
                          WHERE ni.node_id = m.id AND ni.image_id = p_image) DESC,
-                 (CASE WHEN p_pack THEN -1 ELSE 1 END) * (m.memory_used_mib + p_memory_mib)
-                   / ((m.memory_bytes / 1048576) * p_memory_overcommit),
-                 m.id);
+                 cohort_node_rank(m, p_pack, p_memory_mib, p_memory_overcommit), m.id);
     -- The first of them that takes the instance by its newest row, locked: one no other
     -- transaction holds, or, for `p_wait`, waited for. The GPU test runs only on the nodes walked.
     pos := 0;
     FOR i IN 1 .. coalesce(cardinality(ranked), 0) LOOP
         IF p_wait THEN
-            SELECT n.id, n.name, n.ssh_port_first, n.ssh_port_last, n.instance_count INTO node
+            SELECT n.* INTO node
             FROM nodes n
             WHERE n.id = ranked[i]
               AND cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
@@ -168,7 +188,7 @@ BEGIN
                    OR cohort_node_free_gpus(n.id, p_gpu_model, p_exclusive, p_share) >= p_gpu_count)
             FOR UPDATE OF n;
         ELSE
-            SELECT n.id, n.name, n.ssh_port_first, n.ssh_port_last, n.instance_count INTO node
+            SELECT n.* INTO node
             FROM nodes n
             WHERE n.id = ranked[i]
               AND cohort_node_fits(n, p_pinned, p_gpu_count, p_cpu, p_cpu_overcommit,
@@ -196,28 +216,51 @@ BEGIN
     END IF;
     placed_node := node.id;
     placed_node_name := node.name;
+    -- An assignment, not a query: PL/pgSQL calls the function directly.
+    taken := cohort_place_on(node, p_instance, p_gpu_count, p_gpu_model, p_exclusive, p_row,
+                             p_share);
+    placed_instance := taken.placed_instance;
+    placed_port := taken.placed_port;
+    placed_gpus := taken.placed_gpus;
+    placed_slots := taken.placed_slots;
+END
+$$;
 
+-- Places instance `p_instance`, or the new row `p_row` when that is NULL, on `p_node`, a node
+-- row the caller has locked and found fitting: the lowest free port of its range, and GPU slots
+-- (distinct GPUs of the model asked for, exclusive ones for `p_exclusive`, the least used first,
+-- each at its lowest free slot). All NULL, with nothing written, when the node could not take it
+-- after all (no port free, or its GPUs changed since the caller read them). Its plans are made
+-- under the settings of its callers (generic, no sequential scans: see cohort_place_try); a
+-- SET of its own would be undone and done again on every call.
+CREATE OR REPLACE FUNCTION cohort_place_on(
+    p_node nodes, p_instance BIGINT, p_gpu_count INTEGER, p_gpu_model TEXT, p_exclusive BOOLEAN,
+    p_row JSONB, p_share INTEGER,
+    OUT placed_instance BIGINT, OUT placed_port INTEGER, OUT placed_gpus BIGINT[],
+    OUT placed_slots INTEGER[]
+) LANGUAGE plpgsql AS $$
+BEGIN
     -- The lowest port of the range no instance holds. Ports are taken lowest first, so the
     -- node's instances usually hold exactly the first `instance_count` ports of the range, and
     -- the next is free: then the probe for a taken port at or past it meets no entry of the
     -- node's port index and reads no row (the highest taken port, as before, had to read its
     -- row, on the heap page every concurrent placement was writing). Otherwise the first port,
     -- or one past the first taken port (in the order of the port index) whose successor is free.
-    placed_port := node.ssh_port_first + node.instance_count;
-    IF placed_port > node.ssh_port_last
+    placed_port := p_node.ssh_port_first + p_node.instance_count;
+    IF placed_port > p_node.ssh_port_last
        OR EXISTS (SELECT 1 FROM instances i
-                  WHERE i.node_id = node.id
-                    AND i.ssh_port BETWEEN placed_port AND node.ssh_port_last) THEN
+                  WHERE i.node_id = p_node.id
+                    AND i.ssh_port BETWEEN placed_port AND p_node.ssh_port_last) THEN
         placed_port := CASE
             WHEN NOT EXISTS (SELECT 1 FROM instances i
-                             WHERE i.node_id = node.id AND i.ssh_port = node.ssh_port_first)
-                THEN node.ssh_port_first
+                             WHERE i.node_id = p_node.id AND i.ssh_port = p_node.ssh_port_first)
+                THEN p_node.ssh_port_first
             ELSE (SELECT t.port + 1 FROM (
                       SELECT i.ssh_port AS port,
                              lead(i.ssh_port) OVER (ORDER BY i.ssh_port) AS next_port
                       FROM instances i
-                      WHERE i.node_id = node.id
-                        AND i.ssh_port BETWEEN node.ssh_port_first AND node.ssh_port_last
+                      WHERE i.node_id = p_node.id
+                        AND i.ssh_port BETWEEN p_node.ssh_port_first AND p_node.ssh_port_last
                   ) t
                   WHERE t.next_port IS DISTINCT FROM t.port + 1
                   ORDER BY t.port
@@ -227,17 +270,18 @@ BEGIN
     -- A port a container Cohort has no row for still forwards (see `orphans`): never again.
     IF placed_port IS NOT NULL
        AND EXISTS (SELECT 1 FROM orphans o
-                   WHERE o.node_id = node.id AND o.ssh_port = placed_port) THEN
-        placed_port := (SELECT p FROM generate_series(node.ssh_port_first, node.ssh_port_last) p
+                   WHERE o.node_id = p_node.id AND o.ssh_port = placed_port) THEN
+        placed_port := (SELECT p FROM generate_series(p_node.ssh_port_first, p_node.ssh_port_last) p
                         WHERE NOT EXISTS (SELECT 1 FROM instances i
-                                          WHERE i.node_id = node.id AND i.ssh_port = p)
+                                          WHERE i.node_id = p_node.id AND i.ssh_port = p)
                           AND NOT EXISTS (SELECT 1 FROM orphans o
-                                          WHERE o.node_id = node.id AND o.ssh_port = p)
+                                          WHERE o.node_id = p_node.id AND o.ssh_port = p)
                         ORDER BY p LIMIT 1);
     END IF;
-    IF placed_port IS NULL OR placed_port > node.ssh_port_last
+    IF placed_port IS NULL OR placed_port > p_node.ssh_port_last
        OR (p_gpu_count > 0
-           AND cohort_node_free_gpus(node.id, p_gpu_model, p_exclusive, p_share) < p_gpu_count) THEN
+           AND cohort_node_free_gpus(p_node.id, p_gpu_model, p_exclusive, p_share)
+               < p_gpu_count) THEN
         placed_port := NULL;
         RETURN;
     END IF;
@@ -249,7 +293,7 @@ BEGIN
                                desired_state, observed_state, cpu, memory_mib, disk_gib, home_gib,
                                gpu_count, gpu_model, gpu_share, gpu_share_count, strategy,
                                priority, config)
-        SELECT r.name, r.owner_id, r.course_id, r.image_id, node.id, placed_port,
+        SELECT r.name, r.owner_id, r.course_id, r.image_id, p_node.id, placed_port,
                r.desired_state, 'pending', r.cpu, r.memory_mib, r.disk_gib, r.home_gib,
                r.gpu_count, r.gpu_model, r.gpu_share, r.gpu_share_count, r.strategy,
                r.priority, r.config
@@ -270,7 +314,7 @@ BEGIN
                                       WHERE a.gpu_id = g.id AND a.slot = s)),
                    placed_instance, p_share
             FROM gpus g
-            WHERE g.node_id = node.id AND g.present
+            WHERE g.node_id = p_node.id AND g.present
               AND g.allocated < cohort_gpu_room(g, p_share)
               AND (p_gpu_model IS NULL OR g.model = p_gpu_model)
               AND (NOT p_exclusive OR g.share_limit = 1)
@@ -298,15 +342,23 @@ BEGIN
     END IF;
 
     IF p_instance IS NOT NULL THEN
-        UPDATE instances SET node_id = node.id, observed_state = 'pending', ssh_port = placed_port
+        UPDATE instances SET node_id = p_node.id, observed_state = 'pending', ssh_port = placed_port
         WHERE instances.id = p_instance;
     END IF;
 END
 $$;
 
--- A class (the new students of a course's provision) in one statement: for each new row in turn,
--- the passes and tries `placement.rs` drives for one instance (place_class). One row out per
--- row in, in order; NULLs for a row no node can hold now, which the caller writes queued.
+-- A class (the new students of a course's provision) in one statement. To spread, the class
+-- first claims as many nodes as it has rows: the best of the window that fit a row (GPUs too),
+-- locked at once, skipping those other transactions hold. Each row then goes to the best claimed
+-- node that still fits it, re-read with what the class put there: while a claimed node has
+-- nothing of the class, it ranks no worse than any node left out of the claim, so the rows land
+-- where one try each would have put them, without ranking the window again per row. (Packing
+-- claims nothing first: its rows fill the node the first try found.) A row no claimed node can
+-- take gets the passes and tries `placement.rs` drives for one instance (pass 0 ranks the window,
+-- 1 every node, 2 every node waiting for its lock), and the node it lands on joins the claim.
+-- One row out per row in, in order; NULLs for a row no node can hold now, which the caller
+-- writes queued.
 CREATE OR REPLACE FUNCTION cohort_place_class(
     p_rows JSONB[], p_gpu_count INTEGER, p_cpu INTEGER, p_memory_mib BIGINT, p_disk_gib BIGINT,
     p_gpu_model TEXT, p_exclusive BOOLEAN, p_image BIGINT, p_pack BOOLEAN,
@@ -316,12 +368,34 @@ CREATE OR REPLACE FUNCTION cohort_place_class(
 ) RETURNS TABLE (
     placed_instance BIGINT, placed_node BIGINT, placed_node_name TEXT, placed_port INTEGER,
     placed_gpus BIGINT[], placed_slots INTEGER[], placed_pass INTEGER
-) LANGUAGE plpgsql AS $$
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
+    claimed BIGINT[] := '{}';
+    -- Claimed nodes with no room left for a row of this shape.
+    no_room BIGINT[] := '{}';
+    ranked BIGINT[];
+    node nodes;
+    taken RECORD;
     try RECORD;
     tried BIGINT[];
+    class_size INTEGER := coalesce(cardinality(p_rows), 0);
 BEGIN
-    FOR i IN 1 .. coalesce(cardinality(p_rows), 0) LOOP
+    IF NOT p_pack AND class_size > 0 THEN
+        ranked := cohort_node_window(p_image, false, greatest(p_window, class_size), '{}');
+        claimed := ARRAY(
+            SELECT m.id FROM nodes m
+            WHERE m.id = ANY (ranked)
+              AND cohort_node_fits(m, NULL, p_gpu_count, p_cpu, p_cpu_overcommit, p_memory_mib,
+                                   p_memory_overcommit, p_disk_gib, p_disk_overcommit, '{}')
+              AND (p_gpu_count = 0
+                   OR cohort_node_free_gpus(m.id, p_gpu_model, p_exclusive, p_share) >= p_gpu_count)
+            ORDER BY EXISTS (SELECT 1 FROM node_images ni
+                             WHERE ni.node_id = m.id AND ni.image_id = p_image) DESC,
+                     cohort_node_rank(m, false, p_memory_mib, p_memory_overcommit), m.id
+            LIMIT class_size
+            FOR UPDATE OF m SKIP LOCKED);
+    END IF;
+    FOR i IN 1 .. class_size LOOP
         placed_instance := NULL;
         placed_node := NULL;
         placed_node_name := NULL;
@@ -329,33 +403,64 @@ BEGIN
         placed_gpus := NULL;
         placed_slots := NULL;
         placed_pass := NULL;
-        tried := '{}';
-        -- Pass 0 ranks the window, 1 every node, 2 every node waiting for its lock; a try that
-        -- finds no node ends its pass, one whose node could not take the row after all tries
-        -- again without that node.
-        <<passes>>
-        FOR pass IN 0 .. 2 LOOP
-            FOR n IN 1 .. p_tries_per_pass LOOP
-                SELECT * INTO try FROM cohort_place_try(
-                    NULL, NULL, p_gpu_count, p_cpu, p_memory_mib, p_disk_gib, p_gpu_model,
-                    p_exclusive, p_image, p_pack, p_cpu_overcommit, p_memory_overcommit,
-                    p_disk_overcommit, CASE WHEN pass = 0 THEN p_window END, pass = 2, tried,
-                    p_rows[i], p_share);
-                EXIT WHEN try.placed_node IS NULL;
-                IF try.placed_instance IS NULL THEN
-                    tried := tried || try.placed_node;
-                    CONTINUE;
-                END IF;
-                placed_instance := try.placed_instance;
-                placed_node := try.placed_node;
-                placed_node_name := try.placed_node_name;
-                placed_port := try.placed_port;
-                placed_gpus := try.placed_gpus;
-                placed_slots := try.placed_slots;
-                placed_pass := pass;
-                EXIT passes;
-            END LOOP;
+        -- The claimed nodes that fit the row, best first; the GPU test only on those walked.
+        ranked := ARRAY(
+            SELECT m.id FROM nodes m
+            WHERE m.id = ANY (claimed)
+              AND cohort_node_fits(m, NULL, p_gpu_count, p_cpu, p_cpu_overcommit, p_memory_mib,
+                                   p_memory_overcommit, p_disk_gib, p_disk_overcommit, no_room)
+            ORDER BY EXISTS (SELECT 1 FROM node_images ni
+                             WHERE ni.node_id = m.id AND ni.image_id = p_image) DESC,
+                     cohort_node_rank(m, p_pack, p_memory_mib, p_memory_overcommit), m.id);
+        FOR j IN 1 .. coalesce(cardinality(ranked), 0) LOOP
+            SELECT n.* INTO node FROM nodes n WHERE n.id = ranked[j];
+            IF p_gpu_count = 0
+               OR cohort_node_free_gpus(node.id, p_gpu_model, p_exclusive, p_share) >= p_gpu_count
+            THEN
+                taken := cohort_place_on(node, NULL, p_gpu_count, p_gpu_model, p_exclusive,
+                                         p_rows[i], p_share);
+                placed_instance := taken.placed_instance;
+                placed_port := taken.placed_port;
+                placed_gpus := taken.placed_gpus;
+                placed_slots := taken.placed_slots;
+            END IF;
+            IF placed_instance IS NOT NULL THEN
+                placed_node := node.id;
+                placed_node_name := node.name;
+                placed_pass := 0;
+                EXIT;
+            END IF;
+            no_room := no_room || node.id;
         END LOOP;
+        IF placed_instance IS NULL THEN
+            tried := no_room;
+            <<passes>>
+            FOR pass IN 0 .. 2 LOOP
+                FOR n IN 1 .. p_tries_per_pass LOOP
+                    SELECT * INTO try FROM cohort_place_try(
+                        NULL, NULL, p_gpu_count, p_cpu, p_memory_mib, p_disk_gib, p_gpu_model,
+                        p_exclusive, p_image, p_pack, p_cpu_overcommit, p_memory_overcommit,
+                        p_disk_overcommit, CASE WHEN pass = 0 THEN p_window END, pass = 2, tried,
+                        p_rows[i], p_share);
+                    EXIT WHEN try.placed_node IS NULL;
+                    IF try.placed_instance IS NULL THEN
+                        tried := tried || try.placed_node;
+                        CONTINUE;
+                    END IF;
+                    placed_instance := try.placed_instance;
+                    placed_node := try.placed_node;
+                    placed_node_name := try.placed_node_name;
+                    placed_port := try.placed_port;
+                    placed_gpus := try.placed_gpus;
+                    placed_slots := try.placed_slots;
+                    placed_pass := pass;
+                    IF NOT placed_node = ANY (claimed) THEN
+                        claimed := claimed || placed_node;
+                    END IF;
+                    EXIT passes;
+                END LOOP;
+            END LOOP;
+        END IF;
         RETURN NEXT;
     END LOOP;
 END

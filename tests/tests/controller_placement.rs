@@ -643,7 +643,10 @@ fn the_placement_sql_is_what_the_migrations_leave() {
             "cohort_node_load",
             "cohort_gpu_room",
             "cohort_node_free_gpus",
+            "cohort_node_window",
+            "cohort_node_rank",
             "cohort_place_try",
+            "cohort_place_on",
             "cohort_place_class"
         ]
     );
@@ -928,6 +931,92 @@ async fn a_class_in_one_statement_spreads_takes_each_slot_once_and_queues_the_re
         .unwrap();
     assert!(placed.iter().all(|(_, p)| p.is_some()), "{placed:?}");
     assert_eq!(allocations(&t).0.len(), 5);
+}
+
+/// Issue 32: to spread, a class in one statement claims as many of the best nodes as it has
+/// rows at once, skipping those another transaction holds without waiting for them, and gives
+/// each row the best claimed node that still fits it (a class larger than its claim doubles up
+/// on the least loaded); to pack, its rows fill the fullest node that fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest() {
+    use cohort_controller::config::PlacementConfig;
+    use cohort_controller::models::instance::NewInstance;
+    use cohort_controller::placement::{self, Pass};
+    use diesel::connection::SimpleConnection;
+
+    let t = TestController::new();
+    let (admin, _) = t.user("admin", "admin");
+    let image = t.image("base");
+    for n in 0..6 {
+        let first = 29000 + n * 10;
+        t.node(&format!("n-{n}"), (first, first + 9), 64, 256, false);
+    }
+    let names = ["s-0", "s-1", "s-2", "s-3", "s-4", "p-0", "p-1", "p-2"];
+    let owner = admin.user.id;
+    let row = |name: &'static str, strategy: &'static str| NewInstance {
+        name,
+        owner_id: owner,
+        course_id: None,
+        image_id: image.id,
+        desired_state: DesiredState::Running,
+        observed_state: ObservedState::Queued,
+        cpu: 1,
+        memory_mib: 512,
+        disk_gib: 1,
+        gpu_count: 0,
+        gpu_model: None,
+        gpu_share: "shared",
+        gpu_share_count: None,
+        home_gib: 0,
+        strategy,
+        priority: 0,
+        config: serde_json::json!({}),
+    };
+    let config = PlacementConfig::default();
+    let on = |placed: &[(i64, Option<placement::Placement>)]| -> Vec<(String, Pass)> {
+        placed
+            .iter()
+            .map(|(_, p)| {
+                let p = p.as_ref().expect("placed");
+                (p.node_name.clone(), p.pass)
+            })
+            .collect()
+    };
+
+    // Another transaction holds the two least loaded nodes (equal load: the lowest ids).
+    let mut other = t.conn();
+    other
+        .batch_execute("BEGIN; SELECT id FROM nodes WHERE name IN ('n-0', 'n-1') FOR UPDATE;")
+        .unwrap();
+    // A class that waited for them would fail here rather than hang.
+    let mut conn = t.conn();
+    conn.batch_execute("SET lock_timeout = '10s'").unwrap();
+    let spread: Vec<NewInstance<'_>> = names[..5].iter().map(|n| row(n, "spread")).collect();
+    let placed = conn
+        .transaction(|conn| placement::insert_class(conn, &spread, &config))
+        .unwrap();
+    other.batch_execute("ROLLBACK").unwrap();
+    let window = |n: &str| (n.to_string(), Pass::Window);
+    assert_eq!(
+        on(&placed),
+        [
+            window("n-2"),
+            window("n-3"),
+            window("n-4"),
+            window("n-5"),
+            window("n-2")
+        ]
+    );
+
+    // n-2 now holds the most: a packed class goes there, all of it.
+    let pack: Vec<NewInstance<'_>> = names[5..].iter().map(|n| row(n, "pack")).collect();
+    let placed = conn
+        .transaction(|conn| placement::insert_class(conn, &pack, &config))
+        .unwrap();
+    assert_eq!(on(&placed), [window("n-2"), window("n-2"), window("n-2")]);
+    let (rows, _) = allocations(&t);
+    let ports: HashSet<(String, i32)> = rows.iter().map(|(_, n, p)| (n.clone(), *p)).collect();
+    assert_eq!(ports.len(), 8, "a port given twice: {rows:?}");
 }
 
 /// A course's new limits on a node with room for one container's growth and not another's:
