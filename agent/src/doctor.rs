@@ -213,26 +213,53 @@ pub fn sysctl_check(proc_sys: &Path, key: &str, want: u64) -> Check {
     }
 }
 
-/// `security.idmap.isolated` needs a large subordinate id range for root.
+/// `security.idmap.isolated` needs a large subordinate id range for root, and one: the lxd and
+/// incus-base packages each add root a range when installed, and Incus 6.0.4 maps every one of
+/// them from id 0, which `newuidmap` refuses, so no container without an isolated map starts.
 pub fn idmap_check(subuid: &Path) -> Check {
     let want: u64 = 65_536 * 100;
-    let range = std::fs::read_to_string(subuid).ok().and_then(|text| {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("root:"))
-            .filter_map(|r| r.split(':').nth(1)?.parse::<u64>().ok())
-            .max()
-    });
+    let ranges: Vec<(u64, u64)> = std::fs::read_to_string(subuid)
+        .map(|text| {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("root:"))
+                .filter_map(|r| {
+                    let (start, count) = r.split_once(':')?;
+                    Some((start.parse().ok()?, count.trim().parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let name = "idmap range for root";
     let fix = "add root:1000000:1000000000 to /etc/subuid and /etc/subgid, then restart LXD";
-    match range {
-        Some(n) if n >= want => check("idmap range for root", Level::Ok, format!("{n} ids"), ""),
+    if ranges.len() > 1 {
+        let lowest = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+        let end = ranges.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
+        return check(
+            name,
+            Level::Warn,
+            format!(
+                "{} root ranges in {}: Incus maps each from id 0 and refuses to start a \
+                 container without an isolated map",
+                ranges.len(),
+                subuid.display()
+            ),
+            format!(
+                "make them one line, root:{lowest}:{} (where they touch), in /etc/subuid and \
+                 /etc/subgid, then restart LXD and Incus",
+                end - lowest
+            ),
+        );
+    }
+    match ranges.first().map(|r| r.1) {
+        Some(n) if n >= want => check(name, Level::Ok, format!("{n} ids"), ""),
         Some(n) => check(
-            "idmap range for root",
+            name,
             Level::Warn,
             format!("{n} ids: room for fewer than 100 isolated containers"),
             fix,
         ),
         None => check(
-            "idmap range for root",
+            name,
             Level::Warn,
             format!("no root entry in {}", subuid.display()),
             fix,
@@ -447,6 +474,16 @@ mod tests {
         assert_eq!(idmap_check(&f).level, Level::Ok);
         std::fs::write(&f, "root:100000:65536\n").unwrap();
         assert_eq!(idmap_check(&f).level, Level::Warn);
+        // What installing incus-base and then lxd leaves.
+        std::fs::write(
+            &f,
+            "root:1000000:1000000000\n_lxd:1001000000:10000001\nroot:1001000000:10000001\n",
+        )
+        .unwrap();
+        let c = idmap_check(&f);
+        assert_eq!(c.level, Level::Warn);
+        assert!(c.detail.starts_with("2 root ranges"), "{}", c.detail);
+        assert!(c.fix.contains("root:1000000:1010000001"), "{}", c.fix);
     }
 
     #[test]
