@@ -55,7 +55,10 @@ impl AuthFailures {
         if self.limit == 0 {
             return;
         }
-        let mut table = self.table();
+        self.count(&mut self.table(), source, now);
+    }
+
+    fn count(&self, table: &mut HashMap<IpAddr, Window>, source: IpAddr, now: Instant) {
         if !table.contains_key(&source) && table.len() >= self.capacity {
             table.retain(|_, w| now < w.began + WINDOW);
             if table.len() >= self.capacity {
@@ -75,6 +78,34 @@ impl AuthFailures {
             };
         }
         window.failures = window.failures.saturating_add(1);
+    }
+
+    /// Counts an attempt of `source` as a failure before it is checked, so that attempts made at
+    /// once are bounded by the limit as one after another are; `Err` with the wait when the
+    /// source has used up its failures (nothing counted). A success is then [`forgive`]n.
+    ///
+    /// [`forgive`]: AuthFailures::forgive
+    pub fn attempt(&self, source: IpAddr, now: Instant) -> Result<(), Duration> {
+        if self.limit == 0 {
+            return Ok(());
+        }
+        // Checked and counted under one lock: no two attempts both see the last free failure.
+        let mut table = self.table();
+        if let Some(window) = table.get(&source) {
+            let ends = window.began + WINDOW;
+            if window.failures >= self.limit && now < ends {
+                return Err(ends - now);
+            }
+        }
+        self.count(&mut table, source, now);
+        Ok(())
+    }
+
+    /// Takes back one failure counted by [`AuthFailures::attempt`] for an attempt that succeeded.
+    pub fn forgive(&self, source: IpAddr) {
+        if let Some(window) = self.table().get_mut(&source) {
+            window.failures = window.failures.saturating_sub(1);
+        }
     }
 
     /// Sources remembered now (for tests and the bound).

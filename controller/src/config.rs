@@ -263,6 +263,12 @@ pub struct ServerConfig {
     pub lxd_listen: Option<SocketAddr>,
     /// `COHORT_LXD_ADDRESS`: `host:port` written into `lxc` trust tokens; default `lxd_listen`.
     pub lxd_address: Option<String>,
+    /// `COHORT_NOTEBOOK_DOMAIN`: each container's JupyterLab is served on an origin of its own,
+    /// `https://<container>.<domain>:<the public URL's port>`, by this same listener, so that what
+    /// a container serves can reach neither the portal nor another container's notebook. Needs a
+    /// wildcard DNS name for `*.<domain>` (the certificate `init` makes carries it); default
+    /// `notebooks.localhost`, which browsers resolve to this machine themselves.
+    pub notebook_domain: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -371,6 +377,7 @@ impl Default for ServerConfig {
             node_cert_lifetime_s: 365 * 86_400,
             lxd_listen: None,
             lxd_address: None,
+            notebook_domain: "notebooks.localhost".into(),
         }
     }
 }
@@ -510,6 +517,21 @@ impl Config {
         if let Ok(address) = std::env::var("COHORT_LXD_ADDRESS") {
             self.server.lxd_address = Some(address);
         }
+        if let Ok(domain) = std::env::var("COHORT_NOTEBOOK_DOMAIN") {
+            let domain = domain.trim().trim_matches('.').to_ascii_lowercase();
+            let label_ok = |l: &str| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            };
+            if !domain.split('.').all(label_ok) {
+                return Err(ConfigError::Env {
+                    var: "COHORT_NOTEBOOK_DOMAIN",
+                    value: domain,
+                });
+            }
+            self.server.notebook_domain = domain;
+        }
         if let Ok(url) = std::env::var("COHORT_PUBLIC_URL") {
             self.server.public_url = Some(url);
         }
@@ -600,6 +622,27 @@ impl Config {
             .public_url
             .clone()
             .unwrap_or_else(|| format!("https://{}", self.server.listen))
+    }
+
+    /// The origin a container's JupyterLab is served on: its own host name under the notebook
+    /// domain, on the port of the public URL (the listener that serves the portal).
+    pub fn notebook_origin(&self, instance: &str) -> String {
+        let public = self.public_url();
+        let authority = public
+            .split_once("://")
+            .map_or(public.as_str(), |(_, rest)| rest)
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let port = authority
+            .rsplit_once(':')
+            .filter(|(host, _)| !host.ends_with(']') || authority.ends_with(']'))
+            .and_then(|(_, port)| port.parse::<u16>().ok());
+        let suffix = match port {
+            Some(443) | None => String::new(),
+            Some(port) => format!(":{port}"),
+        };
+        format!("https://{instance}.{}{suffix}", self.server.notebook_domain)
     }
 
     /// This process's worker name.

@@ -154,7 +154,10 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Init { admin } => {
             let dir = &config.server.state_dir;
-            Pki::create(dir, &config.server.server_names)
+            // Each container's notebook has a host of its own under the notebook domain.
+            let mut names = config.server.server_names.clone();
+            names.push(format!("*.{}", config.server.notebook_domain));
+            Pki::create(dir, &names)
                 .with_context(|| format!("creating the CA in {}", dir.display()))?;
             println!("created the CA and certificates in {}", dir.display());
             let mut conn = migrate(&config, false)?;

@@ -580,3 +580,100 @@ async fn failed_authentications_are_limited_per_source_and_audited() {
         "{page}"
     );
 }
+
+/// Issue 47, item 7: sign-in attempts made at once are counted before any is checked, so a
+/// source gets no more guesses in a window by sending them together (the limit is 20).
+#[actix_web::test]
+async fn sign_in_guesses_sent_at_once_are_bounded_by_the_limit() {
+    use cohort_controller::actions::sign_in;
+    use cohort_controller::error::ActionError;
+    let t = TestController::new();
+    t.user("victim", "student");
+    sign_in::set_password(&mut t.conn(), "victim", "the right password").expect("password");
+    let source = Some(std::net::IpAddr::from([192, 0, 2, 7]));
+    let guesses =
+        (0..41).map(|i| sign_in::password(&t.ctl, "victim".into(), format!("guess {i}"), source));
+    let answers = futures_util::future::join_all(guesses).await;
+    let checked = answers
+        .iter()
+        .filter(|a| matches!(a, Err(ActionError::Unauthenticated(_))))
+        .count();
+    let throttled = answers
+        .iter()
+        .filter(|a| matches!(a, Err(ActionError::Throttled { .. })))
+        .count();
+    assert_eq!((checked, throttled), (20, 21), "{answers:?}");
+}
+
+/// Issue 47, item 8: a flood of sign-ins with wrong passwords never holds the database pool
+/// while it hashes: a signed-in user's request is answered while they are still being checked,
+/// not after them.
+#[actix_web::test]
+async fn a_flood_of_sign_ins_leaves_the_pool_to_everyone_else() {
+    use cohort_controller::actions::sign_in;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let t = TestController::new();
+    let (_, token) = t.user("busy", "student");
+    t.user("victim", "student");
+    sign_in::set_password(&mut t.conn(), "victim", "the right password").expect("password");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    const FLOOD: usize = 40;
+    let done = AtomicUsize::new(0);
+    let flood = futures_util::future::join_all((0..FLOOD).map(|i| {
+        let done = &done;
+        let ctl = &t.ctl;
+        async move {
+            // Each from its own address: the limit per source is not what is tested here.
+            let source = std::net::IpAddr::from([198, 51, 100, i as u8]);
+            let answer =
+                sign_in::password(ctl, "victim".into(), format!("guess {i}"), Some(source)).await;
+            done.fetch_add(1, Ordering::SeqCst);
+            answer
+        }
+    }));
+    let meanwhile = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let answer = call!(&app, "GET", "/api/v1/me", &token, None).await;
+        (answer, done.load(Ordering::SeqCst))
+    };
+    let (answers, ((status, body), finished)) = tokio::join!(flood, meanwhile);
+    assert!(answers.iter().all(Result::is_err), "no guess was right");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        finished < FLOOD / 2,
+        "the request waited for {finished} of {FLOOD} sign-ins to be checked"
+    );
+}
+
+/// Issue 47, item 18: a sign-in as a name no account has costs what a wrong password does (one
+/// argon2 verification), so its time does not tell whether the name exists.
+#[actix_web::test]
+async fn a_sign_in_takes_as_long_whether_or_not_the_name_exists() {
+    use cohort_controller::actions::sign_in;
+    use std::time::{Duration, Instant};
+    let t = TestController::new();
+    t.user("known", "student");
+    sign_in::set_password(&mut t.conn(), "known", "the right password").expect("password");
+    // The quickest of three of each: the least disturbed by whatever else the machine does.
+    let quickest = |name: &'static str| {
+        let ctl = t.ctl.clone();
+        async move {
+            let mut best = Duration::MAX;
+            for _ in 0..3 {
+                let start = Instant::now();
+                let answer = sign_in::password(&ctl, name.into(), "wrong guess".into(), None).await;
+                assert!(answer.is_err());
+                best = best.min(start.elapsed());
+            }
+            best
+        }
+    };
+    let known = quickest("known").await;
+    let unknown = quickest("nobody-here").await;
+    assert!(
+        unknown.as_secs_f64() > known.as_secs_f64() * 0.5,
+        "unknown name {unknown:?} against a wrong password {known:?}"
+    );
+}

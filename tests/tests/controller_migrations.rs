@@ -10,7 +10,7 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 25] = [
+const TABLES: [&str; 26] = [
     "api_tokens",
     "audit_log",
     "course_networks",
@@ -29,6 +29,7 @@ const TABLES: [&str; 25] = [
     "node_certificates",
     "node_images",
     "nodes",
+    "notebook_passes",
     "operation_items",
     "operations",
     "orphans",

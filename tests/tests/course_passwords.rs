@@ -228,3 +228,91 @@ async fn a_generated_password_is_shown_once_and_reissued_only_to_a_roster_made_a
         );
     }
 }
+
+/// Issue 47, item 3: an account another instructor's roster made, once it is also in a second
+/// course, or once its owner has signed in, is no instructor's to re-issue: the password would
+/// open the other course's containers too.
+#[actix_web::test]
+async fn a_password_is_never_reissued_for_an_account_in_another_course_or_signed_in() {
+    let t = TestController::new();
+    let (_, prof_a) = t.user("profa", "instructor");
+    let (_, prof_b) = t.user("profb", "instructor");
+    t.node("n1", (21000, 21100), 64, 256, false);
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let mut conn = t.conn();
+    for (code, token) in [("csa", &prof_a), ("csb", &prof_b)] {
+        let course = json!({"code": code, "title": "T", "image": "base",
+                            "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+        let (status, body) = send!(
+            &app,
+            request("POST", "/api/v1/courses", token).set_json(course)
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let roster = |code: &str, token: &str, rows: &str| {
+        request("POST", &format!("/api/v1/courses/{code}/roster"), token)
+            .insert_header(("content-type", "text/csv"))
+            .set_payload(format!("username,name,email,ssh_key\n{rows}"))
+    };
+    // B's roster makes both accounts; A's roster enrols `shared` as well (A's key ignored).
+    let (status, body) = send!(&app, roster("csb", &prof_b, "shared,S,,\nsolo,O,,\n")).await;
+    assert_eq!(status, 200, "{body}");
+    let key = SshKey::generate();
+    let (status, body) = send!(
+        &app,
+        roster("csa", &prof_a, &format!("shared,S,,{}\n", key.public_key()))
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let before = password_hash(&mut conn, "shared");
+
+    // B may no longer re-issue `shared`'s password: it is in A's course too.
+    let (status, body) = send!(
+        &app,
+        request(
+            "POST",
+            "/api/v1/courses/csb/students/shared/password",
+            &prof_b
+        )
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("another course"), "{body}");
+    assert_eq!(json_of(&body)["error"]["field"], "username", "{body}");
+    assert_eq!(password_hash(&mut conn, "shared"), before, "unchanged");
+
+    // `solo`, only in B's course and never used, still can be re-issued; once its owner signs
+    // in with it, no longer.
+    let (status, body) = send!(
+        &app,
+        request(
+            "POST",
+            "/api/v1/courses/csb/students/solo/password",
+            &prof_b
+        )
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let issued = json_of(&body)["password"]
+        .as_str()
+        .expect("password")
+        .to_string();
+    cohort_controller::actions::sign_in::password(&t.ctl, "solo".into(), issued, None)
+        .await
+        .expect("solo signs in with the issued password");
+    let (status, body) = send!(
+        &app,
+        request(
+            "POST",
+            "/api/v1/courses/csb/students/solo/password",
+            &prof_b
+        )
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("signed in"), "{body}");
+}

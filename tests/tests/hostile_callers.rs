@@ -454,3 +454,149 @@ async fn sizes_the_node_would_refuse_are_refused_at_the_course_and_the_instance(
     );
     assert_eq!(status, 201, "the least sizes pass: {got}");
 }
+
+/// Issue 47, item 4: four provisions of one course at once (a double-click is enough) make each
+/// student's container once: one is taken, the others are refused with 409 naming it; every
+/// student has one instance, under its usual name, on a port no other holds.
+#[actix_web::test]
+async fn concurrent_provisions_of_one_course_make_each_container_once() {
+    let t = TestController::new();
+    let (_, prof) = t.user("prof", "instructor");
+    t.node("n1", (22000, 22100), 64, 256, false);
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/courses",
+        Some(
+            json!({"code": "race1", "title": "Race", "image": "base", "memory_mib": 256, "disk_gib": 1})
+        )
+    );
+    assert_eq!(status, 201, "{body}");
+    let course = course_id(&t, "race1");
+    let names: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
+    for name in &names {
+        let (student, _) = t.user(name, "student");
+        Enrollment::insert(&mut t.conn(), course, student.user.id, None).unwrap();
+    }
+    let provision =
+        || async { call!(&app, &prof, "POST", "/api/v1/courses/race1/provision", None) };
+    let answers =
+        futures_util::future::join_all([provision(), provision(), provision(), provision()]).await;
+    let taken: Vec<&Value> = answers
+        .iter()
+        .filter(|(status, _)| *status == 202)
+        .map(|(_, body)| body)
+        .collect();
+    assert_eq!(taken.len(), 1, "{answers:?}");
+    let first = taken[0]["id"].as_str().expect("operation id");
+    for (status, body) in answers.iter().filter(|(status, _)| *status != 202) {
+        assert_eq!(*status, 409, "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(first), "names the running one: {body}");
+    }
+    let rows: Vec<(String, Option<i32>)> = instances::table
+        .filter(instances::course_id.eq(course))
+        .select((instances::name, instances::ssh_port))
+        .load(&mut t.conn())
+        .unwrap();
+    let mut got: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+    got.sort();
+    let want: Vec<String> = names
+        .iter()
+        .map(|n| naming::instance_name("race1", n))
+        .collect();
+    assert_eq!(got, want, "one instance each, under its usual name");
+    let mut ports: Vec<i32> = rows.iter().filter_map(|(_, p)| *p).collect();
+    ports.sort();
+    ports.dedup();
+    assert_eq!(ports.len(), names.len(), "every port once: {rows:?}");
+}
+
+/// Issue 47, item 4: the database itself refuses to give an instance a port an orphan container
+/// still forwards, whatever the caller checked.
+#[actix_web::test]
+async fn the_database_never_gives_an_orphans_port_to_an_instance() {
+    let t = TestController::new();
+    let (_, admin) = t.user("admin", "admin");
+    let node = t.node("n1", (23000, 23100), 64, 256, false).id;
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let (status, body) = call!(
+        &app,
+        &admin,
+        "POST",
+        "/api/v1/instances",
+        Some(instance("placed", None))
+    );
+    assert_eq!(status, 202, "{body}");
+    let mut conn = t.conn();
+    let (id, port): (i64, Option<i32>) = instances::table
+        .filter(instances::name.eq("placed"))
+        .select((instances::id, instances::ssh_port))
+        .first(&mut conn)
+        .unwrap();
+    let port = port.expect("placed on n1");
+    diesel::sql_query(
+        "INSERT INTO orphans (node_id, name, status, ssh_port) VALUES ($1, 'left-behind', 'running', $2)",
+    )
+    .bind::<diesel::sql_types::BigInt, _>(node)
+    .bind::<diesel::sql_types::Integer, _>(port + 1)
+    .execute(&mut conn)
+    .unwrap();
+    let refused = diesel::update(instances::table.find(id))
+        .set(instances::ssh_port.eq(port + 1))
+        .execute(&mut conn);
+    match refused {
+        Err(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            info,
+        )) => assert_eq!(
+            info.constraint_name(),
+            Some("instances_port_held_by_orphan")
+        ),
+        other => panic!("an orphan's port was given to an instance: {other:?}"),
+    }
+}
+
+/// Issue 47, item 6: the language switch goes back only to a path of the portal, as the browser
+/// will resolve it (a tab or a newline dropped, a backslash read as a slash): never off-site,
+/// never a 500.
+#[actix_web::test]
+async fn the_language_switch_never_sends_the_browser_off_site() {
+    let t = TestController::new();
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    for (next, want) in [
+        ("/%09/evil.example", "/"),
+        ("/%0a/evil.example", "/"),
+        ("/%0d%0a/evil.example", "/"),
+        ("//evil.example", "/"),
+        ("/\\evil.example", "/"),
+        ("/%5Cevil.example", "/"),
+        ("https://evil.example/", "/"),
+        ("/%20/evil.example", "/"),
+        ("/courses/cs101?tab=roster", "/courses/cs101?tab=roster"),
+        ("/account", "/account"),
+    ] {
+        let req = test::TestRequest::get()
+            .uri(&format!("/lang/en?next={next}"))
+            .to_request();
+        let resp = test::call_service(&app, req).await;
+        assert_eq!(resp.status().as_u16(), 303, "{next}");
+        let location = resp
+            .headers()
+            .get("location")
+            .and_then(|l| l.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(location, want, "next={next}");
+    }
+}

@@ -5,6 +5,12 @@
 //! instructor until the course lets its instructors in; a browser without a session is sent to
 //! sign-in and its websocket is refused; JupyterLab's port answers neither another container nor
 //! a machine on the host's network. One container per student.
+//!
+//! Issue 47, items 1, 2 and 14: the notebook is served on its own origin. A page planted on the
+//! container's port 8888 by whoever is root there (the instructor against the student, the
+//! student against an instructor let in) reaches nothing of the portal: no CSRF token, no key
+//! and no token minted in the victim's account, no portal cookie; the container's `Set-Cookie`
+//! never reaches the browser and the browser's cookies never reach the container.
 
 mod cli_support;
 mod net_support;
@@ -172,13 +178,17 @@ async fn in_the_browser(
         .await;
     assert_eq!(ws, "refused", "a websocket without the session");
 
-    // Ann opens JupyterLab from her container's page once it is running.
+    // Ann opens JupyterLab from her container's page once it is running: on its own origin.
+    let notebook = base.replace("127.0.0.1", "nb1-ann.notebooks.localhost");
     browser.sign_in(base, "ann", "ann's long password").await;
     browser.goto(&format!("{base}/containers/nb1-ann")).await;
     assert_eq!(browser.text("#open-jupyter").await, "Open JupyterLab");
     let opened = Instant::now();
     browser.follow("#open-jupyter").await;
-    assert_eq!(browser.url().await, format!("{base}/jupyter/nb1-ann/lab"));
+    assert_eq!(
+        browser.url().await,
+        format!("{notebook}/jupyter/nb1-ann/lab")
+    );
     // A new notebook from the launcher, a cell that prints the hostname, run.
     browser
         .click(".jp-LauncherCard[data-category='Notebook']")
@@ -251,10 +261,20 @@ async fn in_the_browser(
         status_of(&bob_browser, "/jupyter/nb1-ann/api/contents").await,
         403
     );
-    // Her own session reaches the same API (the 403 is about who asks).
+    // Her own notebook page reaches the same API on its origin (the 403 is about who asks);
+    // the portal's origin serves none of it, only the way in.
     assert_eq!(
         status_of(&browser, "/jupyter/nb1-ann/api/contents").await,
         200
+    );
+    // Bob's browser has no pass for her notebook's origin: a page is sent the portal's way in,
+    // which refuses him.
+    bob_browser
+        .goto(&format!("{notebook}/jupyter/nb1-ann/api/contents"))
+        .await;
+    assert_eq!(
+        bob_browser.url().await,
+        format!("{base}/jupyter/nb1-ann/api/contents")
     );
 
     // Her instructor: refused until the course lets its instructors in, then let in; a
@@ -269,9 +289,21 @@ async fn in_the_browser(
     );
     node.cli
         .ok(&["course", "set", "nb1", "--jupyter-instructors", "true"]);
+    prof_browser
+        .goto(&format!("{base}/jupyter/nb1-ann/api/contents"))
+        .await;
     assert_eq!(
-        status_of(&prof_browser, "/jupyter/nb1-ann/api/contents").await,
-        200
+        prof_browser.url().await,
+        format!("{notebook}/jupyter/nb1-ann/api/contents")
+    );
+    // JupyterLab's listing of her home, her saved notebook in it.
+    let listing = prof_browser.run("return document.body.innerText").await;
+    assert!(
+        listing
+            .as_str()
+            .unwrap_or_default()
+            .contains("Untitled.ipynb"),
+        "{listing}"
     );
     assert_eq!(
         status_of(&bob_browser, "/jupyter/nb1-ann/api/contents").await,
@@ -309,5 +341,180 @@ async fn in_the_browser(
     assert!(
         !out.status.success(),
         "the lab network reached ann's JupyterLab directly"
+    );
+
+    planted_pages_reach_nothing_of_the_portal(node, base, &browser, &prof_browser).await;
+}
+
+/// What the planted page tries, in the browser of whoever opens the notebook: read the portal's
+/// `/account` for its CSRF token (on the page's own origin and on the portal's), add a key and
+/// mint a token with it, read another container's notebook, read the cookies.
+const PROBE: &str = r#"<!doctype html><html><head><title>probing</title></head><body><script>
+window.addEventListener('load', async () => {
+  const out = {};
+  const grab = async (url, opts) => {
+    try { const r = await fetch(url, opts); return {status: r.status, text: await r.text()}; }
+    catch (e) { return {error: String(e)}; }
+  };
+  const form = {'content-type': 'application/x-www-form-urlencoded'};
+  for (const [label, base] of [['here', ''], ['portal', 'PORTAL']]) {
+    const page = await grab(base + '/account', {credentials: 'include'});
+    const m = (page.text || '').match(/name="csrf" value="([^"]+)"/);
+    out[label + '_csrf'] = !!m;
+    const csrf = encodeURIComponent(m ? m[1] : '');
+    const key = await grab(base + '/account/keys', {method: 'POST', credentials: 'include',
+      headers: form, body: 'csrf=' + csrf + '&public_key=' + encodeURIComponent('KEY')});
+    out[label + '_key'] = key.status || key.error;
+    const token = await grab(base + '/account/tokens', {method: 'POST', credentials: 'include',
+      headers: form, body: 'csrf=' + csrf + '&name=planted&expires_in_days=30'});
+    out[label + '_token'] = token.status || token.error;
+  }
+  const other = await grab('OTHER', {credentials: 'include'});
+  out.other_notebook = other.status || other.error;
+  out.cookies = document.cookie;
+  window.cohortProbe = out;
+  document.title = 'probed';
+});
+</script></body></html>"#;
+
+/// The server the container's root puts on port 8888 instead of JupyterLab: the probe for every
+/// path, with cookies of its own to plant, and a log of the cookies the browser sent it.
+const PLANTED_SERVER: &str = r#"
+import http.server, json, sys
+page = open('/root/probe.html', 'rb').read()
+class Planted(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open('/root/planted.log', 'a') as log:
+            log.write(json.dumps({'path': self.path, 'cookie': self.headers.get('Cookie')}) + '
+')
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/html')
+        self.send_header('Set-Cookie', 'planted=1; Path=/')
+        self.send_header('Set-Cookie', '__Host-cohort_session=planted; Path=/; Secure')
+        self.send_header('Content-Length', str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(('0.0.0.0', 8888), Planted).serve_forever()
+"#;
+
+/// Items 1, 2 and 14: the instructor (root in ann's container) plants a page on its port 8888;
+/// ann opens her notebook, and so does her instructor once let in (the student's page against
+/// the instructor's session). Neither browser gives the page anything of the portal.
+async fn planted_pages_reach_nothing_of_the_portal(
+    node: &OneNode,
+    base: &str,
+    ann: &Browser,
+    prof: &Browser,
+) {
+    use cohort_controller::db::schema::{api_tokens, ssh_keys, users};
+    use diesel::prelude::*;
+    let planted_key = SshKey::generate().public_key();
+    let other =
+        base.replace("127.0.0.1", "nb1-bob.notebooks.localhost") + "/jupyter/nb1-bob/api/contents";
+    let probe = PROBE
+        .replace("PORTAL", base)
+        .replace("OTHER", &other)
+        .replace("KEY", &planted_key);
+    let root = |args: &[&str]| {
+        let mut all = vec!["exec", "nb1-ann", "--"];
+        all.extend_from_slice(args);
+        let out = node.lxd.lxc_output(&all);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    root(&[
+        "python3",
+        "-c",
+        &format!("open('/root/probe.html', 'w').write({probe:?})"),
+    ]);
+    root(&["systemctl", "stop", "cohort-jupyter"]);
+    root(&[
+        "systemd-run",
+        "--unit=planted",
+        "python3",
+        "-c",
+        PLANTED_SERVER,
+    ]);
+    let notebook = base.replace("127.0.0.1", "nb1-ann.notebooks.localhost");
+    for (who, browser) in [("ann", ann), ("prof", prof)] {
+        let mut served = false;
+        for _ in 0..20 {
+            browser.goto(&format!("{base}/jupyter/nb1-ann/lab")).await;
+            if browser.run("return document.title").await == "probing"
+                || browser.run("return document.title").await == "probed"
+            {
+                served = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert!(served, "{who}: the planted page was not served");
+        assert_eq!(
+            browser.url().await,
+            format!("{notebook}/jupyter/nb1-ann/lab")
+        );
+        wait_for!(
+            format!("{who}: the probe done"),
+            Duration::from_secs(30),
+            browser.run("return document.title").await == "probed"
+        );
+        let out = browser.run("return window.cohortProbe").await;
+        eprintln!("{who}'s browser, planted page: {out}");
+        assert_eq!(out["here_csrf"], false, "{who}: {out}");
+        assert_eq!(out["portal_csrf"], false, "{who}: {out}");
+        assert!(
+            out["other_notebook"].is_string(),
+            "{who}: another notebook read: {out}"
+        );
+        let cookies = out["cookies"].as_str().unwrap_or_default();
+        assert!(
+            !cookies.contains("cohort") && !cookies.contains("planted"),
+            "{who}: {cookies}"
+        );
+        // Item 14, apart: the container's Set-Cookie never reached the browser.
+        let names: Vec<String> = browser
+            .cookies()
+            .await
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(String::from))
+            .collect();
+        assert_eq!(
+            names,
+            ["__Host-cohort_notebook"],
+            "{who}: the notebook origin's cookies"
+        );
+    }
+    let mut conn = PgConnection::establish(node.controller.db_url()).expect("database");
+    let keys: Vec<String> = ssh_keys::table
+        .select(ssh_keys::public_key)
+        .load(&mut conn)
+        .expect("keys");
+    assert!(
+        !keys.iter().any(|k| k.trim() == planted_key.trim()),
+        "the planted key landed on an account"
+    );
+    let tokens: Vec<(String, Option<String>)> = api_tokens::table
+        .inner_join(users::table)
+        .select((users::username, api_tokens::name))
+        .load(&mut conn)
+        .expect("tokens");
+    assert!(
+        !tokens
+            .iter()
+            .any(|(_, name)| name.as_deref() == Some("planted")),
+        "a token was minted by the planted page: {tokens:?}"
+    );
+    // The browser's cookies never reached the container.
+    let seen = root(&["cat", "/root/planted.log"]);
+    assert!(seen.lines().count() >= 2, "{seen}");
+    assert!(
+        seen.lines().all(|l| l.contains("\"cookie\": null")),
+        "cookies reached the container: {seen}"
     );
 }

@@ -76,7 +76,7 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
     let cookies = browser.cookies().await;
     let session = cookies
         .iter()
-        .find(|c| c["name"] == "cohort_session")
+        .find(|c| c["name"] == "__Host-cohort_session")
         .unwrap_or_else(|| panic!("no session cookie: {cookies:?}"));
     assert_eq!(session["secure"], true, "{session}");
     assert_eq!(session["httpOnly"], true, "{session}");

@@ -128,6 +128,9 @@ pub async fn adopt(
                 ObservedState::Running => DesiredState::Running,
                 _ => DesiredState::Stopped,
             };
+            // The orphan's port passes to the instance: no instance may take a port an orphan
+            // still holds.
+            Orphan::delete(conn, found.id, &name)?;
             diesel::insert_into(instances::table)
                 .values((
                     instances::name.eq(&name),
@@ -150,7 +153,6 @@ pub async fn adopt(
                         "an instance with this name exists",
                     )
                 })?;
-            Orphan::delete(conn, found.id, &name)?;
             audit::record(
                 conn,
                 caller.name(),

@@ -5,7 +5,10 @@
 //! and are audited as `failed_sign_in`.
 
 use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
+
+use tokio::sync::Semaphore;
 
 use argon2::password_hash::{
     rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString,
@@ -57,16 +60,68 @@ fn argon2_matches(password: &str, hash: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Whether `password` is `user`'s: their own argon2id password when they have set one, else the
-/// roster's first-login password.
-fn password_matches(conn: &mut PgConnection, user: &User, password: &str) -> ActionResult<bool> {
-    Ok(match SignInPassword::hash_of(conn, user.id)? {
-        Some(hash) => argon2_matches(password, &hash),
-        None => user
-            .password_hash
-            .as_deref()
-            .is_some_and(|hash| crypt::verify(password, hash)),
-    })
+/// What a password is checked against, read from the database before any hashing: the user's
+/// own argon2id hash and the roster's crypt(3) first-login hash.
+struct Hashes {
+    own: Option<String>,
+    first_login: Option<String>,
+}
+
+impl Hashes {
+    fn of(conn: &mut PgConnection, user: &User) -> ActionResult<Hashes> {
+        Ok(Hashes {
+            own: SignInPassword::hash_of(conn, user.id)?,
+            first_login: user.password_hash.clone(),
+        })
+    }
+
+    /// Whether `password` is theirs: their own argon2id password when they have set one, else
+    /// the roster's first-login password. Exactly one argon2 verification whatever the account
+    /// holds (a dummy hash's where it holds none, and for no account at all), so the time taken
+    /// tells nothing of which.
+    fn matches(&self, password: &str) -> bool {
+        match &self.own {
+            Some(hash) => argon2_matches(password, hash),
+            None => {
+                argon2_matches(password, dummy_hash());
+                self.first_login
+                    .as_deref()
+                    .is_some_and(|hash| crypt::verify(password, hash))
+            }
+        }
+    }
+}
+
+/// An argon2id hash no password matches, verified against instead of a hash nobody has.
+fn dummy_hash() -> &'static str {
+    static DUMMY: OnceLock<String> = OnceLock::new();
+    DUMMY.get_or_init(|| hash_password(&new_secret()).unwrap_or_default())
+}
+
+/// Checks `password` against `hashes` on a blocking thread, holding no database connection, at
+/// most as many at once as the machine has cores: a flood of sign-ins costs CPU and at most that
+/// many argon2 memories, never the pool everyone else needs.
+async fn verify(hashes: Hashes, password: String) -> ActionResult<bool> {
+    static HASHING: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    let permits = HASHING.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Arc::new(Semaphore::new(cores))
+    });
+    let _permit = permits
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|e| ActionError::Internal(e.to_string()))?;
+    tokio::task::spawn_blocking(move || hashes.matches(&password))
+        .await
+        .map_err(|e| ActionError::Internal(e.to_string()))
+}
+
+/// Whether `password` is `user`'s (a password change's proof of the current one).
+async fn password_matches(ctl: &Controller, user: &User, password: &str) -> ActionResult<bool> {
+    let user = user.clone();
+    let hashes = ctl.db(move |conn| Hashes::of(conn, &user)).await?;
+    verify(hashes, password.to_string()).await
 }
 
 /// Checks a password's length; `field` names the form field.
@@ -96,21 +151,30 @@ pub async fn password(
     password: String,
     source: Option<IpAddr>,
 ) -> ActionResult<NewSession> {
-    if let Some(wait) = source.and_then(|s| ctl.auth_failures.blocked(s, Instant::now())) {
-        let retry_after_s = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        return Err(ActionError::Throttled { retry_after_s });
+    // Counted before anything is checked: attempts made at once are bounded by the limit too.
+    if let Some(source) = source {
+        if let Err(wait) = ctl.auth_failures.attempt(source, Instant::now()) {
+            let retry_after_s = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            return Err(ActionError::Throttled { retry_after_s });
+        }
     }
     let source_text = source.map(|s| s.to_string()).unwrap_or_default();
-    let (name, given) = (username.clone(), password.clone());
-    let local = ctl
+    let name = username.clone();
+    let (user, hashes) = ctl
         .db(move |conn| {
             let user = User::by_username(conn, &name)?.filter(|u| !u.is_disabled());
-            Ok(match user {
-                Some(user) if password_matches(conn, &user, &given)? => Some(user),
-                _ => None,
-            })
+            let hashes = match &user {
+                Some(user) => Hashes::of(conn, user)?,
+                None => Hashes {
+                    own: None,
+                    first_login: None,
+                },
+            };
+            Ok((user, hashes))
         })
         .await?;
+    let matched = verify(hashes, password.clone()).await?;
+    let local = user.filter(|_| matched);
     let signed_in = match local {
         Some(user) => Some((user, "password")),
         None => match directory::authenticate(&ctl.config.ldap, &username, &password).await? {
@@ -136,13 +200,13 @@ pub async fn password(
             )?)
         })
         .await?;
-        if let Some(source) = source {
-            ctl.auth_failures.record(source, Instant::now());
-        }
         return Err(ActionError::Unauthenticated(
             "wrong username or password".into(),
         ));
     };
+    if let Some(source) = source {
+        ctl.auth_failures.forgive(source);
+    }
     let lifetime = chrono::Duration::minutes(i64::from(ctl.config.auth.session_minutes.max(1)));
     ctl.db(move |conn| {
         let secret = new_secret();
@@ -150,6 +214,8 @@ pub async fn password(
         conn.transaction(|conn| {
             PortalSession::delete_expired(conn)?;
             PortalSession::insert(conn, user.id, &sha256(&secret), &new_secret(), expires_at)?;
+            // Signed in: the account is its owner's, no instructor issues it a password again.
+            User::note_own_credentials(conn, user.id)?;
             audit::record(
                 conn,
                 &user.username,
@@ -247,16 +313,19 @@ pub async fn change_own(
     new: String,
 ) -> ActionResult<()> {
     check_new_password("new_password", &new)?;
+    if !password_matches(ctl, &caller.user, &current).await? {
+        return Err(ActionError::invalid(
+            "current_password",
+            "that is not your current password",
+        ));
+    }
+    let hash = tokio::task::spawn_blocking(move || hash_password(&new))
+        .await
+        .map_err(|e| ActionError::Internal(e.to_string()))??;
     ctl.db(move |conn| {
-        if !password_matches(conn, &caller.user, &current)? {
-            return Err(ActionError::invalid(
-                "current_password",
-                "that is not your current password",
-            ));
-        }
-        let hash = hash_password(&new)?;
         conn.transaction(|conn| {
             SignInPassword::set(conn, caller.user.id, &hash)?;
+            User::note_own_credentials(conn, caller.user.id)?;
             PortalSession::delete_others(conn, caller.user.id, session_id)?;
             audit::record(
                 conn,

@@ -32,7 +32,15 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
         let unknown = |_: actix_web::HttpRequest| async {
             Err::<actix_web::HttpResponse, _>(ActionError::NotFound("route".into()))
         };
+        // A notebook's own host answers its notebook only: first, before any other route.
+        let notebooks =
+            crate::jupyter::origin::NotebookHost(ctl.config.server.notebook_domain.clone());
         cfg.app_data(ctl)
+            .service(
+                web::scope("")
+                    .guard(notebooks)
+                    .default_service(web::to(crate::jupyter::origin::serve)),
+            )
             // Bodies are read by `body::PendingBody` with a limit per route; this bounds any
             // plain `web::Bytes` a route might still take. Image uploads and rosters stream.
             .app_data(web::PayloadConfig::new(extract::JSON_LIMIT))

@@ -1,14 +1,17 @@
 //! Provisioning a course: one operation whose items make each student's container. Idempotent:
 //! it asks each node which of the course's containers it really has (one list call per node),
 //! and makes only what is missing (a row with no container, or no row yet) or starts what is
-//! stopped; what is fine is left alone. Quotas are checked before anything is created.
+//! stopped; what is fine is left alone. Quotas are checked before anything is created. One
+//! provision of a course at a time: its decision is taken under the course's row lock, and a
+//! second while the first is unfinished is refused (409, naming the first), so a double-click
+//! can never make a student's container twice.
 
 use std::collections::{HashMap, HashSet};
 
 use cohort_proto::api::courses::CourseState;
 use cohort_proto::api::instances::{DesiredState, ObservedState};
 use cohort_proto::api::operations::Operation as WireOperation;
-use cohort_proto::api::operations::OperationStatus;
+use cohort_proto::api::operations::{OperationKind, OperationStatus};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -25,6 +28,7 @@ use crate::models::audit;
 use crate::models::course::Course;
 use crate::models::enrollment::{Enrolled, Enrollment};
 use crate::models::instance::{Instance, NewInstance};
+use crate::models::operation::Operation;
 use crate::models::operation_item::OperationItem;
 use crate::placement::{self, Placement};
 use crate::{homes, views};
@@ -154,6 +158,20 @@ pub async fn provision(
     let placement_config = ctl.config.placement.clone();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
+            Course::lock(conn, course.id)?; // one provision of the course decides at a time
+            if let Some(running) =
+                Operation::unfinished(conn, OperationKind::ProvisionCourse, &course.code)?
+            {
+                return Err(already_provisioning(&course.code, running.id));
+            }
+            // Instances made since this request read the course (by a provision that has
+            // finished meanwhile) are left alone: this request has not observed them.
+            let read_before: HashSet<i64> = existing.iter().map(|i| i.id).collect();
+            let made_meanwhile: HashSet<i64> = course_instances(conn, course.id)?
+                .into_iter()
+                .filter(|i| !read_before.contains(&i.id))
+                .map(|i| i.owner_id)
+                .collect();
             // Each item with where its instance is, known now: placed by this transaction, or
             // on the node it was made on.
             let node_names: HashMap<i64, String> = crate::models::node::Node::list(conn)?
@@ -165,9 +183,10 @@ pub async fn provision(
             // Students whose instance could not be made, and why: their items fail, the rest
             // of the class is provisioned.
             let mut refused: Vec<(String, String)> = Vec::new();
-            let makes_new = students
-                .iter()
-                .any(|s| !existing.iter().any(|i| i.owner_id == s.user.id));
+            let makes_new = students.iter().any(|s| {
+                !existing.iter().any(|i| i.owner_id == s.user.id)
+                    && !made_meanwhile.contains(&s.user.id)
+            });
             if makes_new {
                 crate::feasible::check(
                     conn,
@@ -183,6 +202,7 @@ pub async fn provision(
             let mut new_students: Vec<&Enrolled> = Vec::new();
             for student in &students {
                 match existing.iter().find(|i| i.owner_id == student.user.id) {
+                    None if made_meanwhile.contains(&student.user.id) => {}
                     None => {
                         new_students.push(student);
                         slots.push(None);
@@ -248,6 +268,34 @@ pub async fn provision(
             }
             Ok(views::operation(conn, &op)?)
         })
+    })
+    .await
+}
+
+/// The refusal of a provision while another of the same course is unfinished.
+fn already_provisioning(code: &str, running: uuid::Uuid) -> ActionError {
+    ActionError::conflict(
+        Some("course"),
+        format!(
+            "course {code} is being provisioned already (operation {running}); wait for it, \
+             then provision again for anything it did not cover"
+        ),
+    )
+}
+
+/// The unfinished provision of course `code`, if one is under way and the caller may see the
+/// course (the portal sends a second click to the first one's progress).
+pub async fn running(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+) -> ActionResult<Option<uuid::Uuid>> {
+    ctl.db(move |conn| {
+        let course = writable(conn, &caller, &code)?;
+        Ok(
+            Operation::unfinished(conn, OperationKind::ProvisionCourse, &course.code)?
+                .map(|op| op.id),
+        )
     })
     .await
 }

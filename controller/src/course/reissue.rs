@@ -1,8 +1,9 @@
 //! A new generated password for a course's student, by the course's instructor or an admin.
-//! Credentials belong to the person: one is issued only to an account this course's roster
-//! created, that has no SSH key and whose owner never set credentials of their own. It is
-//! answered once and kept only as its crypt(3) hash, which reaches the student's running
-//! containers at once and the others when they start.
+//! A credential that reaches all of a person's containers is the person's: one is issued only to
+//! an account this course's roster created, that is in no other course (whose containers the
+//! password would open too), has no SSH key, and whose owner never signed in nor set credentials
+//! of their own. It is answered once and kept only as its crypt(3) hash, which reaches the
+//! student's running containers at once and the others when they start.
 
 use cohort_proto::api::courses::IssuedPassword;
 use diesel::prelude::*;
@@ -15,6 +16,7 @@ use crate::course::password;
 use crate::error::{ActionError, ActionResult};
 use crate::models::audit;
 use crate::models::enrollment::Enrollment;
+use crate::models::sign_in_password::SignInPassword;
 use crate::models::ssh_key::SshKey;
 use crate::models::user::User;
 
@@ -26,10 +28,18 @@ fn refusal(conn: &mut PgConnection, user: &User, course_id: i64) -> ActionResult
             "{name}'s account was not created by this course's roster: only {name} or an admin \
              changes its credentials"
         ))
-    } else if user.own_credentials_at.is_some() || !SshKey::for_user(conn, user.id)?.is_empty() {
+    } else if Enrollment::in_other_course(conn, course_id, user.id)? {
         Some(format!(
-            "{name} has set credentials of their own (an SSH key): only {name} or an admin \
-             changes them"
+            "{name} is also a student of another course, whose containers a password would \
+             open too: only {name} or an admin changes its credentials"
+        ))
+    } else if user.own_credentials_at.is_some()
+        || !SshKey::for_user(conn, user.id)?.is_empty()
+        || SignInPassword::hash_of(conn, user.id)?.is_some()
+    {
+        Some(format!(
+            "{name} has signed in or set credentials of their own (an SSH key, a password): \
+             only {name} or an admin changes them"
         ))
     } else {
         None

@@ -252,6 +252,16 @@ diesel::table! {
 }
 
 diesel::table! {
+    notebook_passes (secret_hash) {
+        secret_hash -> Bytea,
+        ticket -> Bool,
+        session_id -> Int8,
+        instance_id -> Int8,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     orphans (node_id, name) {
         node_id -> Int8,
         name -> Text,
@@ -365,6 +375,8 @@ diesel::joinable!(node_images -> nodes (node_id));
 diesel::joinable!(operation_items -> instances (instance_id));
 diesel::joinable!(operation_items -> operations (operation_id));
 diesel::joinable!(operations -> users (created_by));
+diesel::joinable!(notebook_passes -> instances (instance_id));
+diesel::joinable!(notebook_passes -> portal_sessions (session_id));
 diesel::joinable!(orphans -> nodes (node_id));
 diesel::joinable!(portal_sessions -> users (user_id));
 diesel::joinable!(sign_in_passwords -> users (user_id));
@@ -388,6 +400,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     node_certificates,
     node_images,
     nodes,
+    notebook_passes,
     operation_items,
     operations,
     orphans,

@@ -1,14 +1,14 @@
-//! The portal's proxy to a student's JupyterLab: `/jupyter/{container}/...` (JupyterLab's
-//! `base_url` in the image) is relayed, HTTP and websockets alike, through a tunnel the node's
-//! agent opens to the container's fixed JupyterLab port over the controller's mutual TLS. The
-//! browser must be signed in (else it is sent to sign-in, and a websocket gets no 101) and own
-//! the container (else 403). The portal's own cookies and any `Authorization` never reach the
-//! container: what runs there is the student's.
+//! The relay to a container's JupyterLab: `/jupyter/{container}/...` (JupyterLab's `base_url` in
+//! the image) on the notebook's own origin ([`super::origin`], which decides who gets here) is
+//! relayed, HTTP and websockets alike, through a tunnel the node's agent opens to the
+//! container's fixed JupyterLab port over the controller's mutual TLS. No cookie crosses it
+//! either way (the browser's pass stays here, and the container's `Set-Cookie` never reaches the
+//! browser), nor any `Authorization`: what runs there is whoever is root in the container's.
 
 use std::io;
 
 use actix_web::http::StatusCode;
-use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::{stream, StreamExt};
 use http_body_util::{BodyExt, BodyStream, StreamBody};
@@ -16,18 +16,18 @@ use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::access;
+use super::access::Granted;
 use crate::agent_client::Tunnel;
 use crate::controller::Controller;
 use crate::error::ActionError;
-use crate::portal::{PortalError, SignedIn, SESSION_COOKIE, SIGN_IN_COOKIE};
 
 /// What the browser sends on, whole or streamed.
 /// Not `Send`: the browser's payload stays on the worker's thread.
 type UpstreamBody = std::pin::Pin<Box<dyn hyper::body::Body<Data = Bytes, Error = io::Error>>>;
 
-/// Headers that belong to one hop, never relayed (the upgrade pair is set again for a websocket).
-const HOP_BY_HOP: [&str; 9] = [
+/// Headers that belong to one hop or to one side, never relayed (the upgrade pair is set again
+/// for a websocket): cookies stay on their own side.
+const HOP_BY_HOP: [&str; 11] = [
     "connection",
     "keep-alive",
     "proxy-authenticate",
@@ -37,32 +37,18 @@ const HOP_BY_HOP: [&str; 9] = [
     "transfer-encoding",
     "upgrade",
     "authorization",
+    "cookie",
+    "set-cookie",
 ];
 
-fn is_websocket(req: &HttpRequest) -> bool {
+pub fn is_websocket(req: &HttpRequest) -> bool {
     req.headers()
         .get("upgrade")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
-/// The browser's `Cookie` header without the portal's own cookies.
-fn container_cookies(req: &HttpRequest) -> Option<String> {
-    let kept: Vec<&str> = req
-        .headers()
-        .get_all("cookie")
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|c| {
-            let name = c.split('=').next().unwrap_or_default();
-            !c.is_empty() && name != SESSION_COOKIE && name != SIGN_IN_COOKIE
-        })
-        .collect();
-    (!kept.is_empty()).then(|| kept.join("; "))
-}
-
-/// The upstream request: the browser's method, path and headers, less the hop's and the portal's.
+/// The upstream request: the browser's method, path and headers, less the hop's and the cookies.
 fn upstream_request<B>(req: &HttpRequest, body: B) -> Result<hyper::Request<B>, ActionError> {
     let bad = |e: &dyn std::fmt::Display| ActionError::invalid("request", e.to_string());
     let path = req
@@ -75,13 +61,10 @@ fn upstream_request<B>(req: &HttpRequest, body: B) -> Result<hyper::Request<B>, 
         .uri(path);
     for (name, value) in req.headers() {
         let n = name.as_str();
-        if HOP_BY_HOP.contains(&n) || n == "cookie" {
+        if HOP_BY_HOP.contains(&n) {
             continue;
         }
         builder = builder.header(n, value.as_bytes());
-    }
-    if let Some(cookies) = container_cookies(req) {
-        builder = builder.header("cookie", cookies);
     }
     if is_websocket(req) {
         builder = builder
@@ -113,32 +96,24 @@ mod http_head {
     pub use hyper::http::response::Parts;
 }
 
-/// Relays one browser request to `/jupyter/{name}/...` in the caller's own container.
+/// Relays one browser request to `/jupyter/{name}/...` in a container the caller was granted.
 pub async fn relay(
     req: HttpRequest,
     payload: web::Payload,
-    ctl: web::Data<Controller>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, PortalError> {
-    let signed_in = SignedIn::extract(&req).await?;
-    let lang = signed_in.lang;
-    let failed = |e: ActionError| PortalError::Action(lang, e);
-    let (name, _) = path.into_inner();
-    let granted = access::authorize(&ctl, signed_in.caller, name.clone())
-        .await
-        .map_err(failed)?;
+    ctl: &web::Data<Controller>,
+    name: &str,
+    granted: Granted,
+) -> Result<HttpResponse, ActionError> {
     let node = granted.instance.node_id.unwrap_or_default().to_string();
     let tunnel: Tunnel = granted
         .agent
-        .jupyter_tunnel(name.clone())
+        .jupyter_tunnel(name.to_string())
         .await
-        .map_err(|source| failed(ActionError::on_node(node)(source)))?;
-    crate::jupyter::activity::seen(&ctl, granted.instance.id);
+        .map_err(ActionError::on_node(node))?;
+    crate::jupyter::activity::seen(ctl, granted.instance.id);
     let websocket = is_websocket(&req);
     let unreachable = |e: &dyn std::fmt::Display| {
-        failed(ActionError::Internal(format!(
-            "JupyterLab in {name} did not answer: {e}"
-        )))
+        ActionError::Internal(format!("JupyterLab in {name} did not answer: {e}"))
     };
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake::<_, UpstreamBody>(TokioIo::new(tunnel))
@@ -157,8 +132,7 @@ pub async fn relay(
                 http_body_util::Empty::<Bytes>::new()
                     .map_err(|never: std::convert::Infallible| -> io::Error { match never {} }),
             ) as UpstreamBody,
-        )
-        .map_err(failed)?;
+        )?;
         let mut resp = sender
             .send_request(upstream)
             .await
@@ -194,7 +168,7 @@ pub async fn relay(
             .map(Frame::data)
             .map_err(|e| io::Error::other(e.to_string()))
     })));
-    let upstream = upstream_request(&req, body).map_err(failed)?;
+    let upstream = upstream_request(&req, body)?;
     let resp = sender
         .send_request(upstream)
         .await

@@ -85,6 +85,20 @@ impl Enrollment {
         .get_result(conn)
     }
 
+    /// Whether `user_id` is enrolled in a course other than `course_id`.
+    pub fn in_other_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+        user_id: i64,
+    ) -> QueryResult<bool> {
+        diesel::select(diesel::dsl::exists(
+            enrollments::table
+                .filter(enrollments::course_id.ne(course_id))
+                .filter(enrollments::user_id.eq(user_id)),
+        ))
+        .get_result(conn)
+    }
+
     /// Whether `user_id` is a student of any course `instructor_id` teaches.
     pub fn is_taught_by(
         conn: &mut PgConnection,

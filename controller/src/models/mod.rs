@@ -16,6 +16,7 @@ pub mod join_token;
 pub mod lxd_trust;
 pub mod node;
 pub mod node_certificate;
+pub mod notebook_pass;
 pub mod operation;
 pub mod operation_item;
 pub mod orphan;

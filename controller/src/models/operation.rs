@@ -53,6 +53,22 @@ impl Operation {
             .optional()
     }
 
+    /// The unfinished (pending or running) operation of `kind` on `target`, if there is one.
+    pub fn unfinished(
+        conn: &mut PgConnection,
+        kind: OperationKind,
+        target: &str,
+    ) -> QueryResult<Option<Operation>> {
+        operations::table
+            .filter(operations::kind.eq(kind))
+            .filter(operations::target.eq(target))
+            .filter(operations::status.eq_any([OperationStatus::Pending, OperationStatus::Running]))
+            .select(Operation::as_select())
+            .order(operations::created_at)
+            .first(conn)
+            .optional()
+    }
+
     pub fn list(conn: &mut PgConnection, created_by: Option<i64>) -> QueryResult<Vec<Operation>> {
         let mut q = operations::table
             .select(Operation::as_select())

@@ -348,14 +348,19 @@ pub async fn provision(
     CsrfForm(s, Empty {}): CsrfForm<Empty>,
 ) -> Result<HttpResponse, PortalError> {
     let code = code.into_inner();
-    let op = provision::provision(&ctl, s.caller.clone(), code.clone())
-        .await
-        .map_err(|e| PortalError::Action(s.lang, e))?;
+    let op = match provision::provision(&ctl, s.caller.clone(), code.clone()).await {
+        Ok(op) => op.id,
+        // A second click while the first provision runs shows the first one's progress.
+        Err(e @ ActionError::Conflict { .. }) => {
+            match provision::running(&ctl, s.caller.clone(), code.clone()).await {
+                Ok(Some(id)) => id,
+                _ => return Err(PortalError::Action(s.lang, e)),
+            }
+        }
+        Err(e) => return Err(PortalError::Action(s.lang, e)),
+    };
     Ok(HttpResponse::SeeOther()
-        .insert_header((
-            header::LOCATION,
-            format!("/courses/{code}?operation={}", op.id),
-        ))
+        .insert_header((header::LOCATION, format!("/courses/{code}?operation={op}")))
         .finish())
 }
 

@@ -99,6 +99,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .route(
             "/jupyter/{name}/{rest:.*}",
-            web::route().to(crate::jupyter::proxy::relay),
+            get().to(crate::jupyter::entry::open),
         );
 }

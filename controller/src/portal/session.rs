@@ -20,10 +20,12 @@ use crate::auth::{Bearer, Caller};
 use crate::controller::Controller;
 use crate::models::portal_session::PortalSession;
 
-/// The session cookie.
-pub const SESSION_COOKIE: &str = "cohort_session";
-/// The sign-in form's double-submit cookie.
-pub const SIGN_IN_COOKIE: &str = "cohort_sign_in";
+/// The session cookie. `__Host-`: the browser takes it only from this very host, without a
+/// `Domain`, so a page on another host under the same domain (a notebook's own origin) can
+/// neither set nor shadow it.
+pub const SESSION_COOKIE: &str = "__Host-cohort_session";
+/// The sign-in form's double-submit cookie (`__Host-` for the same reason).
+pub const SIGN_IN_COOKIE: &str = "__Host-cohort_sign_in";
 /// Largest form body a page accepts.
 const FORM_LIMIT: usize = 64 << 10;
 

@@ -137,6 +137,30 @@ pub struct Next {
     next: Option<String>,
 }
 
+/// `next` as a path of this site, or `None`: it must be a path, without control characters, and
+/// still name this origin once resolved as a browser resolves it (which drops tabs and newlines,
+/// turns `\\` into `/`, and reads `//host` as another host). What is sent back is the resolved
+/// path and query, never the text as given.
+fn same_origin_path(next: &str) -> Option<String> {
+    if !next.starts_with('/') || next.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return None;
+    }
+    let base = url::Url::parse("https://portal.invalid/").ok()?;
+    let resolved = base.join(next).ok()?;
+    if resolved.origin() != base.origin() {
+        return None;
+    }
+    let mut path = resolved.path().to_string();
+    if path.starts_with("//") {
+        return None;
+    }
+    if let Some(query) = resolved.query() {
+        path.push('?');
+        path.push_str(query);
+    }
+    Some(path)
+}
+
 /// Keeps the chosen language in a cookie and goes back to the page it was chosen on (only a
 /// path on this site: never an open redirect).
 pub async fn switch_language(
@@ -152,9 +176,9 @@ pub async fn switch_language(
         .map(|u| u.path().to_string());
     let next = query
         .next
-        .clone()
-        .or(back)
-        .filter(|n| n.starts_with('/') && !n.starts_with("//") && !n.contains('\\'))
+        .as_deref()
+        .or(back.as_deref())
+        .and_then(same_origin_path)
         .unwrap_or_else(|| "/".into());
     let mut res = HttpResponse::SeeOther()
         .insert_header((header::LOCATION, next))

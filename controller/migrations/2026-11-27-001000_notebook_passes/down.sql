@@ -1,0 +1,1 @@
+DROP TABLE notebook_passes;
