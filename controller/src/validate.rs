@@ -75,9 +75,53 @@ pub fn text(field: &str, value: &str) -> ActionResult<()> {
     Ok(())
 }
 
+/// Longest name a person gives a thing of theirs (a token, a trusted client), in characters.
+pub const MAX_LABEL_CHARS: usize = 100;
+
+/// A name a person gives a thing of theirs: [`text`], at most [`MAX_LABEL_CHARS`] characters,
+/// and something visible in it.
+pub fn label(field: &str, value: &str) -> ActionResult<()> {
+    text(field, value)?;
+    if value.chars().count() > MAX_LABEL_CHARS {
+        return Err(ActionError::invalid(
+            field,
+            format!("at most {MAX_LABEL_CHARS} characters"),
+        ));
+    }
+    if !value.is_empty() && !value.chars().any(visible) {
+        return Err(ActionError::invalid(
+            field,
+            "needs at least one visible character",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a character shows: not white space, not a format character (zero-width spaces and
+/// joiners, direction marks, the BOM), not a variation selector, not a Hangul filler.
+pub fn visible(c: char) -> bool {
+    !c.is_whitespace()
+        && !matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}'
+            | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{E0000}'..='\u{E007F}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_are_bounded_and_visible() {
+        assert!(label("name", "laptop").is_ok());
+        assert!(label("name", "").is_ok());
+        assert!(label("name", &"x".repeat(MAX_LABEL_CHARS)).is_ok());
+        assert!(label("name", &"x".repeat(MAX_LABEL_CHARS + 1)).is_err());
+        assert!(label("name", "\u{200B}\u{200D}\u{FEFF}").is_err());
+        assert!(label("name", "   ").is_err());
+        assert!(label("name", "a\nb").is_err());
+    }
 
     #[test]
     fn instance_names_follow_lxd_rules() {

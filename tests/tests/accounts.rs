@@ -677,3 +677,55 @@ async fn a_sign_in_takes_as_long_whether_or_not_the_name_exists() {
         "unknown name {unknown:?} against a wrong password {known:?}"
     );
 }
+
+/// Issue 47, item 10: a token's name is bounded and must show something, and an account holds at
+/// most 100 tokens, so neither a name nor the list grows without end.
+#[actix_web::test]
+async fn token_names_and_counts_are_bounded() {
+    let t = TestController::new();
+    let (_, token) = t.user("hoarder", "student");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let path = "/api/v1/users/hoarder/tokens";
+    for name in [
+        "x".repeat(500_000),
+        "\u{200B}\u{200D}".into(),
+        "a\u{7}b".into(),
+    ] {
+        let (status, body) = call!(&app, "POST", path, &token, Some(json!({"name": name}))).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["error"]["field"], "name", "{body}");
+    }
+    // The first token is the one the test user came with.
+    for i in 1..100 {
+        let (status, body) = call!(
+            &app,
+            "POST",
+            path,
+            &token,
+            Some(json!({"name": format!("t{i}")}))
+        )
+        .await;
+        assert_eq!(status, 201, "token {i}: {body}");
+    }
+    let (status, body) = call!(
+        &app,
+        "POST",
+        path,
+        &token,
+        Some(json!({"name": "one more"}))
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("revoke one"),
+        "{body}"
+    );
+    let (status, listed) = call!(&app, "GET", path, &token, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed.as_array().map(Vec::len), Some(100), "{listed}");
+}

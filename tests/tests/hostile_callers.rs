@@ -55,7 +55,7 @@ fn course_id(t: &TestController, code: &str) -> i64 {
 }
 
 #[actix_web::test]
-async fn course_names_are_reserved_and_a_squatter_fails_only_their_classmate() {
+async fn course_names_are_reserved_and_a_squatter_takes_no_students_name() {
     let t = TestController::new();
     let (_, admin) = t.user("admin", "admin");
     let (prof, prof_token) = t.user("prof", "instructor");
@@ -71,12 +71,13 @@ async fn course_names_are_reserved_and_a_squatter_fails_only_their_classmate() {
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
 
-    // Before the course exists, two students take three of its names: both names alice could
-    // have, and bob's plain one.
-    let alice_around = naming::instance_name_around("cs101", "alice");
+    // Before the course exists, two students take three of its names: alice's plain one and a
+    // guess at the name she would get around it (issue 47, item 16: that name is random now, so
+    // the guess takes nothing of hers), and bob's plain one.
+    let alice_around = "cs101-alice-x-4c1d0e2f";
     for (token, name) in [
         (&mallory, "cs101-alice"),
-        (&mallory, alice_around.as_str()),
+        (&mallory, alice_around),
         (&eve, "cs101-bob"),
     ] {
         let (status, body) = call!(
@@ -132,7 +133,7 @@ async fn course_names_are_reserved_and_a_squatter_fails_only_their_classmate() {
         "a name that only starts like the code is free: {body}"
     );
 
-    // Provisioning goes round bob's squatter and fails alice alone, with the reason.
+    // Provisioning goes round both squatters: alice and bob get names of their own.
     let (status, op) = call!(
         &app,
         &prof_token,
@@ -149,17 +150,17 @@ async fn course_names_are_reserved_and_a_squatter_fails_only_their_classmate() {
             cohort_controller::db::schema::users::username,
             instances::name,
         ))
-        .order(instances::name)
+        .order(cohort_controller::db::schema::users::username)
         .load(&mut conn)
         .unwrap();
-    let bob_around = naming::instance_name_around("cs101", "bob");
-    assert_eq!(
-        theirs,
-        [
-            ("bob".to_string(), bob_around.clone()),
-            ("carol".into(), "cs101-carol".into())
-        ]
+    let users: Vec<&str> = theirs.iter().map(|(u, _)| u.as_str()).collect();
+    assert_eq!(users, ["alice", "bob", "carol"], "{theirs:?}");
+    assert!(
+        theirs[0].1.starts_with("cs101-alice-x-") && theirs[0].1 != alice_around,
+        "{theirs:?}"
     );
+    assert!(theirs[1].1.starts_with("cs101-bob-x-"), "{theirs:?}");
+    assert_eq!(theirs[2].1, "cs101-carol");
     let items: Vec<(String, String, Option<String>)> = operation_items::table
         .filter(
             operation_items::operation_id
@@ -174,26 +175,7 @@ async fn course_names_are_reserved_and_a_squatter_fails_only_their_classmate() {
         .load(&mut conn)
         .unwrap();
     assert_eq!(items.len(), 3, "{items:?}");
-    let alice = items
-        .iter()
-        .find(|(target, _, _)| target == "cs101-alice")
-        .expect("alice's item");
-    assert_eq!(alice.1, "failure");
-    assert!(
-        alice
-            .2
-            .as_deref()
-            .unwrap()
-            .contains("taken by instances that are not course cs101's"),
-        "{alice:?}"
-    );
-    assert!(
-        items
-            .iter()
-            .filter(|(t, _, _)| t != "cs101-alice")
-            .all(|(_, s, _)| s == "pending"),
-        "{items:?}"
-    );
+    assert!(items.iter().all(|(_, s, _)| s == "pending"), "{items:?}");
     drop(prof);
 
     // The admin may still name anything.
@@ -244,6 +226,37 @@ async fn instructors_create_instances_only_for_their_own_students() {
         .load(&mut t.conn())
         .unwrap();
     assert_eq!(made, ["box-dana", "box-prof"]);
+
+    // Issue 47, item 15: what dana gets is a student's, whoever asks: no more than a student's
+    // allowance, and no more instances than a student may own.
+    let mut big = instance("box-dana-big", Some("dana"));
+    big["limits"]["cpu"] = json!(8);
+    let (status, body) = call!(&app, &prof, "POST", "/api/v1/instances", Some(big));
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "limits.cpu", "{body}");
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/instances",
+        Some(instance("box-dana-2", Some("dana")))
+    );
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/instances",
+        Some(instance("box-dana-3", Some("dana")))
+    );
+    assert_eq!(status, 409, "past a student's cap: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at most 2"),
+        "{body}"
+    );
 }
 
 #[actix_web::test]

@@ -385,8 +385,7 @@ page = open('/root/probe.html', 'rb').read()
 class Planted(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         with open('/root/planted.log', 'a') as log:
-            log.write(json.dumps({'path': self.path, 'cookie': self.headers.get('Cookie')}) + '
-')
+            log.write(json.dumps({'path': self.path, 'cookie': self.headers.get('Cookie')}) + chr(10))
         self.send_response(200)
         self.send_header('Content-Type', 'text/html')
         self.send_header('Set-Cookie', 'planted=1; Path=/')
@@ -454,7 +453,19 @@ async fn planted_pages_reach_nothing_of_the_portal(
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        assert!(served, "{who}: the planted page was not served");
+        if !served {
+            let status = node.lxd.lxc_output(&[
+                "exec", "nb1-ann", "--", "sh", "-c",
+                "systemctl status planted cohort-jupyter --no-pager; journalctl -u planted --no-pager | tail -20; ss -ltnp",
+            ]);
+            panic!(
+                "{who}: the planted page was not served; at {} the page says {}; in the container: {}{}",
+                browser.url().await,
+                browser.run("return document.documentElement.outerHTML.slice(0, 2000)").await,
+                String::from_utf8_lossy(&status.stdout),
+                String::from_utf8_lossy(&status.stderr)
+            );
+        }
         assert_eq!(
             browser.url().await,
             format!("{notebook}/jupyter/nb1-ann/lab")

@@ -327,8 +327,8 @@ pub fn parse_size_mib(s: &str) -> Option<u64> {
     let n: u64 = num.parse().ok()?;
     let mib = match unit {
         "MiB" | "MB" => n,
-        "GiB" | "GB" => n * 1024,
-        "TiB" | "TB" => n * 1024 * 1024,
+        "GiB" | "GB" => n.checked_mul(1024)?,
+        "TiB" | "TB" => n.checked_mul(1024 * 1024)?,
         "KiB" | "kB" => n / 1024,
         "" | "B" => n / (1024 * 1024),
         _ => return None,

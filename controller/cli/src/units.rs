@@ -24,7 +24,12 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
         "TiB" => 1 << 40,
         other => bail!("Invalid size {text:?}: unknown unit {other:?}"),
     };
-    Ok((number * factor as f64).round() as u64)
+    let bytes = (number * factor as f64).round();
+    // `as` would saturate a size past u64 silently; say so instead.
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        bail!("Invalid size {text:?}: too large");
+    }
+    Ok(bytes as u64)
 }
 
 /// Bytes in a size that names its unit. A bare number would be bytes, never what was meant

@@ -166,11 +166,25 @@ fn create_tx(
         // The owner's row is locked first, so a student's concurrent creates count one after
         // another: without it each transaction saw the others' instances uncommitted and all
         // went through.
-        if caller.role == Role::Student {
-            users::table.find(owner.id).select(users::id).for_update().get_result::<i64>(conn)?;
-        }
-        if caller.role == Role::Student && Instance::list(conn, Some(owner.id))?.len() >= STUDENT_MAX_INSTANCES {
-            return Err(ActionError::conflict(None, format!("students may own at most {STUDENT_MAX_INSTANCES} instances")));
+        // A student's allowance and cap are the owner's, whoever asks for it: an instructor
+        // creating for a student gets no more than the student would (only an admin may).
+        let student_owned = !caller.is_admin() && owner.role() == Role::Student;
+        if student_owned {
+            check_limits(Role::Student, limits, req.gpus)?;
+            users::table
+                .find(owner.id)
+                .select(users::id)
+                .for_update()
+                .get_result::<i64>(conn)?;
+            if Instance::list(conn, Some(owner.id))?.len() >= STUDENT_MAX_INSTANCES {
+                return Err(ActionError::conflict(
+                    None,
+                    format!(
+                        "{} is a student, who may own at most {STUDENT_MAX_INSTANCES} instances",
+                        owner.username
+                    ),
+                ));
+            }
         }
         let image = Image::lookup(conn, &req.image)?.ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
         let pinned = match &req.node {

@@ -38,7 +38,7 @@ pub async fn create_token(
     caller: Caller,
     req: CreateTrustToken,
 ) -> ActionResult<TrustTokenIssued> {
-    validate::text("name", &req.name)?;
+    validate::label("name", &req.name)?;
     let username = req.user.unwrap_or_else(|| caller.name().to_string());
     if username != caller.name() && !caller.is_admin() {
         return Err(ActionError::Forbidden(

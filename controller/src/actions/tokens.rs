@@ -56,6 +56,9 @@ pub fn mint(
     Ok((token, row))
 }
 
+/// Most API tokens one account holds (expired ones count until revoked).
+pub const MAX_TOKENS_PER_USER: usize = 100;
+
 /// A new token for `username`: admins for anyone, others for themselves only.
 pub async fn issue(
     ctl: &Controller,
@@ -65,12 +68,24 @@ pub async fn issue(
 ) -> ActionResult<ApiTokenIssued> {
     own_or_admin(&caller, &username, "issue")?;
     if let Some(name) = &req.name {
-        validate::text("name", name)?;
+        validate::label("name", name)?;
     }
     let lifetime = lifetime(&ctl.config.auth, req.expires_in_days)?;
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let user = user(conn, &username)?;
+            // Serialises the count with other issues for the same user.
+            User::lock(conn, user.id)?;
+            let held = ApiToken::for_user(conn, user.id)?.len();
+            if held >= MAX_TOKENS_PER_USER {
+                return Err(ActionError::conflict(
+                    Some("name"),
+                    format!(
+                        "{username} holds {held} tokens, the most one account may: revoke one \
+                         first"
+                    ),
+                ));
+            }
             let (token, row) = mint(conn, &user, req.name.as_deref(), lifetime)?;
             audit::record(
                 conn,

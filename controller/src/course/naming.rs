@@ -31,12 +31,13 @@ pub fn instance_name(course: &str, username: &str) -> String {
     name
 }
 
-/// The name `username` gets in `course` when [`instance_name`] is taken by an instance that is
-/// not the course's (made before the course existed): the plain name with a short hash of the
-/// pair, distinct from any name [`instance_name`] gives, and the same on every provision.
+/// A name `username` may get in `course` when [`instance_name`] is taken by an instance that is
+/// not the course's (made before the course existed): the plain name with 32 random bits,
+/// distinct from any name [`instance_name`] gives. Random, so that nobody can take it ahead of
+/// the student as they could take the plain one; a provision finds the instance again by its
+/// owner, never by recomputing its name.
 pub fn instance_name_around(course: &str, username: &str) -> String {
-    let digest = Sha256::digest(format!("{course}\0{username}\0taken").as_bytes());
-    let suffix = hex::encode(&digest[..4]);
+    let suffix = hex::encode(rand::random::<[u8; 4]>());
     let plain = fold(&format!("{course}-{username}"));
     let head: String = plain.chars().take(MAX - suffix.len() - 3).collect();
     let head = head.trim_end_matches('-');
@@ -88,7 +89,11 @@ mod tests {
         );
         let around = instance_name_around("cs101", "bob");
         assert!(around.starts_with("cs101-bob-x-"), "{around}");
-        assert_eq!(around, instance_name_around("cs101", "bob"));
+        assert_ne!(
+            around,
+            instance_name_around("cs101", "bob"),
+            "unpredictable"
+        );
         assert_ne!(around, instance_name("cs101", "bob"));
         let long = instance_name_around(&"x".repeat(40), &"y".repeat(32));
         assert!(

@@ -51,20 +51,19 @@ fn memory_mib(value: &str) -> Result<u64, LxdError> {
     let number: u64 = number
         .parse()
         .map_err(|_| LxdError::BadRequest(format!("Invalid limits.memory {value:?}")))?;
-    let bytes = match unit.trim() {
-        "" | "B" => number,
-        "kB" => number * 1000,
-        "KiB" => number << 10,
-        "MB" => number * 1_000_000,
-        "MiB" => number << 20,
-        "GB" => number * 1_000_000_000,
-        "GiB" => number << 30,
-        _ => {
-            return Err(LxdError::BadRequest(format!(
-                "Invalid limits.memory {value:?}"
-            )))
-        }
+    let invalid = || LxdError::BadRequest(format!("Invalid limits.memory {value:?}"));
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "kB" => 1000,
+        "KiB" => 1 << 10,
+        "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        "GB" => 1_000_000_000,
+        "GiB" => 1 << 30,
+        _ => return Err(invalid()),
     };
+    // Checked: a size past 16 EiB is refused, never a panic or a wrapped small number.
+    let bytes = number.checked_mul(factor).ok_or_else(invalid)?;
     Ok(bytes.div_ceil(1 << 20))
 }
 
@@ -150,6 +149,11 @@ mod tests {
         assert_eq!(memory_mib("256MiB").unwrap(), 256);
         assert_eq!(memory_mib("1GiB").unwrap(), 1024);
         assert_eq!(memory_mib("1GB").unwrap(), 954);
+        assert!(memory_mib("18446744074GB").is_err(), "overflow refused");
+        assert!(
+            memory_mib("18446744073709551615GiB").is_err(),
+            "overflow refused"
+        );
         assert_eq!(memory_mib("1048576").unwrap(), 1);
         assert!(memory_mib("lots").is_err());
         assert!(memory_mib("5XB").is_err());

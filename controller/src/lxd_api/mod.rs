@@ -67,6 +67,46 @@ async fn caller_of(ctl: &Controller, client: LxdClient) -> Result<Caller, LxdErr
     Ok(ctl.db(move |conn| client.0.caller(conn)).await?)
 }
 
+/// Refuses a request that carries a body from a client certificate no one trusts, before a byte
+/// of the body is read (the REST API's extractors do the same with tokens): only redeeming a
+/// trust token (`POST /1.0/certificates`, a small JSON body) is open to an untrusted client.
+pub async fn untrusted_bodies_refused(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<
+    actix_web::dev::ServiceResponse<actix_web::body::EitherBody<impl actix_web::body::MessageBody>>,
+    actix_web::Error,
+> {
+    use actix_web::http::header;
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > 0)
+        || req.headers().contains_key(header::TRANSFER_ENCODING);
+    let redeeming =
+        req.path() == "/1.0/certificates" && req.method() == actix_web::http::Method::POST;
+    if announced && !redeeming {
+        let trusted = match (req.conn_data::<LxdPeer>(), req.app_data::<Ctl>()) {
+            (Some(peer), Some(ctl)) => {
+                let bearer = Bearer::lxd_certificate(&peer.fingerprint());
+                ctl.db(move |conn| bearer.caller(conn)).await.is_ok()
+            }
+            _ => false,
+        };
+        if !trusted {
+            let refusal = LxdError::Action(ActionError::Forbidden(
+                "this client certificate is not trusted".into(),
+            ));
+            let (req, _) = req.into_parts();
+            let res = actix_web::ResponseError::error_response(&refusal);
+            return Ok(actix_web::dev::ServiceResponse::new(req, res).map_into_right_body());
+        }
+    }
+    next.call(req).await.map(|res| res.map_into_left_body())
+}
+
 /// Registers `/1.0` with the controller as shared state.
 pub fn configure(
     ctl: web::Data<Controller>,
@@ -80,9 +120,13 @@ pub fn configure(
         };
         cfg.app_data(ctl)
             .app_data(sessions)
-            .app_data(web::JsonConfig::default().error_handler(|e, _| {
-                LxdError::BadRequest(format!("Failed to decode request body: {e}")).into()
-            }))
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(1 << 20)
+                    .error_handler(|e, _| {
+                        LxdError::BadRequest(format!("Failed to decode request body: {e}")).into()
+                    }),
+            )
             .route("/", get().to(server::root))
             .route("/1.0", get().to(server::get))
             .route("/1.0/certificates", get().to(server::certificates))

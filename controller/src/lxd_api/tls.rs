@@ -99,17 +99,23 @@ pub async fn serve(ctl: Arc<Controller>, listen: std::net::SocketAddr) -> Result
     // One set of exec sessions for every worker: a client attaches on other connections.
     let sessions = web::Data::new(super::exec_sessions::ExecSessions::default());
     tracing::info!(%listen, "serving the LXD-style API");
-    HttpServer::new(move || App::new().configure(super::configure(data.clone(), sessions.clone())))
-        .on_connect(|conn, ext| {
-            use actix_tls::accept::rustls_0_23::TlsStream;
-            if let Some(tls) = conn.downcast_ref::<TlsStream<actix_web::rt::net::TcpStream>>() {
-                if let Some(cert) = tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
-                    ext.insert(LxdPeer(cert.to_vec()));
-                }
+    HttpServer::new(move || {
+        App::new()
+            .wrap(actix_web::middleware::from_fn(
+                super::untrusted_bodies_refused,
+            ))
+            .configure(super::configure(data.clone(), sessions.clone()))
+    })
+    .on_connect(|conn, ext| {
+        use actix_tls::accept::rustls_0_23::TlsStream;
+        if let Some(tls) = conn.downcast_ref::<TlsStream<actix_web::rt::net::TcpStream>>() {
+            if let Some(cert) = tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                ext.insert(LxdPeer(cert.to_vec()));
             }
-        })
-        .bind_rustls_0_23(listen, tls)?
-        .run()
-        .await?;
+        }
+    })
+    .bind_rustls_0_23(listen, tls)?
+    .run()
+    .await?;
     Ok(())
 }

@@ -102,6 +102,16 @@ impl User {
         diesel::delete(users::table.find(id)).execute(conn)
     }
 
+    /// Locks the account's row until the transaction ends (to count what it holds and add one).
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<()> {
+        users::table
+            .find(id)
+            .select(users::id)
+            .for_update()
+            .first::<i64>(conn)
+            .map(drop)
+    }
+
     /// Records that `course_id`'s roster created the account.
     pub fn set_roster_course(
         conn: &mut PgConnection,

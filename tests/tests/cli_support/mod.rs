@@ -449,8 +449,15 @@ impl Lxc {
     /// `curl` to the LXD-style API with this client's certificate: the parsed JSON answer and
     /// the HTTP status.
     pub fn curl(&self, address: &str, path: &str) -> (serde_json::Value, u16) {
+        self.curl_with(address, path, &[])
+    }
+
+    /// [`Lxc::curl`] with more of curl's arguments (a method, headers, a body); at most 20 s.
+    pub fn curl_with(&self, address: &str, path: &str, extra: &[&str]) -> (serde_json::Value, u16) {
         let out = Command::new("curl")
-            .args(["-sk", "-w", "\n%{http_code}", "--cert"])
+            .args(["-sk", "--max-time", "20", "-w", "\n%{http_code}"])
+            .args(extra)
+            .arg("--cert")
             .arg(self.conf.path().join("client.crt"))
             .arg("--key")
             .arg(self.conf.path().join("client.key"))
