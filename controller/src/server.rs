@@ -69,6 +69,11 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     tracing::info!(%listen, "serving the API");
     let main = HttpServer::new(move || {
         App::new()
+            // HTTPS only from the first answer on: a browser never tries plain HTTP here again.
+            .wrap(actix_web::middleware::DefaultHeaders::new().add((
+                actix_web::http::header::STRICT_TRANSPORT_SECURITY,
+                "max-age=31536000",
+            )))
             .wrap_fn(api::count_status)
             .configure(api::configure(data.clone()))
     })

@@ -88,24 +88,13 @@ pub fn label(field: &str, value: &str) -> ActionResult<()> {
             format!("at most {MAX_LABEL_CHARS} characters"),
         ));
     }
-    if !value.is_empty() && !value.chars().any(visible) {
+    if !value.is_empty() && !value.chars().any(cohort_proto::validate::is_visible) {
         return Err(ActionError::invalid(
             field,
             "needs at least one visible character",
         ));
     }
     Ok(())
-}
-
-/// Whether a character shows: not white space, not a format character (zero-width spaces and
-/// joiners, direction marks, the BOM), not a variation selector, not a Hangul filler.
-pub fn visible(c: char) -> bool {
-    !c.is_whitespace()
-        && !matches!(c,
-            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}'
-            | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
-            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{E0000}'..='\u{E007F}')
 }
 
 #[cfg(test)]

@@ -196,10 +196,22 @@ pub fn display_text(text: &str, max: usize) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// A title that must say something: [`display_text`], and not empty or only spaces.
+/// Whether a character shows: not white space, not a format character (zero-width spaces and
+/// joiners, direction marks, the BOM), not a variation selector, not a Hangul filler.
+pub fn is_visible(c: char) -> bool {
+    !c.is_whitespace()
+        && !matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}'
+            | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{E0000}'..='\u{E007F}')
+}
+
+/// A title that must say something: [`display_text`], and something visible in it (not empty,
+/// not only spaces or zero-width characters).
 pub fn title(text: &str, max: usize) -> Result<(), Invalid> {
-    if text.trim().is_empty() {
-        return invalid("must not be empty");
+    if !text.chars().any(is_visible) {
+        return invalid("must not be empty or only invisible characters");
     }
     display_text(text, max)
 }
@@ -712,6 +724,21 @@ mod network_policy_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_must_show_something() {
+        assert!(title("Systems", 200).is_ok());
+        assert!(title("机器学习", 200).is_ok());
+        for blank in [
+            "",
+            "   ",
+            "\u{200B}\u{200C}\u{200D}",
+            "\u{FEFF}",
+            "\u{3164}\u{3164}",
+        ] {
+            assert!(title(blank, 200).is_err(), "{blank:?}");
+        }
+    }
 
     const ED25519: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN4j9xJ2DuFqdAabTQjWmehKMbbXNP/68/vrLUocne8v alice@lab";
 

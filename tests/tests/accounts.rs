@@ -433,6 +433,28 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // Issue 47, item 12: a key she planted for root (as anyone root in the container could)
+    // logs in until she is disabled, which stops her containers.
+    let planted = SshKey::generate();
+    let plant = format!(
+        "mkdir -p /root/.ssh && echo '{}' >> /root/.ssh/authorized_keys",
+        planted.public_key().trim()
+    );
+    let out = cluster.nodes[0]
+        .lxd
+        .lxc_output(&["exec", "alice-box", "--", "sh", "-c", &plant]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = planted.run("127.0.0.1", port, "root", "true");
+    assert!(
+        out.status.success(),
+        "the planted key logs in as root before: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     cluster
         .admin(Method::POST, "/users/alice/disable", None)
         .await;
@@ -443,17 +465,56 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
         "a disabled student still logs in: {}",
         String::from_utf8_lossy(&refused.stdout)
     );
+    let shown = cluster
+        .admin(Method::GET, "/instances/alice-box", None)
+        .await;
+    assert_eq!(shown["desired_state"], "stopped", "{shown}");
+    let mut stopped = false;
+    for _ in 0..120 {
+        let out = planted.run("127.0.0.1", port, "root", "true");
+        if !out.status.success() {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(
+        stopped,
+        "the planted root key still logs in after alice was disabled"
+    );
     let me = cluster
         .request(Method::GET, "/me", &alice)
         .send()
         .await
         .expect("me");
     assert_eq!(me.status(), 401);
+    // Issue 47 (also): every answer tells the browser to use HTTPS only.
+    assert_eq!(
+        me.headers()
+            .get("strict-transport-security")
+            .and_then(|h| h.to_str().ok()),
+        Some("max-age=31536000")
+    );
 
     cluster
         .admin(Method::POST, "/users/alice/enable", None)
         .await;
-    let out = login(30);
+    // Her containers stay stopped until someone starts them.
+    let op = cluster
+        .admin(
+            Method::PUT,
+            "/instances/alice-box/state",
+            Some(json!({"action": "start"})),
+        )
+        .await;
+    let op = cluster
+        .wait_operation(
+            op["id"].as_str().expect("id"),
+            std::time::Duration::from_secs(300),
+        )
+        .await;
+    assert_eq!(op["status"], "success", "{op}");
+    let out = login(120);
     assert!(
         out.status.success(),
         "enabled again, alice cannot log in: {}",
@@ -728,4 +789,52 @@ async fn token_names_and_counts_are_bounded() {
     let (status, listed) = call!(&app, "GET", path, &token, None).await;
     assert_eq!(status, 200);
     assert_eq!(listed.as_array().map(Vec::len), Some(100), "{listed}");
+}
+
+/// Issue 47 (also): an instructor's `GET /users` lists their own students and themselves, not
+/// every account with its email; an admin's lists all.
+#[actix_web::test]
+async fn an_instructor_lists_only_their_own_students() {
+    use cohort_controller::models::enrollment::Enrollment;
+    let t = TestController::new();
+    let (_, admin) = t.user("admin", "admin");
+    let (_, prof) = t.user("prof", "instructor");
+    let (mine, _) = t.user("mine", "student");
+    t.user("theirs", "student");
+    t.user("otherprof", "instructor");
+    t.image("base");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let (status, body) = call!(
+        &app,
+        "POST",
+        "/api/v1/courses",
+        &prof,
+        Some(json!({"code": "ml1", "title": "ML", "image": "base"}))
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let course: i64 = courses::table
+        .filter(courses::code.eq("ml1"))
+        .select(courses::id)
+        .first(&mut t.conn())
+        .unwrap();
+    Enrollment::insert(&mut t.conn(), course, mine.user.id, None).unwrap();
+    let names = |listed: &Value| -> Vec<String> {
+        listed
+            .as_array()
+            .unwrap_or_else(|| panic!("{listed}"))
+            .iter()
+            .filter_map(|u| u["username"].as_str().map(String::from))
+            .collect()
+    };
+    let (status, listed) = call!(&app, "GET", "/api/v1/users", &prof, None).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(names(&listed), ["mine", "prof"]);
+    let (_, listed) = call!(&app, "GET", "/api/v1/users", &admin, None).await;
+    assert_eq!(
+        names(&listed),
+        ["admin", "mine", "otherprof", "prof", "theirs"]
+    );
 }

@@ -436,6 +436,46 @@ async fn exec_files_and_snapshots_on(daemon: TestDaemon) {
     .await;
     assert_eq!(b64(&env.stdout_base64), "hi\n/tmp\n1234\n");
 
+    if matches!(daemon, TestDaemon::Incus) {
+        // Issue 47, item 5: past the 30 s of one operation wait, a command runs to its end on
+        // Incus (which answers a wait that ran out as an error); one past its own timeout is
+        // refused and killed.
+        let long = exec(
+            &agent,
+            "work-1",
+            json!({"command": ["sh", "-c", "sleep 35; echo finished"], "timeout_s": 90}),
+        )
+        .await;
+        assert_eq!(
+            (long.exit_code, b64(&long.stdout_base64)),
+            (0, "finished\n".into())
+        );
+        let resp = agent
+            .controller()
+            .post(agent.url("/v1/instances/work-1/exec"))
+            .json(&json!({"command": ["sleep", "3600"], "timeout_s": 2}))
+            .send()
+            .await
+            .expect("POST exec");
+        assert_eq!(
+            resp.status(),
+            504,
+            "{}",
+            resp.text().await.unwrap_or_default()
+        );
+        let left = exec(
+            &agent,
+            "work-1",
+            json!({"command": ["sh", "-c", "ps -eo args | grep -c '^sleep 3600' || true"]}),
+        )
+        .await;
+        assert_eq!(
+            b64(&left.stdout_base64).trim(),
+            "0",
+            "the timed-out command still runs"
+        );
+    }
+
     let client = agent.controller();
     let url = agent.url("/v1/instances/work-1/files?path=/root/notes%20file.txt");
     let put = client

@@ -16,6 +16,11 @@ use super::{Lxd, LxdError};
 /// Longest single `/wait` request; the overall deadline is the caller's.
 const WAIT_SLICE_S: u64 = 30;
 
+/// Whether a `/wait` error says only that the wait's own timeout passed.
+fn slice_ran_out(message: &str) -> bool {
+    message.contains("context deadline exceeded")
+}
+
 /// `/1.0/operations/{id}`, the id path-escaped.
 pub(super) fn operation_url(id: &str) -> String {
     format!("/1.0/operations/{}", encode(id))
@@ -41,12 +46,19 @@ impl Lxd {
             let slice = left.as_secs().clamp(1, WAIT_SLICE_S);
             let path = format!("{operation}/wait?timeout={slice}");
             let fut = self.answer(Method::GET, &path, &[], Bytes::new());
-            let answer = tokio::time::timeout(left + Duration::from_secs(2), fut)
+            let answered = tokio::time::timeout(left + Duration::from_secs(2), fut)
                 .await
                 .map_err(|_| LxdError::Timeout {
                     what: what.to_string(),
                     seconds: timeout.as_secs(),
-                })??;
+                })?;
+            let answer = match answered {
+                // Incus answers a `/wait` whose own timeout passed with the operation still
+                // running as an error ("context deadline exceeded"), where LXD answers the
+                // running operation: both mean "not yet", never the operation's failure.
+                Err(LxdError::Api { ref message, .. }) if slice_ran_out(message) => continue,
+                other => other?,
+            };
             let Answer::Sync(meta) = answer else {
                 return Err(LxdError::Decode {
                     what: what.to_string(),

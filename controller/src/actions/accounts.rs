@@ -2,7 +2,7 @@
 //! logins removed, its containers and data stay), enable again, and delete with its instances
 //! kept (given to the admin) or deleted.
 
-use cohort_proto::api::instances::{DesiredState, ObservedState};
+use cohort_proto::api::instances::{DesiredState, InstanceStateChange, ObservedState, StateAction};
 use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDeleted};
 use diesel::prelude::*;
 use serde_json::json;
@@ -77,6 +77,7 @@ pub async fn set_disabled(
     disabled: bool,
 ) -> ActionResult<WireUser> {
     caller.require(Role::Admin)?;
+    let caller_again = caller.clone();
     let user = ctl
         .db(move |conn| {
             conn.transaction(|conn| {
@@ -97,7 +98,36 @@ pub async fn set_disabled(
     for (instance, error) in crate::ssh::push_ssh_to_user(ctl, user.id).await {
         tracing::warn!(%instance, %error, user = %user.username, disabled, "changing the login failed");
     }
+    if disabled {
+        stop_all_of(ctl, &caller_again, &user).await?;
+    }
     Ok(views::user(&user))
+}
+
+/// Stops every container `user` owns that is meant to run, each by an operation of its own (a
+/// forced stop, retried like any other). Whoever is root in a container could have left a way
+/// in that Cohort did not put there (a key of root's, another account): a disabled user's
+/// containers do not run until someone starts them again.
+async fn stop_all_of(ctl: &Controller, caller: &Caller, user: &User) -> ActionResult<()> {
+    let owner = user.id;
+    let running: Vec<String> = ctl
+        .db(move |conn| {
+            Ok(Instance::list(conn, Some(owner))?
+                .into_iter()
+                .filter(|i| i.desired_state == DesiredState::Running)
+                .map(|i| i.name)
+                .collect())
+        })
+        .await?;
+    for name in running {
+        let stop = InstanceStateChange {
+            action: StateAction::Stop,
+            force: true,
+            timeout_s: None,
+        };
+        crate::actions::instances::change_state(ctl, caller.clone(), name, stop).await?;
+    }
+    Ok(())
 }
 
 /// Deletes an account. Its instances are either kept, owned from now on by the admin who deleted

@@ -74,7 +74,13 @@ pub async fn me(ctl: &Controller, bearer: Bearer) -> ActionResult<Me> {
 pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireUser>> {
     ctl.db_as(bearer, |conn, caller| {
         caller.require(Role::Instructor)?;
-        Ok(User::list(conn)?.iter().map(views::user).collect())
+        // An instructor sees their own students (and themselves), not every account's email.
+        let users = if caller.is_admin() {
+            User::list(conn)?
+        } else {
+            User::taught_by(conn, caller.user.id)?
+        };
+        Ok(users.iter().map(views::user).collect())
     })
     .await
 }

@@ -67,9 +67,12 @@ async fn caller_of(ctl: &Controller, client: LxdClient) -> Result<Caller, LxdErr
     Ok(ctl.db(move |conn| client.0.caller(conn)).await?)
 }
 
-/// Refuses a request that carries a body from a client certificate no one trusts, before a byte
-/// of the body is read (the REST API's extractors do the same with tokens): only redeeming a
-/// trust token (`POST /1.0/certificates`, a small JSON body) is open to an untrusted client.
+/// The largest body an untrusted client's request may announce.
+const UNTRUSTED_BODY_BYTES: u64 = 64 << 10;
+
+/// Refuses a request that announces a large body from a client certificate no one trusts,
+/// before a byte of the body is read (the REST API's extractors do the same with tokens): only
+/// redeeming a trust token (`POST /1.0/certificates`) is open to an untrusted client.
 pub async fn untrusted_bodies_refused(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
@@ -78,12 +81,14 @@ pub async fn untrusted_bodies_refused(
     actix_web::Error,
 > {
     use actix_web::http::header;
+    // A small body is read whole and bounded anyway (`lxc query` sends `""` with a GET); a
+    // large one, or one of unknown length, waits for the certificate's trust.
     let announced = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .is_some_and(|n| n > 0)
+        .is_some_and(|n| n > UNTRUSTED_BODY_BYTES)
         || req.headers().contains_key(header::TRANSFER_ENCODING);
     let redeeming =
         req.path() == "/1.0/certificates" && req.method() == actix_web::http::Method::POST;

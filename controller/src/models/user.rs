@@ -77,6 +77,20 @@ impl User {
             .load(conn)
     }
 
+    /// `instructor_id` and the students of the courses they teach, by username.
+    pub fn taught_by(conn: &mut PgConnection, instructor_id: i64) -> QueryResult<Vec<User>> {
+        use crate::db::schema::{courses, enrollments};
+        let students = enrollments::table
+            .inner_join(courses::table)
+            .filter(courses::instructor_id.eq(instructor_id))
+            .select(enrollments::user_id);
+        users::table
+            .filter(users::id.eq_any(students).or(users::id.eq(instructor_id)))
+            .order(users::username)
+            .select(User::as_select())
+            .load(conn)
+    }
+
     pub fn is_disabled(&self) -> bool {
         self.disabled_at.is_some()
     }
