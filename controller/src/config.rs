@@ -263,6 +263,9 @@ pub struct ServerConfig {
     pub lxd_listen: Option<SocketAddr>,
     /// `COHORT_LXD_ADDRESS`: `host:port` written into `lxc` trust tokens; default `lxd_listen`.
     pub lxd_address: Option<String>,
+    /// `COHORT_LXD_TRUST_DAYS`: how long a certificate trusted with a token stays trusted;
+    /// default 365 (then `cohort config trust add` again). At least 1.
+    pub lxd_trust_days: u32,
     /// `COHORT_NOTEBOOK_DOMAIN`: each container's JupyterLab is served on an origin of its own,
     /// `https://<container>.<domain>:<the public URL's port>`, by this same listener, so that what
     /// a container serves can reach neither the portal nor another container's notebook. Needs a
@@ -377,6 +380,7 @@ impl Default for ServerConfig {
             node_cert_lifetime_s: 365 * 86_400,
             lxd_listen: None,
             lxd_address: None,
+            lxd_trust_days: 365,
             notebook_domain: "notebooks.localhost".into(),
         }
     }
@@ -516,6 +520,13 @@ impl Config {
         }
         if let Ok(address) = std::env::var("COHORT_LXD_ADDRESS") {
             self.server.lxd_address = Some(address);
+        }
+        env_parse("COHORT_LXD_TRUST_DAYS", &mut self.server.lxd_trust_days)?;
+        if self.server.lxd_trust_days == 0 {
+            return Err(ConfigError::Env {
+                var: "COHORT_LXD_TRUST_DAYS",
+                value: "0".into(),
+            });
         }
         if let Ok(domain) = std::env::var("COHORT_NOTEBOOK_DOMAIN") {
             let domain = domain.trim().trim_matches('.').to_ascii_lowercase();

@@ -298,6 +298,15 @@ fn routes(g: &mut SchemaGenerator) -> Vec<Route> {
             true,
         ),
         r(
+            "patch",
+            "/api/v1/images/{name}",
+            "Give the image a new alias, e.g. promote an image an instructor published under \
+             their own name into the shared names (admin)",
+            schema::<images::ImagePatch>(g),
+            (200, schema::<images::Image>(g)),
+            true,
+        ),
+        r(
             "post",
             "/api/v1/images/{name}/distribute",
             "Have every online node lacking the image fetch it now (instructor, admin)",

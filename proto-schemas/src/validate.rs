@@ -478,14 +478,21 @@ fn safe_absolute(path: &str) -> bool {
 /// (`/proc/self/root` is the host's `/`) and devices.
 pub const REFUSED_HOST_TREES: &[&str] = &["/proc", "/sys", "/dev"];
 
-/// Where Cohort and LXD keep their state by default: never mounted, nor any directory above
-/// them (mounting `/var/lib` exposes them all). The agent adds the directories it really uses.
+/// Where Cohort, LXD and Incus, and what they stand on, keep their state and secrets by default:
+/// never mounted, nor any directory above them (mounting `/var/lib` exposes them all).
+/// PostgreSQL's data and configuration hold the inventory and its passwords, root's home the
+/// admin CLI's token, `/etc/cohort` the services' configuration. The agent adds the directories
+/// it really uses.
 pub const DEFAULT_STATE_DIRS: &[&str] = &[
     "/var/lib/cohort",
     "/var/lib/cohort-agent",
     "/var/lib/lxd",
     "/var/snap/lxd",
     "/var/lib/incus",
+    "/var/lib/postgresql",
+    "/etc/postgresql",
+    "/etc/cohort",
+    "/root",
 ];
 
 /// A host path a disk device may mount: absolute, not `/`, outside [`REFUSED_HOST_TREES`], and
@@ -917,6 +924,11 @@ mod tests {
             "/srv",
             "//",
             "/proc//self",
+            "/var/lib/postgresql/15/main",
+            "/etc/postgresql",
+            "/root",
+            "/root/.config/cohort",
+            "/etc",
         ] {
             let d = dev(&[("type", "disk"), ("source", source), ("path", "/x")]);
             assert_eq!(field("h", d, &admin), "devices.h.source", "{source} passed");

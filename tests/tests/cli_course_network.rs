@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cli_support::OneNode;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::TestNetwork;
-use net_support::{fetch_script, forkproxies_on, init_pid, python_in, WebServer};
+use net_support::{dns_script, fetch_script, forkproxies_on, init_pid, python_in, WebServer};
 
 #[test]
 fn a_course_policy_is_set_stored_audited_and_applied_to_running_containers() {
@@ -100,6 +100,11 @@ fn a_course_policy_is_set_stored_audited_and_applied_to_running_containers() {
         .to_string();
     let (ok, body) = python_in(lxd, &instance, &fetch_script(&web.url, 3));
     assert!(!ok, "egress none let a fetch through: {body}");
+    // Nor a DNS answer (issue 47, item 11): the bridge's resolver forwards upstream, so a name
+    // could carry data out.
+    let own_name = format!("{instance}.lxd");
+    let (ok, body) = python_in(lxd, &instance, &dns_script(&own_name, 3));
+    assert!(!ok, "egress none let a DNS query through: {body}");
 
     // Opened by the instructor: applied within seconds, without a restart.
     let pid = init_pid(lxd, &instance);
@@ -117,6 +122,8 @@ fn a_course_policy_is_set_stored_audited_and_applied_to_running_containers() {
         );
     }
     eprintln!("egress opened in {:?}", asked.elapsed());
+    let (ok, body) = python_in(lxd, &instance, &dns_script(&own_name, 3));
+    assert!(ok, "egress open, the bridge's DNS does not answer: {body}");
     assert_eq!(init_pid(lxd, &instance), pid, "the container was restarted");
     let shown = cli.ok(&["course", "show", "cs101"]);
     assert!(shown.contains("egress: open"), "{shown}");

@@ -371,6 +371,75 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
         || format!("push into a missing dir: {} {:.200}", push.0, push.1),
     );
 
+    // Issue 47, item 17: what the daemon refuses is the caller's 4xx naming what was refused,
+    // never the node's 502: a file under /proc/sys, a snapshot name taken, a snapshot that does
+    // not exist, a limit no kernel takes (an admin's).
+    let refused_4xx = |answer: &(u16, String), field: &str| {
+        (400..500).contains(&answer.0)
+            && error(&answer.1).is_some_and(|e| e.error.field.as_deref() == Some(field))
+    };
+    let proc_push = cluster
+        .request(
+            M::PUT,
+            "/instances/io-alice/files?path=/proc/sys/kernel/hostname",
+            &alice,
+        )
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    let proc_push = (
+        proc_push.status().as_u16(),
+        proc_push.text().await.unwrap_or_default(),
+    );
+    found.check(refused_4xx(&proc_push, "path"), || {
+        format!("a push under /proc/sys: {} {:.300}", proc_push.0, proc_push.1)
+    });
+    let snap = |name: &'static str| {
+        let cluster = &cluster;
+        let alice = alice.clone();
+        async move {
+            raw(
+                cluster,
+                &alice,
+                M::POST,
+                "/instances/io-alice/snapshots",
+                Some(json!({"name": name})),
+            )
+            .await
+        }
+    };
+    let first_snap = snap("s1").await;
+    found.check((200..300).contains(&first_snap.0), || {
+        format!("a first snapshot: {} {:.300}", first_snap.0, first_snap.1)
+    });
+    let again = snap("s1").await;
+    found.check(refused_4xx(&again, "name"), || {
+        format!("a snapshot name taken: {} {:.300}", again.0, again.1)
+    });
+    let missing = raw(
+        &cluster,
+        &alice,
+        M::POST,
+        "/instances/io-alice/snapshots/nope/restore",
+        None,
+    )
+    .await;
+    found.check(refused_4xx(&missing, "snapshot"), || {
+        format!("restoring a missing snapshot: {} {:.300}", missing.0, missing.1)
+    });
+    let absurd = raw(
+        &cluster,
+        &cluster.admin_token,
+        M::PATCH,
+        "/instances/io-alice",
+        Some(json!({"config": {"limits.processes": "99999999999999999999"}})),
+    )
+    .await;
+    found.check((400..500).contains(&absurd.0), || {
+        format!("an absurd limits.processes: {} {:.300}", absurd.0, absurd.1)
+    });
+
     // An exec in a stopped instance is a conflict the caller can mend, not a failing node.
     let stop: Operation = cluster
         .call(

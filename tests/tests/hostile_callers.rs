@@ -613,3 +613,60 @@ async fn the_language_switch_never_sends_the_browser_off_site() {
         assert_eq!(location, want, "next={next}");
     }
 }
+
+/// Issue 47, item 13: an instructor publishes only under their own name, never a shared-looking
+/// one; an admin promotes an image into the shared names by renaming it.
+#[actix_web::test]
+async fn instructors_publish_under_their_own_name_and_admins_promote() {
+    let t = TestController::new();
+    let (_, admin) = t.user("admin", "admin");
+    let (_, prof) = t.user("prof", "instructor");
+    t.node("n1", (24000, 24100), 64, 256, false);
+    t.image("base");
+    t.image("cohort/taken");
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/instances",
+        Some(instance("prof-box", None))
+    );
+    assert_eq!(status, 202, "{body}");
+    let publish = |alias: &str| json!({"instance": "prof-box", "alias": alias});
+    for alias in ["cohort/jupyter-gpu", "jupyter-gpu", "prof/", "professor/x"] {
+        let (status, body) = call!(&app, &prof, "POST", "/api/v1/images/publish", Some(publish(alias)));
+        assert_eq!(status, 400, "{alias}: {body}");
+        assert_eq!(body["error"]["field"], "alias", "{alias}: {body}");
+    }
+    // Under their own name the alias passes (the running box is what is refused then).
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/api/v1/images/publish",
+        Some(publish("prof/jupyter-gpu"))
+    );
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["field"], "instance", "{body}");
+
+    // Promotion is an admin's rename.
+    let promote = json!({"alias": "cohort/jupyter-gpu"});
+    let (status, body) = call!(&app, &prof, "PATCH", "/api/v1/images/base", Some(promote.clone()));
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = call!(
+        &app,
+        &admin,
+        "PATCH",
+        "/api/v1/images/base",
+        Some(json!({"alias": "cohort/taken"}))
+    );
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = call!(&app, &admin, "PATCH", "/api/v1/images/base", Some(promote));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["alias"], "cohort/jupyter-gpu", "{body}");
+    let (status, _) = call!(&app, &admin, "GET", "/api/v1/images/cohort%2Fjupyter-gpu", None);
+    assert_eq!(status, 200);
+}

@@ -72,6 +72,26 @@ fn a_trust_token_admits_one_lxc_client_as_its_user() {
     let projects = admin.ok(&["project", "list", "lab:", "-f", "csv"]);
     assert!(projects.starts_with("default"), "{projects}");
 
+    // Issue 47 (also): trust expires. Past its expiry sam's client is untrusted; it was a year.
+    let listed = cli.ok(&["config", "trust", "list", "-f", "json"]);
+    assert!(listed.contains("expires_at"), "{listed}");
+    let expire = |when: &str| {
+        use diesel::prelude::*;
+        let mut conn = PgConnection::establish(controller.db_url()).unwrap();
+        diesel::sql_query(format!(
+            "UPDATE lxd_certificates SET expires_at = now() + interval '{when}' \
+             WHERE name = 'sams-laptop'"
+        ))
+        .execute(&mut conn)
+        .unwrap();
+    };
+    expire("-1 second");
+    let server: serde_json::Value = serde_json::from_str(&sam.ok(&["query", "lab:/1.0"])).unwrap();
+    assert_eq!(server["auth"], "untrusted", "an expired certificate is still trusted");
+    expire("1 day");
+    let server: serde_json::Value = serde_json::from_str(&sam.ok(&["query", "lab:/1.0"])).unwrap();
+    assert_eq!(server["auth"], "trusted");
+
     // Only admins bind certificates to other users.
     let sam_cli = cli_as(&controller, &cli, "sam");
     sam_cli.fails(

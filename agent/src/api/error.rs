@@ -63,6 +63,40 @@ impl From<LxdError> for ApiError {
     }
 }
 
+/// What the daemon refused of an interactive request (a path it will not write, a config value
+/// it will not take, a snapshot that exists already or does not exist): the caller's to mend, a
+/// 4xx naming `field` with the daemon's own words, never a failing node (502). Everything else
+/// maps as usual. Only for requests a person makes and waits on: a worker's step keeps LXD's
+/// answer, which it retries.
+pub fn refused(field: &str, e: InstanceError) -> ApiError {
+    let (status, message) = match e {
+        InstanceError::Lxd(LxdError::Api {
+            status, message, ..
+        }) if matches!(status, 400 | 403 | 409) || message.starts_with("Invalid config") => {
+            let status = match status {
+                403 => StatusCode::FORBIDDEN,
+                409 => StatusCode::CONFLICT,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            (status, message)
+        }
+        // An async call the daemon took, then failed (a duplicate snapshot, a missing one).
+        InstanceError::Lxd(LxdError::Operation { message, .. }) => {
+            let status = if message.contains("does not exist") {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::CONFLICT
+            };
+            (status, message)
+        }
+        other => return other.into(),
+    };
+    ApiError {
+        field: Some(field.to_string()),
+        ..ApiError::new(status, "refused", format!("the node's daemon refused it: {message}"))
+    }
+}
+
 impl From<InstanceError> for ApiError {
     fn from(e: InstanceError) -> Self {
         match e {

@@ -16,7 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::error::ApiError;
+use super::error::{refused, ApiError};
 use super::stream::{self, full, Body};
 use crate::identity::Identity;
 use crate::node::Node;
@@ -79,7 +79,10 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         }
         (&M::PATCH, ["v1", "instances", name]) => {
             let body: UpdateInstance = read_json(req).await?;
-            ok(&node.update_instance(name, &body).await?)
+            ok(&node
+                .update_instance(name, &body)
+                .await
+                .map_err(|e| refused("config", e))?)
         }
         (&M::POST, ["v1", "instances", name, "export"]) => {
             tarball(node.export_instance(name).await?)
@@ -180,20 +183,31 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let uid = header_num(&req, "X-Cohort-Uid", 10)?.unwrap_or(0);
             let gid = header_num(&req, "X-Cohort-Gid", 10)?.unwrap_or(0);
             let bytes = read_bytes(req, MAX_FILE).await?;
-            node.push_file(name, &target, bytes, mode, uid, gid).await?;
+            node.push_file(name, &target, bytes, mode, uid, gid)
+                .await
+                .map_err(|e| refused("path", e))?;
             no_content()
         }
         (&M::GET, ["v1", "instances", name, "snapshots"]) => ok(&node.snapshots(name).await?),
         (&M::POST, ["v1", "instances", name, "snapshots"]) => {
             let body: CreateSnapshot = read_json(req).await?;
-            created(&node.create_snapshot(name, &body.name).await?)
+            created(
+                &node
+                    .create_snapshot(name, &body.name)
+                    .await
+                    .map_err(|e| refused("name", e))?,
+            )
         }
         (&M::POST, ["v1", "instances", name, "snapshots", snap, "restore"]) => {
-            node.restore_snapshot(name, snap).await?;
+            node.restore_snapshot(name, snap)
+                .await
+                .map_err(|e| refused("snapshot", e))?;
             no_content()
         }
         (&M::DELETE, ["v1", "instances", name, "snapshots", snap]) => {
-            node.delete_snapshot(name, snap).await?;
+            node.delete_snapshot(name, snap)
+                .await
+                .map_err(|e| refused("snapshot", e))?;
             no_content()
         }
         (&M::DELETE, ["v1", "volumes", name]) => {

@@ -53,6 +53,21 @@ pub enum Egress {
     Allow(Vec<(Ipv4Net, Option<u16>)>),
 }
 
+impl Egress {
+    /// Whether a container under this policy may ask the bridge's DNS (at `gateway`): `open`
+    /// may; `none` may not; an allow-list only where it names that address, on port 53 or on
+    /// every port.
+    pub fn allows_bridge_dns(&self, gateway: Ipv4Addr) -> bool {
+        match self {
+            Egress::Open => true,
+            Egress::None => false,
+            Egress::Allow(rules) => rules
+                .iter()
+                .any(|(net, port)| net.contains(&gateway) && matches!(port, None | Some(53))),
+        }
+    }
+}
+
 /// Why the table could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum FirewallError {
@@ -86,8 +101,22 @@ pub fn script(
     s += &format!(
         "add chain {TABLE} {guard} {{ type filter hook prerouting priority -150; policy accept; }}\n\
          flush chain {TABLE} {guard}\n\
-         add rule {TABLE} {guard} iifname \"{br}\" ct state established,related accept\n\
-         add rule {TABLE} {guard} iifname \"{br}\" ip daddr {gw} udp dport {{ 53, 67 }} accept\n\
+         add rule {TABLE} {guard} iifname \"{br}\" ct state established,related accept\n"
+    );
+    // DNS through the bridge is a way out too (its dnsmasq forwards upstream, so a name can carry
+    // data): a container whose policy is not `open` asks it nothing, unless its allow-list names
+    // the bridge's DNS itself.
+    for c in containers {
+        if !c.egress.allows_bridge_dns(gw) {
+            let a = c.address;
+            s += &format!(
+                "add rule {TABLE} {guard} iifname \"{br}\" ip saddr {a} ip daddr {gw} udp dport 53 drop\n\
+                 add rule {TABLE} {guard} iifname \"{br}\" ip saddr {a} ip daddr {gw} tcp dport 53 drop\n"
+            );
+        }
+    }
+    s += &format!(
+        "add rule {TABLE} {guard} iifname \"{br}\" ip daddr {gw} udp dport {{ 53, 67 }} accept\n\
          add rule {TABLE} {guard} iifname \"{br}\" ip daddr {gw} tcp dport 53 accept\n\
          add rule {TABLE} {guard} iifname \"{br}\" fib daddr type local drop\n"
     );
@@ -235,6 +264,36 @@ mod tests {
         assert!(guard[1].contains("ip daddr 10.9.0.1 udp dport { 53, 67 } accept"));
         assert!(guard[3].ends_with("fib daddr type local drop"));
         assert!(s.contains("fwd.cohort0 iifname \"cohort0\" oifname \"cohort0\" drop"));
+    }
+
+    #[test]
+    fn only_an_open_policy_or_an_allow_list_naming_it_asks_the_bridges_dns() {
+        let rules = |egress| ContainerRules {
+            address: "10.9.0.2".parse().unwrap(),
+            egress,
+            ssh_from: Vec::new(),
+        };
+        let drops = |c: ContainerRules| {
+            let s = script(&net(), &[], &[c]);
+            let dropped: Vec<String> = s
+                .lines()
+                .filter(|l| l.contains("ip saddr 10.9.0.2 ip daddr 10.9.0.1") && l.ends_with("drop"))
+                .map(String::from)
+                .collect();
+            // The drops come before the bridge's DNS is accepted for everyone.
+            let accept = s.lines().position(|l| l.contains("udp dport { 53, 67 } accept"));
+            let last_drop = s.lines().rposition(|l| l.contains("dport 53 drop"));
+            if let (Some(a), Some(d)) = (accept, last_drop) {
+                assert!(d < a, "{s}");
+            }
+            dropped.len()
+        };
+        assert_eq!(drops(rules(Egress::None)), 2);
+        assert_eq!(drops(rules(Egress::Open)), 0);
+        let elsewhere = vec![("198.51.100.0/24".parse().unwrap(), Some(443))];
+        assert_eq!(drops(rules(Egress::Allow(elsewhere))), 2);
+        let dns = vec![("10.9.0.1/32".parse().unwrap(), Some(53))];
+        assert_eq!(drops(rules(Egress::Allow(dns))), 0);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use cohort_proto::api::images::{Image as WireImage, ImportImageQuery, PublishImage};
+use cohort_proto::api::images::{Image as WireImage, ImagePatch, ImportImageQuery, PublishImage};
 use cohort_proto::api::instances::ObservedState;
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
@@ -224,6 +224,61 @@ pub async fn tarball(
 /// owner if an instructor, or admin): the instance must be stopped. An operation: its node's
 /// agent exports the image, the controller stores the tarball under its SHA-256 like an import,
 /// and records that the node holds it.
+/// What an image published by someone other than an admin is called: under its publisher's
+/// name (`<username>/...`), never a shared-looking name other instructors would take for an
+/// official image; an admin promotes it into the shared names ([`rename`]).
+fn own_namespace(caller: &Caller, alias: &str) -> ActionResult<()> {
+    let prefix = format!("{}/", caller.name());
+    if caller.is_admin() || (alias.starts_with(&prefix) && alias.len() > prefix.len()) {
+        return Ok(());
+    }
+    Err(ActionError::invalid(
+        "alias",
+        format!(
+            "an image you publish is named under your own name, e.g. {prefix}{}; an admin \
+             promotes it into the shared names",
+            alias.rsplit('/').next().unwrap_or(alias)
+        ),
+    ))
+}
+
+/// `PATCH /api/v1/images/{name}` (admin): gives the image `req.alias` (audited as
+/// `rename_image`), e.g. promotes an instructor's published image into the shared names.
+pub async fn rename(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    req: ImagePatch,
+) -> ActionResult<WireImage> {
+    caller.require(Role::Admin)?;
+    validate::instance_name("alias", &req.alias.replace('/', "-"))?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let image = Image::lookup(conn, &name)?
+                .ok_or_else(|| ActionError::NotFound(format!("image {name}")))?;
+            if image.alias != req.alias && Image::lookup(conn, &req.alias)?.is_some() {
+                return Err(ActionError::conflict(
+                    Some("alias"),
+                    format!("an image with alias {} exists", req.alias),
+                ));
+            }
+            let renamed = Image::set_alias(conn, image.id, &req.alias).map_err(|e| {
+                ActionError::from_unique(e, "alias", "an image with this alias exists")
+            })?;
+            audit::record(
+                conn,
+                caller.name(),
+                "rename_image",
+                "image",
+                &req.alias,
+                json!({"from": image.alias, "fingerprint": image.fingerprint}),
+            )?;
+            Ok(views::image(conn, &renamed)?)
+        })
+    })
+    .await
+}
+
 pub async fn publish(
     ctl: &Controller,
     caller: Caller,
@@ -239,6 +294,7 @@ pub async fn publish(
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let instance = super::instances::find(conn, &caller, &req.instance)?;
+            own_namespace(&caller, &req.alias)?;
             if Image::lookup(conn, &req.alias)?.is_some() {
                 return Err(ActionError::conflict(
                     Some("alias"),

@@ -111,12 +111,22 @@ pub async fn redeem(ctl: &Controller, der: Vec<u8>, password: String) -> ActionR
     let hash = sha256(&secret_of(&password));
     let fingerprint = crate::pki::fingerprint(&der);
     let pem = pem_of(&der);
+    let expires_at =
+        chrono::Utc::now() + chrono::Duration::days(i64::from(ctl.config.server.lxd_trust_days));
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let token = LxdTrustToken::redeem(conn, &hash)?.ok_or_else(|| {
                 ActionError::Forbidden("no such trust token, or it expired or was used".into())
             })?;
-            LxdCertificate::insert(conn, &token.name, token.user_id, &fingerprint, &pem).map_err(
+            LxdCertificate::insert(
+                conn,
+                &token.name,
+                token.user_id,
+                &fingerprint,
+                &pem,
+                expires_at,
+            )
+            .map_err(
                 |e| {
                     ActionError::from_unique(
                         e,
@@ -164,7 +174,7 @@ pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<TrustEnt
                 user,
                 fingerprint: Some(cert.fingerprint),
                 created_at: cert.created_at,
-                expires_at: None,
+                expires_at: Some(cert.expires_at),
             })
             .collect();
         for token in LxdTrustToken::pending(conn, only)? {

@@ -1,7 +1,7 @@
 //! `/api/v1/images`: catalog, upload and the tarball agents import from.
 
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
-use cohort_proto::api::images::{ImportImageQuery, PublishImage};
+use cohort_proto::api::images::{ImagePatch, ImportImageQuery, PublishImage};
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
@@ -45,6 +45,16 @@ pub async fn publish(ctl: Ctl, caller: Caller, req: ApiJson<PublishImage>) -> Re
 pub async fn distribute(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
     let answer = image_distribution::distribute(&ctl, caller, name.into_inner()).await?;
     Ok(HttpResponse::Accepted().json(answer))
+}
+
+pub async fn rename(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<ImagePatch>,
+) -> Reply {
+    let image = images::rename(&ctl, caller, name.into_inner(), req.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(image))
 }
 
 pub async fn delete(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {

@@ -94,6 +94,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .route("/images/publish", post().to(images::publish))
                     .route("/images/{name}", get().to(images::get))
                     .route("/images/{name}", delete().to(images::delete))
+                    .route("/images/{name}", patch().to(images::rename))
                     .route("/images/{name}/tarball", get().to(images::tarball))
                     .route("/images/{name}/distribute", post().to(images::distribute))
                     .route("/instances", get().to(instances::list))

@@ -189,6 +189,7 @@ diesel::table! {
         fingerprint -> Text,
         certificate -> Text,
         created_at -> Timestamptz,
+        expires_at -> Timestamptz,
     }
 }
 

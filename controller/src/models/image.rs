@@ -99,6 +99,14 @@ impl Image {
             .map(|_| ())
     }
 
+    /// Gives the image another alias.
+    pub fn set_alias(conn: &mut PgConnection, id: i64, alias: &str) -> QueryResult<Image> {
+        diesel::update(images::table.find(id))
+            .set(images::alias.eq(alias))
+            .returning(Image::as_returning())
+            .get_result(conn)
+    }
+
     /// Replaces what the node holds by the catalog images among `fingerprints`.
     pub fn set_held(
         conn: &mut PgConnection,

@@ -80,6 +80,8 @@ pub struct LxdCertificate {
     pub fingerprint: String,
     pub certificate: String,
     pub created_at: DateTime<Utc>,
+    /// Trusted until then; after it the client is untrusted, as LXD answers an unknown one.
+    pub expires_at: DateTime<Utc>,
 }
 
 impl LxdCertificate {
@@ -89,6 +91,7 @@ impl LxdCertificate {
         user_id: i64,
         fingerprint: &str,
         certificate: &str,
+        expires_at: DateTime<Utc>,
     ) -> QueryResult<LxdCertificate> {
         diesel::insert_into(lxd_certificates::table)
             .values((
@@ -96,16 +99,19 @@ impl LxdCertificate {
                 lxd_certificates::user_id.eq(user_id),
                 lxd_certificates::fingerprint.eq(fingerprint),
                 lxd_certificates::certificate.eq(certificate),
+                lxd_certificates::expires_at.eq(expires_at),
             ))
             .returning(LxdCertificate::as_returning())
             .get_result(conn)
     }
 
-    /// The user a trusted certificate is bound to; a disabled user's certificate finds no one.
+    /// The user a trusted certificate is bound to; an expired certificate, or a disabled user's,
+    /// finds no one.
     pub fn user_for(conn: &mut PgConnection, fingerprint: &str) -> QueryResult<Option<User>> {
         lxd_certificates::table
             .inner_join(users::table)
             .filter(lxd_certificates::fingerprint.eq(fingerprint))
+            .filter(lxd_certificates::expires_at.gt(diesel::dsl::now))
             .filter(users::disabled_at.is_null())
             .select(User::as_select())
             .first(conn)

@@ -48,6 +48,14 @@ pub struct PublishImage {
     pub description: Option<String>,
 }
 
+/// `PATCH /api/v1/images/{name}` (admin): the image's new alias. How an image an instructor
+/// published under their own name (`<username>/...`) is promoted into the shared names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImagePatch {
+    pub alias: String,
+}
+
 /// Answer of `POST /api/v1/images/{name}/distribute`: an operation with one item per online
 /// node still lacking the image (none: it ends at once), and the nodes left out and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -1,6 +1,6 @@
-//! `cohort image list|import|delete|alias list|distribute`: the fleet's template images (lxc's
-//! `image`; `distribute` is Cohort's own).
-//! Aliases are fixed at import: the API has no alias routes, so no `alias create|delete`.
+//! `cohort image list|import|delete|alias list|alias rename|distribute`: the fleet's template
+//! images (lxc's `image`; `distribute` is Cohort's own). Each image has exactly one alias, so
+//! no `alias create|delete`; an admin renames it (how a published image is promoted).
 
 use clap::{Args, Subcommand};
 
@@ -83,6 +83,18 @@ pub enum AliasCommand {
     /// List image aliases (each Cohort image has exactly one alias, set at import)
     #[command(visible_alias = "ls")]
     List(AliasList),
+    /// Rename an image's alias (admin): how an image an instructor published under their own
+    /// name is promoted into the shared names
+    #[command(visible_alias = "mv")]
+    Rename(AliasRename),
+}
+
+#[derive(Debug, Args)]
+pub struct AliasRename {
+    /// [<remote>:]<old alias>
+    pub old: String,
+    /// <new alias>
+    pub new: String,
 }
 
 #[derive(Debug, Args)]

@@ -78,6 +78,15 @@ pub async fn run(session: &Session, args: ImageArgs) -> anyhow::Result<()> {
                     .collect();
                 render::print(list.format, &rows, &aliases)
             }
+            AliasCommand::Rename(rename) => {
+                let (client, old) = session.target(&rename.old)?;
+                let path = format!("/images/{}", seg(&old));
+                let body = serde_json::json!({"alias": rename.new});
+                let _: Image = client
+                    .json(client.request(Method::PATCH, &path).json(&body))
+                    .await?;
+                Ok(())
+            }
         },
     }
 }

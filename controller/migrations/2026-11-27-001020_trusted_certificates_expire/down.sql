@@ -1,0 +1,1 @@
+ALTER TABLE lxd_certificates DROP COLUMN expires_at;
