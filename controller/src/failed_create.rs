@@ -1,10 +1,14 @@
 //! A create that failed for good: the instance shows the failure (`error` state and the reason)
 //! and lets go of what placement gave it (node capacity, SSH port, GPU slots), so a broken
-//! request never holds a port or a GPU that others could use.
+//! request never holds a port or a GPU that others could use. Unless a container the create made
+//! may still be on the node (it could not be removed, or the node could not say): then the
+//! instance keeps its node and port, so that deleting it removes the container there rather
+//! than report success and leave it behind.
 
 use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
 
+use crate::agent_client::AgentError;
 use crate::controller::Controller;
 use crate::error::ActionError;
 use crate::models::gpu_allocation::GpuAllocation;
@@ -32,14 +36,21 @@ pub async fn release(ctl: &Controller, item: &OperationItem, why: &str) -> Resul
         // Its delete frees everything anyway.
         return Ok(());
     }
-    if let Some(node_id) = instance.node_id {
-        remove_own_leftover(ctl, node_id, &instance.name, &item.id.to_string()).await;
-    }
+    let clean = match instance.node_id {
+        Some(node_id) => {
+            remove_own_leftover(ctl, node_id, &instance.name, &item.id.to_string()).await
+        }
+        None => true,
+    };
     let why = why.to_string();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             GpuAllocation::release(conn, id)?;
-            Instance::fail_placement(conn, id, &why)?;
+            if clean {
+                Instance::fail_placement(conn, id, &why)?;
+            } else {
+                Instance::fail_in_place(conn, id, &why)?;
+            }
             Ok(())
         })
     })
@@ -48,22 +59,33 @@ pub async fn release(ctl: &Controller, item: &OperationItem, why: &str) -> Resul
     Ok(())
 }
 
-/// Best effort: a leftover that cannot be removed is logged (the node's poller shows it).
-async fn remove_own_leftover(ctl: &Controller, node_id: i64, name: &str, key: &str) {
+/// Removes what this create left on the node; whether the node is clean of it: true when there
+/// is no container of that name, or one Cohort did not make (left alone), or ours and now
+/// removed; false when ours could not be removed or the node could not say.
+async fn remove_own_leftover(ctl: &Controller, node_id: i64, name: &str, key: &str) -> bool {
     let (node, agent) = match ctl.agent_by_node_id(node_id).await {
         Ok(found) => found,
         Err(e) => {
             tracing::warn!(instance = name, error = %e, "failed create: node unreachable, leftover kept");
-            return;
+            return false;
         }
     };
     let ours = match agent.get_instance(name.to_string()).await {
         Ok(lx) => lx.idempotency_key.as_deref() == Some(key),
-        Err(_) => false,
+        Err(AgentError::Status { status: 404, .. }) => return true,
+        Err(e) => {
+            tracing::warn!(instance = name, node = %node.name, error = %e, "failed create: the node could not say what it holds");
+            return false;
+        }
     };
-    if ours {
-        if let Err(e) = agent.delete_instance(name.to_string()).await {
+    if !ours {
+        return true;
+    }
+    match agent.delete_instance(name.to_string()).await {
+        Ok(()) => true,
+        Err(e) => {
             tracing::warn!(instance = name, node = %node.name, error = %e, "failed create: leftover not removed");
+            false
         }
     }
 }

@@ -73,7 +73,10 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             "api_publish_image",
             schema_for!(crate::api::images::PublishImage),
         ),
-        ("api_image_patch", schema_for!(crate::api::images::ImagePatch)),
+        (
+            "api_image_patch",
+            schema_for!(crate::api::images::ImagePatch),
+        ),
         (
             "api_image_distribution",
             schema_for!(crate::api::images::ImageDistribution),

@@ -393,7 +393,10 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
         proc_push.text().await.unwrap_or_default(),
     );
     found.check(refused_4xx(&proc_push, "path"), || {
-        format!("a push under /proc/sys: {} {:.300}", proc_push.0, proc_push.1)
+        format!(
+            "a push under /proc/sys: {} {:.300}",
+            proc_push.0, proc_push.1
+        )
     });
     let snap = |name: &'static str| {
         let cluster = &cluster;
@@ -426,7 +429,10 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     )
     .await;
     found.check(refused_4xx(&missing, "snapshot"), || {
-        format!("restoring a missing snapshot: {} {:.300}", missing.0, missing.1)
+        format!(
+            "restoring a missing snapshot: {} {:.300}",
+            missing.0, missing.1
+        )
     });
     let absurd = raw(
         &cluster,

@@ -31,6 +31,11 @@ struct Calls {
     state_changes: Vec<String>,
     transient_failures: HashMap<String, u32>,
     refused: Vec<String>,
+    /// Refused creates that leave their container behind: name -> the create's key.
+    left_behind: HashMap<String, String>,
+    /// Deletes that fail this many more times, by name.
+    failing_deletes: HashMap<String, u32>,
+    deletes: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -71,6 +76,10 @@ impl NodeAgent for FakeAgents {
         Box::pin(async move {
             let mut c = calls.lock().unwrap();
             if c.refused.contains(&request.name) {
+                if c.left_behind.contains_key(&request.name) {
+                    c.left_behind
+                        .insert(request.name.clone(), request.idempotency_key.clone());
+                }
                 return Err(AgentError::Status {
                     status: 400,
                     code: "invalid_field".into(),
@@ -108,8 +117,18 @@ impl NodeAgent for FakeAgents {
             })
         })
     }
-    fn delete_instance(&self, _: String) -> AgentFuture<()> {
-        Box::pin(async { Ok(()) })
+    fn delete_instance(&self, name: String) -> AgentFuture<()> {
+        let calls = self.0.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap();
+            c.deletes.push(name.clone());
+            if let Some(n) = c.failing_deletes.get_mut(&name).filter(|n| **n > 0) {
+                *n -= 1;
+                return Err(AgentError::Unreachable("connection reset".into()));
+            }
+            c.left_behind.remove(&name);
+            Ok(())
+        })
     }
     fn update_instance(&self, _: String, _: UpdateInstance) -> AgentFuture<Instance> {
         unused()
@@ -147,8 +166,23 @@ impl NodeAgent for FakeAgents {
     fn list_instances(&self) -> AgentFuture<Vec<Instance>> {
         unused()
     }
-    fn get_instance(&self, _: String) -> AgentFuture<Instance> {
-        unused()
+    fn get_instance(&self, name: String) -> AgentFuture<Instance> {
+        let calls = self.0.clone();
+        Box::pin(async move {
+            let c = calls.lock().unwrap();
+            match c.left_behind.get(&name) {
+                Some(key) if !key.is_empty() => Ok(Instance {
+                    idempotency_key: Some(key.clone()),
+                    ..instance(&name, "Stopped")
+                }),
+                _ => Err(AgentError::Status {
+                    status: 404,
+                    code: "not_found".into(),
+                    message: format!("no instance {name}"),
+                    field: None,
+                }),
+            }
+        })
     }
     fn exec(&self, _: String, _: ExecRequest) -> AgentFuture<ExecResult> {
         unused()
@@ -382,6 +416,59 @@ async fn transient_errors_are_retried_and_permanent_ones_fail_the_item() {
     let view = cohort_controller::views::operation(&mut conn, &row).unwrap();
     assert_eq!(view.status, OperationStatus::Failure);
     assert_eq!(view.progress.failed, 1);
+}
+
+/// Issue 47, item 20: a create that failed for good and whose container could not be removed
+/// keeps its node, so that deleting the instance removes the container there instead of
+/// reporting success and leaving it behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_create_whose_container_stays_is_deleted_on_its_node() {
+    use cohort_controller::models::instance::Instance as Row;
+    let agents = FakeAgents::default();
+    {
+        let mut c = agents.0.lock().unwrap();
+        c.refused.push("stuck".into());
+        c.left_behind.insert("stuck".into(), String::new());
+        c.failing_deletes.insert("stuck".into(), 1);
+    }
+    let t = setup(&agents);
+    let (admin, _) = t.user("admin", "admin");
+    let made = instances::create(&t.ctl, admin.clone(), request("stuck"))
+        .await
+        .unwrap();
+    let live = tokio::spawn(worker::run(t.ctl.clone()));
+    let ops = all_final(&t, Duration::from_secs(30)).await;
+    assert_eq!(
+        ops.iter().find(|o| o.id == made.id).unwrap().status,
+        OperationStatus::Failure
+    );
+    let row = Row::by_name(&mut t.conn(), "stuck").unwrap().expect("row");
+    assert!(
+        row.node_id.is_some(),
+        "a failed create whose container stayed let go of its node"
+    );
+    assert_eq!(
+        agents.0.lock().unwrap().deletes,
+        ["stuck"],
+        "one try at the leftover"
+    );
+
+    let deleting = instances::delete(&t.ctl, admin, "stuck".into(), true)
+        .await
+        .unwrap();
+    let ops = all_final(&t, Duration::from_secs(30)).await;
+    live.abort();
+    assert_eq!(
+        ops.iter().find(|o| o.id == deleting.id).unwrap().status,
+        OperationStatus::Success
+    );
+    let c = agents.0.lock().unwrap();
+    assert_eq!(c.deletes, ["stuck", "stuck"], "the delete went to the node");
+    assert!(
+        !c.left_behind.contains_key("stuck"),
+        "the container is gone"
+    );
+    assert!(Row::by_name(&mut t.conn(), "stuck").unwrap().is_none());
 }
 
 /// A step or an operation kind the code does not know (written by a newer controller, or by

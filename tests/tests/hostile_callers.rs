@@ -637,7 +637,13 @@ async fn instructors_publish_under_their_own_name_and_admins_promote() {
     assert_eq!(status, 202, "{body}");
     let publish = |alias: &str| json!({"instance": "prof-box", "alias": alias});
     for alias in ["cohort/jupyter-gpu", "jupyter-gpu", "prof/", "professor/x"] {
-        let (status, body) = call!(&app, &prof, "POST", "/api/v1/images/publish", Some(publish(alias)));
+        let (status, body) = call!(
+            &app,
+            &prof,
+            "POST",
+            "/api/v1/images/publish",
+            Some(publish(alias))
+        );
         assert_eq!(status, 400, "{alias}: {body}");
         assert_eq!(body["error"]["field"], "alias", "{alias}: {body}");
     }
@@ -654,7 +660,13 @@ async fn instructors_publish_under_their_own_name_and_admins_promote() {
 
     // Promotion is an admin's rename.
     let promote = json!({"alias": "cohort/jupyter-gpu"});
-    let (status, body) = call!(&app, &prof, "PATCH", "/api/v1/images/base", Some(promote.clone()));
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "PATCH",
+        "/api/v1/images/base",
+        Some(promote.clone())
+    );
     assert_eq!(status, 403, "{body}");
     let (status, body) = call!(
         &app,
@@ -667,6 +679,12 @@ async fn instructors_publish_under_their_own_name_and_admins_promote() {
     let (status, body) = call!(&app, &admin, "PATCH", "/api/v1/images/base", Some(promote));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["alias"], "cohort/jupyter-gpu", "{body}");
-    let (status, _) = call!(&app, &admin, "GET", "/api/v1/images/cohort%2Fjupyter-gpu", None);
+    let (status, _) = call!(
+        &app,
+        &admin,
+        "GET",
+        "/api/v1/images/cohort%2Fjupyter-gpu",
+        None
+    );
     assert_eq!(status, 200);
 }

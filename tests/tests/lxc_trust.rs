@@ -87,7 +87,10 @@ fn a_trust_token_admits_one_lxc_client_as_its_user() {
     };
     expire("-1 second");
     let server: serde_json::Value = serde_json::from_str(&sam.ok(&["query", "lab:/1.0"])).unwrap();
-    assert_eq!(server["auth"], "untrusted", "an expired certificate is still trusted");
+    assert_eq!(
+        server["auth"], "untrusted",
+        "an expired certificate is still trusted"
+    );
     expire("1 day");
     let server: serde_json::Value = serde_json::from_str(&sam.ok(&["query", "lab:/1.0"])).unwrap();
     assert_eq!(server["auth"], "trusted");

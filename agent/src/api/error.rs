@@ -93,7 +93,11 @@ pub fn refused(field: &str, e: InstanceError) -> ApiError {
     };
     ApiError {
         field: Some(field.to_string()),
-        ..ApiError::new(status, "refused", format!("the node's daemon refused it: {message}"))
+        ..ApiError::new(
+            status,
+            "refused",
+            format!("the node's daemon refused it: {message}"),
+        )
     }
 }
 

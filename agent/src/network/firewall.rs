@@ -277,12 +277,17 @@ mod tests {
             let s = script(&net(), &[], &[c]);
             let dropped: Vec<String> = s
                 .lines()
-                .filter(|l| l.contains("ip saddr 10.9.0.2 ip daddr 10.9.0.1") && l.ends_with("drop"))
+                .filter(|l| {
+                    l.contains("ip saddr 10.9.0.2 ip daddr 10.9.0.1") && l.ends_with("drop")
+                })
                 .map(String::from)
                 .collect();
             // The drops come before the bridge's DNS is accepted for everyone.
-            let accept = s.lines().position(|l| l.contains("udp dport { 53, 67 } accept"));
-            let last_drop = s.lines().rposition(|l| l.contains("dport 53 drop"));
+            let accept = s
+                .lines()
+                .position(|l| l.contains("udp dport { 53, 67 } accept"));
+            let lines: Vec<&str> = s.lines().collect();
+            let last_drop = lines.iter().rposition(|l| l.contains("dport 53 drop"));
             if let (Some(a), Some(d)) = (accept, last_drop) {
                 assert!(d < a, "{s}");
             }

@@ -126,15 +126,9 @@ pub async fn redeem(ctl: &Controller, der: Vec<u8>, password: String) -> ActionR
                 &pem,
                 expires_at,
             )
-            .map_err(
-                |e| {
-                    ActionError::from_unique(
-                        e,
-                        "certificate",
-                        "this certificate is trusted already",
-                    )
-                },
-            )?;
+            .map_err(|e| {
+                ActionError::from_unique(e, "certificate", "this certificate is trusted already")
+            })?;
             let user = User::find(conn, token.user_id)?;
             audit::record(
                 conn,

@@ -53,7 +53,7 @@ pub async fn rename(
     name: web::Path<String>,
     req: ApiJson<ImagePatch>,
 ) -> Reply {
-    let image = images::rename(&ctl, caller, name.into_inner(), req.into_inner()).await?;
+    let image = images::rename(&ctl, caller, name.into_inner(), req.0).await?;
     Ok(HttpResponse::Ok().json(image))
 }
 

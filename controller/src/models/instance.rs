@@ -229,6 +229,17 @@ impl Instance {
             .execute(conn)
     }
 
+    /// Marks a create failed for good that may have left its container on its node: the error
+    /// shows, the node and port stay (so its delete goes there and removes the container).
+    pub fn fail_in_place(conn: &mut PgConnection, id: i64, why: &str) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::observed_state.eq(ObservedState::Error),
+                instances::error.eq(why),
+            ))
+            .execute(conn)
+    }
+
     /// Puts a failed instance back in the queue (a provision tries it again).
     pub fn requeue(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
         diesel::update(
