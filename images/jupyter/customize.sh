@@ -40,9 +40,7 @@ cat >/usr/local/libexec/cohort-jupyter <<'SCRIPT'
 # Cohort after the container's first boot), on the container's own address only, port 8888,
 # under /jupyter/<container name>/, the path the portal proxies. No token or password of its
 # own: the portal's sign-in is the only way in, and nothing but the node's agent reaches this
-# address (the bridge isolates containers from each other). No XSRF cookie either: the relay
-# passes no cookie either way, and takes a change only from the notebook's own origin (its
-# Origin header), which is the check the cookie stood for. Exits 1 until the student exists;
+# address (the bridge isolates containers from each other). Exits 1 until the student exists;
 # systemd tries again.
 set -eu
 user=$(awk -F: '$3 >= 1000 && $3 < 60000 && $6 ~ /^\/home\// { print $1; exit }' /etc/passwd)
@@ -58,7 +56,6 @@ exec runuser -u "$user" -- env HOME="$home" SHELL=/bin/bash \
   --ServerApp.root_dir="$home" \
   --IdentityProvider.token= --ServerApp.password= \
   --ServerApp.allow_remote_access=True \
-  --ServerApp.disable_check_xsrf=True \
   --ServerApp.terminado_settings="shell_command=['/bin/bash','-l']" \
   --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 SCRIPT

@@ -228,7 +228,13 @@ fn the_packages_install_run_restart_upgrade_and_purge_under_systemd() {
         ),
         Duration::from_secs(30),
     );
-    node.until("systemctl is-active cohort-agent", Duration::from_secs(30));
+    // Bounded, but long enough for a loaded 2-core machine: the agent is restarted while the
+    // controller it reports to restarts too, and systemd restarts it every 2 s until it runs.
+    node.until(
+        "systemctl is-active cohort-agent || \
+         { journalctl -u cohort-agent --no-pager | tail -n 5; false; }",
+        Duration::from_secs(90),
+    );
     node.until("cohort cluster list", Duration::from_secs(30));
 
     node.ok("systemctl stop cohort-controller cohort-agent");

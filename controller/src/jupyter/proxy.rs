@@ -4,6 +4,8 @@
 //! container's fixed JupyterLab port over the controller's mutual TLS. No cookie crosses it
 //! either way (the browser's pass stays here, and the container's `Set-Cookie` never reaches the
 //! browser), nor any `Authorization`: what runs there is whoever is root in the container's.
+//! JupyterLab's own XSRF check wants its `_xsrf` cookie echoed in a header; the relay, which
+//! takes a change only from the notebook's own origin, makes up that pair for each request.
 
 use std::io;
 
@@ -41,6 +43,9 @@ const HOP_BY_HOP: [&str; 11] = [
     "set-cookie",
 ];
 
+/// The header JupyterLab compares with its `_xsrf` cookie on a change.
+const XSRF_HEADER: &str = "x-xsrftoken";
+
 pub fn is_websocket(req: &HttpRequest) -> bool {
     req.headers()
         .get("upgrade")
@@ -61,11 +66,15 @@ fn upstream_request<B>(req: &HttpRequest, body: B) -> Result<hyper::Request<B>, 
         .uri(path);
     for (name, value) in req.headers() {
         let n = name.as_str();
-        if HOP_BY_HOP.contains(&n) {
+        if HOP_BY_HOP.contains(&n) || n == XSRF_HEADER {
             continue;
         }
         builder = builder.header(n, value.as_bytes());
     }
+    let xsrf = hex::encode(rand::random::<[u8; 16]>());
+    builder = builder
+        .header("cookie", format!("_xsrf={xsrf}"))
+        .header(XSRF_HEADER, xsrf);
     if is_websocket(req) {
         builder = builder
             .header("connection", "upgrade")
