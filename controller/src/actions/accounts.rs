@@ -1,6 +1,6 @@
-//! An account's life after creation, by an admin: disable (its tokens are refused and its SSH
-//! logins removed, its containers and data stay), enable again, and delete with its instances
-//! kept (given to the admin) or deleted.
+//! An account's life after creation, by an admin: disable (its tokens are refused, its SSH
+//! logins removed and its containers stopped; its data stays), enable again (the containers stay
+//! stopped until started), and delete with its instances kept (given to the admin) or deleted.
 
 use cohort_proto::api::instances::{DesiredState, InstanceStateChange, ObservedState, StateAction};
 use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDeleted};
@@ -77,7 +77,7 @@ pub async fn set_disabled(
     disabled: bool,
 ) -> ActionResult<WireUser> {
     caller.require(Role::Admin)?;
-    let caller_again = caller.clone();
+    let admin = caller.clone();
     let user = ctl
         .db(move |conn| {
             conn.transaction(|conn| {
@@ -99,7 +99,7 @@ pub async fn set_disabled(
         tracing::warn!(%instance, %error, user = %user.username, disabled, "changing the login failed");
     }
     if disabled {
-        stop_all_of(ctl, &caller_again, &user).await?;
+        stop_all_of(ctl, &admin, &user).await?;
     }
     Ok(views::user(&user))
 }

@@ -111,7 +111,7 @@ pub async fn serve(
     if let Some(refusal) = cross_origin(&req) {
         return Ok(refusal);
     }
-    let granted = access::authorize(&ctl, Caller::new(holder.user), name.clone()).await?;
+    let granted = access::authorize(&ctl, Caller::new(holder), name.clone()).await?;
     super::proxy::relay(req, payload, &ctl, &name, granted).await
 }
 

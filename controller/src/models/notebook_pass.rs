@@ -21,14 +21,6 @@ pub struct NotebookPass {
     pub expires_at: DateTime<Utc>,
 }
 
-/// Where a live pass leads: its portal session, the session's user and the container.
-pub struct PassHolder {
-    pub session_id: i64,
-    pub session_expires_at: DateTime<Utc>,
-    pub user: User,
-    pub instance_id: i64,
-}
-
 impl NotebookPass {
     /// Keeps a new ticket (`ticket`) or pass for `instance_id`, of portal session `session_id`.
     pub fn insert(
@@ -77,14 +69,14 @@ impl NotebookPass {
         Ok((taken.expires_at > Utc::now() && name.as_deref() == Some(instance)).then_some(taken))
     }
 
-    /// The holder of a live pass (not a ticket) for the container named `instance`: its session
-    /// still live, its user not disabled.
+    /// The user holding a live pass (not a ticket) for the container named `instance`: its
+    /// portal session still live, its user not disabled.
     pub fn holder(
         conn: &mut PgConnection,
         secret_hash: &[u8],
         instance: &str,
-    ) -> QueryResult<Option<PassHolder>> {
-        let found: Option<(i64, DateTime<Utc>, User, i64)> = notebook_passes::table
+    ) -> QueryResult<Option<User>> {
+        notebook_passes::table
             .inner_join(portal_sessions::table.inner_join(users::table))
             .inner_join(instances::table)
             .filter(notebook_passes::secret_hash.eq(secret_hash))
@@ -93,22 +85,9 @@ impl NotebookPass {
             .filter(portal_sessions::expires_at.gt(diesel::dsl::now))
             .filter(users::disabled_at.is_null())
             .filter(instances::name.eq(instance))
-            .select((
-                portal_sessions::id,
-                portal_sessions::expires_at,
-                User::as_select(),
-                instances::id,
-            ))
+            .select(User::as_select())
             .first(conn)
-            .optional()?;
-        Ok(found.map(
-            |(session_id, session_expires_at, user, instance_id)| PassHolder {
-                session_id,
-                session_expires_at,
-                user,
-                instance_id,
-            },
-        ))
+            .optional()
     }
 
     /// Forgets expired tickets and passes; called as tickets are made so the table stays small.
