@@ -1,4 +1,4 @@
-//! The table of what the real `lxc` 5.0.2 does through Cohort's `/1.0` (controller/cli/README.md,
+//! The table of what the real `lxc` 5.0.2 does through Cohort's `/1.0` (cli/README.md,
 //! "The real `lxc` against Cohort") kept true: every row has a check here and every check a row;
 //! the verbs of each "works" row run against a real controller and node and do what they say,
 //! and those of a "refused" row fail with an `Error:` line.
@@ -7,7 +7,7 @@ mod cli_support;
 
 use cli_support::{Lxc, OneNode};
 
-const README: &str = include_str!("../../controller/cli/README.md");
+const README: &str = include_str!("../../cli/README.md");
 
 /// The table's rows: (first cell, second cell).
 fn rows() -> Vec<(String, String)> {
