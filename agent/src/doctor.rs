@@ -8,8 +8,6 @@ use std::path::Path;
 
 use crate::config::AgentConfig;
 use crate::idmap::probe::{first_start, FirstStart};
-#[cfg(test)]
-use crate::lxd::server::ServerInfo;
 use crate::lxd::{Daemon, Lxd};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,7 +323,6 @@ pub fn first_start_check(daemon: &str, how: &FirstStart, agent_shifts: bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lxd::server::ServerEnvironment;
 
     #[test]
     fn sysctl_below_minimum_warns_with_fix() {
@@ -407,65 +404,5 @@ mod tests {
         let no_lxc = first_start_check(concat!("LXD ", "6.1"), &FirstStart::NoLxcSupport, true);
         assert_eq!(no_lxc.level, Level::Warn);
         assert!(no_lxc.detail.contains("liblxc"));
-    }
-
-    #[test]
-    fn lxd_remaps_where_it_has_neither_idmapped_mounts_nor_shiftfs() {
-        let env_of =
-            |server: &str, version: &str, kernel: &[(&str, &str)], lxc: &[(&str, &str)]| {
-                let map = |pairs: &[(&str, &str)]| {
-                    pairs
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect()
-                };
-                ServerEnvironment {
-                    server: server.into(),
-                    server_version: version.into(),
-                    kernel_version: "6.18.0".into(),
-                    firewall: "nftables".into(),
-                    kernel_features: map(kernel),
-                    lxc_features: map(lxc),
-                }
-            };
-        let idmapped = [("idmapped_mounts", "true")];
-        let v2 = [("idmapped_mounts_v2", "true")];
-        // The test of an old release fails on a pool that is not there.
-        let nowhere = Path::new("/nonexistent/pool");
-        let env = |version: &str, kernel: &[(&str, &str)], lxc: &[(&str, &str)]| {
-            env_of("lxd", version, kernel, lxc)
-        };
-        let how = |e: &ServerEnvironment| {
-            let info = ServerInfo {
-                api_extensions: vec![],
-                environment: e.clone(),
-            };
-            first_start(&Daemon::from_info(&info, false), e, nowhere)
-        };
-        // Incus numbers its releases apart: its 5.0.2 never had LXD's test.
-        assert!(matches!(
-            how(&env_of("incus", "5.0.2", &idmapped, &v2)),
-            FirstStart::Idmapped
-        ));
-        assert!(matches!(
-            how(&env("6.1", &idmapped, &v2)),
-            FirstStart::Idmapped
-        ));
-        assert!(matches!(
-            how(&env("5.0.2", &idmapped, &v2)),
-            FirstStart::TestRefused(_)
-        ));
-        assert!(matches!(
-            how(&env("6.1", &[], &v2)),
-            FirstStart::NoKernelSupport
-        ));
-        assert!(matches!(
-            how(&env("6.1", &idmapped, &[("idmapped_mounts_v2", "false")])),
-            FirstStart::NoLxcSupport
-        ));
-        let shiftfs = how(&env("5.0.2", &[("shiftfs", "true")], &[]));
-        assert!(matches!(shiftfs, FirstStart::Shiftfs) && !shiftfs.remaps());
-        assert!(how(&env("5.0.2", &idmapped, &v2)).remaps());
-        assert!(!how(&env("6.1", &idmapped, &v2)).remaps());
     }
 }

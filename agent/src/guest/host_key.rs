@@ -76,7 +76,7 @@ impl Instances {
     /// Writes the key and the drop-in into the (stopped) container, owned by its root: straight
     /// into its root filesystem where that is on this host (see `idmap::rootfs`), otherwise, or where
     /// the tree is not as an image makes it, through LXD's file API, one file at a time (calls
-    /// at once to one stopped instance meet LXD's helper race the more; see `files`).
+    /// at once to one stopped instance meet LXD's helper race the more; see `instances::files`).
     pub(crate) async fn install_host_key(
         &self,
         name: &str,

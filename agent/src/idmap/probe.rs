@@ -126,3 +126,69 @@ pub fn unmapped_idmap_probe(dir: &Path) -> std::io::Result<()> {
     let _ = child.wait();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lxd::server::ServerInfo;
+
+    #[test]
+    fn lxd_remaps_where_it_has_neither_idmapped_mounts_nor_shiftfs() {
+        let env_of =
+            |server: &str, version: &str, kernel: &[(&str, &str)], lxc: &[(&str, &str)]| {
+                let map = |pairs: &[(&str, &str)]| {
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                };
+                ServerEnvironment {
+                    server: server.into(),
+                    server_version: version.into(),
+                    kernel_version: "6.18.0".into(),
+                    firewall: "nftables".into(),
+                    kernel_features: map(kernel),
+                    lxc_features: map(lxc),
+                }
+            };
+        let idmapped = [("idmapped_mounts", "true")];
+        let v2 = [("idmapped_mounts_v2", "true")];
+        // The test of an old release fails on a pool that is not there.
+        let nowhere = Path::new("/nonexistent/pool");
+        let env = |version: &str, kernel: &[(&str, &str)], lxc: &[(&str, &str)]| {
+            env_of("lxd", version, kernel, lxc)
+        };
+        let how = |e: &ServerEnvironment| {
+            let info = ServerInfo {
+                api_extensions: vec![],
+                environment: e.clone(),
+            };
+            first_start(&Daemon::from_info(&info, false), e, nowhere)
+        };
+        // Incus numbers its releases apart: its 5.0.2 never had LXD's test.
+        assert!(matches!(
+            how(&env_of("incus", "5.0.2", &idmapped, &v2)),
+            FirstStart::Idmapped
+        ));
+        assert!(matches!(
+            how(&env("6.1", &idmapped, &v2)),
+            FirstStart::Idmapped
+        ));
+        assert!(matches!(
+            how(&env("5.0.2", &idmapped, &v2)),
+            FirstStart::TestRefused(_)
+        ));
+        assert!(matches!(
+            how(&env("6.1", &[], &v2)),
+            FirstStart::NoKernelSupport
+        ));
+        assert!(matches!(
+            how(&env("6.1", &idmapped, &[("idmapped_mounts_v2", "false")])),
+            FirstStart::NoLxcSupport
+        ));
+        let shiftfs = how(&env("5.0.2", &[("shiftfs", "true")], &[]));
+        assert!(matches!(shiftfs, FirstStart::Shiftfs) && !shiftfs.remaps());
+        assert!(how(&env("5.0.2", &idmapped, &v2)).remaps());
+        assert!(!how(&env("6.1", &idmapped, &v2)).remaps());
+    }
+}

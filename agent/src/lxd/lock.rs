@@ -10,7 +10,7 @@ pub(crate) fn start_lock_path(socket: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// Holds an exclusive `flock` on a file named after the LXD socket, so that every agent driving
-/// the same daemon starts one container at a time (see `start_instance`). `None` when the lock
+/// the same daemon starts one container at a time (see `instances::lifecycle`). `None` when the lock
 /// file cannot be made; the start then goes ahead unserialised.
 pub(crate) async fn start_lock(
     socket: &std::path::Path,
