@@ -227,11 +227,7 @@ impl AgentConfig {
     /// The name LXD gives an instance's volume and log directory on this host: the instance's
     /// own in the default project, `project_name` in any other.
     pub fn lxd_local_name(&self, instance: &str) -> String {
-        if self.lxd_project == "default" {
-            instance.to_string()
-        } else {
-            format!("{}_{instance}", self.lxd_project)
-        }
+        lxd_local_name(&self.lxd_project, instance)
     }
 
     pub fn max_concurrent_creates(&self) -> usize {
@@ -288,6 +284,16 @@ pub fn socket_candidates(incus_dir: Option<PathBuf>, lxd_dir: Option<PathBuf>) -
         ])
         .map(|d| d.join("unix.socket"))
         .collect()
+}
+
+/// The name LXD gives an instance's volume and log directory on this host, in `project`
+/// (see [`AgentConfig::lxd_local_name`]).
+pub fn lxd_local_name(project: &str, instance: &str) -> String {
+    if project == "default" {
+        instance.to_string()
+    } else {
+        format!("{project}_{instance}")
+    }
 }
 
 #[cfg(test)]

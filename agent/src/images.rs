@@ -1,4 +1,4 @@
-//! Images on the node: the list the inventory reports, and imports of unified tarballs, either
+//! Images on the node ([`Images`]): the list the inventory reports, and imports of unified tarballs, either
 //! uploaded to the agent or fetched from a URL (the controller's image store). A fetched tarball
 //! is streamed to a file beside the agent's state, hashed as it arrives, checked against the
 //! expected SHA-256 before LXD sees it, and streamed from there into LXD: an image is never
@@ -10,9 +10,9 @@ use bytes::Bytes;
 use cohort_proto::agent::{Image, ImportImage};
 use sha2::{Digest, Sha256};
 
+use crate::config::AgentConfig;
 use crate::lxd::images::{Image as LxdImage, ImageAliasesEntryPut, ImageAliasesPost};
-use crate::lxd::{file_body, full, LxdBody, LxdError};
-use crate::node::Node;
+use crate::lxd::{file_body, full, Lxd, LxdBody, LxdError};
 
 /// Longest an image import may take in LXD.
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -64,7 +64,28 @@ pub(crate) fn check_alias(alias: &str) -> Result<(), ImageError> {
     }
 }
 
-impl Node {
+/// The images service: LXD's images, and where the agent keeps downloads and its identity for
+/// fetching from the controller.
+pub struct Images {
+    lxd: Lxd,
+    /// Where downloads are kept until LXD has them (`<state_dir>/images`).
+    state_dir: std::path::PathBuf,
+    key_path: std::path::PathBuf,
+    cert_path: std::path::PathBuf,
+    ca_path: std::path::PathBuf,
+}
+
+impl Images {
+    pub fn new(lxd: Lxd, config: &AgentConfig) -> Self {
+        Images {
+            lxd,
+            state_dir: config.state_dir.clone(),
+            key_path: config.key_path(),
+            cert_path: config.cert_path(),
+            ca_path: config.ca_path(),
+        }
+    }
+
     pub async fn images(&self) -> Result<Vec<Image>, LxdError> {
         let list = self.lxd.get_images().await?;
         Ok(list.into_iter().map(Image::from).collect())
@@ -95,7 +116,7 @@ impl Node {
     /// Downloads `req.url` to disk, checks its SHA-256, then imports it from there.
     pub async fn import_image(&self, req: &ImportImage) -> Result<Image, ImageError> {
         check_alias(&req.alias)?;
-        let dir = self.config.state_dir.join("images");
+        let dir = self.state_dir.join("images");
         std::fs::create_dir_all(&dir).map_err(|e| ImageError::Download {
             url: req.url.clone(),
             message: format!("cannot make {}: {e}", dir.display()),
@@ -140,9 +161,9 @@ impl Node {
         let read = |path: std::path::PathBuf| {
             std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
         };
-        let mut identity = read(self.config.key_path())?;
-        identity.extend_from_slice(&read(self.config.cert_path())?);
-        let ca = read(self.config.ca_path())?;
+        let mut identity = read(self.key_path.clone())?;
+        identity.extend_from_slice(&read(self.cert_path.clone())?);
+        let ca = read(self.ca_path.clone())?;
         let tls =
             crate::tls::controller_client_config(&ca, &identity).map_err(|e| e.to_string())?;
         reqwest::Client::builder()

@@ -1,49 +1,37 @@
-//! The node this agent runs: its configuration, its LXD connection (checked at start), the bound
-//! on concurrent creates, and what it reports (health, inventory).
+//! The node this agent runs: its configuration and LXD connection (checked at start), and the
+//! services it is made of (network, idmap, instances, images, GPUs), each built once here and
+//! handed what it needs; the API calls them through it. What the node reports itself (health,
+//! inventory) is here too. The TLS identity is held beside it (`identity`, `api::serve`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cohort_proto::agent::{GpuInventory, Health, Inventory, LxdFacts, NetworkFacts};
-use tokio::sync::Semaphore;
+use cohort_proto::agent::{Health, Inventory, LxdFacts, NetworkFacts};
 
 use crate::config::AgentConfig;
+use crate::gpu::Gpus;
+use crate::idmap::Idmap;
+pub use crate::idmap::ShiftTotals;
+use crate::images::Images;
+use crate::instances::{FileContent, InstanceError, Instances};
 use crate::lxd::server::ServerError;
 use crate::lxd::{Daemon, Lxd, LxdError};
-use crate::network::{NetworkError, NodeNetwork};
+use crate::network::{Network, NetworkError};
 
 pub struct Node {
     pub config: AgentConfig,
     pub lxd: Lxd,
-    /// Permits for concurrent creates (`max_concurrent_creates`).
-    pub(crate) creates: Arc<Semaphore>,
     /// LXD or Incus, its version, and what the agent does differently for it.
     pub daemon: Daemon,
     storage_driver: String,
-    /// Whether LXD chowns each new container's files on its first start (see
-    /// `instances::shift`), so the agent does it first.
-    remaps_first_start: bool,
-    /// Containers shifted before their first start, and the microseconds it took.
-    shifts: AtomicU64,
-    shift_us: AtomicU64,
-    /// File calls tried again after LXD's file helper lost its socket (`instances::files`).
-    file_helper_retries: AtomicU64,
-    /// Held while a snapshot is checked for room and made (`instances::snapshot_room`).
-    pub(crate) snapshot_lock: tokio::sync::Mutex<()>,
-    /// The node network; `None` in mode `none` or where it could not be had
-    /// (`network_problem` says why): SSH then goes through LXD's classic proxy.
-    pub network: Option<NodeNetwork>,
-    pub network_problem: Option<String>,
-    /// The exec sessions relayed to far clients (`instances::exec_session`).
-    pub(crate) exec_sessions: crate::instances::ExecSessions,
-}
-
-/// What [`Node::first_start_shifts`] reports.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ShiftTotals {
-    pub count: u64,
-    pub seconds: f64,
+    /// The node network (or why there is none), address reservations and the firewall.
+    pub network: Arc<Network>,
+    /// Id ranges, and the shift before a container's first start.
+    pub idmap: Arc<Idmap>,
+    /// The containers: every instance verb.
+    pub instances: Instances,
+    pub images: Arc<Images>,
+    pub gpus: Gpus,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,49 +57,45 @@ impl Node {
         let info = lxd.check_server().await?;
         let daemon = Daemon::detect(&info, &config.lxd_socket());
         let storage_driver = lxd.pool_driver(&config.storage_pool).await?;
-        let creates = Arc::new(Semaphore::new(config.max_concurrent_creates()));
-        let remaps_first_start = match storage_driver.as_str() {
-            // The drivers whose volumes stay mounted while the container is stopped.
-            "btrfs" | "dir" if config.shift_before_first_start => {
-                let env = info.environment.clone();
-                let pool = config.pool_path();
-                let daemon = daemon.clone();
-                tokio::task::spawn_blocking(move || {
-                    crate::doctor::first_start(&daemon, &env, &pool).remaps()
-                })
-                .await
-                .unwrap_or(false)
-            }
-            _ => false,
-        };
-        // A config the admin got wrong stops the agent; a network LXD cannot give (no firewall
-        // tool when LXD started, a name taken by something else) leaves the node in fallback
-        // mode, said in the log, the inventory and `doctor`.
-        let (network, network_problem) = match NodeNetwork::setup(&lxd, &config.network).await {
-            Ok(n) => (n, None),
-            Err(NetworkError::Config(e)) => return Err(e.into()),
-            Err(e) => {
-                tracing::error!(error = %e, "no node network: containers get no NIC, SSH goes through LXD's classic proxy");
-                (None, Some(e.to_string()))
-            }
-        };
-        let node = Node {
+        let idmap = Arc::new(
+            Idmap::new(
+                lxd.clone(),
+                daemon.clone(),
+                &config,
+                &info.environment,
+                &storage_driver,
+            )
+            .await,
+        );
+        let network =
+            Arc::new(Network::connect(lxd.clone(), config.lxd_socket(), &config.network).await?);
+        let images = Arc::new(Images::new(lxd.clone(), &config));
+        let gpus = Gpus::new(
+            lxd.clone(),
+            config.nvml_library.clone(),
+            config.lxd_project.clone(),
+        );
+        let instances = Instances::new(
+            config.clone(),
+            lxd.clone(),
+            daemon.clone(),
+            storage_driver.clone(),
+            network.clone(),
+            idmap.clone(),
+            images.clone(),
+        );
+        network.rebuild_firewall().await;
+        Ok(Node {
             config,
             lxd,
-            creates,
             daemon,
             storage_driver,
-            remaps_first_start,
-            shifts: AtomicU64::new(0),
-            shift_us: AtomicU64::new(0),
-            file_helper_retries: AtomicU64::new(0),
-            snapshot_lock: tokio::sync::Mutex::new(()),
             network,
-            network_problem,
-            exec_sessions: Default::default(),
-        };
-        node.rebuild_firewall().await;
-        Ok(node)
+            idmap,
+            instances,
+            images,
+            gpus,
+        })
     }
 
     pub fn health(&self) -> Health {
@@ -140,34 +124,57 @@ impl Node {
     }
 
     /// Whether the agent moves each new container's files into its range before the first
-    /// start, because LXD would do it (slowly) on the start.
+    /// start, because LXD would do it (slowly) on the start (see [`Idmap`]).
     pub fn lxd_remaps_first_start(&self) -> bool {
-        self.remaps_first_start
-    }
-
-    /// Counts a container shifted before its first start.
-    pub(crate) fn record_shift(&self, took: std::time::Duration) {
-        self.shifts.fetch_add(1, Ordering::Relaxed);
-        self.shift_us
-            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.idmap.remaps_first_start()
     }
 
     /// Containers shifted before their first start since the agent started, and the time it took.
     pub fn first_start_shifts(&self) -> ShiftTotals {
-        ShiftTotals {
-            count: self.shifts.load(Ordering::Relaxed),
-            seconds: self.shift_us.load(Ordering::Relaxed) as f64 / 1e6,
-        }
-    }
-
-    pub(crate) fn record_file_helper_retries(&self, n: u32) {
-        self.file_helper_retries
-            .fetch_add(u64::from(n), Ordering::Relaxed);
+        self.idmap.first_start_shifts()
     }
 
     /// File calls tried again since the agent started, after LXD's file helper lost its socket.
     pub fn file_helper_retries(&self) -> u64 {
-        self.file_helper_retries.load(Ordering::Relaxed)
+        self.instances.file_helper_retries()
+    }
+
+    /// The instance's root filesystem on this host (see [`Idmap::rootfs`]).
+    pub fn rootfs(&self, name: &str) -> PathBuf {
+        self.idmap.rootfs(name)
+    }
+
+    /// [`Instances::shift_before_first_start`], as the end-to-end tests call it.
+    pub async fn shift_before_first_start(&self, name: &str) -> Result<bool, InstanceError> {
+        self.instances.shift_before_first_start(name).await
+    }
+
+    /// [`Instances::push_file`], as the end-to-end tests call it.
+    pub async fn push_file(
+        &self,
+        name: &str,
+        path: &str,
+        bytes: bytes::Bytes,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(), InstanceError> {
+        self.instances
+            .push_file(name, path, bytes, mode, uid, gid)
+            .await
+    }
+
+    /// [`Instances::pull_file`], as the end-to-end tests call it.
+    pub async fn pull_file(&self, name: &str, path: &str) -> Result<FileContent, InstanceError> {
+        self.instances.pull_file(name, path).await
+    }
+
+    /// [`Images::import_image`], as the end-to-end tests call it.
+    pub async fn import_image(
+        &self,
+        req: &cohort_proto::agent::ImportImage,
+    ) -> Result<cohort_proto::agent::Image, crate::images::ImageError> {
+        self.images.import_image(req).await
     }
 
     /// The names of this project's instances (one LXD call, `recursion=0`).
@@ -175,27 +182,13 @@ impl Node {
         Ok(self.lxd.get_instance_names().await?)
     }
 
-    /// The GPU inventory with each compute process attributed to its instance.
-    pub async fn gpus(&self) -> Result<GpuInventory, NodeError> {
-        let names = self.instance_names().await?;
-        let nvml = self.config.nvml_library.clone();
-        let project = self.config.lxd_project.clone();
-        Ok(tokio::task::spawn_blocking(move || {
-            let mut gpus = crate::gpu::inventory(nvml.as_deref());
-            crate::gpu::attribute(&mut gpus, &project, &names);
-            gpus
-        })
-        .await
-        .expect("GPU inventory does not panic"))
-    }
-
     /// The node network for the inventory.
     async fn network_facts(&self) -> Result<Option<NetworkFacts>, NodeError> {
-        let Some(n) = &self.network else {
+        let Some(n) = &self.network.current else {
             return Ok(None);
         };
-        let free = self.free_addresses(n).await.map_err(|e| match e {
-            crate::instances::InstanceError::Lxd(e) => NodeError::Lxd(e),
+        let free = self.network.free_addresses(n).await.map_err(|e| match e {
+            NetworkError::Lxd(e) => NodeError::Lxd(e),
             other => NodeError::Lxd(LxdError::Decode {
                 what: "free addresses".into(),
                 detail: other.to_string(),
@@ -215,7 +208,7 @@ impl Node {
         let host = tokio::task::spawn_blocking(move || crate::host::facts(&pool_path))
             .await
             .expect("host facts do not panic");
-        let gpus = self.gpus().await?;
+        let gpus = self.gpus.inventory().await?;
         let pool = self.lxd.pool_space(&self.config.storage_pool).await?;
         Ok(Inventory {
             node_name: self.config.node_name.clone(),
@@ -231,7 +224,7 @@ impl Node {
             },
             gpus,
             nvidia_runtime: crate::gpu::nvidia_runtime_available(),
-            images: self.images().await?,
+            images: self.images.images().await?,
             network: self.network_facts().await?,
         })
     }

@@ -954,7 +954,7 @@ mod incus {
                 .expect("the agent set the range")
         };
         let (l, i) = (base(&on_lxd, "ids-lxd"), base(&on_incus, "ids-incus"));
-        let size = cohort_agent::instances::idmap::RANGE_SIZE;
+        let size = cohort_agent::idmap::RANGE_SIZE;
         assert!(
             l + size <= i || i + size <= l,
             "ranges overlap: {l} and {i}"
@@ -965,9 +965,7 @@ mod incus {
             "/1.0/instances?all-projects=true&recursion=1",
         ]))
         .expect("LXD listing");
-        for (b, s) in
-            cohort_agent::instances::idmap::taken_ranges(listing.as_array().expect("a list"))
-        {
+        for (b, s) in cohort_agent::idmap::taken_ranges(listing.as_array().expect("a list")) {
             assert!(
                 b + s <= i || i + size <= b,
                 "Incus range {i} inside LXD's {b}+{s}"

@@ -179,7 +179,7 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
     assert_eq!(del.status(), 204);
     // Nothing answers on the port once the instance is gone.
     assert!(
-        !cohort_agent::instances::ssh::sshd_answers("127.0.0.1", port, Duration::from_millis(500))
+        !cohort_agent::guest::ssh::sshd_answers("127.0.0.1", port, Duration::from_millis(500))
             .await
     );
 }
@@ -253,7 +253,7 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
 
     // Each got an isolated range the agent picked inside root's subordinate ids, which LXD used
     // as given, and no other container on the daemon (any project) holds the same one.
-    let host = cohort_agent::instances::idmap::host_range(
+    let host = cohort_agent::idmap::host_range(
         std::path::Path::new("/etc/subuid"),
         std::path::Path::new("/etc/subgid"),
     )
@@ -273,8 +273,8 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
             "{name}: LXD used another range"
         );
         assert!(
-            base >= host.start + cohort_agent::instances::idmap::RANGE_SIZE
-                && base + cohort_agent::instances::idmap::RANGE_SIZE <= host.start + host.size,
+            base >= host.start + cohort_agent::idmap::RANGE_SIZE
+                && base + cohort_agent::idmap::RANGE_SIZE <= host.start + host.size,
             "{name}: range {base} outside root's {host:?}"
         );
         ours.push((name, base));

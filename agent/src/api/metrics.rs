@@ -36,8 +36,8 @@ fn int(v: u64) -> i64 {
 
 /// The whole exposition text.
 pub async fn text(node: &Node) -> Result<String, ApiError> {
-    let instances = node.instances().await?;
-    let gpus = node.gpus().await?;
+    let instances = node.instances.instances().await?;
+    let gpus = node.gpus.inventory().await?;
     let mut registry = Registry::with_prefix("cohort_agent");
 
     let by_status = Family::<Labels, Gauge>::default();
@@ -140,7 +140,7 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
         share_procs,
     );
 
-    let shifts = node.first_start_shifts();
+    let shifts = node.idmap.first_start_shifts();
     let shifted = Counter::<u64>::default();
     shifted.inc_by(shifts.count);
     registry.register(
@@ -158,7 +158,7 @@ pub async fn text(node: &Node) -> Result<String, ApiError> {
     );
 
     let helper_retries = Counter::<u64>::default();
-    helper_retries.inc_by(node.file_helper_retries());
+    helper_retries.inc_by(node.instances.file_helper_retries());
     registry.register(
         "lxd_file_helper_retries",
         "File calls tried again after LXD's file helper lost its socket (canonical/lxd#18403)",

@@ -40,6 +40,7 @@ pub async fn websocket(
         .ok_or_else(|| ApiError::invalid("secret", "is required"))?;
     let protocol = header("sec-websocket-protocol");
     let lxd = node
+        .instances
         .exec_session_socket(id, secret, &key, protocol.as_deref())
         .await?;
     let (accept, lxd_protocol, mut theirs) = (lxd.accept, lxd.protocol, lxd.io);

@@ -67,51 +67,54 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let body: InstallCertificate = read_json(req).await?;
             ok(&identity.install(&body.certificate_pem)?)
         }
-        (&M::GET, ["v1", "instances"]) => ok(&node.instances().await?),
+        (&M::GET, ["v1", "instances"]) => ok(&node.instances.instances().await?),
         (&M::POST, ["v1", "instances"]) => {
             let body: CreateInstance = read_json(req).await?;
-            created(&node.create_instance(&body).await?)
+            created(&node.instances.create_instance(&body).await?)
         }
-        (&M::GET, ["v1", "instances", name]) => ok(&node.instance(name).await?),
+        (&M::GET, ["v1", "instances", name]) => ok(&node.instances.instance(name).await?),
         (&M::DELETE, ["v1", "instances", name]) => {
-            node.delete_instance(name).await?;
+            node.instances.delete_instance(name).await?;
             no_content()
         }
         (&M::PATCH, ["v1", "instances", name]) => {
             let body: UpdateInstance = read_json(req).await?;
             ok(&node
+                .instances
                 .update_instance(name, &body)
                 .await
                 .map_err(|e| refused("config", e))?)
         }
         (&M::POST, ["v1", "instances", name, "export"]) => {
-            tarball(node.export_instance(name).await?)
+            tarball(node.instances.export_instance(name).await?)
         }
         (&M::POST, ["v1", "instances", name, "import"]) => {
             let body = crate::instances::streamed(req.into_body());
-            node.import_instance(name, body).await?;
+            node.instances.import_instance(name, body).await?;
             no_content()
         }
         (&M::PUT, ["v1", "instances", name, "arrival"]) => {
             let body: Arrival = read_json(req).await?;
-            ok(&node.arrive(name, &body).await?)
+            ok(&node.instances.arrive(name, &body).await?)
         }
-        (&M::POST, ["v1", "volumes", name, "export"]) => tarball(node.export_volume(name).await?),
+        (&M::POST, ["v1", "volumes", name, "export"]) => {
+            tarball(node.instances.export_volume(name).await?)
+        }
         (&M::POST, ["v1", "volumes", name, "import"]) => {
             let body = crate::instances::streamed(req.into_body());
-            node.import_volume(name, body).await?;
+            node.instances.import_volume(name, body).await?;
             no_content()
         }
         (&M::PUT, ["v1", "instances", name, "gpus"]) => {
             let body: AttachGpus = read_json(req).await?;
-            ok(&node.attach_gpus(name, &body).await?)
+            ok(&node.instances.attach_gpus(name, &body).await?)
         }
         (&M::POST, ["v1", "instances", name, "gpus", "detach"]) => {
-            ok(&node.detach_gpus(name).await?)
+            ok(&node.instances.detach_gpus(name).await?)
         }
         (&M::POST, ["v1", "instances", name, "publish"]) => {
             let body: PublishInstance = read_json(req).await?;
-            let published = node.publish_instance(name, &body).await?;
+            let published = node.instances.publish_instance(name, &body).await?;
             let mut resp = Response::new(full(published.tarball));
             let h = resp.headers_mut();
             octet_stream(h, None);
@@ -120,12 +123,12 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         }
         (&M::PUT, ["v1", "instances", name, "state"]) => {
             let body: StateChange = read_json(req).await?;
-            ok(&node.change_state(name, &body).await?)
+            ok(&node.instances.change_state(name, &body).await?)
         }
         (&M::POST, ["v1", "instances", name, "exec"]) => {
             let limit = limit(&req, MAX_EXEC_OUTPUT)?;
             let body: ExecRequest = read_json(req).await?;
-            let out = node.exec(name, &body, limit).await?;
+            let out = node.instances.exec(name, &body, limit).await?;
             let mut resp = Response::new(stream::exec(out, limit));
             resp.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -133,7 +136,7 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         }
         (&M::POST, ["v1", "instances", name, "exec-sessions"]) => {
             let body: ExecSessionRequest = read_json(req).await?;
-            created(&node.start_exec_session(name, &body).await?)
+            created(&node.instances.start_exec_session(name, &body).await?)
         }
         (&M::GET, ["v1", "exec-sessions", id]) => {
             let timeout = match query.get("timeout") {
@@ -142,7 +145,7 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
                     .map_err(|_| ApiError::invalid("timeout", "must be whole seconds"))?,
                 None => 0,
             };
-            ok(&node.exec_session_state(id, timeout).await?)
+            ok(&node.instances.exec_session_state(id, timeout).await?)
         }
         (&M::GET, ["v1", "exec-sessions", id, "websocket"]) => {
             let id = id.to_string();
@@ -153,19 +156,20 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         }
         (&M::PUT, ["v1", "instances", name, "ssh"]) => {
             let body: SshAccess = read_json(req).await?;
-            ok(&node.set_ssh(name, &body).await?)
+            ok(&node.instances.set_ssh(name, &body).await?)
         }
         (&M::PUT, ["v1", "instances", name, "limits"]) => {
             let body: LiveLimits = read_json(req).await?;
-            ok(&node.set_limits(name, &body).await?)
+            ok(&node.instances.set_limits(name, &body).await?)
         }
         (&M::PUT, ["v1", "instances", name, "network-policy"]) => {
             let body: NetworkPolicy = read_json(req).await?;
-            ok(&node.set_network_policy(name, &body).await?)
+            ok(&node.instances.set_network_policy(name, &body).await?)
         }
         (&M::GET, ["v1", "instances", name, "files"]) => {
             let limit = limit(&req, MAX_FILE as u64)?;
             let file = node
+                .instances
                 .pull_file_stream(name, file_path(&query)?, limit)
                 .await?;
             let (mode, uid, gid, length) = (file.mode, file.uid, file.gid, file.body.length());
@@ -183,38 +187,44 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let uid = header_num(&req, "X-Cohort-Uid", 10)?.unwrap_or(0);
             let gid = header_num(&req, "X-Cohort-Gid", 10)?.unwrap_or(0);
             let bytes = read_bytes(req, MAX_FILE).await?;
-            node.push_file(name, &target, bytes, mode, uid, gid)
+            node.instances
+                .push_file(name, &target, bytes, mode, uid, gid)
                 .await
                 .map_err(|e| refused("path", e))?;
             no_content()
         }
-        (&M::GET, ["v1", "instances", name, "snapshots"]) => ok(&node.snapshots(name).await?),
+        (&M::GET, ["v1", "instances", name, "snapshots"]) => {
+            ok(&node.instances.snapshots(name).await?)
+        }
         (&M::POST, ["v1", "instances", name, "snapshots"]) => {
             let body: CreateSnapshot = read_json(req).await?;
             created(
                 &node
+                    .instances
                     .create_snapshot(name, &body.name)
                     .await
                     .map_err(|e| refused("name", e))?,
             )
         }
         (&M::POST, ["v1", "instances", name, "snapshots", snap, "restore"]) => {
-            node.restore_snapshot(name, snap)
+            node.instances
+                .restore_snapshot(name, snap)
                 .await
                 .map_err(|e| refused("snapshot", e))?;
             no_content()
         }
         (&M::DELETE, ["v1", "instances", name, "snapshots", snap]) => {
-            node.delete_snapshot(name, snap)
+            node.instances
+                .delete_snapshot(name, snap)
                 .await
                 .map_err(|e| refused("snapshot", e))?;
             no_content()
         }
         (&M::DELETE, ["v1", "volumes", name]) => {
-            node.delete_volume(name).await?;
+            node.instances.delete_volume(name).await?;
             no_content()
         }
-        (&M::GET, ["v1", "images"]) => ok(&node.images().await?),
+        (&M::GET, ["v1", "images"]) => ok(&node.images.images().await?),
         (&M::POST, ["v1", "images"]) => {
             let is_json = req
                 .headers()
@@ -222,7 +232,7 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
                 .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
             if is_json {
                 let body: ImportImage = read_json(req).await?;
-                created(&node.import_image(&body).await?)
+                created(&node.images.import_image(&body).await?)
             } else {
                 let alias = req
                     .headers()
@@ -231,7 +241,7 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
                     .ok_or_else(|| ApiError::invalid("X-Cohort-Alias", "header is required"))?
                     .to_string();
                 let bytes = read_bytes(req, MAX_IMAGE).await?;
-                created(&node.upload_image(&alias, bytes).await?)
+                created(&node.images.upload_image(&alias, bytes).await?)
             }
         }
         _ => Err(ApiError::new(

@@ -43,7 +43,7 @@ pub async fn jupyter(
             format!("the header must ask for {PROTOCOL}"),
         ));
     }
-    let instance = node.instance(name).await?;
+    let instance = node.instances.instance(name).await?;
     if instance.status != "Running" {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

@@ -1,9 +1,11 @@
 //! GPU inventory through NVML (nvml-wrapper): each GPU's uuid, index, name, memory, PCI address
 //! in LXD's form, utilization and MIG devices. A node without NVML has an empty inventory with
 //! the reason, never an error. Also whether the NVIDIA container tools LXD needs are present.
+//! [`Gpus`] is the service the node holds.
 
 pub mod attribution;
 mod mig;
+mod service;
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -13,6 +15,8 @@ use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
+
+pub use service::Gpus;
 
 /// Library loaded when no path is configured (found through the dynamic loader).
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so";

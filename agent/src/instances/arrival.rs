@@ -7,11 +7,11 @@
 use crate::lxd::instances::InstancePut;
 use cohort_proto::agent::{Arrival, Instance};
 
+use super::Instances;
 use super::{InstanceError, DEVICE_GPU_PREFIX, DEVICE_SSH, KEY_GPUS};
 use crate::network::{ssh_proxy_device, DEVICE_NIC, KEY_ADDRESS};
-use crate::node::Node;
 
-impl Node {
+impl Instances {
     /// `PUT /v1/instances/{name}/arrival`. The NIC is dropped and the instance gets one with an
     /// address of this node's network on its next start (`ensure_nic`, as for an instance
     /// made before the network); the same arrival again changes nothing that matters, so a
@@ -44,7 +44,7 @@ impl Node {
         // where the node has a bridge, on the start that gives the NIC.
         devices.remove(DEVICE_SSH);
         if let Some(ssh) = &ssh {
-            let listen = match &self.network {
+            let listen = match &self.network.current {
                 Some(network) if network.nat_ssh() => network.listen_for(&ssh.listen_address),
                 _ => ssh.listen_address.clone(),
             };
@@ -71,7 +71,7 @@ impl Node {
         }
         // A range of its own among this daemon's containers (the one it had may be another's
         // here); LXD shifts its files into it on the start.
-        let base = self.reserve_idmap_base().await?;
+        let base = self.idmap.reserve_base().await?;
         match base {
             Some(base) => {
                 config.insert("security.idmap.base".into(), base.to_string());
@@ -83,7 +83,7 @@ impl Node {
         let body = InstancePut::replacing(&current, config, devices);
         let put = self.lxd.update_instance(name, &body, etag.as_deref()).await;
         if let Some(base) = base {
-            self.release_idmap_base(base).await;
+            self.idmap.release_base(base).await;
         }
         put?;
         tracing::info!(

@@ -5,17 +5,17 @@
 
 use cohort_proto::agent::{CreateInstance, Instance, InstanceSource};
 
-use super::host_key::HostKey;
 use super::spec::{plan, Plan};
 use super::view::LxdInstance;
+use super::Instances;
 use super::{
     InstanceError, DEVICE_SSH, KEY_IDEMPOTENCY, KEY_ROOT_SIZE, KEY_SPEC, KEY_SSH_HOST_KEY,
 };
+use crate::guest::host_key::HostKey;
 use crate::lxd::instances::InstancePut;
 use crate::lxd::storage::{StorageVolumePut, StorageVolumesPost};
 use crate::network::policy::{self, KEY_POLICY};
 use crate::network::{ssh_proxy_device, DEVICE_NIC};
-use crate::node::Node;
 
 /// What `create_new` found or made.
 enum Created {
@@ -32,11 +32,11 @@ fn has_own_range(instance: &LxdInstance) -> bool {
     instance.config.contains_key("security.idmap.base")
 }
 
-impl Node {
+impl Instances {
     /// `POST /v1/instances`.
     pub async fn create_instance(&self, req: &CreateInstance) -> Result<Instance, InstanceError> {
         let mut plan = plan(req, &self.config.storage_pool)?;
-        if let (Some(network), Some(ssh)) = (&self.network, plan.ssh.as_mut()) {
+        if let (Some(network), Some(ssh)) = (&self.network.current, plan.ssh.as_mut()) {
             if network.nat_ssh() {
                 ssh.listen_address = network.listen_for(&ssh.listen_address);
             }
@@ -62,22 +62,22 @@ impl Node {
             // created and started in parallel with the others. Where no range could be picked
             // (LXD picks, or an older agent made it), the create and first start stay inside
             // the lock.
-            let mut daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
+            let mut daemon = crate::lxd::lock::start_lock(&self.config.lxd_socket()).await;
             let (own_range, made_key, existing) = match lx {
                 Some(existing) => (has_own_range(&existing), None, Some(existing)),
                 None => {
-                    let base = self.reserve_idmap_base().await?;
+                    let base = self.idmap.reserve_base().await?;
                     if base.is_some() {
                         drop(daemon.take());
                     }
-                    // The agent is about to walk every file of the new container (`shift`). A
+                    // The agent is about to walk every file of the new container (`idmap::shift`). A
                     // quota on the fresh snapshot makes btrfs commit its transaction again and
                     // again during that walk (each change reserves metadata against the quota),
                     // so the quota is set once the walk is done, before the start.
-                    let defer_size = req.start && self.lxd_remaps_first_start();
+                    let defer_size = req.start && self.idmap.remaps_first_start();
                     let created = self.create_new(req, &plan, base, defer_size).await;
                     if let Some(base) = base {
-                        self.release_idmap_base(base).await;
+                        self.idmap.release_base(base).await;
                     }
                     match created? {
                         Created::Made { host_key } => (base.is_some(), host_key, None),
@@ -123,7 +123,7 @@ impl Node {
     /// Creates the instance, with the isolated range `base` the agent reserved for it when
     /// there is one (otherwise the caller holds the daemon's start lock and LXD picks), and with
     /// its root disk's quota held back in `KEY_ROOT_SIZE` when `defer_size` (see
-    /// [`Node::apply_deferred_root_size`]). `Exists` when another request made it meanwhile.
+    /// [`Instances::apply_deferred_root_size`]). `Exists` when another request made it meanwhile.
     async fn create_new(
         &self,
         req: &CreateInstance,
@@ -161,10 +161,10 @@ impl Node {
             body.config
                 .insert(KEY_POLICY.into(), policy::record(policy));
         }
-        let network = self.network.clone();
+        let network = self.network.current.clone();
         let address = match &network {
             Some(network) => {
-                let address = self.reserve_address(network).await?;
+                let address = self.network.reserve_address(network).await?;
                 body.devices
                     .insert(DEVICE_NIC.into(), network.nic_device(address));
                 if let Some((key, value)) = network.address_config(address) {
@@ -184,10 +184,10 @@ impl Node {
         };
         let made = self.lxd.create_instance(&body).await;
         if let (Some(network), Some(address)) = (&network, address) {
-            self.release_address(network, address).await;
+            self.network.release_address(network, address).await;
             // The new container's rules (its policy, or none left from an address's last holder)
             // are in place before it first starts.
-            self.rebuild_firewall().await;
+            self.network.rebuild_firewall().await;
         }
         match made {
             Ok(_) => Ok(Created::Made { host_key }),

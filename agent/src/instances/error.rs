@@ -38,10 +38,23 @@ pub enum InstanceError {
     Lxd(#[from] LxdError),
     /// the node network failed (503 when it is full)
     #[error(transparent)]
-    Network(#[from] crate::network::NetworkError),
+    Network(crate::network::NetworkError),
     /// the agent itself failed (500): the host's random source, say
     #[error("{0}")]
     Internal(String),
+}
+
+/// The network's errors at the instances boundary: a policy that broke a rule is the request's
+/// 400, like any other field; the rest stay network errors.
+impl From<crate::network::NetworkError> for InstanceError {
+    fn from(e: crate::network::NetworkError) -> Self {
+        match e {
+            crate::network::NetworkError::Invalid { field, message } => {
+                InstanceError::Invalid { field, message }
+            }
+            e => InstanceError::Network(e),
+        }
+    }
 }
 
 impl InstanceError {

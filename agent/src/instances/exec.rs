@@ -11,9 +11,9 @@ use cohort_proto::agent::ExecRequest;
 use cohort_proto::validate;
 
 use super::InstanceError;
+use super::Instances;
 use crate::lxd::instance_exec::{ExecRecord as ExecMetadata, InstanceExecPost};
 use crate::lxd::{LxdError, RawStream};
-use crate::node::Node;
 
 /// Default and largest command timeouts.
 const DEFAULT_TIMEOUT_S: u32 = 300;
@@ -35,7 +35,7 @@ pub struct ExecOutput {
     pub stderr: Bytes,
 }
 
-impl Node {
+impl Instances {
     /// Runs `argv` as root with no stdin; bounded by `timeout`.
     pub(crate) async fn run_command(
         &self,

@@ -11,9 +11,9 @@ use cohort_proto::agent::{ExecSession, ExecSessionRequest, ExecSessionState};
 use cohort_proto::validate;
 
 use super::InstanceError;
+use super::Instances;
 use crate::lxd::instance_exec::InstanceExecPost;
 use crate::lxd::{LxdError, OperationSocket};
-use crate::node::Node;
 
 /// Most sessions open at once on a node, and longest one is remembered.
 const MAX_SESSIONS: usize = 256;
@@ -57,7 +57,7 @@ impl ExecSessions {
     }
 }
 
-impl Node {
+impl Instances {
     /// Starts `req` in `name`; answers the operation and its websocket secrets.
     pub async fn start_exec_session(
         &self,

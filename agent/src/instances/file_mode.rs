@@ -9,7 +9,7 @@
 use crate::lxd::instance_exec::InstanceExecPost;
 
 use super::InstanceError;
-use crate::node::Node;
+use super::Instances;
 
 /// setuid, setgid and sticky.
 const SPECIAL_BITS: u32 = 0o7000;
@@ -22,7 +22,7 @@ pub(super) fn lxd_mode_header(mode: u32) -> String {
     format!("0{:o}", mode & 0o777)
 }
 
-impl Node {
+impl Instances {
     /// Refuses (409), before anything is written, special bits for an instance that is not
     /// running: they are set with a command inside it.
     pub(super) async fn check_special_bits(

@@ -21,9 +21,9 @@ use bytes::Bytes;
 use super::InstanceError;
 use hyper::header::HeaderMap;
 
+use super::Instances;
 use crate::lxd::daemon::FileHeader;
 use crate::lxd::{Daemon, LxdError, RawStream};
-use crate::node::Node;
 
 /// Calls in all for one file operation that keeps meeting the helper race.
 const HELPER_RACE_TRIES: u32 = 3;
@@ -141,7 +141,7 @@ fn check_file_path(path: &str) -> Result<(), InstanceError> {
     Ok(())
 }
 
-impl Node {
+impl Instances {
     pub async fn pull_file(&self, name: &str, path: &str) -> Result<FileContent, InstanceError> {
         super::check_name(name)?;
         check_file_path(path)?;

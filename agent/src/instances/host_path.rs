@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use cohort_proto::validate;
 
 use super::InstanceError;
-use crate::node::Node;
+use super::Instances;
 
 /// `path` with every link resolved, or why it cannot be mounted.
 fn resolve(path: &Path) -> Result<PathBuf, String> {
@@ -17,7 +17,7 @@ fn resolve(path: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("{} cannot be resolved on this node: {e}", path.display()))
 }
 
-impl Node {
+impl Instances {
     /// The directories this agent and its LXD keep state in, resolved as sources are.
     pub(super) fn state_dirs(&self) -> Vec<String> {
         [self.config.state_dir.clone(), self.config.lxd_dir()]

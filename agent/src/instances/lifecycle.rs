@@ -7,40 +7,17 @@ use std::time::Duration;
 use cohort_proto::agent::{Instance, StateAction, StateChange};
 
 use super::InstanceError;
+use super::Instances;
 use crate::lxd::instances::{InstancePut, InstanceStatePut};
 use crate::lxd::LxdError;
-use crate::node::Node;
 
 /// Seconds given to a clean shutdown when the request names none.
 const DEFAULT_STOP_TIMEOUT_S: u32 = 30;
 
-/// The lock file of the daemon behind `socket`.
-pub(crate) fn start_lock_path(socket: &std::path::Path) -> std::path::PathBuf {
-    use sha2::{Digest, Sha256};
-    let tag = hex::encode(&Sha256::digest(socket.as_os_str().as_encoded_bytes())[..8]);
-    std::env::temp_dir().join(format!("cohort-lxd-start-{tag}.lock"))
-}
-
-/// Holds an exclusive `flock` on a file named after the LXD socket, so that every agent driving
-/// the same daemon starts one container at a time (see `start_instance`). `None` when the lock
-/// file cannot be made; the start then goes ahead unserialised.
-pub(crate) async fn start_lock(
-    socket: &std::path::Path,
-) -> Option<nix::fcntl::Flock<std::fs::File>> {
-    let path = start_lock_path(socket);
-    tokio::task::spawn_blocking(move || {
-        let file = std::fs::File::create(&path).ok()?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
 /// Starts tried before a `forkstart` failure is reported.
 const START_ATTEMPTS: u32 = 6;
 
-impl Node {
+impl Instances {
     async fn put_state(
         &self,
         name: &str,
@@ -51,7 +28,7 @@ impl Node {
     }
 
     pub(crate) async fn start_instance(&self, name: &str) -> Result<(), InstanceError> {
-        let _daemon = start_lock(&self.config.lxd_socket()).await;
+        let _daemon = crate::lxd::lock::start_lock(&self.config.lxd_socket()).await;
         // An instance made before the node had its network gets its NIC on this start.
         self.prepare_guest_network(name).await?;
         self.apply_deferred_root_size(name).await?;
@@ -215,7 +192,7 @@ impl Node {
             Err(e) => return Err(e.into()),
         }
         // Its address is free again: no rule of its policy may stay on it.
-        self.rebuild_firewall().await;
+        self.network.rebuild_firewall().await;
         Ok(())
     }
 }

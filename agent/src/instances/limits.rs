@@ -7,9 +7,9 @@ use cohort_proto::agent::{Instance, LiveLimits};
 
 use super::spec::check_cores_memory;
 use super::InstanceError;
-use crate::node::Node;
+use super::Instances;
 
-impl Node {
+impl Instances {
     /// `PUT /v1/instances/{name}/limits`.
     pub async fn set_limits(
         &self,

@@ -1,5 +1,7 @@
-//! The containers the agent makes and drives: create (from an image or a template copy, with
-//! limits, GPUs, SSH and a home volume), lifecycle, exec, files and snapshots.
+//! The containers the agent makes and drives, verbs only: create (from an image or a template
+//! copy, with limits, GPUs, SSH and a home volume), lifecycle, exec, files, snapshots, transfer,
+//! the instance side of the node network. All are methods of [`Instances`] (`service`), which
+//! holds the services they use; what goes inside a container is `guest`, ids are `idmap`.
 
 mod arrival;
 mod create;
@@ -9,14 +11,13 @@ mod exec_session;
 mod exec_tag;
 mod file_mode;
 mod files;
-mod host_key;
+mod first_start;
 mod host_path;
-pub mod idmap;
 mod lifecycle;
 mod limits;
+mod nic;
 mod publish;
-pub(crate) mod rootfs;
-pub mod shift;
+mod service;
 mod snapshot_room;
 mod snapshots;
 pub mod spec;
@@ -30,9 +31,10 @@ pub use error::InstanceError;
 pub use exec::ExecStreams;
 pub use exec_session::ExecSessions;
 pub use files::{FileContent, FileStream};
-pub(crate) use lifecycle::start_lock_path;
 pub use publish::Published;
+pub use service::Instances;
 pub use transfer::{streamed, Export};
+pub(crate) use view::LxdInstance;
 
 /// Instance config keys where the agent records what it was asked, so the controller keeps no
 /// LXD state: the idempotency key, a hash of the spec, the SSH user and the GPU attachments.
@@ -40,7 +42,7 @@ pub const KEY_IDEMPOTENCY: &str = "user.cohort.idempotency_key";
 pub const KEY_SPEC: &str = "user.cohort.spec";
 pub const KEY_SSH_USER: &str = "user.cohort.ssh_user";
 pub const KEY_GPUS: &str = "user.cohort.gpus";
-/// The public half of the SSH host key the agent wrote into the container (`host_key`).
+/// The public half of the SSH host key the agent wrote into the container (`guest::host_key`).
 pub const KEY_SSH_HOST_KEY: &str = "user.cohort.ssh_host_key";
 /// The root disk's quota while it waits for the shift before the first start (`create`).
 pub const KEY_ROOT_SIZE: &str = "user.cohort.root_size";

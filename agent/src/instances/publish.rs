@@ -9,9 +9,9 @@ use bytes::Bytes;
 use cohort_proto::agent::PublishInstance;
 
 use super::InstanceError;
+use super::Instances;
 use crate::lxd::images::{ImagesPost, ImagesPostSource};
 use crate::lxd::LxdError;
-use crate::node::Node;
 
 /// Longest LXD may take to pack an instance into an image.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -24,7 +24,7 @@ pub struct Published {
     pub tarball: Bytes,
 }
 
-impl Node {
+impl Instances {
     /// `POST /v1/instances/{name}/publish`: 409 unless the instance is stopped.
     pub async fn publish_instance(
         &self,
@@ -87,7 +87,7 @@ impl Node {
     ) -> Result<Bytes, InstanceError> {
         if req.keep {
             if let Some(alias) = &req.alias {
-                self.set_alias(alias, fingerprint).await?;
+                self.images.set_alias(alias, fingerprint).await?;
             }
         }
         let file = self.lxd.export_image(fingerprint, MAX_TARBALL).await?;

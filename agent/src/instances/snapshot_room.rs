@@ -18,9 +18,9 @@
 use std::path::{Path, PathBuf};
 
 use super::InstanceError;
-use crate::node::Node;
+use super::Instances;
 
-impl Node {
+impl Instances {
     /// Refuses (409) a snapshot of `name` past the count or, on btrfs, the space; `existing` are
     /// its snapshots' names.
     pub(crate) async fn check_snapshot_room(
@@ -38,7 +38,7 @@ impl Node {
         if self.storage_driver() != "btrfs" {
             return Ok(());
         }
-        let pool = self.pool_path();
+        let pool = self.config.pool_path();
         let simple = {
             let pool = pool.clone();
             tokio::task::spawn_blocking(move || simple_quotas(&pool))

@@ -4,9 +4,9 @@
 use cohort_proto::agent::Snapshot;
 
 use super::InstanceError;
+use super::Instances;
 use crate::lxd::instance_snapshots::{InstanceSnapshot as LxdSnapshot, InstanceSnapshotsPost};
 use crate::lxd::LxdError;
-use crate::node::Node;
 
 impl From<LxdSnapshot> for Snapshot {
     fn from(s: LxdSnapshot) -> Self {
@@ -49,7 +49,7 @@ fn not_found(name: &str, what: &str, e: LxdError) -> InstanceError {
     }
 }
 
-impl Node {
+impl Instances {
     pub async fn snapshots(&self, name: &str) -> Result<Vec<Snapshot>, InstanceError> {
         super::check_name(name)?;
         let list = self

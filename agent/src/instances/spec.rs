@@ -83,7 +83,7 @@ pub fn plan(req: &CreateInstance, pool: &str) -> Result<Plan, InstanceError> {
     let mut set = |k: &str, v: String| config.insert(k.to_string(), v);
     set("limits.cpu", req.limits.cpu.to_string());
     set("limits.memory", format!("{}MiB", req.limits.memory_mib));
-    // Follows the desired state (see `Node::set_autostart`): a container made stopped stays
+    // Follows the desired state (see `Instances::set_autostart`): a container made stopped stays
     // stopped when the node or LXD restarts.
     set("boot.autostart", req.start.to_string());
     set("security.idmap.isolated", "true".into());

@@ -11,10 +11,10 @@ use http_body_util::BodyExt;
 use crate::lxd::instances::InstancePut;
 
 use super::volumes::HOME_PREFIX;
+use super::Instances;
 use super::{InstanceError, DEVICE_SSH};
 use crate::lxd::{Lxd, LxdBody, RawStream};
 use crate::network::{device, DEVICE_NIC, KEY_ADDRESS};
-use crate::node::Node;
 
 /// The name of the backup a move writes (one at a time per instance or volume; an earlier
 /// attempt's is replaced).
@@ -71,7 +71,7 @@ fn home_name(name: &str) -> Result<(), InstanceError> {
     Ok(())
 }
 
-impl Node {
+impl Instances {
     /// `POST /v1/instances/{name}/export`: the stopped instance's backup tarball. A running
     /// one is refused (409): its files would change under the export.
     pub async fn export_instance(&self, name: &str) -> Result<Export, InstanceError> {
@@ -132,7 +132,7 @@ impl Node {
         self.lxd
             .update_instance(name, &body, etag.as_deref())
             .await?;
-        self.rebuild_firewall().await;
+        self.network.rebuild_firewall().await;
         Ok(())
     }
 

@@ -12,11 +12,11 @@ use cohort_proto::validate::{self, DeviceRules};
 
 use super::spec::check_config_key;
 use super::InstanceError;
+use super::Instances;
 use crate::lxd::instances::{InstanceCurrent, InstancePut};
 use crate::lxd::{Config, Devices, LxdError};
-use crate::node::Node;
 
-impl Node {
+impl Instances {
     /// `PATCH /v1/instances/{name}`.
     pub async fn update_instance(
         &self,

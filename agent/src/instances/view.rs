@@ -8,8 +8,8 @@ use cohort_proto::agent::{GpuAttachment, Instance, InstanceState, Limits};
 use futures_util::future::join_all;
 
 use super::spec::parse_size_mib;
+use super::Instances;
 use super::{InstanceError, DEVICE_SSH, KEY_GPUS, KEY_IDEMPOTENCY, KEY_SSH_HOST_KEY};
-use crate::node::Node;
 
 /// How long a read waits for an sshd banner before calling the instance not ready.
 const READY_PROBE: Duration = Duration::from_millis(400);
@@ -78,7 +78,7 @@ impl LxdInstance {
     }
 }
 
-impl Node {
+impl Instances {
     /// The raw LXD instance with its state, or `None` when it does not exist.
     pub(crate) async fn lxd_instance(
         &self,
@@ -95,7 +95,7 @@ impl Node {
     async fn ready_now(&self, lx: &LxdInstance) -> bool {
         match lx.ssh_endpoint() {
             Some((addr, port)) if lx.is_running() => {
-                super::ssh::sshd_answers(&addr, port, READY_PROBE).await
+                crate::guest::ssh::sshd_answers(&addr, port, READY_PROBE).await
             }
             _ => false,
         }

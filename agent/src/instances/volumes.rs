@@ -3,12 +3,12 @@
 //! instance still uses.
 
 use super::InstanceError;
-use crate::node::Node;
+use super::Instances;
 
 /// Prefix of the custom volumes the agent makes for homes (see the controller's `home_volume`).
 pub const HOME_PREFIX: &str = "home-";
 
-impl Node {
+impl Instances {
     /// `DELETE /v1/volumes/{name}`: 404 when absent, 409 while an instance uses it.
     pub async fn delete_volume(&self, name: &str) -> Result<(), InstanceError> {
         cohort_proto::validate::instance_name(name)

@@ -6,7 +6,13 @@
 use std::path::{Path, PathBuf};
 
 use super::server::ServerInfo;
-use crate::instances::idmap::SubidRange;
+
+/// The subordinate ids LXD may hand out: root's range in both `/etc/subuid` and `/etc/subgid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubidRange {
+    pub start: u64,
+    pub size: u64,
+}
 
 /// The two daemons of one lineage the agent drives through the same REST API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@ pub mod instance_exec;
 pub mod instance_files;
 pub mod instance_snapshots;
 pub mod instances;
+pub(crate) mod lock;
 pub mod networks;
 pub mod operations;
 pub mod projects;

@@ -1,5 +1,5 @@
 //! Each container's address on the node network, picked by the agent like its idmap range
-//! (`instances::idmap`): LXD's own config is the record (every NIC on the network with a static
+//! (`idmap`): LXD's own config is the record (every NIC on the network with a static
 //! `ipv4.address`, in every project, so nothing survives in the agent but LXD's state), DHCP
 //! leases and the DHCP range are avoided, and an address handed to a create still in flight is
 //! reserved in a file beside the daemon's lock, where every agent driving the daemon sees it.

@@ -1,6 +1,6 @@
 //! The node network: the LXD network every container gets one NIC on (a NAT bridge the agent
-//! makes, or a bridge or macvlan the admin made), each container's static address on it, the
-//! files that configure it inside before the first boot, the SSH forward through the kernel
+//! makes, or a bridge or macvlan the admin made), each container's static address on it (the
+//! files that configure it inside are `guest::network`), the SSH forward through the kernel
 //! (`proxy` with `nat=true`), and the nftables table that keeps the host out of the containers'
 //! reach.
 //!
@@ -10,11 +10,10 @@ pub mod addresses;
 pub mod config;
 pub mod doctor;
 pub mod firewall;
-pub mod guest;
 mod host;
 mod macvlan;
-mod node;
 pub mod policy;
+mod service;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -22,6 +21,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use ipnet::Ipv4Net;
 
 pub use config::{NetworkConfig, NetworkConfigError, NetworkMode};
+pub use service::Network;
 
 use crate::lxd::{Device, Lxd, LxdError};
 
@@ -62,7 +62,7 @@ pub struct NodeNetwork {
     pub ssh_address: Ipv4Addr,
 }
 
-/// Why the node network could not be had.
+/// Why the node network could not be had, or a network request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum NetworkError {
     /// LXD failed
@@ -82,6 +82,12 @@ pub enum NetworkError {
     /// every address is taken
     #[error("no free address left on network {0}")]
     Full(String),
+    /// a reservation could not be written
+    #[error("{0}")]
+    Reservation(String),
+    /// a network policy broke a rule (naming the field)
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
 }
 
 impl NodeNetwork {

@@ -2,14 +2,12 @@
 //! the record, so a restarted agent rebuilds the same table) and enforced by the firewall table,
 //! which is rebuilt at once, so a change reaches running containers without a restart.
 
-use crate::lxd::instances::InstancePut;
-use cohort_proto::agent::{Egress as WireEgress, Instance, NetworkPolicy};
+use cohort_proto::agent::{Egress as WireEgress, NetworkPolicy};
 use cohort_proto::validate;
 use ipnet::Ipv4Net;
 
 use super::firewall::Egress;
-use crate::instances::InstanceError;
-use crate::node::Node;
+use super::NetworkError;
 
 /// The instance config key holding the policy (JSON of [`NetworkPolicy`]).
 pub const KEY_POLICY: &str = "user.cohort.network_policy";
@@ -22,9 +20,11 @@ pub struct Rules {
 }
 
 /// Checks `policy`; a 400 naming the field when it is bad.
-pub fn check(policy: &NetworkPolicy) -> Result<Rules, InstanceError> {
-    validate::network_policy(policy)
-        .map_err(|e| InstanceError::invalid(format!("network_policy.{}", e.field), e.message))?;
+pub fn check(policy: &NetworkPolicy) -> Result<Rules, NetworkError> {
+    validate::network_policy(policy).map_err(|e| NetworkError::Invalid {
+        field: format!("network_policy.{}", e.field),
+        message: e.message,
+    })?;
     let net = |(addr, prefix): (std::net::Ipv4Addr, u8)| {
         Ipv4Net::new(addr, prefix)
             .expect("validated prefix")
@@ -61,26 +61,6 @@ pub fn record(policy: &NetworkPolicy) -> String {
     serde_json::to_string(policy).expect("policy serialises")
 }
 
-impl Node {
-    /// `PUT /v1/instances/{name}/network-policy`: records the policy on the instance and
-    /// rebuilds the firewall table, which applies it at once.
-    pub async fn set_network_policy(
-        &self,
-        name: &str,
-        policy: &NetworkPolicy,
-    ) -> Result<Instance, InstanceError> {
-        check(policy)?;
-        let patch = InstancePut::config([(KEY_POLICY.into(), record(policy))].into());
-        match self.lxd.patch_instance(name, &patch).await {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
-            Err(e) => return Err(e.into()),
-        }
-        self.rebuild_firewall().await;
-        self.instance(name).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,7 +85,7 @@ mod tests {
         };
         let err = check(&bad).unwrap_err();
         assert!(
-            matches!(&err, InstanceError::Invalid { field, .. } if field == "network_policy.ssh_from[0]"),
+            matches!(&err, NetworkError::Invalid { field, .. } if field == "network_policy.ssh_from[0]"),
             "{err}"
         );
     }

@@ -11,10 +11,9 @@ use std::net::Ipv4Addr;
 
 use bytes::Bytes;
 
-use super::{NodeNetwork, GUEST_INTERFACE};
-use crate::instances::rootfs::RootFile;
-use crate::instances::InstanceError;
-use crate::node::Node;
+use crate::idmap::rootfs::RootFile;
+use crate::instances::{InstanceError, Instances};
+use crate::network::{NodeNetwork, GUEST_INTERFACE};
 
 const UNIT_PATH: &str = "/etc/systemd/system/cohort-network.service";
 const WANTS_PATH: &str = "/etc/systemd/system/multi-user.target.d/cohort-network.conf";
@@ -74,7 +73,7 @@ systemctl daemon-reload
 systemctl restart cohort-network.service
 "#;
 
-impl Node {
+impl Instances {
     /// Writes the network files into the stopped container `name`: straight into its root
     /// filesystem where it is on this host, otherwise through LXD's file API.
     pub(crate) async fn write_guest_network(
@@ -87,7 +86,7 @@ impl Node {
         let to_write = files.clone();
         let written = self
             .on_host(name, "writing the network config", move |rootfs| {
-                crate::instances::rootfs::write_files(rootfs, &to_write)
+                crate::idmap::rootfs::write_files(rootfs, &to_write)
             })
             .await;
         if written.is_some() {
@@ -152,7 +151,7 @@ mod tests {
     fn the_unit_sets_the_address_and_route_and_dns_is_the_bridge() {
         let net = NodeNetwork {
             name: "cohort0".into(),
-            kind: super::super::NetworkKind::Bridge,
+            kind: crate::network::NetworkKind::Bridge,
             subnet: "10.161.16.0/22".parse().unwrap(),
             gateway: "10.161.16.1".parse().unwrap(),
             dns: "10.161.16.1".parse().unwrap(),

@@ -2,7 +2,7 @@
 //! host, where the storage driver keeps it mounted while stopped (btrfs, dir): what the agent
 //! puts into a new container before its first boot, without LXD's file API. That API serves a
 //! stopped container through a helper process it starts for the instance, and LXD 5.0.2 loses
-//! the helper's socket when calls to fresh containers come close together (see `files`); a class
+//! the helper's socket when calls to fresh containers come close together (see `instances::files`); a class
 //! being created is exactly that.
 //!
 //! Nothing in the tree is trusted: it is an image's or a template's. Each path is opened one

@@ -3,7 +3,7 @@
 //!
 //! The files of an isolated container must be owned by ids of its own range. LXD mounts the
 //! root idmapped where it can. Where it cannot (a kernel without idmapped mounts, or LXD before
-//! 5.0.4 on a kernel that refuses its test of them: see `doctor`), the first start chowns every
+//! 5.0.4 on a kernel that refuses its test of them: see `probe`), the first start chowns every
 //! file, walking the tree by full path: several path walks per file, most of the CPU a class's
 //! bring-up spends. The agent does the same work on the stopped container, one directory
 //! descriptor at a time, then records it in `volatile.last_state.idmap`; LXD finds the files
@@ -21,15 +21,11 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use crate::lxd::instances::InstancePut;
 use nix::dir::{Dir, Type};
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::{Gid, Uid};
 use serde::Deserialize;
-
-use super::InstanceError;
-use crate::node::Node;
 
 /// One line of an LXD id map (`volatile.idmap.next`): `Maprange` ids from `Nsid` in the
 /// container are `Hostid`.. on the host, for users, groups or both.
@@ -431,72 +427,6 @@ mod sys {
             return Err(io::Error::last_os_error());
         }
         Ok(())
-    }
-}
-
-impl Node {
-    /// Before the first start of `name`: moves its files into its range and records that,
-    /// where this LXD would otherwise remap them on the start (see the module); whether it did.
-    /// Anything that stops the walk leaves the remap to LXD, which finishes any part done.
-    pub async fn shift_before_first_start(&self, name: &str) -> Result<bool, InstanceError> {
-        if !self.lxd_remaps_first_start() {
-            return Ok(false);
-        }
-        let Some(lx) = self.lxd_instance(name).await? else {
-            return Ok(false);
-        };
-        let config = |k: &str| lx.config.get(k).map(String::as_str);
-        let (Some(next), Some(last)) = (
-            config("volatile.idmap.next"),
-            config("volatile.last_state.idmap"),
-        ) else {
-            return Ok(false);
-        };
-        if next == last || lx.status != "Stopped" {
-            return Ok(false);
-        }
-        let map = match Remap::new(last, next) {
-            Ok(map) => map,
-            Err(e) => {
-                tracing::debug!(instance = name, error = %e, "not shifting ahead of LXD");
-                return Ok(false);
-            }
-        };
-        let rootfs = self.rootfs(name);
-        let started = std::time::Instant::now();
-        let walk = tokio::task::spawn_blocking(move || shift_tree(&rootfs, &map)).await;
-        let done = match walk {
-            Ok(Ok(done)) => done,
-            Ok(Err(e)) => {
-                tracing::warn!(instance = name, error = %e, "shift before the first start stopped; LXD remaps at the start");
-                return Ok(false);
-            }
-            Err(e) => {
-                tracing::warn!(instance = name, error = %e, "shift before the first start failed; LXD remaps at the start");
-                return Ok(false);
-            }
-        };
-        let patch =
-            InstancePut::config([("volatile.last_state.idmap".into(), next.to_string())].into());
-        self.lxd.patch_instance(name, &patch).await?;
-        let took = started.elapsed();
-        self.record_shift(took);
-        tracing::debug!(
-            instance = name,
-            files = done.files,
-            ms = took.as_millis() as u64,
-            "shifted into its range before the first start"
-        );
-        Ok(true)
-    }
-
-    /// The instance's root filesystem on this host, where LXD keeps it (mounted for as long as
-    /// the pool is, on the btrfs and dir drivers).
-    pub fn rootfs(&self, name: &str) -> PathBuf {
-        self.pool_path()
-            .join("containers")
-            .join(self.config.lxd_local_name(name))
-            .join("rootfs")
     }
 }
 

@@ -1,4 +1,5 @@
-//! Each container's isolated id range, chosen by the agent instead of LXD.
+//! Each container's isolated id range, chosen by the agent instead of LXD, and the reservation
+//! file that keeps a range from the other creates on the daemon until LXD holds it.
 //!
 //! LXD 5.0.2 picks an isolated container's range by scanning every container's
 //! `volatile.idmap.base`; a container in the middle of being created has none yet, reads as 0,
@@ -14,9 +15,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::lxd::LxdError;
-use crate::node::Node;
-
 /// Ids in one isolated container's range: LXD's default `security.idmap.size`.
 pub const RANGE_SIZE: u64 = 65536;
 
@@ -24,12 +22,7 @@ pub const RANGE_SIZE: u64 = 65536;
 /// so only the reservation of an agent that died mid-create ever lapses.
 const RESERVATION_TTL_S: u64 = 600;
 
-/// The subordinate ids LXD may hand out: root's range in both `/etc/subuid` and `/etc/subgid`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SubidRange {
-    pub start: u64,
-    pub size: u64,
-}
+pub use crate::lxd::daemon::SubidRange;
 
 /// Root's range in one `/etc/subuid`-style file: the largest `root:START:COUNT` line.
 pub fn root_range(text: &str) -> Option<SubidRange> {
@@ -108,12 +101,12 @@ pub fn taken_ranges(listing: &[Value]) -> Vec<(u64, u64)> {
 /// Ranges handed to creates still in flight, one `BASE UNIX_SECONDS` line each, kept beside the
 /// daemon's start lock so every agent driving the daemon sees them: a container being created
 /// is not yet in LXD's listing, or is there without its range.
-pub(crate) fn reservations_path(lock: &Path) -> PathBuf {
+pub(super) fn reservations_path(lock: &Path) -> PathBuf {
     lock.with_extension("idmaps")
 }
 
 /// The reservations in `text` younger than the TTL at `now`.
-fn live_reservations(text: &str, now: u64) -> Vec<(u64, u64)> {
+pub(super) fn live_reservations(text: &str, now: u64) -> Vec<(u64, u64)> {
     text.lines()
         .filter_map(|line| {
             let (base, at) = line.split_once(' ')?;
@@ -123,67 +116,17 @@ fn live_reservations(text: &str, now: u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn write_reservations(path: &Path, live: &[(u64, u64)]) -> std::io::Result<()> {
+pub(super) fn write_reservations(path: &Path, live: &[(u64, u64)]) -> std::io::Result<()> {
     let text: String = live.iter().map(|(b, at)| format!("{b} {at}\n")).collect();
     let tmp = path.with_extension("idmaps.tmp");
     std::fs::write(&tmp, text)?;
     std::fs::rename(tmp, path)
 }
 
-fn unix_now() -> u64 {
+pub(super) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-impl Node {
-    /// Picks a free isolated range on this daemon for a container about to be created and
-    /// reserves it; the caller holds the daemon's start lock. With the range reserved the
-    /// create needs the lock no longer; `release_idmap_base` drops the reservation once the
-    /// container exists. `None` when the host's range is unknown or full, or the reservation
-    /// cannot be written: LXD then picks, and the caller keeps the lock through the first start.
-    pub(crate) async fn reserve_idmap_base(&self) -> Result<Option<u64>, LxdError> {
-        let Some(host) = host_range(Path::new("/etc/subuid"), Path::new("/etc/subgid")) else {
-            return Ok(None);
-        };
-        let host = self.daemon.idmap_window(host);
-        let listing = self.lxd.get_instances_all_projects().await?;
-        let path = reservations_path(&super::lifecycle::start_lock_path(
-            &self.config.lxd_socket(),
-        ));
-        let now = unix_now();
-        let mut live = live_reservations(&std::fs::read_to_string(&path).unwrap_or_default(), now);
-        let mut taken = taken_ranges(&listing);
-        taken.extend(live.iter().map(|&(base, _)| (base, RANGE_SIZE)));
-        let Some(base) = pick_base(host, &taken) else {
-            return Ok(None);
-        };
-        live.push((base, now));
-        match write_reservations(&path, &live) {
-            Ok(()) => Ok(Some(base)),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot reserve an idmap range; creating under the daemon lock");
-                Ok(None)
-            }
-        }
-    }
-
-    /// Drops the reservation of `base` (the container now exists, or its create failed).
-    pub(crate) async fn release_idmap_base(&self, base: u64) {
-        let lock = super::lifecycle::start_lock_path(&self.config.lxd_socket());
-        let _daemon = super::lifecycle::start_lock(&self.config.lxd_socket()).await;
-        let path = reservations_path(&lock);
-        let live: Vec<_> = live_reservations(
-            &std::fs::read_to_string(&path).unwrap_or_default(),
-            unix_now(),
-        )
-        .into_iter()
-        .filter(|&(b, _)| b != base)
-        .collect();
-        if let Err(e) = write_reservations(&path, &live) {
-            tracing::warn!(path = %path.display(), error = %e, "cannot drop an idmap reservation; it lapses by itself");
-        }
-    }
 }
 
 #[cfg(test)]

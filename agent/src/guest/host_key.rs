@@ -14,10 +14,8 @@ use crate::lxd::instances::InstancePut;
 use bytes::Bytes;
 use ssh_key::{Algorithm, LineEnding, PrivateKey};
 
-use super::rootfs::{self, RootFile};
-use super::view::LxdInstance;
-use super::{InstanceError, KEY_SSH_HOST_KEY};
-use crate::node::Node;
+use crate::idmap::rootfs::{self, RootFile};
+use crate::instances::{InstanceError, Instances, LxdInstance, KEY_SSH_HOST_KEY};
 
 /// Where sshd reads the key, and the drop-in that makes it the only one served.
 const KEY_PATH: &str = "/etc/ssh/ssh_host_ed25519_key";
@@ -74,11 +72,11 @@ impl HostKey {
     }
 }
 
-impl Node {
+impl Instances {
     /// Writes the key and the drop-in into the (stopped) container, owned by its root: straight
-    /// into its root filesystem where that is on this host (see `rootfs`), otherwise, or where
+    /// into its root filesystem where that is on this host (see `idmap::rootfs`), otherwise, or where
     /// the tree is not as an image makes it, through LXD's file API, one file at a time (calls
-    /// at once to one stopped instance meet LXD's helper race the more; see `files`).
+    /// at once to one stopped instance meet LXD's helper race the more; see `instances::files`).
     pub(crate) async fn install_host_key(
         &self,
         name: &str,
@@ -123,7 +121,7 @@ impl Node {
     }
 
     /// Runs `f` on the stopped container's root filesystem where it is on this host (see
-    /// `rootfs`), off the async runtime; `None`, logged as `what` going through LXD instead,
+    /// `idmap::rootfs`), off the async runtime; `None`, logged as `what` going through LXD instead,
     /// where it is not or `f` failed.
     pub(crate) async fn on_host<T, F>(&self, name: &str, what: &str, f: F) -> Option<T>
     where
@@ -133,7 +131,7 @@ impl Node {
         if !self.rootfs_on_host() {
             return None;
         }
-        let rootfs = self.rootfs(name);
+        let rootfs = self.idmap.rootfs(name);
         match tokio::task::spawn_blocking(move || f(&rootfs)).await {
             Ok(Ok(done)) => Some(done),
             Ok(Err(e)) => {
