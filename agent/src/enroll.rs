@@ -10,7 +10,6 @@ use base64::Engine;
 use chrono::Utc;
 use cohort_proto::enroll::{EnrollRequest, EnrollResponse, JoinToken};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
-use sha2::{Digest, Sha256};
 
 use crate::config::AgentConfig;
 
@@ -91,7 +90,7 @@ pub fn key_and_csr(node_name: &str) -> Result<(KeyPair, String), EnrollError> {
 pub fn ca_fingerprint(pem: &str) -> Result<String, EnrollError> {
     let certs = crate::tls::certs_from_pem("CA certificate", pem.as_bytes())
         .map_err(|e| EnrollError::Crypto(e.to_string()))?;
-    Ok(hex::encode(Sha256::digest(&certs[0])))
+    Ok(cohort_tls::fingerprint(&certs[0]))
 }
 
 /// Refuses a CA whose fingerprint is not the pinned one.
@@ -288,6 +287,7 @@ mod tests {
             .unwrap()
             .self_signed(&key)
             .unwrap();
+        use sha2::{Digest, Sha256};
         let want = hex::encode(Sha256::digest(ca.der()));
         assert_eq!(ca_fingerprint(&ca.pem()).unwrap(), want);
         check_ca(&ca.pem(), &want.to_uppercase()).expect("case does not matter");

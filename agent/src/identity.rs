@@ -19,7 +19,6 @@ use rcgen::KeyPair;
 use rustls::pki_types::CertificateDer;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use sha2::{Digest, Sha256};
 
 use crate::tls::{certs_from_pem, key_from_pem, TlsError};
 
@@ -163,7 +162,7 @@ fn info_of(cert: &CertificateDer<'_>) -> IdentityInfo {
         .and_then(|(_, c)| DateTime::<Utc>::from_timestamp(c.validity().not_after.timestamp(), 0))
         .unwrap_or_default();
     IdentityInfo {
-        fingerprint: hex::encode(Sha256::digest(cert)),
+        fingerprint: cohort_tls::fingerprint(cert),
         not_after,
     }
 }
