@@ -5,7 +5,7 @@
 //! reaches its sshd directly and the container reaches the LAN; the host cannot reach it, so the
 //! node's SSH port goes through LXD's classic proxy and still logs in; a full range refuses.
 
-mod net_support;
+use crate::net_support;
 
 use cohort_e2e::agent::TestAgent;
 use cohort_e2e::macvlan::TestMacvlan;

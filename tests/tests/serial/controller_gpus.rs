@@ -94,6 +94,7 @@ fn lxd_selected_cards<'a>(dev: &BTreeMap<String, String>, cards: &'a [Gpu]) -> V
 /// reaches LXD as a `gputype=mig` device that selects exactly its parent card.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mig_devices_on_a_node_of_two_gpus_select_their_parent_card() {
+    let _alone = crate::alone().await;
     let dir = tempfile::tempdir().unwrap();
     let lib = build_fake_nvml(dir.path());
     let node = GpuNode::new(&lib, true);
@@ -279,6 +280,7 @@ async fn shared_l40s_course(
 /// the GPU's own `share_limit` (4) would take more; the third waits in the queue.
 #[actix_web::test]
 async fn a_courses_gpu_share_caps_how_many_share_one_gpu() {
+    let _alone = crate::alone().await;
     let (t, _node, _admin, prof, l40s) =
         shared_l40s_course("sh", 2, &["s1", "s2", "s3"], json!({})).await;
     let (held, queued) = gpu_holders(&t);
@@ -332,6 +334,7 @@ fn state_of(t: &TestController, name: &str) -> (String, Option<String>) {
 /// start) or, with none free, waits with the reason shown, and starts once one frees.
 #[actix_web::test]
 async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() {
+    let _alone = crate::alone().await;
     // Two students share the L40S (gpu_share 2); the third waits for a slot.
     let (t, node, _admin, prof, l40s) =
         shared_l40s_course("id", 2, &["s1", "s2", "s3"], json!({"idle_gpu_minutes": 1})).await;

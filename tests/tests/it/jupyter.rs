@@ -14,8 +14,8 @@
 //! only the relay's own made-up `_xsrf`, so JupyterLab's XSRF check, kept on in the image, is
 //! met for changes the relay took from the notebook's own origin).
 
-mod cli_support;
-mod net_support;
+use crate::cli_support;
+use crate::net_support;
 
 use std::path::PathBuf;
 use std::process::Command;

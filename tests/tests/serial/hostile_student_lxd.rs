@@ -79,6 +79,7 @@ async fn wait_op(cluster: &Cluster, op: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hostile_student_is_bounded_on_a_real_node() {
+    let _alone = crate::alone().await;
     // Read by the agent the cluster starts (`COHORT_AGENT_MAX_SNAPSHOTS`): this test binary
     // holds this one test alone.
     std::env::set_var("COHORT_AGENT_MAX_SNAPSHOTS", MAX_SNAPSHOTS.to_string());

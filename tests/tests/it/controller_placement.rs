@@ -624,7 +624,7 @@ fn function_defs(conn: &mut PgConnection, names: &[String]) -> Vec<FunctionDef> 
 /// migrated database it changes nothing, and it names every placement function there is.
 #[test]
 fn the_placement_sql_is_what_the_migrations_leave() {
-    let sql = include_str!("../../controller/src/placement.sql");
+    let sql = include_str!("../../../controller/src/placement.sql");
     let names: Vec<String> = sql
         .lines()
         .filter_map(|l| l.strip_prefix("CREATE OR REPLACE FUNCTION "))

@@ -2,7 +2,7 @@
 //! token `lxc remote add` accepts once; the certificate then acts as the user it is bound to,
 //! with that user's role; untrusted and removed certificates get LXD's untrusted answers only.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{token_of, Cli, Controller, Lxc, ADMIN};
 

@@ -3,8 +3,8 @@
 //! by it to the running containers within seconds, without a restart; the students' SSH
 //! endpoints are the node's NAT forwards. Then the course's limits from `cohort course limits`.
 
-mod cli_support;
-mod net_support;
+use crate::cli_support;
+use crate::net_support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! `list --format csv -c ns` gives the same rows, `list --format json` has lxc's field names for
 //! the facts both show, and `config show`'s keys are keys lxc shows too.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::OneNode;
 use serde_json::Value;

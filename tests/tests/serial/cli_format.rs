@@ -2,7 +2,7 @@
 //! project, listed by lxc as table, compact and csv; cohort's formatter, given the same rows,
 //! must print the same text, borders, padding and header included.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ fn lxc_rows(lxd: &TestLxd, columns: &str, header: &[&str]) -> Rows {
 
 #[test]
 fn table_compact_and_csv_match_real_lxc() {
+    let _alone = crate::alone_blocking();
     let lxd = TestLxd::new();
     lxd.lxc_create(&["init", "cohort/base", "web1"]);
     lxd.lxc_create(&["init", "cohort/base", "db-2"]);
@@ -56,6 +57,7 @@ fn table_compact_and_csv_match_real_lxc() {
 
 #[test]
 fn empty_list_matches_real_lxc() {
+    let _alone = crate::alone_blocking();
     let lxd = TestLxd::new();
     let rows = Rows::new(["NAME", "STATE"]);
     assert_eq!(
@@ -73,6 +75,7 @@ fn empty_list_matches_real_lxc() {
 /// `sleep` in it; no GPU exists here) shows in the `G` column and in `info`.
 #[test]
 fn gpu_use_column_and_stop_reason_from_the_reclaimer() {
+    let _alone = crate::alone_blocking();
     let dir = tempfile::tempdir().unwrap();
     let lib = build_fake_nvml(dir.path());
     let procs = dir.path().join("processes");

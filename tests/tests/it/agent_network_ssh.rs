@@ -4,7 +4,7 @@
 //! works through one; a container made before the network gets its NIC on its next start or
 //! re-provision with nothing lost; twenty creates at once get twenty addresses.
 
-mod net_support;
+use crate::net_support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! what the node's own LXD then shows, a restore brings the old file back, and a student's
 //! client reaches nothing of another user's container.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -144,6 +144,7 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
+    let _alone = crate::alone().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let lib = build_fake_nvml(dir.path());
     let procs = dir.path().join("processes");

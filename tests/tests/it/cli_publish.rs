@@ -2,7 +2,7 @@
 //! the controller's catalog (tarball stored under its SHA-256, the node recorded as holding it),
 //! and a new instance launched from it has the file written before publishing.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::OneNode;
 use sha2::Digest;

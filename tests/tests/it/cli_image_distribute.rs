@@ -2,7 +2,7 @@
 //! no images of its own fetches the catalog image ahead of any create, the catalog records it,
 //! and a second distribution leaves that node alone; students and unknown aliases are refused.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,8 @@
 //! Issue 24: a stop survives the node's reboot. The LXD daemon is shut down as a host shutdown
 //! does (every container stopped, LXD's `lxd shutdown`) and started again: the container Cohort
 //! stopped stays stopped, the running one comes back and its student logs in. This test stops
-//! every container on the daemon, so it is the only test of its binary (cargo runs test binaries
-//! one at a time).
+//! every container on the daemon, so it is in the serial binary: no other test runs beside it
+//! (cargo runs test binaries one at a time, and this binary's tests one at a time).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,6 +82,7 @@ async fn run_op(cluster: &Cluster, path: &str, token: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_stopped_through_cohort_stays_stopped_across_a_reboot() {
+    let _alone = crate::alone().await;
     let cluster = Cluster::start(1).await;
     cluster.import_base_image("cohort/base").await;
     let teacher = cluster.user("prof-boot", "instructor").await;

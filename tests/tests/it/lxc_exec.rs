@@ -3,7 +3,7 @@
 //! interactive in a pseudo-terminal made by `script` (window size, typed commands, Ctrl-C),
 //! relayed over the exec websockets to the node's LXD. Who may exec where is the REST API's rule.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -25,6 +25,7 @@ async fn node_state(cluster: &Cluster) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
+    let _alone = crate::alone().await;
     let dir = tempfile::tempdir().expect("dir");
     // The agent process inherits these: its GPUs are the test NVML library's.
     let procs = dir.path().join("processes");

@@ -31,9 +31,6 @@ const OVERCOMMIT: [(&str, &str); 2] = [
     ("COHORT_DISK_OVERCOMMIT", "2"),
 ];
 
-/// One fault test at a time: each one alone already fills this machine.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Course `code` with [`STUDENTS`] students (no keys: each gets a password), its provision
 /// started; returns the instructor's token and the operation id.
 async fn start_provision(cluster: &Cluster, code: &str) -> (String, String) {
@@ -164,7 +161,7 @@ async fn assert_complete(cluster: &Cluster, teacher: &str, code: &str, op: &str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn agent_killed_mid_provision_completes_without_duplicates() {
-    let _serial = SERIAL.lock().await;
+    let _alone = crate::alone().await;
     let started = Instant::now();
     let mut cluster = Cluster::start_configured(1, None, &OVERCOMMIT).await;
     let (teacher, op) = start_provision(&cluster, "fa").await;
@@ -178,7 +175,7 @@ async fn agent_killed_mid_provision_completes_without_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_killed_mid_provision_resumes_and_completes() {
-    let _serial = SERIAL.lock().await;
+    let _alone = crate::alone().await;
     let started = Instant::now();
     let mut cluster = Cluster::start_configured(1, None, &OVERCOMMIT).await;
     let (teacher, op) = start_provision(&cluster, "fc").await;
@@ -190,7 +187,7 @@ async fn controller_killed_mid_provision_resumes_and_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_restarted_mid_provision_reconnects_and_completes() {
-    let _serial = SERIAL.lock().await;
+    let _alone = crate::alone().await;
     let started = Instant::now();
     let pg = PrivatePg::start();
     let cluster = Cluster::start_configured(1, Some(&pg.url()), &OVERCOMMIT).await;
@@ -264,6 +261,7 @@ async fn provision_drift(cluster: &Cluster, teacher: &str) {
 /// `report` policy; under `repair` they are started and re-created on their own ports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn drift_is_reported_and_repaired_by_policy() {
+    let _alone = crate::alone().await;
     let started = Instant::now();
     let mut cluster = Cluster::start(1).await;
     cluster.import_base_image("cohort/base").await;

@@ -4,7 +4,7 @@
 //! nothing on the host reachable from a container but DHCP/DNS; students apart from each
 //! other; a course policy (egress, ssh_from) applied to running containers without a restart.
 
-mod net_support;
+use crate::net_support;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! Both binaries come from the same target directory (`cargo build` builds them; `cargo test
 //! --workspace` too).
 
-mod cli_support;
+use crate::cli_support;
 
 use base64::Engine;
 use cli_support::{base_image_tarball, Cli, Controller, ADMIN};

@@ -5,7 +5,7 @@
 //! scheduler, and LXD's own refusal for what Cohort does not offer. The calls are made by
 //! tests/pylxd/scenario.py; what they returned is asserted here.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::process::Command;
 

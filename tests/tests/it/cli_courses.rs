@@ -2,7 +2,7 @@
 //! provisioning with `--wait`, the endpoints export in its three formats, teardown and delete,
 //! against a real controller and a real agent on one node.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::OneNode;
 use cohort_e2e::ssh::SshKey;

@@ -1,7 +1,7 @@
 //! Every instance verb of `cohort` against a real controller and a real agent on one node, with
 //! the real `lxc` as the witness where LXD's own view matters.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::OneNode;
 

@@ -2,7 +2,7 @@
 //! controller and a real agent on one node; the real `lxc` is the witness of what LXD holds.
 //! Refused keys and devices leave LXD as it was.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{Cli, OneNode};
 

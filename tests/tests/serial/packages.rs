@@ -95,6 +95,7 @@ impl Node {
 
 #[test]
 fn the_packages_install_run_restart_upgrade_and_purge_under_systemd() {
+    let _alone = crate::alone_blocking();
     let first = build_packages("0.1.0-1");
     let node = Node {
         lxd: TestLxd::new(),

@@ -3,11 +3,11 @@
 //! the verbs of each "works" row run against a real controller and node and do what they say,
 //! and those of a "refused" row fail with an `Error:` line.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{Lxc, OneNode};
 
-const README: &str = include_str!("../../cli/README.md");
+const README: &str = include_str!("../../../cli/README.md");
 
 /// The table's rows: (first cell, second cell).
 fn rows() -> Vec<(String, String)> {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpu_processes_are_attributed_to_their_containers() {
+    let _alone = crate::alone().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let lib = build_fake_nvml(dir.path());
     let procs = dir.path().join("processes");
@@ -150,6 +151,7 @@ async fn gpu_processes_are_attributed_to_their_containers() {
 /// keeps running), and a stopped one holding a real `gpu`-type device in its LXD config.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detach_gpus_removes_only_cohort_gpu_devices() {
+    let _alone = crate::alone().await;
     let lxd = TestLxd::new();
     lxd.lxc_create(&["launch", "cohort/base", "held"]);
     for dev in ["cohort-gpu0", "cohort-gpu1", "cohort-keep", "scratch"] {

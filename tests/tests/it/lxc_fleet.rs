@@ -3,7 +3,7 @@
 //! Cohort's operations (waiting on them over the events websocket), and shows nodes, projects
 //! and operations. What Cohort does not offer is refused LXD's way.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{Lxc, OneNode};
 use serde_json::Value;
