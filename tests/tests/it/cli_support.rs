@@ -73,37 +73,27 @@ impl Controller {
         let ports = PortRange::claim();
         let state = tempfile::tempdir().expect("state dir");
         let listen = format!("127.0.0.1:{}", ports.port(0));
-        let env = |cmd: &mut Command| {
-            cmd.env("DATABASE_URL", db.url())
-                .env("COHORT_STATE_DIR", state.path())
-                .env("COHORT_LISTEN", &listen)
-                .env("COHORT_SERVER_NAMES", "127.0.0.1")
-                // One LXD pool serves every test (see `ControllerProcess::start`).
-                .env("COHORT_DEFAULT_HOME_GIB", "1")
-                .env("RUST_LOG", "warn");
-            if let Some(lxd) = &lxd_address {
-                cmd.env("COHORT_LXD_LISTEN", lxd);
-            }
-        };
-        let mut init = Command::new(binary("cohort-controller"));
-        init.args(["init", "--admin", ADMIN]);
-        env(&mut init);
-        let out = init.output().expect("run cohort-controller init");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "init: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let admin_token = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("admin token (shown once): "))
-            .expect("init prints the admin token")
-            .to_string();
+        let state_dir = state.path().to_string_lossy();
+        let mut env = vec![
+            ("DATABASE_URL", db.url()),
+            ("COHORT_STATE_DIR", state_dir.as_ref()),
+            ("COHORT_LISTEN", listen.as_str()),
+            ("COHORT_SERVER_NAMES", "127.0.0.1"),
+            // One LXD pool serves every test (see `ControllerProcess::start`).
+            ("COHORT_DEFAULT_HOME_GIB", "1"),
+            ("RUST_LOG", "warn"),
+        ];
+        if let Some(lxd) = &lxd_address {
+            env.push(("COHORT_LXD_LISTEN", lxd.as_str()));
+        }
+        let admin_token = cohort_e2e::controller::init_controller(&env, Some(ADMIN));
         let log = std::fs::File::create(state.path().join("serve.log")).expect("log");
         let mut serve = Command::new(binary("cohort-controller"));
-        serve.arg("serve").stdout(Stdio::null()).stderr(log);
-        env(&mut serve);
+        serve
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .envs(env.iter().copied());
         let child = serve.spawn().expect("run cohort-controller serve");
         let started = Instant::now();
         while std::net::TcpStream::connect(&listen).is_err() {
