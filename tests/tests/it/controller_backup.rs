@@ -47,11 +47,6 @@ async fn json_ok(cluster: &Cluster, method: Method, path: &str, token: &str, bod
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
-async fn provision(cluster: &Cluster, token: &str, code: &str) -> Value {
-    let id = cluster.start_provision(code, token).await;
-    cluster.wait_operation(&id, Duration::from_secs(600)).await
-}
-
 /// Each student's (username, ssh port) from the course's student list.
 async fn ports(cluster: &Cluster, token: &str, code: &str) -> Vec<(String, u16)> {
     let students: Value = cluster
@@ -104,7 +99,7 @@ async fn a_controller_restored_onto_a_fresh_database_keeps_every_student() {
         .await
         .expect("roster");
     assert_eq!(res.status(), 200);
-    let op = provision(&cluster, &teacher, "bk1").await;
+    let op = cluster.provision("bk1", &teacher).await;
     assert_eq!(op["status"], "success", "{op}");
     let before = ports(&cluster, &teacher, "bk1").await;
     assert_eq!(before.len(), 2);
@@ -169,7 +164,7 @@ async fn a_controller_restored_onto_a_fresh_database_keeps_every_student() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{user}\n"));
     }
     // Nothing is made twice: a provision finds every container there, LXD holds two.
-    let again = provision(&cluster, &teacher, "bk1").await;
+    let again = cluster.provision("bk1", &teacher).await;
     assert_eq!(again["status"], "success", "{again}");
     assert_eq!(again["items"], json!([]), "{again}");
     let listed = cluster.nodes[0].lxd.lxc(&["list", "-f", "csv", "-c", "n"]);

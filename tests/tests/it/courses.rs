@@ -12,11 +12,6 @@ use serde_json::{json, Value};
 
 const STUDENTS: usize = 12;
 
-async fn provision(cluster: &Cluster, token: &str, code: &str) -> Value {
-    let id = cluster.start_provision(code, token).await;
-    cluster.wait_operation(&id, Duration::from_secs(600)).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_class_of_twelve_on_two_nodes_logs_in_with_their_own_keys() {
     let cluster = Cluster::start(2).await;
@@ -63,7 +58,7 @@ async fn a_class_of_twelve_on_two_nodes_logs_in_with_their_own_keys() {
         "{report}"
     );
 
-    let op = provision(&cluster, &teacher, "cs101").await;
+    let op = cluster.provision("cs101", &teacher).await;
     assert_eq!(
         op["status"],
         "success",
@@ -166,7 +161,7 @@ async fn a_class_of_twelve_on_two_nodes_logs_in_with_their_own_keys() {
     );
 
     // A second provision changes nothing.
-    let again = provision(&cluster, &teacher, "cs101").await;
+    let again = cluster.provision("cs101", &teacher).await;
     assert_eq!(again["status"], "success");
     assert_eq!(again["items"].as_array().map(Vec::len), Some(0), "{again}");
 
@@ -178,7 +173,7 @@ async fn a_class_of_twelve_on_two_nodes_logs_in_with_their_own_keys() {
         .find(|n| n.name == victim[2])
         .expect("victim's node");
     node.lxd.lxc(&["delete", "--force", &victim[1]]);
-    let repair = provision(&cluster, &teacher, "cs101").await;
+    let repair = cluster.provision("cs101", &teacher).await;
     assert_eq!(repair["status"], "success", "{repair}");
     let items = repair["items"].as_array().expect("items");
     assert_eq!(items.len(), 1, "{repair}");
