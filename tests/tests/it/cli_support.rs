@@ -1,7 +1,7 @@
 //! Shared by the `cli_*` tests: a real controller (`cohort-controller init` + `serve` on a test
 //! database and a free port) and the `cohort` binary with a configuration of its own.
 
-#![allow(dead_code)] // each test file uses its own part
+#![allow(dead_code)] // the serial binary, which includes this file too, uses only part of it
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

@@ -1,7 +1,6 @@
 //! What the node-network tests share: an HTTP server in a namespace (the outside), a student's
 //! create request, the agent calls they make, and what they look for on the host.
 
-#![allow(dead_code)] // each test file uses its own part
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
