@@ -240,6 +240,34 @@ pub fn controller_binary() -> PathBuf {
     built_binary("cohort-controller")
 }
 
+/// `cohort-controller init` under `env` (its database, state dir, listen address and the rest of
+/// the configuration the server will run with; a later pair wins), naming the first admin when
+/// `admin` is given. Returns the admin token it prints once. Both bring-ups run it: the
+/// [`crate::cluster::Cluster`] and the CLI tests' controller.
+pub fn init_controller(env: &[(&str, &str)], admin: Option<&str>) -> String {
+    let mut init = Command::new(controller_binary());
+    init.arg("init");
+    if let Some(admin) = admin {
+        init.args(["--admin", admin]);
+    }
+    for (k, v) in env {
+        init.env(k, v);
+    }
+    let out = init.output().expect("run cohort-controller init");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cohort-controller init failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("admin token (shown once): "))
+        .expect("init prints the admin token")
+        .trim()
+        .to_string()
+}
+
 /// A `cohort-controller serve` process on 127.0.0.1:`port`, logging to `<state>/controller.log`.
 pub struct ControllerProcess {
     child: Child,

@@ -191,6 +191,13 @@ impl Cluster {
         let op = answered(provision, 202, &format!("provision {code}")).await;
         op["id"].as_str().expect("operation id").to_string()
     }
+
+    /// Provisions course `code` as `token` ([`Cluster::start_provision`]) and waits up to ten
+    /// minutes for the operation; returns it as it finished.
+    pub async fn provision(&self, code: &str, token: &str) -> Value {
+        let id = self.start_provision(code, token).await;
+        self.wait_operation(&id, Duration::from_secs(600)).await
+    }
 }
 
 /// Sends `req`; panics unless it is answered `status`; the answer's JSON (or Null).

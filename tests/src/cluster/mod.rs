@@ -5,6 +5,7 @@
 //! `Drop`.
 
 mod api;
+mod builder;
 mod node;
 
 use std::path::PathBuf;
@@ -13,9 +14,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::controller::{controller_binary, ControllerProcess};
+use crate::controller::{init_controller, ControllerProcess};
 use crate::{PortRange, TestDb, TestLxd};
 
+pub use builder::ClusterBuilder;
 pub use node::{agent_binary, ClusterNode};
 
 pub struct Cluster {
@@ -34,20 +36,29 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// A deployment to be described, then started: [`ClusterBuilder::start`].
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
     /// A controller and `nodes` enrolled agents named `node1`, `node2`, ..., all online.
     pub async fn start(nodes: usize) -> Self {
-        Self::start_with_env(nodes, &[]).await
+        Self::builder().nodes(nodes).start().await
     }
 
     /// Like `start`, with extra environment for the controller.
     pub async fn start_with_env(nodes: usize, controller_env: &[(&str, &str)]) -> Self {
-        Self::start_configured(nodes, None, controller_env).await
+        Self::builder()
+            .nodes(nodes)
+            .env(controller_env)
+            .start()
+            .await
     }
 
     /// Like [`Cluster::start`] on the (empty) database at `db_url`, e.g. a
     /// [`crate::pg::PrivatePg`]'s; `cohort-controller init` migrates it.
     pub async fn start_with_database(nodes: usize, db_url: &str) -> Self {
-        Self::start_on(nodes, None, db_url.to_string(), &[]).await
+        Self::builder().nodes(nodes).database(db_url).start().await
     }
 
     /// Like [`Cluster::start`] (or on `db_url` when given), the controller always started with
@@ -57,46 +68,20 @@ impl Cluster {
         db_url: Option<&str>,
         env: &[(&str, &str)],
     ) -> Self {
+        let builder = Self::builder().nodes(nodes).env(env);
         match db_url {
-            Some(url) => Self::start_on(nodes, None, url.to_string(), env).await,
-            None => {
-                let db = TestDb::new();
-                let url = db.url().to_string();
-                Self::start_on(nodes, Some(db), url, env).await
-            }
+            Some(url) => builder.database(url).start().await,
+            None => builder.start().await,
         }
     }
 
-    /// A controller with no nodes that agents on other hosts reach at `address` (a test
-    /// network's address on this host: see [`crate::lab`]); the test still talks to it on
-    /// loopback. Its certificate names `address`, and join tokens carry its URL there.
+    /// A controller with no nodes that agents on other hosts reach at `address`: see
+    /// [`ClusterBuilder::reachable_at`].
     pub async fn start_reachable_at(address: std::net::Ipv4Addr, env: &[(&str, &str)]) -> Self {
-        let ports = PortRange::claim();
-        let port = ports.port(0);
-        let listen = format!("0.0.0.0:{port}");
-        let public = format!("https://{address}:{port}");
-        let names = address.to_string();
-        let mut all = vec![
-            ("COHORT_LISTEN", listen.as_str()),
-            ("COHORT_PUBLIC_URL", public.as_str()),
-            ("COHORT_SERVER_NAMES", names.as_str()),
-        ];
-        all.extend_from_slice(env);
-        let db = TestDb::new();
-        let url = db.url().to_string();
-        Self::start_with_ports(0, Some(db), url, &all, ports).await
+        Self::builder().reachable_at(address).env(env).start().await
     }
 
-    async fn start_on(
-        nodes: usize,
-        db: Option<TestDb>,
-        db_url: String,
-        env: &[(&str, &str)],
-    ) -> Self {
-        Self::start_with_ports(nodes, db, db_url, env, PortRange::claim()).await
-    }
-
-    async fn start_with_ports(
+    pub(super) async fn start_with_ports(
         nodes: usize,
         db: Option<TestDb>,
         db_url: String,
@@ -106,27 +91,16 @@ impl Cluster {
         let state = tempfile::tempdir().expect("cluster state dir");
         let controller_dir = state.path().join("controller");
         std::fs::create_dir_all(&controller_dir).expect("controller dir");
-        let out = Command::new(controller_binary())
-            .arg("init")
-            .env("DATABASE_URL", &db_url)
-            .env("COHORT_STATE_DIR", &controller_dir)
-            .env("COHORT_LISTEN", format!("127.0.0.1:{}", ports.port(0)))
-            // The configuration the server runs with (the certificate's names, say).
-            .envs(env.iter().copied())
-            .output()
-            .expect("run cohort-controller init");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "cohort-controller init failed: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let admin_token = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("admin token (shown once): "))
-            .expect("init prints the admin token")
-            .trim()
-            .to_string();
+        let listen = format!("127.0.0.1:{}", ports.port(0));
+        let state_dir = controller_dir.to_string_lossy();
+        let mut init_env = vec![
+            ("DATABASE_URL", db_url.as_str()),
+            ("COHORT_STATE_DIR", state_dir.as_ref()),
+            ("COHORT_LISTEN", listen.as_str()),
+        ];
+        // The configuration the server runs with (the certificate's names, say).
+        init_env.extend_from_slice(env);
+        let admin_token = init_controller(&init_env, None);
         let controller = ControllerProcess::start(&db_url, &controller_dir, ports.port(0), env);
         let ca = std::fs::read(controller_dir.join("ca.crt")).expect("controller CA");
         let http = reqwest::Client::builder()

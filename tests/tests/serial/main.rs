@@ -1,0 +1,74 @@
+//! The e2e tests that disturb what every other test shares, in one binary whose tests run one at a
+//! time: each takes [`alone`] (or [`alone_blocking`]) first, since `cargo test --workspace` gives
+//! every test binary the same arguments and `--test-threads=1` cannot be asked of this one alone.
+//! Cargo runs test binaries one after the other, so none of these overlaps a test of `it` either.
+//!
+//! Why each is here:
+//! - `node_reboot`: shuts down the host's LXD daemon, stopping every test's containers.
+//! - `faults`: each fault fills the machine with a course of systemd containers, and its timings
+//!   hold only when it runs alone.
+//! - `packages`: the `.deb`s under systemd, with service start bounds for an otherwise idle host.
+//! - `cli_format`, `observe_agent`, `observe_reclaim`, `portal_admin`, `hostile_student_lxd`:
+//!   set process environment variables (`FAKE_NVML_PROCESSES`, `COHORT_AGENT_NVML_LIBRARY`,
+//!   `COHORT_RECLAIM_*`, `COHORT_AGENT_MAX_SNAPSHOTS`) that every agent or controller started
+//!   afterwards in this process inherits.
+//! - `controller_gpus`: loads the test NVML library in this process after setting
+//!   `FAKE_NVML_ALL_MIG`, and reads `FAKE_NVML_PROCESSES` as the others leave it.
+
+use std::ffi::OsString;
+
+#[path = "../it/cli_support.rs"]
+mod cli_support;
+
+mod cli_format;
+mod controller_gpus;
+mod faults;
+mod hostile_student_lxd;
+mod node_reboot;
+mod observe_agent;
+mod observe_reclaim;
+mod packages;
+mod portal_admin;
+
+/// One serial test at a time, across every runtime of this process.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A serial test's turn: while held no other test of this binary runs; dropped, it puts the
+/// process environment back as it found it, so what one test set does not reach the next.
+pub struct Alone {
+    env: Vec<(OsString, OsString)>,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+/// Waits for this test's turn (for async tests).
+pub async fn alone() -> Alone {
+    let turn = TURN.lock().await;
+    Alone {
+        env: std::env::vars_os().collect(),
+        _turn: turn,
+    }
+}
+
+/// Waits for this test's turn (for tests outside a runtime).
+pub fn alone_blocking() -> Alone {
+    let turn = TURN.blocking_lock();
+    Alone {
+        env: std::env::vars_os().collect(),
+        _turn: turn,
+    }
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        for (key, _) in std::env::vars_os() {
+            if !self.env.iter().any(|(k, _)| *k == key) {
+                std::env::remove_var(key);
+            }
+        }
+        for (key, value) in &self.env {
+            if std::env::var_os(key).as_ref() != Some(value) {
+                std::env::set_var(key, value);
+            }
+        }
+    }
+}
