@@ -1,5 +1,5 @@
 //! lxc's output formats, checked against text captured from the real `lxc list` (lxd-client
-//! 5.0.2) for two stopped containers; `tests/tests/cli_format.rs` repeats this against a live lxc.
+//! 5.0.2) for two stopped containers; `tests/tests/serial/cli_format.rs` repeats this against a live lxc.
 
 use cohort_cli::render::{self, Rows};
 

@@ -1,4 +1,4 @@
-"""pylxd (from PyPI) against Cohort's LXD-style API: each call tests/tests/pylxd.rs asserts on.
+"""pylxd (from PyPI) against Cohort's LXD-style API: each call tests/tests/it/pylxd.rs asserts on.
 
     python scenario.py https://HOST:PORT CLIENT_CRT CLIENT_KEY SERVER_CRT
 
