@@ -22,7 +22,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde::de::DeserializeOwned;
 
-use crate::pki::{fingerprint, Pki};
+use crate::nodes::pki::{fingerprint, Pki};
 
 /// Cohort's observed state for an LXD status (`Running`, `Stopped`, anything else an error).
 pub fn observed(status: &str) -> ObservedState {
