@@ -159,7 +159,8 @@ fn create_tx(
 ) -> ActionResult<WireOperation> {
     conn.transaction(|conn| {
         let owner = match &req.owner {
-            Some(name) => User::by_username(conn, name)?.ok_or_else(|| ActionError::invalid("owner", format!("no user {name}")))?,
+            Some(name) => User::by_username(conn, name)?
+                .ok_or_else(|| ActionError::invalid("owner", format!("no user {name}")))?,
             None => caller.user.clone(),
         };
         check_owner(conn, caller, &owner)?;
@@ -187,38 +188,54 @@ fn create_tx(
                 ));
             }
         }
-        let image = Image::lookup(conn, &req.image)?.ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
+        let image = Image::lookup(conn, &req.image)?
+            .ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
         let pinned = match &req.node {
-            Some(name) => Some(Node::by_name(conn, name)?.ok_or_else(|| ActionError::invalid("node", format!("no node {name}")))?.id),
+            Some(name) => Some(
+                Node::by_name(conn, name)?
+                    .ok_or_else(|| ActionError::invalid("node", format!("no node {name}")))?
+                    .id,
+            ),
             None => None,
         };
         let new = NewInstance {
-                name: &req.name,
-                owner_id: owner.id,
-                course_id: None,
-                image_id: image.id,
-                desired_state: if req.start { DesiredState::Running } else { DesiredState::Stopped },
-                observed_state: ObservedState::Queued,
-                cpu: limits.cpu as i32,
-                memory_mib: limits.memory_mib as i64,
-                disk_gib: limits.disk_gib as i64,
-                gpu_count: req.gpus as i32,
-                gpu_model: req.gpu_model.as_deref(),
-                gpu_share: match req.gpu_share {
-                    GpuShare::Exclusive => "exclusive",
-                    GpuShare::Shared => "shared",
-                },
-                gpu_share_count: None,
-                home_gib: 0,
-                strategy: match req.strategy {
-                    cohort_proto::api::instances::PlacementStrategy::Spread => "spread",
-                    cohort_proto::api::instances::PlacementStrategy::Pack => "pack",
-                },
-                priority: req.priority,
-                config: serde_json::to_value(&req.config).unwrap_or_default(),
+            name: &req.name,
+            owner_id: owner.id,
+            course_id: None,
+            image_id: image.id,
+            desired_state: if req.start {
+                DesiredState::Running
+            } else {
+                DesiredState::Stopped
+            },
+            observed_state: ObservedState::Queued,
+            cpu: limits.cpu as i32,
+            memory_mib: limits.memory_mib as i64,
+            disk_gib: limits.disk_gib as i64,
+            gpu_count: req.gpus as i32,
+            gpu_model: req.gpu_model.as_deref(),
+            gpu_share: match req.gpu_share {
+                GpuShare::Exclusive => "exclusive",
+                GpuShare::Shared => "shared",
+            },
+            gpu_share_count: None,
+            home_gib: 0,
+            strategy: match req.strategy {
+                cohort_proto::api::instances::PlacementStrategy::Spread => "spread",
+                cohort_proto::api::instances::PlacementStrategy::Pack => "pack",
+            },
+            priority: req.priority,
+            config: serde_json::to_value(&req.config).unwrap_or_default(),
         };
-        let (instance_id, placed) = placement::insert(conn, &new, pinned, ctl_placement)
-            .map_err(|e| ActionError::from_unique_on(e, "instances_name_key", "name", "an instance with this name exists"))?;
+        let (instance_id, placed) =
+            placement::insert(conn, &new, pinned, ctl_placement).map_err(|e| {
+                ActionError::from_unique_on(
+                    e,
+                    "instances_name_key",
+                    "name",
+                    "an instance with this name exists",
+                )
+            })?;
         if placed.is_none() {
             let need = crate::placement::feasible::Need {
                 cpu: new.cpu,
@@ -228,7 +245,13 @@ fn create_tx(
                 gpu_model: new.gpu_model,
                 exclusive: new.gpu_share == "exclusive",
             };
-            crate::placement::feasible::check(conn, &need, pinned, ctl_placement, crate::placement::feasible::INSTANCE_FIELDS)?;
+            crate::placement::feasible::check(
+                conn,
+                &need,
+                pinned,
+                ctl_placement,
+                crate::placement::feasible::INSTANCE_FIELDS,
+            )?;
         }
         if placed.is_none() && !req.queue {
             return Err(ActionError::NoCapacity(format!(
@@ -238,7 +261,10 @@ fn create_tx(
                 limits.memory_mib,
                 limits.disk_gib,
                 req.gpus,
-                req.gpu_model.as_ref().map(|m| format!(" of model {m}")).unwrap_or_default()
+                req.gpu_model
+                    .as_ref()
+                    .map(|m| format!(" of model {m}"))
+                    .unwrap_or_default()
             )));
         }
         let op = enqueue(
@@ -253,7 +279,10 @@ fn create_tx(
                 action: "create",
                 object_kind: "instance",
                 object: &req.name,
-                detail: json!({"node": placed.as_ref().map(|p| &p.node_name), "queued": placed.is_none()}),
+                detail: json!({
+                    "node": placed.as_ref().map(|p| &p.node_name),
+                    "queued": placed.is_none(),
+                }),
             }),
         )?;
         Ok(views::operation(conn, &op)?)
