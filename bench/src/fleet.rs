@@ -224,7 +224,7 @@ fn seed(url: &str, containers: u32) -> Result<()> {
 }
 
 pub fn run(agents: u32, containers: u32, seconds: u64) -> Result<Outcome> {
-    let interval_s = cohort_controller::config::PollerConfig::default().interval_s;
+    let interval_s = cohort_controller::app::config::PollerConfig::default().interval_s;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         // The harness polls every second for tests; a deployment polls at the default.

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
-use cohort_controller::config::PlacementConfig;
-use cohort_controller::models::instance::NewInstance;
+use cohort_controller::app::config::PlacementConfig;
+use cohort_controller::db::models::instance::NewInstance;
 use cohort_controller::placement;
 use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::connection::SimpleConnection;

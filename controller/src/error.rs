@@ -1,4 +1,4 @@
-//! The error every action of the library returns; `crate::api::error` maps each variant to one
+//! The error every action of the library returns; `crate::http::api::error` maps each variant to one
 //! HTTP status and the one JSON error shape.
 
 use crate::agent_client::AgentError;
@@ -46,13 +46,13 @@ pub enum ActionError {
     Pool(#[from] diesel::r2d2::PoolError),
     /// certificate work failed
     #[error(transparent)]
-    Pki(#[from] crate::pki::PkiError),
+    Pki(#[from] crate::nodes::pki::PkiError),
     /// a background task failed unexpectedly
     #[error("internal error: {0}")]
     Internal(String),
     /// the university's directory (LDAP) could not be asked
     #[error(transparent)]
-    Directory(#[from] crate::directory::DirectoryError),
+    Directory(#[from] crate::accounts::directory::DirectoryError),
     /// the image store on disk failed
     #[error("image store: {0}")]
     Io(#[from] std::io::Error),

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use cohort_controller::accounts::{sign_in, tokens, users};
 use cohort_controller::agent_client::MtlsConnector;
-use cohort_controller::config::Config;
-use cohort_controller::controller::Controller;
-use cohort_controller::pki::Pki;
-use cohort_controller::{actions, backup, db, server};
+use cohort_controller::app::config::Config;
+use cohort_controller::app::state::Controller;
+use cohort_controller::app::{backup, server};
+use cohort_controller::db;
+use cohort_controller::nodes::pki::Pki;
 use diesel::Connection;
 
 #[derive(Parser)]
@@ -114,7 +116,7 @@ fn main() -> anyhow::Result<()> {
             let password = line.trim_end_matches(['\r', '\n']);
             let mut conn = diesel::PgConnection::establish(&config.database.url)
                 .with_context(|| "connecting to the database (DATABASE_URL)")?;
-            actions::sign_in::set_password(&mut conn, &username, password)?;
+            sign_in::set_password(&mut conn, &username, password)?;
             println!("set the portal password of {username}");
         }
         Command::Backup { output } => {
@@ -161,8 +163,8 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("creating the CA in {}", dir.display()))?;
             println!("created the CA and certificates in {}", dir.display());
             let mut conn = migrate(&config, false)?;
-            let lifetime = actions::tokens::lifetime(&config.auth, None)?;
-            let token = actions::users::bootstrap_admin(&mut conn, &admin, lifetime)?;
+            let lifetime = tokens::lifetime(&config.auth, None)?;
+            let token = users::bootstrap_admin(&mut conn, &admin, lifetime)?;
             println!("admin user: {admin}");
             println!("admin token (shown once): {token}");
         }

@@ -10,16 +10,16 @@ use cohort_proto::api::operations::{self as wire_ops, OperationStatus, Progress}
 use cohort_proto::api::users as wire_users;
 use diesel::prelude::*;
 
+use crate::db::models::gpu::Gpu;
+use crate::db::models::gpu_allocation::{GpuAllocation, HeldGpu};
+use crate::db::models::image::Image;
+use crate::db::models::instance::{InstanceRefs, ShownInstance};
+use crate::db::models::node::Node;
+use crate::db::models::operation::Operation;
+use crate::db::models::operation_item::OperationItem;
+use crate::db::models::ssh_key::SshKey;
+use crate::db::models::user::User;
 use crate::db::schema::{gpus, instances};
-use crate::models::gpu::Gpu;
-use crate::models::gpu_allocation::{GpuAllocation, HeldGpu};
-use crate::models::image::Image;
-use crate::models::instance::{InstanceRefs, ShownInstance};
-use crate::models::node::Node;
-use crate::models::operation::Operation;
-use crate::models::operation_item::OperationItem;
-use crate::models::ssh_key::SshKey;
-use crate::models::user::User;
 
 fn to_u16(port: Option<i32>) -> Option<u16> {
     port.and_then(|p| u16::try_from(p).ok())
@@ -50,7 +50,7 @@ pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nod
         .group_by(gpus::node_id)
         .select((gpus::node_id, diesel::dsl::count_star()))
         .load(conn)?;
-    let expiries = crate::models::node_certificate::NodeCertificate::expiries(conn)?;
+    let expiries = crate::db::models::node_certificate::NodeCertificate::expiries(conn)?;
     let instance_counts: Vec<(Option<i64>, i64)> = instances::table
         .group_by(instances::node_id)
         .select((instances::node_id, diesel::dsl::count_star()))

@@ -8,17 +8,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cohort_controller::accounts::auth::{new_api_token, sha256, Caller};
 use cohort_controller::agent_client::{AgentConnector, MtlsConnector};
-use cohort_controller::auth::{new_api_token, sha256, Caller};
-use cohort_controller::config::Config;
-use cohort_controller::controller::Controller;
+use cohort_controller::app::config::Config;
+use cohort_controller::app::state::Controller;
+use cohort_controller::db::models::api_token::ApiToken;
+use cohort_controller::db::models::image::{Image, NewImage};
+use cohort_controller::db::models::node::{NewNode, Node};
+use cohort_controller::db::models::node_certificate::NodeCertificate;
+use cohort_controller::db::models::user::{NewUser, User};
 use cohort_controller::db::schema::{gpus, nodes};
-use cohort_controller::models::api_token::ApiToken;
-use cohort_controller::models::image::{Image, NewImage};
-use cohort_controller::models::node::{NewNode, Node};
-use cohort_controller::models::node_certificate::NodeCertificate;
-use cohort_controller::models::user::{NewUser, User};
-use cohort_controller::pki::Pki;
+use cohort_controller::nodes::pki::Pki;
 use diesel::prelude::*;
 
 use crate::TestDb;

@@ -1,6 +1,10 @@
-//! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema.
+//! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema,
+//! the row types and their queries ([`models`]), the enums stored by name ([`enums`]), and the
+//! only place that names a table.
 
+pub mod enums;
 pub mod literal_limit;
+pub mod models;
 pub mod schema;
 pub mod url;
 

@@ -7,21 +7,21 @@ use cohort_proto::api::instances::DesiredState;
 use super::gpus::attachment;
 use super::import_image::{ensure_image, import_image};
 use super::outcome::StepOutcome;
+use crate::accounts::ssh::ssh_access;
 use crate::agent_client::observed;
 use crate::agent_client::{AgentError, NodeAgent};
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::course_network::CourseNetwork;
+use crate::db::models::gpu_allocation::GpuAllocation;
+use crate::db::models::image::Image;
+use crate::db::models::instance::Instance;
+use crate::db::models::node::Node;
+use crate::db::models::operation_item::OperationItem;
+use crate::db::models::ssh_key::SshKey;
+use crate::db::models::user::User;
 use crate::error::ActionError;
-use crate::homes::{self, home_volume};
-use crate::models::course_network::CourseNetwork;
-use crate::models::gpu_allocation::GpuAllocation;
-use crate::models::image::Image;
-use crate::models::instance::Instance;
-use crate::models::node::Node;
-use crate::models::operation_item::OperationItem;
-use crate::models::ssh_key::SshKey;
-use crate::models::user::User;
-use crate::processes;
-use crate::ssh::ssh_access;
+use crate::placement::home_size::{self, home_volume};
+use crate::placement::process_limit;
 
 pub async fn run(
     ctl: &Controller,
@@ -44,9 +44,9 @@ pub async fn run(
                     Some(course) => Some(CourseNetwork::of(conn, course)?),
                     None => None,
                 },
-                processes::cap(conn, &row, &placement)?,
+                process_limit::cap(conn, &row, &placement)?,
                 match course_id {
-                    Some(course) => Some(homes::mib_of(conn, course, &placement)?),
+                    Some(course) => Some(home_size::mib_of(conn, course, &placement)?),
                     None => None,
                 },
             ))
@@ -56,7 +56,7 @@ pub async fn run(
         serde_json::from_value(instance.config.clone()).unwrap_or_default();
     // Every container gets a process limit; a value its owner set (checked then) stays.
     config
-        .entry(processes::KEY.to_string())
+        .entry(process_limit::KEY.to_string())
         .or_insert_with(|| cap.to_string());
     ensure_image(ctl, node, agent, &image).await?;
     let request = CreateInstance {

@@ -3,11 +3,11 @@
 
 use super::outcome::StepOutcome;
 use super::Job;
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::instance::Instance;
+use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
-use crate::homes::home_volume;
-use crate::models::instance::Instance;
-use crate::models::operation_item::OperationItem;
+use crate::placement::home_size::home_volume;
 
 /// Deletes the container (absent is fine), and for a teardown without `keep_homes` its home
 /// volume, then the row, which frees its port and GPU slots.

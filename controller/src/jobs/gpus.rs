@@ -7,15 +7,15 @@ use cohort_proto::agent::{AttachGpus, GpuAttachment, StateAction, StateChange};
 
 use super::outcome::StepOutcome;
 use crate::agent_client::NodeAgent;
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::gpu::Gpu;
+use crate::db::models::gpu_allocation::GpuAllocation;
+use crate::db::models::instance::Instance;
+use crate::db::models::instance_usage::InstanceUsage;
+use crate::db::models::node::Node;
+use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
-use crate::gpu_slots;
-use crate::models::gpu::Gpu;
-use crate::models::gpu_allocation::GpuAllocation;
-use crate::models::instance::Instance;
-use crate::models::instance_usage::InstanceUsage;
-use crate::models::node::Node;
-use crate::models::operation_item::OperationItem;
+use crate::placement::gpu_slots;
 
 /// How the agent pins an allocated GPU.
 pub(crate) fn attachment(g: &Gpu) -> GpuAttachment {

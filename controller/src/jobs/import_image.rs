@@ -7,11 +7,11 @@ use diesel::prelude::*;
 use super::outcome::StepOutcome;
 use super::payload::{Distribute, Job};
 use crate::agent_client::NodeAgent;
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::image::Image;
+use crate::db::models::node::Node;
+use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
-use crate::models::image::Image;
-use crate::models::node::Node;
-use crate::models::operation_item::OperationItem;
 
 /// Fetches the image onto the node from the controller's store if the node lacks it.
 pub(crate) async fn ensure_image(

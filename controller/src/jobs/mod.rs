@@ -1,6 +1,6 @@
 //! The job system. A long action is a durable operation of items, one step each, recorded by
 //! [`enqueue`] in the caller's transaction with its audit row. The [`worker`] claims operations
-//! under a lease and runs their items through [`step`], one file per step below; the [`queue`]
+//! under a lease and runs their items through [`step`], one file per step below; the [`crate::placement::queue`]
 //! places instances nothing could hold when they were asked for.
 //!
 //! Requests never call a node's agent to do an operation's work: they record the intent (and
@@ -11,19 +11,18 @@ pub mod delete;
 pub mod enqueue;
 pub mod gpus;
 pub mod import_image;
-pub mod kind;
 pub mod moves;
+pub mod operations;
 pub mod outcome;
 pub mod payload;
 pub mod publish;
-pub mod queue;
 pub mod reset;
 pub mod resize;
 pub mod state;
 pub mod step;
 pub mod worker;
 
+pub use crate::db::enums::StepKind;
 pub use enqueue::{enqueue, Audit, Step};
-pub use kind::StepKind;
 pub use outcome::StepOutcome;
 pub use payload::Job;

@@ -7,7 +7,7 @@ use cohort_proto::api::operations::OperationKind;
 use serde::{Deserialize, Serialize};
 
 use super::StepKind;
-use crate::models::operation::Operation;
+use crate::db::models::operation::Operation;
 
 /// `create_instance`: the API's create, or the poller re-creating a container missing on
 /// its node.

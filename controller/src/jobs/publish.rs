@@ -6,13 +6,13 @@ use diesel::prelude::*;
 use super::outcome::StepOutcome;
 use super::payload::{Job, Publish};
 use crate::agent_client::NodeAgent;
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::audit;
+use crate::db::models::image::{Image, NewImage};
+use crate::db::models::instance::Instance;
+use crate::db::models::node::Node;
+use crate::db::models::operation::Operation;
 use crate::error::ActionError;
-use crate::models::audit;
-use crate::models::image::{Image, NewImage};
-use crate::models::instance::Instance;
-use crate::models::node::Node;
-use crate::models::operation::Operation;
 
 /// The agent exports the stopped instance as an image (kept on its node under the alias); the
 /// tarball lands in the catalog directory under its SHA-256 (which must be LXD's fingerprint),

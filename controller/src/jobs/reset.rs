@@ -5,10 +5,10 @@ use cohort_proto::api::instances::ObservedState;
 
 use super::outcome::StepOutcome;
 use crate::agent_client::NodeAgent;
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::instance::Instance;
+use crate::db::models::node::Node;
 use crate::error::ActionError;
-use crate::models::instance::Instance;
-use crate::models::node::Node;
 
 /// Deletes the container (its home volume stays) so the next `create` step makes it afresh.
 pub async fn run(

@@ -6,9 +6,9 @@ use cohort_proto::agent::LiveLimits;
 
 use super::outcome::StepOutcome;
 use crate::agent_client::{AgentError, NodeAgent};
+use crate::db::models::instance::Instance;
+use crate::db::models::node::Node;
 use crate::error::ActionError;
-use crate::models::instance::Instance;
-use crate::models::node::Node;
 
 /// The step: has the agent set the container's cores and memory to its row's. The same values
 /// again change nothing, so a retried step is harmless; a container not made (any more) is

@@ -8,15 +8,15 @@ use cohort_proto::api::instances::ObservedState;
 use super::gpus::{give_gpus_back, take_gpus_again};
 use super::outcome::StepOutcome;
 use super::Job;
+use crate::accounts::ssh::push_ssh;
 use crate::agent_client::observed;
 use crate::agent_client::NodeAgent;
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::instance::Instance;
+use crate::db::models::node::Node;
+use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
 use crate::jobs::StepKind;
-use crate::models::instance::Instance;
-use crate::models::node::Node;
-use crate::models::operation_item::OperationItem;
-use crate::ssh::push_ssh;
 
 pub async fn run(
     ctl: &Controller,

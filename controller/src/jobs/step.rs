@@ -10,12 +10,12 @@ use diesel::prelude::*;
 
 use super::outcome::StepOutcome;
 use super::{create, delete, gpus, import_image, moves, publish, reset, resize, state};
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::instance::Instance;
+use crate::db::models::operation::Operation;
+use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
 use crate::jobs::StepKind;
-use crate::models::instance::Instance;
-use crate::models::operation::Operation;
-use crate::models::operation_item::OperationItem;
 
 /// Runs one item of `op`.
 pub async fn run_step(ctl: &Controller, op: &Operation, item: &OperationItem) -> StepOutcome {

@@ -13,12 +13,12 @@ use tokio::sync::Semaphore;
 
 use super::step::run_step;
 use super::StepOutcome;
-use crate::controller::Controller;
+use crate::app::metrics::Metrics;
+use crate::app::state::Controller;
+use crate::db::models::operation::Operation;
+use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
 use crate::jobs::StepKind;
-use crate::metrics::Metrics;
-use crate::models::operation::Operation;
-use crate::models::operation_item::OperationItem;
 
 /// How long an idle worker sleeps before looking for work again.
 const IDLE: Duration = Duration::from_millis(500);
@@ -229,10 +229,10 @@ async fn record(
 }
 
 /// A create item that failed for good leaves its instance visibly failed and frees what it
-/// held (see [`crate::failed_create`]).
+/// held (see [`crate::instances::failed_create`]).
 async fn fail_create(ctl: &Controller, item: &OperationItem, why: &str) -> Result<(), ActionError> {
     if item.action == StepKind::Create {
-        crate::failed_create::release(ctl, item, why).await?;
+        crate::instances::failed_create::release(ctl, item, why).await?;
     }
     Ok(())
 }

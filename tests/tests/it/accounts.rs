@@ -5,9 +5,9 @@
 
 use actix_web::{test, web, App};
 use chrono::{Duration, Utc};
-use cohort_controller::actions::instances;
-use cohort_controller::api;
 use cohort_controller::db::schema::{api_tokens, audit_log, courses, instances as inst, users};
+use cohort_controller::http::api;
+use cohort_controller::instances::manage as instances;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, PlacementStrategy};
 use diesel::prelude::*;
@@ -646,7 +646,7 @@ async fn failed_authentications_are_limited_per_source_and_audited() {
 /// source gets no more guesses in a window by sending them together (the limit is 20).
 #[actix_web::test]
 async fn sign_in_guesses_sent_at_once_are_bounded_by_the_limit() {
-    use cohort_controller::actions::sign_in;
+    use cohort_controller::accounts::sign_in;
     use cohort_controller::error::ActionError;
     let t = TestController::new();
     t.user("victim", "student");
@@ -671,7 +671,7 @@ async fn sign_in_guesses_sent_at_once_are_bounded_by_the_limit() {
 /// not after them.
 #[actix_web::test]
 async fn a_flood_of_sign_ins_leaves_the_pool_to_everyone_else() {
-    use cohort_controller::actions::sign_in;
+    use cohort_controller::accounts::sign_in;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let t = TestController::new();
     let (_, token) = t.user("busy", "student");
@@ -718,7 +718,7 @@ async fn a_flood_of_sign_ins_leaves_the_pool_to_everyone_else() {
 /// argon2 verification), so its time does not tell whether the name exists.
 #[actix_web::test]
 async fn a_sign_in_takes_as_long_whether_or_not_the_name_exists() {
-    use cohort_controller::actions::sign_in;
+    use cohort_controller::accounts::sign_in;
     use std::time::{Duration, Instant};
     let t = TestController::new();
     t.user("known", "student");
@@ -801,7 +801,7 @@ async fn token_names_and_counts_are_bounded() {
 /// every account with its email; an admin's lists all.
 #[actix_web::test]
 async fn an_instructor_lists_only_their_own_students() {
-    use cohort_controller::models::enrollment::Enrollment;
+    use cohort_controller::db::models::enrollment::Enrollment;
     let t = TestController::new();
     let (_, admin) = t.user("admin", "admin");
     let (_, prof) = t.user("prof", "instructor");

@@ -3,9 +3,9 @@
 //! row for every change.
 
 use actix_web::{test, web, App};
-use cohort_controller::actions::instances;
-use cohort_controller::api;
 use cohort_controller::db::schema::{audit_log, courses, instances as inst};
+use cohort_controller::http::api;
+use cohort_controller::instances::manage as instances;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, Instance, PlacementStrategy};
 use cohort_proto::api::operations::Operation;
@@ -87,8 +87,10 @@ async fn every_role_against_every_route() {
         .select(cohort_controller::db::schema::users::id)
         .first(&mut conn)
         .unwrap();
-    cohort_controller::models::enrollment::Enrollment::insert(&mut conn, course, alice_id, None)
-        .unwrap();
+    cohort_controller::db::models::enrollment::Enrollment::insert(
+        &mut conn, course, alice_id, None,
+    )
+    .unwrap();
     let admin_op: Operation =
         instances::create(&t.ctl, admin.clone(), queued("admin-box", "admin"))
             .await
@@ -861,7 +863,7 @@ async fn connections_the_database_cuts_are_replaced_and_work_goes_on() {
         n: i64,
     }
     let tc = TestController::new();
-    let one = |ctl: std::sync::Arc<cohort_controller::controller::Controller>| async move {
+    let one = |ctl: std::sync::Arc<cohort_controller::app::state::Controller>| async move {
         ctl.db(|conn| Ok(diesel::select(1.into_sql::<Integer>()).get_result::<i32>(conn)?))
             .await
     };
@@ -902,7 +904,7 @@ async fn connections_the_database_cuts_are_replaced_and_work_goes_on() {
 }
 
 /// `cohort_controller_instance_pages_total{outcome}` as the controller counts it.
-fn page_reads(ctl: &cohort_controller::controller::Controller, outcome: &str) -> u64 {
+fn page_reads(ctl: &cohort_controller::app::state::Controller, outcome: &str) -> u64 {
     let text = ctl.metrics.render();
     let series = format!("cohort_controller_instance_pages_total{{outcome=\"{outcome}\"}} ");
     text.lines()
@@ -1034,7 +1036,7 @@ async fn a_page_served_again_never_outlives_a_committed_change() {
 /// no kept page can be older.
 #[actix_web::test]
 async fn inventory_writes_are_pruned_below_an_old_mark_only() {
-    use cohort_controller::page_cache::{oldest_running, prune_below, unchanged_since};
+    use cohort_controller::instances::page_cache::{oldest_running, prune_below, unchanged_since};
     #[derive(QueryableByName)]
     struct Snap {
         #[diesel(sql_type = diesel::sql_types::Text)]
@@ -1109,7 +1111,7 @@ async fn metrics_need_the_metrics_token_or_an_admins() {
     let mut config = t.ctl.config.clone();
     config.auth.metrics_token = Some("prometheus-scrape-token".into());
     let pool = cohort_controller::db::pool(t.db.url(), 4).expect("pool");
-    let ctl = cohort_controller::controller::Controller::new(
+    let ctl = cohort_controller::app::state::Controller::new(
         pool,
         config,
         t.ctl.pki.clone(),

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_controller::models::operation_item::OperationItem;
+use cohort_controller::db::models::operation_item::OperationItem;
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::api::images::Image;

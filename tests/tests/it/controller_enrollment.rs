@@ -5,8 +5,8 @@
 
 use actix_web::{test, web, App};
 use base64::Engine;
-use cohort_controller::api;
 use cohort_controller::db::schema::join_tokens;
+use cohort_controller::http::api;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::nodes::JoinTokenIssued;
 use cohort_proto::enroll::{EnrollRequest, EnrollResponse, JoinToken};
@@ -261,7 +261,7 @@ async fn join_tokens_work_once_for_their_node_and_csrs_get_only_a_leaf() {
 async fn two_agents_racing_for_one_token_one_wins() {
     let t = TestController::new();
     let (admin, _) = t.user("admin", "admin");
-    let issued = cohort_controller::actions::enroll::create_join_token(
+    let issued = cohort_controller::nodes::enroll::create_join_token(
         &t.ctl,
         admin,
         cohort_proto::api::nodes::CreateJoinToken {
@@ -281,7 +281,7 @@ async fn two_agents_racing_for_one_token_one_wins() {
         let ctl = t.ctl.clone();
         let req = enroll_request(&token, "node-r", greedy_csr(&KeyPair::generate().unwrap()));
         racers.push(tokio::spawn(async move {
-            cohort_controller::actions::enroll::enroll(&ctl, req).await
+            cohort_controller::nodes::enroll::enroll(&ctl, req).await
         }));
     }
     let mut wins = 0;

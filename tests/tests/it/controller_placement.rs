@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use cohort_controller::actions::instances;
+use cohort_controller::db::models::instance::Instance;
 use cohort_controller::db::schema::{gpu_allocations, gpus, instances as inst, nodes};
 use cohort_controller::error::ActionError;
-use cohort_controller::jobs::queue::place_queued;
-use cohort_controller::models::instance::Instance;
+use cohort_controller::instances::manage as instances;
+use cohort_controller::placement::queue::place_queued;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{
     CreateInstance, DesiredState, GpuShare, Limits, ObservedState, PlacementStrategy,
@@ -267,7 +267,7 @@ async fn the_queue_places_the_highest_priority_first_when_capacity_frees() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn placement_prefers_a_node_that_already_holds_the_image() {
-    use cohort_controller::models::image::Image;
+    use cohort_controller::db::models::image::Image;
     let t = TestController::new();
     let (admin, _) = t.user("admin", "admin");
     let base = t.image("base");
@@ -493,8 +493,8 @@ async fn a_new_instance_is_inserted_placed_and_a_refused_one_leaves_nothing() {
 /// reclaimer recorded of it; paging by name covers every instance once.
 #[tokio::test]
 async fn a_page_of_instances_shows_what_each_holds_and_agrees_with_get() {
-    use cohort_controller::auth::Bearer;
-    use cohort_controller::models::instance_usage::{InstanceUsage, Observed};
+    use cohort_controller::accounts::auth::Bearer;
+    use cohort_controller::db::models::instance_usage::{InstanceUsage, Observed};
     use cohort_proto::api::instances::InstancePage;
 
     let t = TestController::new();
@@ -620,11 +620,11 @@ fn function_defs(conn: &mut PgConnection, names: &[String]) -> Vec<FunctionDef> 
     defs
 }
 
-/// `controller/src/placement.sql` is the one readable definition of placement: run over a
+/// `controller/src/placement/placement.sql` is the one readable definition of placement: run over a
 /// migrated database it changes nothing, and it names every placement function there is.
 #[test]
 fn the_placement_sql_is_what_the_migrations_leave() {
-    let sql = include_str!("../../../controller/src/placement.sql");
+    let sql = include_str!("../../../controller/src/placement/placement.sql");
     let names: Vec<String> = sql
         .lines()
         .filter_map(|l| l.strip_prefix("CREATE OR REPLACE FUNCTION "))
@@ -756,8 +756,8 @@ async fn a_queued_instance_says_which_resource_is_short() {
 /// a class per transaction place a quarter as many a second as one per transaction).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
-    use cohort_controller::config::PlacementConfig;
-    use cohort_controller::models::instance::NewInstance;
+    use cohort_controller::app::config::PlacementConfig;
+    use cohort_controller::db::models::instance::NewInstance;
     use cohort_controller::placement::{self, Pass};
     use diesel::connection::SimpleConnection;
 
@@ -835,8 +835,8 @@ async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
 /// mixed shapes is placed one by one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_in_one_statement_spreads_takes_each_slot_once_and_queues_the_rest() {
-    use cohort_controller::config::PlacementConfig;
-    use cohort_controller::models::instance::NewInstance;
+    use cohort_controller::app::config::PlacementConfig;
+    use cohort_controller::db::models::instance::NewInstance;
     use cohort_controller::placement;
 
     let t = TestController::new();
@@ -939,8 +939,8 @@ async fn a_class_in_one_statement_spreads_takes_each_slot_once_and_queues_the_re
 /// on the least loaded); to pack, its rows fill the fullest node that fits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest() {
-    use cohort_controller::config::PlacementConfig;
-    use cohort_controller::models::instance::NewInstance;
+    use cohort_controller::app::config::PlacementConfig;
+    use cohort_controller::db::models::instance::NewInstance;
     use cohort_controller::placement::{self, Pass};
     use diesel::connection::SimpleConnection;
 
@@ -1025,8 +1025,8 @@ async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest()
 /// left alone, and one waiting for a node takes the new size at once. Shrinking always fits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_course_limits_reach_the_containers_whose_node_has_room() {
-    use cohort_controller::course::{courses, limits};
-    use cohort_controller::models::instance::NewInstance;
+    use cohort_controller::courses::{course as courses, limits};
+    use cohort_controller::db::models::instance::NewInstance;
     use cohort_proto::api::courses::{CourseLimits, CreateCourse};
     use serde_json::json;
 

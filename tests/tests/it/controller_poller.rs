@@ -152,9 +152,9 @@ async fn cordon_and_evacuation_outlive_an_outage() {
     let mut cluster = Cluster::start_with_env(0, &env).await;
     let admin = cluster.admin_token.clone();
     // A catalog row is all placement needs to consider the node.
-    cohort_controller::models::image::Image::insert(
+    cohort_controller::db::models::image::Image::insert(
         &mut PgConnection::establish(&cluster.db_url).expect("connect"),
-        &cohort_controller::models::image::NewImage {
+        &cohort_controller::db::models::image::NewImage {
             fingerprint: &"a".repeat(64),
             alias: "base",
             description: "",

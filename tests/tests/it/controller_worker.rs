@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use cohort_controller::actions::instances;
 use cohort_controller::agent_client::{
     AgentConnector, AgentError, AgentFuture, AgentStream, AgentTarget, FileDownload, FileMeta,
     NodeAgent, ReceivedTarball,
 };
+use cohort_controller::db::models::operation::Operation;
+use cohort_controller::db::models::operation_item::OperationItem;
+use cohort_controller::instances::manage as instances;
 use cohort_controller::jobs::worker;
-use cohort_controller::models::operation::Operation;
-use cohort_controller::models::operation_item::OperationItem;
 use cohort_e2e::controller::TestController;
 use cohort_proto::agent::{
     AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage,
@@ -283,7 +283,7 @@ async fn an_expired_claim_is_resumed_and_finished_items_never_run_again() {
     let ids: Vec<i64> = ["one", "two"]
         .iter()
         .map(|n| {
-            cohort_controller::models::instance::Instance::by_name(&mut conn, n)
+            cohort_controller::db::models::instance::Instance::by_name(&mut conn, n)
                 .unwrap()
                 .unwrap()
                 .id
@@ -423,7 +423,7 @@ async fn transient_errors_are_retried_and_permanent_ones_fail_the_item() {
 /// reporting success and leaving it behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_create_whose_container_stays_is_deleted_on_its_node() {
-    use cohort_controller::models::instance::Instance as Row;
+    use cohort_controller::db::models::instance::Instance as Row;
     let agents = FakeAgents::default();
     {
         let mut c = agents.0.lock().unwrap();

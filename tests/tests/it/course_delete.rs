@@ -3,8 +3,8 @@
 //! being deleted, it is refused and nothing changes. Through the API's real handlers.
 
 use actix_web::{test, web, App};
-use cohort_controller::api;
 use cohort_controller::db::schema::{audit_log, courses, enrollments, instances, users};
+use cohort_controller::http::api;
 use cohort_e2e::controller::TestController;
 use diesel::prelude::*;
 use serde_json::{json, Value};
@@ -53,8 +53,8 @@ async fn a_torn_down_course_is_deleted_by_its_instructor_or_an_admin_only() {
         assert_eq!(status, 200, "{body}");
     }
     let student = {
-        use cohort_controller::auth::{new_api_token, sha256};
-        use cohort_controller::models::api_token::ApiToken;
+        use cohort_controller::accounts::auth::{new_api_token, sha256};
+        use cohort_controller::db::models::api_token::ApiToken;
         let mut conn = t.conn();
         let ann: i64 = users::table
             .filter(users::username.eq("ann"))

@@ -4,9 +4,9 @@
 //! credentials of their own.
 
 use actix_web::{test, web, App};
-use cohort_controller::api;
-use cohort_controller::course::password;
+use cohort_controller::courses::password;
 use cohort_controller::db::schema::{audit_log, enrollments, users};
+use cohort_controller::http::api;
 use cohort_e2e::controller::TestController;
 use cohort_e2e::ssh::SshKey;
 use diesel::prelude::*;
@@ -301,7 +301,7 @@ async fn a_password_is_never_reissued_for_an_account_in_another_course_or_signed
         .as_str()
         .expect("password")
         .to_string();
-    cohort_controller::actions::sign_in::password(&t.ctl, "solo".into(), issued, None)
+    cohort_controller::accounts::sign_in::password(&t.ctl, "solo".into(), issued, None)
         .await
         .expect("solo signs in with the issued password");
     let (status, body) = send!(

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use cohort_controller::actions::instances;
-use cohort_controller::course::{courses, enrol, provision};
+use cohort_controller::courses::{course as courses, enrol, provision};
 use cohort_controller::db::schema::{instances as inst, nodes};
 use cohort_controller::error::ActionError;
-use cohort_controller::jobs::queue::place_queued;
+use cohort_controller::instances::manage as instances;
+use cohort_controller::placement::queue::place_queued;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::courses::{CourseHome, CreateCourse};
 use cohort_proto::api::instances::{CreateInstance, GpuShare, Limits, PlacementStrategy};
@@ -164,7 +164,7 @@ async fn a_node_whose_pool_is_nearly_full_takes_no_more() {
     }
 
     // The pool's use, per node, at the last poll.
-    let fleet = cohort_controller::metrics::read_fleet(&mut t.conn()).unwrap();
+    let fleet = cohort_controller::app::metrics::read_fleet(&mut t.conn()).unwrap();
     t.ctl.metrics.set_fleet(&fleet);
     let text = t.ctl.metrics.render();
     for line in [

@@ -7,11 +7,11 @@
 use std::time::{Duration, Instant};
 
 use actix_web::{test, web, App};
-use cohort_controller::api;
-use cohort_controller::course::naming;
+use cohort_controller::courses::naming;
+use cohort_controller::db::models::enrollment::Enrollment;
 use cohort_controller::db::schema::{courses, instances, operation_items};
+use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
-use cohort_controller::models::enrollment::Enrollment;
 use cohort_e2e::controller::TestController;
 use diesel::prelude::*;
 use serde_json::{json, Value};

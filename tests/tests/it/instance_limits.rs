@@ -2,7 +2,7 @@
 //! by one student through the real API (a `cohort-controller serve` process) give them at most
 //! the limit: the database serialises the count on the owner's row.
 
-use cohort_controller::models::image::{Image, NewImage};
+use cohort_controller::db::models::image::{Image, NewImage};
 use cohort_e2e::cluster::Cluster;
 use diesel::prelude::*;
 use reqwest::Method;

@@ -89,7 +89,7 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
         .expect("sessions");
     assert_eq!(
         stored,
-        [cohort_controller::auth::sha256(secret)],
+        [cohort_controller::accounts::auth::sha256(secret)],
         "only the hash is kept"
     );
 

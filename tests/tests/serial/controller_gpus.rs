@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::{test, web, App};
-use cohort_controller::actions::instances;
-use cohort_controller::api;
-use cohort_controller::models::operation::Operation;
-use cohort_controller::{jobs::worker, poller};
+use cohort_controller::db::models::operation::Operation;
+use cohort_controller::http::api;
+use cohort_controller::instances::manage as instances;
+use cohort_controller::{app::poller, jobs::worker};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -369,7 +369,8 @@ async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() 
     );
 
     // The queued student gets the GPU.
-    cohort_controller::jobs::queue::place_queued(&mut t.conn(), &t.ctl.config.placement).unwrap();
+    cohort_controller::placement::queue::place_queued(&mut t.conn(), &t.ctl.config.placement)
+        .unwrap();
     until("s3 placed and running", || {
         let (held, _) = gpu_holders(&t);
         (held.get("id-s3") == Some(&vec![l40s.clone()]) && state_of(&t, "id-s3").0 == "running")

@@ -6,7 +6,7 @@
 //!    exported and imported on the target. A failure here, or a target found without room,
 //!    deletes what reached the target and starts the source again: the database never named the
 //!    target, and nothing on the source was changed but the stop.
-//! 2. Commit ([`room`]): one transaction makes the instance the target's, its port allocated
+//! 2. Commit ([`crate::placement::move_room`]): one transaction makes the instance the target's, its port allocated
 //!    there and the source's freed, its GPU slots moved. The source's copies are still there.
 //! 3. Settle: the target makes the imported container its own (SSH forward on its address and
 //!    the new port, GPUs, NIC, id range) and starts it when it ran before. A failure here moves
@@ -23,25 +23,24 @@ use diesel::prelude::*;
 
 use crate::jobs::StepKind;
 
-pub mod room;
 pub mod transfer;
 
-use self::room::Committed;
 use self::transfer::Side;
 use super::gpus::attachment;
 use super::{Job, StepOutcome};
+use crate::accounts::ssh::{push_ssh, ssh_access};
 use crate::agent_client::observed;
-use crate::controller::Controller;
+use crate::app::state::Controller;
+use crate::db::models::audit;
+use crate::db::models::gpu_allocation::GpuAllocation;
+use crate::db::models::instance::Instance;
+use crate::db::models::node::Node;
+use crate::db::models::operation::Operation;
+use crate::db::models::operation_item::OperationItem;
+use crate::db::models::ssh_key::SshKey;
+use crate::db::models::user::User;
 use crate::error::ActionError;
-use crate::models::audit;
-use crate::models::gpu_allocation::GpuAllocation;
-use crate::models::instance::Instance;
-use crate::models::node::Node;
-use crate::models::operation::Operation;
-use crate::models::operation_item::OperationItem;
-use crate::models::ssh_key::SshKey;
-use crate::models::user::User;
-use crate::ssh::{push_ssh, ssh_access};
+use crate::placement::move_room::{self as room, Committed};
 
 /// The node the instance leaves: recorded on the item when it was queued (the node it was on).
 fn source_name(op: &Operation, item: &OperationItem, current: &Node) -> String {

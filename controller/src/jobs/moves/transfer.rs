@@ -11,9 +11,9 @@ use cohort_proto::agent::{StateAction, StateChange};
 use futures_util::StreamExt;
 
 use crate::agent_client::{AgentError, AgentFuture, AgentStream, NodeAgent};
+use crate::db::models::node::Node;
 use crate::error::ActionError;
-use crate::homes::home_volume;
-use crate::models::node::Node;
+use crate::placement::home_size::home_volume;
 
 /// Longest one tarball may take to cross, and longest the source may send nothing.
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(3600);

@@ -1,0 +1,229 @@
+//! An account's life after creation, by an admin: disable (its tokens are refused, its SSH
+//! logins removed and its containers stopped; its data stays), enable again (the containers stay
+//! stopped until started), and delete with its instances kept (given to the admin) or deleted.
+
+use cohort_proto::api::instances::{DesiredState, InstanceStateChange, ObservedState, StateAction};
+use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDeleted};
+use diesel::prelude::*;
+use serde_json::json;
+
+use crate::accounts::auth::Caller;
+use crate::app::state::Controller;
+use crate::db::models::audit;
+use crate::db::models::instance::Instance;
+use crate::db::models::user::User;
+use crate::db::schema::{courses, instances};
+use crate::error::{ActionError, ActionResult};
+use crate::jobs::{enqueue, payload, Step, StepKind};
+use crate::views;
+
+/// The account `username`, which must not be the caller's own (an admin cannot lock themself
+/// out) and must be found.
+/// Refuses (409, at `field`) a change that would leave `user`'s courses without their
+/// instructor: deleting the account, or making it a student.
+pub(crate) fn refuse_while_teaching(
+    conn: &mut PgConnection,
+    user: &User,
+    field: &str,
+) -> ActionResult<()> {
+    let taught: Vec<String> = courses::table
+        .filter(courses::instructor_id.eq(user.id))
+        .select(courses::code)
+        .load(conn)?;
+    if taught.is_empty() {
+        return Ok(());
+    }
+    Err(ActionError::conflict(
+        Some(field),
+        format!(
+            "{} teaches {}: give those courses to another instructor first",
+            user.username,
+            taught.join(", ")
+        ),
+    ))
+}
+
+fn other_account(conn: &mut PgConnection, caller: &Caller, username: &str) -> ActionResult<User> {
+    if caller.name() == username {
+        return Err(ActionError::conflict(
+            Some("username"),
+            "an admin cannot disable or delete their own account",
+        ));
+    }
+    User::by_username(conn, username)?
+        .ok_or_else(|| ActionError::NotFound(format!("user {username}")))
+}
+
+/// `?instances=keep|delete` (default `keep`).
+pub fn on_instances(value: Option<&str>) -> ActionResult<OnDeleteInstances> {
+    match value.unwrap_or("keep") {
+        "keep" => Ok(OnDeleteInstances::Keep),
+        "delete" => Ok(OnDeleteInstances::Delete),
+        other => Err(ActionError::invalid(
+            "instances",
+            format!("{other:?} is not one of keep, delete"),
+        )),
+    }
+}
+
+/// Disables (`disabled`) or enables an account, then applies its logins to its running instances:
+/// removed when disabled, its keys (or password) again when enabled. Stopped instances get the
+/// same when they next start. A login that could not be changed now is logged; the account's
+/// state is what counts from the next request on.
+pub async fn set_disabled(
+    ctl: &Controller,
+    caller: Caller,
+    username: String,
+    disabled: bool,
+) -> ActionResult<WireUser> {
+    caller.require(Role::Admin)?;
+    let admin = caller.clone();
+    let user = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                let user = other_account(conn, &caller, &username)?;
+                let user = User::set_disabled(conn, user.id, disabled)?;
+                audit::record(
+                    conn,
+                    caller.name(),
+                    if disabled { "disable" } else { "enable" },
+                    "user",
+                    &username,
+                    json!({}),
+                )?;
+                Ok(user)
+            })
+        })
+        .await?;
+    for (instance, error) in crate::accounts::ssh::push_ssh_to_user(ctl, user.id).await {
+        tracing::warn!(%instance, %error, user = %user.username, disabled, "changing the login failed");
+    }
+    if disabled {
+        stop_all_of(ctl, &admin, &user).await?;
+    }
+    Ok(views::user(&user))
+}
+
+/// Stops every container `user` owns that is meant to run, each by an operation of its own (a
+/// forced stop, retried like any other). Whoever is root in a container could have left a way
+/// in that Cohort did not put there (a key of root's, another account): a disabled user's
+/// containers do not run until someone starts them again.
+async fn stop_all_of(ctl: &Controller, caller: &Caller, user: &User) -> ActionResult<()> {
+    let owner = user.id;
+    let running: Vec<String> = ctl
+        .db(move |conn| {
+            Ok(Instance::list(conn, Some(owner))?
+                .into_iter()
+                .filter(|i| i.desired_state == DesiredState::Running)
+                .map(|i| i.name)
+                .collect())
+        })
+        .await?;
+    for name in running {
+        let stop = InstanceStateChange {
+            action: StateAction::Stop,
+            force: true,
+            timeout_s: None,
+        };
+        crate::instances::manage::change_state(ctl, caller.clone(), name, stop).await?;
+    }
+    Ok(())
+}
+
+/// Deletes an account. Its instances are either kept, owned from now on by the admin who deleted
+/// it (the former owner's login is removed from those running), or deleted by one operation
+/// each. An instructor who still teaches a course is refused: give the course to another first.
+pub async fn delete(
+    ctl: &Controller,
+    caller: Caller,
+    username: String,
+    on_instances: OnDeleteInstances,
+) -> ActionResult<UserDeleted> {
+    caller.require(Role::Admin)?;
+    let admin_id = caller.user.id;
+    let (deleted, kept) = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                let user = other_account(conn, &caller, &username)?;
+                refuse_while_teaching(conn, &user, "username")?;
+                let owned = Instance::list(conn, Some(user.id))?;
+                diesel::update(instances::table.filter(instances::owner_id.eq(user.id)))
+                    .set(instances::owner_id.eq(admin_id))
+                    .execute(conn)?;
+                let mut operations = Vec::new();
+                if on_instances == OnDeleteInstances::Delete {
+                    // One already being deleted has its operation.
+                    for instance in owned
+                        .iter()
+                        .filter(|i| i.desired_state != DesiredState::Deleted)
+                    {
+                        Instance::set_desired(conn, instance.id, DesiredState::Deleted)?;
+                        let op = enqueue(
+                            conn,
+                            &payload::Job::DeleteInstance(payload::Delete {
+                                former_owner: Some(username.clone()),
+                                ..Default::default()
+                            }),
+                            Some(admin_id),
+                            &instance.name,
+                            &[Step::new(
+                                StepKind::Delete,
+                                &instance.name,
+                                Some(instance.id),
+                            )],
+                            None,
+                        )?;
+                        operations.push(op.id);
+                    }
+                }
+                User::delete(conn, user.id)?;
+                let names: Vec<&str> = owned.iter().map(|i| i.name.as_str()).collect();
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "delete",
+                    "user",
+                    &username,
+                    json!({"instances": on_instances, "names": names, "operations": operations}),
+                )?;
+                let kept = match on_instances {
+                    OnDeleteInstances::Keep => owned,
+                    OnDeleteInstances::Delete => Vec::new(),
+                };
+                Ok((
+                    UserDeleted {
+                        username: user.username,
+                        kept: kept.iter().map(|i| i.name.clone()).collect(),
+                        operations,
+                    },
+                    kept,
+                ))
+            })
+        })
+        .await?;
+    // Kept instances still hold the former owner's login inside: take it out of those running
+    // (the stopped ones get the new owner's login, and only that, when they next start).
+    for instance in kept
+        .iter()
+        .filter(|i| i.observed_state == ObservedState::Running)
+    {
+        let Some(node_id) = instance.node_id else {
+            continue;
+        };
+        let result = async {
+            let (node, agent) = ctl.agent_by_node_id(node_id).await?;
+            crate::accounts::ssh::revoke_login(
+                agent.as_ref(),
+                &node,
+                &instance.name,
+                &deleted.username,
+            )
+            .await
+        }
+        .await;
+        if let Err(error) = result {
+            tracing::warn!(instance = %instance.name, %error, "removing a deleted user's login failed");
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,417 @@
+//! The agent API over HTTPS: each [`super::NodeAgent`] call as its request, and the agent's
+//! answer or refusal decoded.
+
+use cohort_proto::agent::{
+    Arrival, AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, ExecSession,
+    ExecSessionRequest, ExecSessionState, IdentityCsr, IdentityInfo, Image, ImportImage,
+    InstallCertificate, Instance, Inventory, LiveLimits, NetworkPolicy, PublishInstance, Snapshot,
+    SshAccess, StateChange, UpdateInstance,
+};
+use cohort_proto::ErrorBody;
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+
+use super::{
+    AgentError, AgentFuture, AgentSocket, AgentStream, FileDownload, FileMeta, NodeAgent,
+    ReceivedTarball, Tunnel,
+};
+
+/// Longest a backup's tarball may take to leave one node or to be imported on another (the
+/// client's usual ten minutes is too short for a large home).
+const TRANSFER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The header that tells the agent how many bytes an answer may stream back.
+const LIMIT_HEADER: &str = "X-Cohort-Limit";
+
+/// The protocol the agent's JupyterLab route switches to.
+const TUNNEL_PROTOCOL: &str = "cohort-tunnel";
+
+/// One agent over HTTPS.
+pub(super) struct HttpAgent {
+    pub(super) client: reqwest::Client,
+    pub(super) base: String,
+}
+
+fn escape(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, AgentError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?;
+    if response.status().is_success() || response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        return Ok(response);
+    }
+    Err(refusal(response).await)
+}
+
+/// The agent's error answer, with its code and field when it sent the JSON error shape.
+async fn refusal(response: reqwest::Response) -> AgentError {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(body) => AgentError::Status {
+            status,
+            code: body.error.code,
+            message: body.error.message,
+            field: body.error.field,
+        },
+        Err(_) => AgentError::Status {
+            status,
+            code: "agent_error".into(),
+            message: text,
+            field: None,
+        },
+    }
+}
+
+async fn json<T: DeserializeOwned>(request: reqwest::RequestBuilder) -> Result<T, AgentError> {
+    send(request)
+        .await?
+        .json()
+        .await
+        .map_err(|e| AgentError::Decode(e.to_string()))
+}
+
+async fn empty(request: reqwest::RequestBuilder) -> Result<(), AgentError> {
+    send(request).await.map(|_| ())
+}
+
+/// The rest of an answer as it arrives; a connection cut midway is the stream's last item.
+fn stream_of(response: reqwest::Response) -> AgentStream {
+    use futures_util::TryStreamExt;
+    Box::pin(
+        response
+            .bytes_stream()
+            .map_err(|e| AgentError::Unreachable(format!("{e:#}"))),
+    )
+}
+
+fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+}
+
+impl HttpAgent {
+    fn req(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.base))
+    }
+
+    fn instance(&self, method: Method, name: &str, rest: &str) -> reqwest::RequestBuilder {
+        self.req(method, &format!("/instances/{}{rest}", escape(name)))
+    }
+}
+
+impl NodeAgent for HttpAgent {
+    fn jupyter_tunnel(&self, name: String) -> AgentFuture<Tunnel> {
+        let request = self
+            .instance(Method::GET, &name, "/jupyter")
+            .header(reqwest::header::CONNECTION, "upgrade")
+            .header(reqwest::header::UPGRADE, TUNNEL_PROTOCOL);
+        Box::pin(async move {
+            let response = send(request).await?;
+            if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+                return Err(AgentError::Decode(format!(
+                    "the agent answered {} instead of switching to {TUNNEL_PROTOCOL}",
+                    response.status()
+                )));
+            }
+            let upgraded = response
+                .upgrade()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?;
+            Ok(Box::new(upgraded) as Tunnel)
+        })
+    }
+    fn inventory(&self) -> AgentFuture<Inventory> {
+        Box::pin(json(self.req(Method::GET, "/inventory")))
+    }
+    fn identity(&self) -> AgentFuture<IdentityInfo> {
+        Box::pin(json(self.req(Method::GET, "/identity")))
+    }
+    fn identity_csr(&self) -> AgentFuture<IdentityCsr> {
+        Box::pin(json(self.req(Method::POST, "/identity/csr")))
+    }
+    fn install_certificate(&self, request: InstallCertificate) -> AgentFuture<IdentityInfo> {
+        Box::pin(json(
+            self.req(Method::PUT, "/identity/certificate")
+                .json(&request),
+        ))
+    }
+    fn list_instances(&self) -> AgentFuture<Vec<Instance>> {
+        Box::pin(json(self.req(Method::GET, "/instances")))
+    }
+    fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance> {
+        Box::pin(json(self.req(Method::POST, "/instances").json(&request)))
+    }
+    fn get_instance(&self, name: String) -> AgentFuture<Instance> {
+        Box::pin(json(self.instance(Method::GET, &name, "")))
+    }
+    fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/state").json(&change),
+        ))
+    }
+    fn delete_instance(&self, name: String) -> AgentFuture<()> {
+        let request = self.instance(Method::DELETE, &name, "");
+        Box::pin(async move {
+            match empty(request).await {
+                Err(AgentError::Status { status, .. })
+                    if status == StatusCode::NOT_FOUND.as_u16() =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+    }
+    fn exec(&self, name: String, request: ExecRequest) -> AgentFuture<ExecResult> {
+        Box::pin(json(
+            self.instance(Method::POST, &name, "/exec").json(&request),
+        ))
+    }
+    fn exec_stream(
+        &self,
+        name: String,
+        request: ExecRequest,
+        limit: u64,
+    ) -> AgentFuture<AgentStream> {
+        // The agent answers only once the command has ended: wait as long as it may run.
+        let runs = u64::from(request.timeout_s.unwrap_or(300));
+        let request = self
+            .instance(Method::POST, &name, "/exec")
+            .header(LIMIT_HEADER, limit)
+            .timeout(std::time::Duration::from_secs(runs + 60))
+            .json(&request);
+        Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
+    fn start_exec_session(
+        &self,
+        name: String,
+        request: ExecSessionRequest,
+    ) -> AgentFuture<ExecSession> {
+        Box::pin(json(
+            self.instance(Method::POST, &name, "/exec-sessions")
+                .json(&request),
+        ))
+    }
+    fn exec_session_state(&self, id: String, timeout_s: u32) -> AgentFuture<ExecSessionState> {
+        let request = self
+            .req(Method::GET, &format!("/exec-sessions/{}", escape(&id)))
+            .query(&[("timeout", timeout_s)])
+            .timeout(std::time::Duration::from_secs(u64::from(timeout_s) + 30));
+        Box::pin(json(request))
+    }
+    fn exec_session_socket(&self, id: String, secret: String) -> AgentFuture<AgentSocket> {
+        use base64::Engine;
+        let key = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 16]>());
+        let request = self
+            .req(
+                Method::GET,
+                &format!("/exec-sessions/{}/websocket", escape(&id)),
+            )
+            .query(&[("secret", secret)])
+            .header(reqwest::header::CONNECTION, "Upgrade")
+            .header(reqwest::header::UPGRADE, "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", key);
+        Box::pin(async move {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?;
+            if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+                return Err(refusal(response).await);
+            }
+            response
+                .upgrade()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))
+        })
+    }
+    fn get_file(&self, name: String, path: String, limit: u64) -> AgentFuture<FileDownload> {
+        let request = self
+            .instance(Method::GET, &name, "/files")
+            .header(LIMIT_HEADER, limit)
+            .query(&[("path", path)]);
+        Box::pin(async move {
+            let response = send(request).await?;
+            let meta = FileMeta {
+                mode: header(&response, "X-Cohort-Mode"),
+                uid: header(&response, "X-Cohort-Uid"),
+                gid: header(&response, "X-Cohort-Gid"),
+            };
+            Ok(FileDownload {
+                meta,
+                length: response.content_length(),
+                body: stream_of(response),
+            })
+        })
+    }
+    fn put_file(
+        &self,
+        name: String,
+        path: String,
+        body: Vec<u8>,
+        meta: FileMeta,
+    ) -> AgentFuture<()> {
+        let mut request = self
+            .instance(Method::PUT, &name, "/files")
+            .query(&[("path", path)])
+            .body(body);
+        for (header, value) in [
+            ("X-Cohort-Mode", meta.mode),
+            ("X-Cohort-Uid", meta.uid),
+            ("X-Cohort-Gid", meta.gid),
+        ] {
+            if let Some(value) = value {
+                request = request.header(header, value);
+            }
+        }
+        Box::pin(empty(request))
+    }
+    fn snapshots(&self, name: String) -> AgentFuture<Vec<Snapshot>> {
+        Box::pin(json(self.instance(Method::GET, &name, "/snapshots")))
+    }
+    fn create_snapshot(&self, name: String, request: CreateSnapshot) -> AgentFuture<Snapshot> {
+        Box::pin(json(
+            self.instance(Method::POST, &name, "/snapshots")
+                .json(&request),
+        ))
+    }
+    fn restore_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()> {
+        let rest = format!("/snapshots/{}/restore", escape(&snapshot));
+        Box::pin(empty(self.instance(Method::POST, &name, &rest)))
+    }
+    fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()> {
+        let rest = format!("/snapshots/{}", escape(&snapshot));
+        Box::pin(empty(self.instance(Method::DELETE, &name, &rest)))
+    }
+    fn import_image(&self, request: ImportImage) -> AgentFuture<Image> {
+        Box::pin(json(self.req(Method::POST, "/images").json(&request)))
+    }
+    fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance> {
+        Box::pin(json(self.instance(Method::PATCH, &name, "").json(&request)))
+    }
+    fn detach_gpus(&self, name: String) -> AgentFuture<Instance> {
+        Box::pin(json(self.instance(Method::POST, &name, "/gpus/detach")))
+    }
+    fn attach_gpus(&self, name: String, request: AttachGpus) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/gpus").json(&request),
+        ))
+    }
+    fn publish(
+        &self,
+        name: String,
+        request: PublishInstance,
+        dest: std::path::PathBuf,
+    ) -> AgentFuture<ReceivedTarball> {
+        use sha2::Digest;
+        use tokio::io::AsyncWriteExt;
+        let request = self
+            .instance(Method::POST, &name, "/publish")
+            .json(&request)
+            // Packing a container into an image takes a while.
+            .timeout(std::time::Duration::from_secs(3600));
+        Box::pin(async move {
+            let mut response = send(request).await?;
+            let reported = header(&response, "X-Cohort-Fingerprint");
+            let io = |e: std::io::Error| AgentError::Decode(format!("writing the tarball: {e}"));
+            let mut file = tokio::fs::File::create(&dest).await.map_err(io)?;
+            let mut hasher = sha2::Sha256::new();
+            let mut size = 0u64;
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| AgentError::Unreachable(format!("{e:#}")))?
+            {
+                hasher.update(&chunk);
+                size += chunk.len() as u64;
+                file.write_all(&chunk).await.map_err(io)?;
+            }
+            file.sync_all().await.map_err(io)?;
+            Ok(ReceivedTarball {
+                sha256: hex::encode(hasher.finalize()),
+                size,
+                reported,
+            })
+        })
+    }
+    fn export_instance(&self, name: String) -> AgentFuture<AgentStream> {
+        let request = self
+            .instance(Method::POST, &name, "/export")
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
+    fn import_instance(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let request = self
+            .instance(Method::POST, &name, "/import")
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(reqwest::Body::wrap_stream(tarball))
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(empty(request))
+    }
+    fn export_volume(&self, name: String) -> AgentFuture<AgentStream> {
+        let request = self
+            .req(Method::POST, &format!("/volumes/{}/export", escape(&name)))
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
+    fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let request = self
+            .req(Method::POST, &format!("/volumes/{}/import", escape(&name)))
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(reqwest::Body::wrap_stream(tarball))
+            .timeout(TRANSFER_TIMEOUT);
+        Box::pin(empty(request))
+    }
+    fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/arrival").json(&arrival),
+        ))
+    }
+    fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/ssh").json(&access),
+        ))
+    }
+    fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/network-policy")
+                .json(&policy),
+        ))
+    }
+    fn set_limits(&self, name: String, limits: LiveLimits) -> AgentFuture<Instance> {
+        Box::pin(json(
+            self.instance(Method::PUT, &name, "/limits").json(&limits),
+        ))
+    }
+    fn delete_volume(&self, name: String) -> AgentFuture<()> {
+        let request = self.req(Method::DELETE, &format!("/volumes/{}", escape(&name)));
+        Box::pin(async move {
+            match empty(request).await {
+                Err(AgentError::Status { status, .. })
+                    if status == StatusCode::NOT_FOUND.as_u16() =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+    }
+}

@@ -1,0 +1,197 @@
+//! The agent API as the controller uses it: [`NodeAgent`], one node's agent (the seam unit
+//! tests fake), and [`AgentConnector`], which gives one for a node; the types they pass.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use cohort_proto::agent::{
+    Arrival, AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, ExecSession,
+    ExecSessionRequest, ExecSessionState, IdentityCsr, IdentityInfo, Image, ImportImage,
+    InstallCertificate, Instance, Inventory, LiveLimits, NetworkPolicy, PublishInstance, Snapshot,
+    SshAccess, StateChange, UpdateInstance,
+};
+use cohort_proto::api::instances::ObservedState;
+
+use super::AgentError;
+
+/// Cohort's observed state for an LXD status (`Running`, `Stopped`, anything else an error).
+pub fn observed(status: &str) -> ObservedState {
+    match status {
+        "Running" => ObservedState::Running,
+        "Stopped" => ObservedState::Stopped,
+        _ => ObservedState::Error,
+    }
+}
+
+pub type AgentFuture<T> = Pin<Box<dyn Future<Output = Result<T, AgentError>> + Send>>;
+
+/// A body the agent streams (a file, an exec's output), relayed as it comes.
+pub type AgentStream = futures_util::stream::BoxStream<'static, Result<bytes::Bytes, AgentError>>;
+
+/// A websocket of LXD's, reached through the agent (a raw upgraded connection).
+pub type AgentSocket = reqwest::Upgraded;
+
+/// A file being read from a container: its owner and mode, its length when the agent knows it,
+/// and its content still on the way.
+pub struct FileDownload {
+    pub meta: FileMeta,
+    pub length: Option<u64>,
+    pub body: AgentStream,
+}
+
+/// A file read from or written to a container, with its ownership and mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileMeta {
+    pub mode: Option<String>,
+    pub uid: Option<String>,
+    pub gid: Option<String>,
+}
+
+/// A tarball received from an agent's publish, written to a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedTarball {
+    /// SHA-256 of the bytes written (lowercase hex).
+    pub sha256: String,
+    pub size: u64,
+    /// The fingerprint the agent reported (LXD's).
+    pub reported: Option<String>,
+}
+
+/// One node's agent, as the controller uses it.
+pub trait NodeAgent: Send + Sync {
+    fn inventory(&self) -> AgentFuture<Inventory>;
+    fn list_instances(&self) -> AgentFuture<Vec<Instance>>;
+    fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance>;
+    fn get_instance(&self, name: String) -> AgentFuture<Instance>;
+    fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance>;
+    /// Succeeds also when the instance is already gone.
+    fn delete_instance(&self, name: String) -> AgentFuture<()>;
+    /// An exec whose result is read whole (Cohort's own commands).
+    fn exec(&self, name: String, request: ExecRequest) -> AgentFuture<ExecResult>;
+    /// An exec whose result (the JSON of [`ExecResult`]) streams back, at most `limit` bytes of
+    /// output.
+    fn exec_stream(
+        &self,
+        name: String,
+        request: ExecRequest,
+        limit: u64,
+    ) -> AgentFuture<AgentStream>;
+    /// A file of at most `limit` bytes, streamed.
+    fn get_file(&self, name: String, path: String, limit: u64) -> AgentFuture<FileDownload>;
+    fn put_file(
+        &self,
+        name: String,
+        path: String,
+        body: Vec<u8>,
+        meta: FileMeta,
+    ) -> AgentFuture<()>;
+    fn snapshots(&self, name: String) -> AgentFuture<Vec<Snapshot>>;
+    fn create_snapshot(&self, name: String, request: CreateSnapshot) -> AgentFuture<Snapshot>;
+    fn restore_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
+    fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
+    fn import_image(&self, request: ImportImage) -> AgentFuture<Image>;
+    fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance>;
+    /// Removes the instance's `cohort-gpu*` devices (the reclaimer's `detach`); none is success.
+    fn detach_gpus(&self, name: String) -> AgentFuture<Instance>;
+    /// Replaces the stopped instance's `cohort-gpu*` devices with these (GPUs it got back).
+    fn attach_gpus(&self, name: String, request: AttachGpus) -> AgentFuture<Instance>;
+    /// Publishes a stopped instance; its tarball is streamed into `dest`.
+    fn publish(
+        &self,
+        name: String,
+        request: PublishInstance,
+        dest: std::path::PathBuf,
+    ) -> AgentFuture<ReceivedTarball>;
+    /// Replaces the SSH user's keys (or password) in a running instance.
+    fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance>;
+    /// Records the course's network policy on an instance; the agent applies it at once.
+    fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance>;
+    /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
+    fn delete_volume(&self, name: String) -> AgentFuture<()>;
+    /// The stopped instance's backup tarball (its root disk and snapshots), streamed.
+    fn export_instance(&self, name: String) -> AgentFuture<AgentStream> {
+        let _ = name;
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Imports an instance from another node's backup tarball, streamed in as it comes.
+    fn import_instance(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let _ = (name, tarball);
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// A `home-*` volume's backup tarball, streamed.
+    fn export_volume(&self, name: String) -> AgentFuture<AgentStream> {
+        let _ = name;
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Imports a `home-*` volume from another node's backup tarball, streamed in.
+    fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
+        let _ = (name, tarball);
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Makes an imported (stopped) instance this node's: its SSH forward and GPUs here.
+    fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
+        let _ = (name, arrival);
+        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
+    }
+    /// Sets the instance's cores and memory; LXD applies them to a running container at once.
+    fn set_limits(&self, name: String, limits: LiveLimits) -> AgentFuture<Instance> {
+        let _ = (name, limits);
+        Box::pin(async { Err(AgentError::Decode("no live limits here".into())) })
+    }
+    /// Starts an exec whose websockets are attached later (`exec_session_socket`).
+    fn start_exec_session(
+        &self,
+        name: String,
+        request: ExecSessionRequest,
+    ) -> AgentFuture<ExecSession> {
+        let _ = (name, request);
+        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
+    }
+    /// The session's state, waiting up to `timeout_s` for its end.
+    fn exec_session_state(&self, id: String, timeout_s: u32) -> AgentFuture<ExecSessionState> {
+        let _ = (id, timeout_s);
+        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
+    }
+    /// One of the session's websockets, upgraded: the bytes are LXD's websocket, end to end.
+    fn exec_session_socket(&self, id: String, secret: String) -> AgentFuture<AgentSocket> {
+        let _ = (id, secret);
+        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
+    }
+    /// A pipe to the instance's JupyterLab, for the portal's proxy.
+    fn jupyter_tunnel(&self, name: String) -> AgentFuture<Tunnel> {
+        let _ = name;
+        Box::pin(async { Err(AgentError::Decode("no JupyterLab tunnel here".into())) })
+    }
+    /// The certificate the agent serves now.
+    fn identity(&self) -> AgentFuture<IdentityInfo> {
+        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
+    }
+    /// Has the agent make its next key; answers the key's CSR.
+    fn identity_csr(&self) -> AgentFuture<IdentityCsr> {
+        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
+    }
+    /// Hands the agent its renewed certificate; it serves it from the next handshake on.
+    fn install_certificate(&self, request: InstallCertificate) -> AgentFuture<IdentityInfo> {
+        let _ = request;
+        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
+    }
+}
+
+/// A byte pipe through the agent to an instance's JupyterLab (the agent's fixed port only).
+pub trait TunnelIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> TunnelIo for T {}
+pub type Tunnel = Box<dyn TunnelIo>;
+
+/// Where a node's agent is and which certificates it may present (its live ones).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AgentTarget {
+    pub node_name: String,
+    pub url: String,
+    pub pins: Vec<String>,
+}
+
+/// Gives a [`NodeAgent`] for a target.
+pub trait AgentConnector: Send + Sync {
+    fn connect(&self, target: &AgentTarget) -> Result<Arc<dyn NodeAgent>, AgentError>;
+}

@@ -1,0 +1,308 @@
+//! Prometheus metrics served at `/metrics`: counters and latency histograms this process keeps
+//! (requests by route and status, operation steps, polls), and gauges read from PostgreSQL at
+//! each scrape (nodes, instances, queue, operations, GPU use by course, storage pool use by
+//! node), so every controller reports the same fleet.
+
+use cohort_proto::api::instances::DesiredState;
+use diesel::prelude::*;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub method: String,
+    /// The matched route pattern (`/api/v1/instances/{name}`), never the raw path.
+    pub route: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    pub kind: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertificateLabels {
+    pub node: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CourseLabels {
+    pub course: String,
+}
+
+/// A node's storage pool: `kind` is `used` or `total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub node: String,
+    pub kind: String,
+}
+
+type LatencyFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 1 ms to about 33 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests: Family<RequestLabels, Counter>,
+    pub request_duration: LatencyFamily,
+    pub operation_steps: Family<OutcomeLabels, Counter>,
+    pub polls: Family<OutcomeLabels, Counter>,
+    pub queued_instances: Gauge,
+    pub nodes: Family<StateLabels, Gauge>,
+    pub instances: Family<StateLabels, Gauge>,
+    pub operations: Family<OperationLabels, Gauge>,
+    pub course_instances: Family<CourseLabels, Gauge>,
+    pub course_gpu_processes: Family<CourseLabels, Gauge>,
+    pub course_gpu_memory: Family<CourseLabels, Gauge>,
+    pub node_pool: Family<PoolLabels, Gauge>,
+    pub instance_pages: Family<OutcomeLabels, Counter>,
+    pub node_certificate_expiry: Family<CertificateLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("cohort_controller");
+        let m = Metrics {
+            registry: Registry::default(),
+            http_requests: Family::default(),
+            request_duration: Family::new_with_constructor(latency_histogram),
+            operation_steps: Family::default(),
+            polls: Family::default(),
+            queued_instances: Gauge::default(),
+            nodes: Family::default(),
+            instances: Family::default(),
+            operations: Family::default(),
+            course_instances: Family::default(),
+            course_gpu_processes: Family::default(),
+            course_gpu_memory: Family::default(),
+            node_pool: Family::default(),
+            instance_pages: Family::default(),
+            node_certificate_expiry: Family::default(),
+        };
+        registry.register(
+            "http_requests",
+            "HTTP requests by status",
+            m.http_requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "API request latency by method and matched route",
+            m.request_duration.clone(),
+        );
+        registry.register(
+            "operation_steps",
+            "Operation steps by outcome",
+            m.operation_steps.clone(),
+        );
+        registry.register("node_polls", "Inventory polls by outcome", m.polls.clone());
+        registry.register(
+            "queued_instances",
+            "Instances waiting for capacity",
+            m.queued_instances.clone(),
+        );
+        registry.register("nodes", "Nodes by state", m.nodes.clone());
+        registry.register(
+            "instances",
+            "Instances by observed state",
+            m.instances.clone(),
+        );
+        registry.register(
+            "operations",
+            "Operations by kind and status (outcome once ended)",
+            m.operations.clone(),
+        );
+        registry.register(
+            "course_instances",
+            "Instances of a course",
+            m.course_instances.clone(),
+        );
+        registry.register(
+            "course_gpu_processes",
+            "GPU compute processes in a course's instances at the last poll",
+            m.course_gpu_processes.clone(),
+        );
+        registry.register(
+            "course_gpu_memory_used_bytes",
+            "GPU memory held by a course's instances at the last poll",
+            m.course_gpu_memory.clone(),
+        );
+        registry.register(
+            "node_pool_bytes",
+            "Bytes of each node's LXD storage pool, used and total, at its last poll",
+            m.node_pool.clone(),
+        );
+        registry.register(
+            "instance_pages",
+            "Pages of GET /instances: served again unchanged (hit) or read (miss)",
+            m.instance_pages.clone(),
+        );
+        registry.register(
+            "node_certificate_expiry_timestamp_seconds",
+            "When the newest live certificate of a node expires (Unix time); renewed at two \
+             thirds of its life, so one within a third of its life of now is a renewal failing",
+            m.node_certificate_expiry.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+/// The fleet as PostgreSQL has it, for the gauges.
+#[derive(Debug, Default)]
+pub struct Fleet {
+    pub nodes: Vec<(String, i64)>,
+    pub instances: Vec<(String, i64)>,
+    pub queued: i64,
+    pub operations: Vec<(String, String, i64)>,
+    /// (course, instances, GPU processes, GPU memory bytes)
+    pub courses: Vec<(String, i64, i64, i64)>,
+    /// (node, Unix time its newest live certificate expires)
+    pub certificates: Vec<(String, i64)>,
+    /// (node, pool used bytes, pool total bytes) of the nodes that reported their pool.
+    pub pools: Vec<(String, i64, i64)>,
+}
+
+impl Metrics {
+    pub fn count(family: &Family<OutcomeLabels, Counter>, outcome: &str) {
+        family
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets the gauges read from the database (series gone from it disappear).
+    pub fn set_fleet(&self, fleet: &Fleet) {
+        let state = |s: &str| StateLabels { state: s.into() };
+        self.nodes.clear();
+        for (s, n) in &fleet.nodes {
+            self.nodes.get_or_create(&state(s)).set(*n);
+        }
+        self.instances.clear();
+        for (s, n) in &fleet.instances {
+            self.instances.get_or_create(&state(s)).set(*n);
+        }
+        self.queued_instances.set(fleet.queued);
+        self.operations.clear();
+        for (kind, status, n) in &fleet.operations {
+            self.operations
+                .get_or_create(&OperationLabels {
+                    kind: kind.clone(),
+                    status: status.clone(),
+                })
+                .set(*n);
+        }
+        self.course_instances.clear();
+        self.course_gpu_processes.clear();
+        self.course_gpu_memory.clear();
+        for (course, instances, procs, bytes) in &fleet.courses {
+            let l = CourseLabels {
+                course: course.clone(),
+            };
+            self.course_instances.get_or_create(&l).set(*instances);
+            self.course_gpu_processes.get_or_create(&l).set(*procs);
+            self.course_gpu_memory.get_or_create(&l).set(*bytes);
+        }
+        self.node_certificate_expiry.clear();
+        for (node, expiry) in &fleet.certificates {
+            self.node_certificate_expiry
+                .get_or_create(&CertificateLabels { node: node.clone() })
+                .set(*expiry);
+        }
+        self.node_pool.clear();
+        for (node, used, total) in &fleet.pools {
+            for (kind, bytes) in [("used", used), ("total", total)] {
+                self.node_pool
+                    .get_or_create(&PoolLabels {
+                        node: node.clone(),
+                        kind: kind.into(),
+                    })
+                    .set(*bytes);
+            }
+        }
+    }
+
+    /// The Prometheus text exposition format (0.0.4): see [`cohort_proto::metrics`].
+    pub fn render(&self) -> String {
+        let mut open = String::new();
+        if encode(&mut open, &self.registry).is_err() {
+            return String::new();
+        }
+        cohort_proto::metrics::prometheus_text(&open)
+    }
+}
+
+/// Reads the fleet gauges from the database.
+pub fn read_fleet(conn: &mut PgConnection) -> QueryResult<Fleet> {
+    use crate::db::schema::{courses, instance_usage, instances, nodes, operations};
+    use diesel::dsl::{count_star, sql};
+    use diesel::sql_types::BigInt;
+    let nodes = nodes::table
+        .group_by(nodes::state)
+        .select((nodes::state, count_star()))
+        .load(conn)?;
+    let instances = instances::table
+        .group_by(instances::observed_state)
+        .select((instances::observed_state, count_star()))
+        .load(conn)?;
+    let queued = instances::table
+        .filter(instances::node_id.is_null())
+        .filter(instances::desired_state.ne(DesiredState::Deleted))
+        .count()
+        .get_result(conn)?;
+    let operations = operations::table
+        .group_by((operations::kind, operations::status))
+        .select((operations::kind, operations::status, count_star()))
+        .load(conn)?;
+    let courses: Vec<(String, i64, i64, i64)> = courses::table
+        .left_join(instances::table.left_join(instance_usage::table))
+        .group_by(courses::code)
+        .select((
+            courses::code,
+            diesel::dsl::count(instances::id.nullable()),
+            sql::<BigInt>("COALESCE(SUM(instance_usage.gpu_processes), 0)::bigint"),
+            sql::<BigInt>("COALESCE(SUM(instance_usage.gpu_memory_used_bytes), 0)::bigint"),
+        ))
+        .load(conn)?;
+    let certificates = crate::db::models::node_certificate::NodeCertificate::expiries(conn)?
+        .into_iter()
+        .map(|(node, at)| (node, at.timestamp()))
+        .collect();
+    let pools = nodes::table
+        .filter(nodes::pool_total_bytes.gt(0))
+        .order(nodes::name)
+        .select((nodes::name, nodes::pool_used_bytes, nodes::pool_total_bytes))
+        .load(conn)?;
+    Ok(Fleet {
+        nodes,
+        instances,
+        queued,
+        operations,
+        courses,
+        certificates,
+        pools,
+    })
+}

@@ -1,0 +1,172 @@
+//! The controller as the library sees it: the database pool, configuration, CA and the way to
+//! reach agents. Every action takes it; handlers, the worker and the poller share one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use diesel::pg::PgConnection;
+use tokio::sync::Semaphore;
+
+use crate::accounts::auth::{Bearer, Caller};
+use crate::accounts::auth_failures::AuthFailures;
+use crate::agent_client::{AgentConnector, AgentTarget, NodeAgent};
+use crate::app::config::Config;
+use crate::app::metrics::Metrics;
+use crate::db::models::node::Node;
+use crate::db::models::node_certificate::NodeCertificate;
+use crate::db::DbPool;
+use crate::error::{ActionError, ActionResult};
+use crate::instances::page_cache::PageCache;
+use crate::nodes::pki::Pki;
+
+pub struct Controller {
+    pub pool: DbPool,
+    /// One permit per pooled connection, taken before a blocking thread is: r2d2 hands a returned
+    /// connection to whichever waiting thread gets there first, so under load a few requests
+    /// waited many times longer than the rest; this semaphore serves them in order of arrival,
+    /// and keeps threads that could only wait for a connection from being started.
+    db_turns: Arc<Semaphore>,
+    pub config: Config,
+    pub pki: Arc<Pki>,
+    pub agents: Arc<dyn AgentConnector>,
+    pub metrics: Metrics,
+    pub started: Instant,
+    /// Signalled when capacity may have freed, so the queue is tried at once.
+    pub capacity_freed: tokio::sync::Notify,
+    /// Pages of `GET /instances` served again while unchanged.
+    pub pages: Arc<PageCache>,
+    /// Failed authentications by source address, to answer 429 past the limit.
+    pub auth_failures: AuthFailures,
+}
+
+impl Controller {
+    pub fn new(
+        pool: DbPool,
+        config: Config,
+        pki: Arc<Pki>,
+        agents: Arc<dyn AgentConnector>,
+    ) -> Self {
+        let metrics = Metrics::default();
+        let pages = Arc::new(PageCache::new(
+            config.database.page_cache_entries,
+            metrics.instance_pages.clone(),
+        ));
+        Controller {
+            auth_failures: AuthFailures::new(
+                config.auth.failures_per_minute,
+                config.auth.failure_sources,
+            ),
+            pages,
+            metrics,
+            db_turns: Arc::new(Semaphore::new(pool.max_size() as usize)),
+            pool,
+            config,
+            pki,
+            agents,
+            started: Instant::now(),
+            capacity_freed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// How long a node's certificate lives (`COHORT_NODE_CERT_LIFETIME_S`).
+    pub fn node_cert_lifetime(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.config.server.node_cert_lifetime_s)
+    }
+
+    /// Where image tarballs live: `<state_dir>/images/<fingerprint>.tar`.
+    pub fn images_dir(&self) -> PathBuf {
+        self.config.server.state_dir.join("images")
+    }
+
+    /// The catalog's tarball of the image with this fingerprint.
+    pub fn image_tarball(&self, fingerprint: &str) -> PathBuf {
+        self.images_dir().join(format!("{fingerprint}.tar"))
+    }
+
+    /// Runs diesel work on a blocking thread with a pooled connection, in turn (see `db_turns`);
+    /// waiting for a turn and a connection together takes at most the pool's connection timeout.
+    pub async fn db<T, F>(&self, work: F) -> ActionResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut PgConnection) -> ActionResult<T> + Send + 'static,
+    {
+        let deadline = Instant::now() + self.pool.connection_timeout();
+        let turn = tokio::time::timeout_at(deadline.into(), self.db_turns.clone().acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            // Declared before the connection, so dropped after it is back in the pool.
+            let _turn = turn;
+            let mut conn = pool.get_timeout(deadline.saturating_duration_since(Instant::now()))?;
+            work(&mut conn)
+        })
+        .await
+        .map_err(|e| ActionError::Internal(e.to_string()))?
+    }
+
+    /// Runs diesel work as the caller behind `bearer`, authenticated on the same pooled connection
+    /// and blocking thread as the work.
+    pub async fn db_as<T, F>(&self, bearer: Bearer, work: F) -> ActionResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut PgConnection, Caller) -> ActionResult<T> + Send + 'static,
+    {
+        self.db(move |conn| {
+            let caller = bearer.caller(conn)?;
+            work(conn, caller)
+        })
+        .await
+    }
+
+    /// The agent of a node (by id), pinned to its live certificate.
+    pub async fn agent_by_node_id(&self, node_id: i64) -> ActionResult<(Node, Arc<dyn NodeAgent>)> {
+        let agents = self.agents.clone();
+        self.db(move |conn| {
+            let node = Node::find(conn, node_id)?;
+            let agent = connect_node(agents.as_ref(), conn, &node)?;
+            Ok((node, agent))
+        })
+        .await
+    }
+}
+
+/// The agent of a node, pinned to its live certificates (two while a renewal is unconfirmed);
+/// a node whose certificates were revoked or have expired cannot be reached.
+pub fn connect_node(
+    agents: &dyn AgentConnector,
+    conn: &mut PgConnection,
+    node: &Node,
+) -> ActionResult<Arc<dyn NodeAgent>> {
+    connect_pinned(agents, node, &NodeCertificate::live(conn, &node.name)?)
+}
+
+/// [`connect_node`] with the node's live certificates already read (the poller hands them on to
+/// the renewal check).
+pub fn connect_pinned(
+    agents: &dyn AgentConnector,
+    node: &Node,
+    live: &[NodeCertificate],
+) -> ActionResult<Arc<dyn NodeAgent>> {
+    let pins: Vec<String> = live.iter().map(|c| c.fingerprint.clone()).collect();
+    if pins.is_empty() {
+        return Err(ActionError::conflict(
+            None,
+            format!(
+                "node {} has no live certificate (revoked, or expired: join it again with a new \
+                 token)",
+                node.name
+            ),
+        ));
+    }
+    let target = AgentTarget {
+        node_name: node.name.clone(),
+        url: node.agent_url.clone(),
+        pins,
+    };
+    agents
+        .connect(&target)
+        .map_err(ActionError::on_node(node.name.clone()))
+}

@@ -1,0 +1,435 @@
+//! Courses: create, read, quota, students, and the shared rule of who may touch a course (its
+//! instructor and admins; enrolled students may read it).
+
+use chrono::{DateTime, NaiveDate, Utc};
+use cohort_proto::agent::NetworkPolicy;
+use cohort_proto::api::courses::{
+    Course as WireCourse, CourseHome, CourseJupyter, CourseQuota, CreateCourse,
+    Student as WireStudent,
+};
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+use serde_json::json;
+
+use crate::accounts::auth::{Bearer, Caller};
+use crate::app::state::Controller;
+use crate::db::models::audit;
+use crate::db::models::course::{Course, NewCourse};
+use crate::db::models::course_network::CourseNetwork;
+use crate::db::models::course_reclaim::CourseReclaim;
+use crate::db::models::enrollment::Enrollment;
+use crate::db::models::image::Image;
+use crate::db::models::instance::Instance;
+use crate::db::models::user::User;
+use crate::db::schema::{images, instances, nodes, users};
+use crate::error::{ActionError, ActionResult};
+use crate::validate;
+
+/// Longest course code: leaves room for `-<username>` in a 63-character instance name.
+const MAX_CODE: usize = 40;
+
+/// The course, if the caller may change it (its instructor or an admin).
+pub fn writable(conn: &mut PgConnection, caller: &Caller, code: &str) -> ActionResult<Course> {
+    let course = Course::by_code(conn, code)?
+        .ok_or_else(|| ActionError::NotFound(format!("course {code}")))?;
+    if caller.is_admin() || course.instructor_id == caller.user.id {
+        Ok(course)
+    } else {
+        Err(ActionError::Forbidden(format!(
+            "course {code} is not yours"
+        )))
+    }
+}
+
+/// The course, if the caller may read it (also its students).
+fn readable(conn: &mut PgConnection, caller: &Caller, code: &str) -> ActionResult<Course> {
+    match writable(conn, caller, code) {
+        Err(ActionError::Forbidden(msg)) => {
+            let course = Course::by_code(conn, code)?
+                .ok_or_else(|| ActionError::NotFound(format!("course {code}")))?;
+            if Enrollment::is_enrolled(conn, course.id, caller.user.id)? {
+                Ok(course)
+            } else {
+                Err(ActionError::Forbidden(msg))
+            }
+        }
+        other => other,
+    }
+}
+
+/// The instances of a course, by owner.
+pub fn course_instances(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
+    instances::table
+        .filter(instances::course_id.eq(course_id))
+        .select(Instance::as_select())
+        .load(conn)
+}
+
+fn date(field: &str, value: Option<&str>) -> ActionResult<Option<DateTime<Utc>>> {
+    let Some(value) = value else { return Ok(None) };
+    if let Ok(t) = DateTime::parse_from_rfc3339(value) {
+        return Ok(Some(t.with_timezone(&Utc)));
+    }
+    NaiveDate::parse_from_str(value, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| Some(t.and_utc()))
+        .ok_or_else(|| ActionError::invalid(field, "must be YYYY-MM-DD or RFC 3339"))
+}
+
+/// A course's network policy checked: a 400 naming the field (`network.egress.allow[1]`, `network.ssh_from[0]`).
+pub fn check_network(policy: &NetworkPolicy) -> ActionResult<()> {
+    cohort_proto::validate::network_policy(policy)
+        .map_err(|e| ActionError::invalid(&format!("network.{}", e.field), e.message))
+}
+
+/// The per-student cores, memory and root disk a course may give, when it is created and when
+/// its limits are changed (`PUT /courses/{code}/limits`): a 400 naming the field.
+pub fn check_size(
+    cpu: Option<u32>,
+    memory_mib: Option<u64>,
+    disk_gib: Option<u64>,
+) -> ActionResult<()> {
+    for (field, value, most) in [
+        ("cpu", cpu.map(u64::from), 256),
+        ("memory_mib", memory_mib, 1 << 20),
+        ("disk_gib", disk_gib, 1 << 14),
+    ] {
+        if value.is_some_and(|v| v == 0 || v > most) {
+            return Err(ActionError::invalid(field, format!("must be 1 to {most}")));
+        }
+    }
+    if let Some(memory) = memory_mib {
+        validate::memory_mib("memory_mib", memory)?;
+    }
+    Ok(())
+}
+
+fn check_create(req: &CreateCourse) -> ActionResult<()> {
+    validate::instance_name("code", &req.code)?;
+    if req.code.len() > MAX_CODE {
+        return Err(ActionError::invalid(
+            "code",
+            format!("must be at most {MAX_CODE} characters"),
+        ));
+    }
+    cohort_proto::validate::title(&req.title, 200)
+        .map_err(|e| ActionError::invalid("title", e.0))?;
+    validate::text("image", &req.image)?;
+    if let Some(model) = &req.gpu_model {
+        validate::text("gpu_model", model)?;
+    }
+    check_size(req.cpu, req.memory_mib, req.disk_gib)?;
+    if req.gpu_share.is_some_and(|v| v == 0 || v > 64) {
+        return Err(ActionError::invalid("gpu_share", "must be 1 to 64"));
+    }
+    if req
+        .processes
+        .is_some_and(|p| !(64..=1_000_000).contains(&p))
+    {
+        return Err(ActionError::invalid("processes", "must be 64 to 1000000"));
+    }
+    crate::placement::home_size::check("home_mib", req.home_mib)?;
+    if req.gpus.is_some_and(|g| g > 16) {
+        return Err(ActionError::invalid("gpus", "must be 0 to 16"));
+    }
+    // At most a year; 0 is refused rather than read as "at once".
+    for (field, v) in [
+        ("idle_gpu_minutes", req.idle_gpu_minutes),
+        ("max_runtime_minutes", req.max_runtime_minutes),
+    ] {
+        if v.is_some_and(|m| m == 0 || m > 525_600) {
+            return Err(ActionError::invalid(field, "must be 1 to 525600 minutes"));
+        }
+    }
+    if let Some(policy) = &req.network {
+        check_network(policy)?;
+    }
+    if req
+        .idle_action
+        .as_deref()
+        .is_some_and(|a| !matches!(a, "stop" | "detach"))
+    {
+        return Err(ActionError::invalid(
+            "idle_action",
+            "must be stop or detach",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn create(
+    ctl: &Controller,
+    caller: Caller,
+    req: CreateCourse,
+) -> ActionResult<WireCourse> {
+    caller.require(Role::Instructor)?;
+    check_create(&req)?;
+    let starts = date("starts", req.starts.as_deref())?;
+    let ends = date("ends", req.ends.as_deref())?;
+    if let (Some(s), Some(e)) = (starts, ends) {
+        if e < s {
+            return Err(ActionError::invalid("ends", "is before starts"));
+        }
+    }
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let instructor = match &req.instructor {
+                Some(name) if name != caller.name() => {
+                    caller.require(Role::Admin)?;
+                    let user = User::by_username(conn, name)?.ok_or_else(|| {
+                        ActionError::invalid("instructor", format!("no user {name}"))
+                    })?;
+                    if user.role() < Role::Instructor {
+                        return Err(ActionError::invalid(
+                            "instructor",
+                            format!("{name} is not an instructor"),
+                        ));
+                    }
+                    user
+                }
+                _ => caller.user.clone(),
+            };
+            let image = Image::lookup(conn, &req.image)?
+                .ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
+            validate::disk_for_image("disk_gib", req.disk_gib.unwrap_or(10), image.size_bytes)?;
+            let course = Course::insert(
+                conn,
+                &NewCourse {
+                    code: &req.code,
+                    title: &req.title,
+                    instructor_id: instructor.id,
+                    image_id: Some(image.id),
+                    cpu: req.cpu.unwrap_or(1) as i32,
+                    memory_mib: req.memory_mib.unwrap_or(1024) as i64,
+                    disk_gib: req.disk_gib.unwrap_or(10) as i64,
+                    gpus: req.gpus.unwrap_or(0) as i32,
+                    gpu_model: req.gpu_model.as_deref(),
+                    gpu_share: if req.gpu_share.unwrap_or(1) > 1 {
+                        "shared"
+                    } else {
+                        "exclusive"
+                    },
+                    gpu_share_count: req.gpu_share.filter(|n| *n > 1).map(|n| n as i32),
+                    processes: req.processes.map(|n| n as i32),
+                    home_mib: req.home_mib.map(|n| n as i32),
+                    starts_at: starts,
+                    ends_at: ends,
+                },
+            )
+            .map_err(|e| ActionError::from_unique(e, "code", "a course with this code exists"))?;
+            CourseReclaim::set(
+                conn,
+                &CourseReclaim {
+                    course_id: course.id,
+                    idle_gpu_minutes: req.idle_gpu_minutes.map(|m| m as i32),
+                    idle_action: req.idle_action.clone().unwrap_or_else(|| "stop".into()),
+                    max_runtime_minutes: req.max_runtime_minutes.map(|m| m as i32),
+                },
+            )?;
+            if let Some(policy) = &req.network {
+                CourseNetwork::set(conn, course.id, policy)?;
+            }
+            audit::record(
+                conn,
+                caller.name(),
+                "create",
+                "course",
+                &course.code,
+                json!({ "network": req.network }),
+            )?;
+            Ok(view(conn, &course)?)
+        })
+    })
+    .await
+}
+
+pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
+    let instructor: String = users::table
+        .find(c.instructor_id)
+        .select(users::username)
+        .first(conn)?;
+    let image: Option<String> = match c.image_id {
+        Some(id) => Some(images::table.find(id).select(images::alias).first(conn)?),
+        None => None,
+    };
+    let students = Enrollment::students(conn, c.id)?.len() as u32;
+    let reclaim = CourseReclaim::of(conn, c.id)?.unwrap_or_default();
+    Ok(WireCourse {
+        code: c.code.clone(),
+        title: c.title.clone(),
+        instructor,
+        image,
+        cpu: c.cpu as u32,
+        memory_mib: c.memory_mib as u64,
+        disk_gib: c.disk_gib as u64,
+        gpus: c.gpus as u32,
+        gpu_model: c.gpu_model.clone(),
+        gpu_share: c.gpu_share.clone(),
+        gpu_share_count: c.gpu_share_count.map(|n| n as u32),
+        processes: c.processes.map(|n| n as u32),
+        home_mib: c.home_mib.map(|n| n as u64),
+        jupyter_instructors: c.jupyter_instructors,
+        starts_at: c.starts_at,
+        ends_at: c.ends_at,
+        state: c.state,
+        students,
+        quota: CourseQuota {
+            max_students: c.quota_students.map(|v| v as u32),
+            max_gpus: c.quota_gpus.map(|v| v as u32),
+            max_memory_mib: c.quota_memory_mib.map(|v| v as u64),
+        },
+        idle_gpu_minutes: reclaim.idle_gpu_minutes.map(|m| m as u32),
+        max_runtime_minutes: reclaim.max_runtime_minutes.map(|m| m as u32),
+        idle_action: if reclaim.idle_action.is_empty() {
+            "stop".into()
+        } else {
+            reclaim.idle_action
+        },
+        network: CourseNetwork::of(conn, c.id)?,
+    })
+}
+
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireCourse>> {
+    ctl.db_as(bearer, |conn, caller| {
+        let rows = match caller.role {
+            Role::Admin => Course::list(conn, None)?,
+            Role::Instructor => Course::list(conn, Some(caller.user.id))?,
+            Role::Student => Course::of_student(conn, caller.user.id)?,
+        };
+        Ok(rows
+            .iter()
+            .map(|c| view(conn, c))
+            .collect::<QueryResult<_>>()?)
+    })
+    .await
+}
+
+pub async fn get(ctl: &Controller, bearer: Bearer, code: String) -> ActionResult<WireCourse> {
+    ctl.db_as(bearer, move |conn, caller| {
+        let course = readable(conn, &caller, &code)?;
+        Ok(view(conn, &course)?)
+    })
+    .await
+}
+
+pub async fn set_quota(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    quota: CourseQuota,
+) -> ActionResult<WireCourse> {
+    caller.require(Role::Admin)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            Course::set_quota(
+                conn,
+                course.id,
+                quota.max_students.map(|v| v as i32),
+                quota.max_gpus.map(|v| v as i32),
+                quota.max_memory_mib.map(|v| v as i64),
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                "set_quota",
+                "course",
+                &code,
+                json!(quota),
+            )?;
+            let course = writable(conn, &caller, &code)?;
+            Ok(view(conn, &course)?)
+        })
+    })
+    .await
+}
+
+/// `PUT /courses/{code}/home` (its instructor, admin): the size of the students' home volumes,
+/// which each home takes when its container is next made.
+pub async fn set_home(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    home: CourseHome,
+) -> ActionResult<WireCourse> {
+    crate::placement::home_size::check("home_mib", home.home_mib)?;
+    let placement = ctl.config.placement.clone();
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            crate::placement::home_size::set(conn, course.id, home.home_mib, &placement)?;
+            audit::record(
+                conn,
+                caller.name(),
+                "set_home",
+                "course",
+                &code,
+                json!(home),
+            )?;
+            let course = writable(conn, &caller, &code)?;
+            Ok(view(conn, &course)?)
+        })
+    })
+    .await
+}
+
+/// `PUT /courses/{code}/jupyter` (its instructor, admin): whether the course's instructors may
+/// open its students' JupyterLab through the portal.
+pub async fn set_jupyter(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    jupyter: CourseJupyter,
+) -> ActionResult<WireCourse> {
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            diesel::update(crate::db::schema::courses::table.find(course.id))
+                .set(crate::db::schema::courses::jupyter_instructors.eq(jupyter.instructors))
+                .execute(conn)?;
+            audit::record(
+                conn,
+                caller.name(),
+                "set_jupyter",
+                "course",
+                &code,
+                json!(jupyter),
+            )?;
+            let course = writable(conn, &caller, &code)?;
+            Ok(view(conn, &course)?)
+        })
+    })
+    .await
+}
+
+pub async fn students(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+) -> ActionResult<Vec<WireStudent>> {
+    ctl.db(move |conn| {
+        let course = writable(conn, &caller, &code)?;
+        let by_owner: Vec<(Instance, Option<String>)> = instances::table
+            .left_join(nodes::table)
+            .filter(instances::course_id.eq(course.id))
+            .select((Instance::as_select(), nodes::name.nullable()))
+            .load(conn)?;
+        Ok(Enrollment::students(conn, course.id)?
+            .into_iter()
+            .map(|s| {
+                let mine = by_owner.iter().find(|(i, _)| i.owner_id == s.user.id);
+                WireStudent {
+                    username: s.user.username.clone(),
+                    name: s.user.full_name.clone(),
+                    email: s.user.email.clone(),
+                    instance: mine.map(|(i, _)| i.name.clone()),
+                    node: mine.and_then(|(_, n)| n.clone()),
+                    ssh_port: mine.and_then(|(i, _)| i.ssh_port).map(|p| p as u16),
+                    state: mine.map(|(i, _)| i.observed_state.to_string()),
+                }
+            })
+            .collect())
+    })
+    .await
+}

@@ -1,0 +1,21 @@
+//! Courses, in one folder: the requests an instructor makes of a course (create and settings,
+//! roster import, provisioning, limits and network policy, per-student actions, teardown,
+//! delete, the endpoints export, a new password) and what they are made of (roster parsing,
+//! instance naming, endpoint formats, generated passwords). The job steps a course's
+//! operations run are in `crate::jobs`.
+
+pub mod containers;
+pub mod course;
+pub mod delete;
+pub mod endpoints;
+pub mod enrol;
+pub mod export;
+pub mod limits;
+pub mod naming;
+pub mod network;
+pub mod password;
+pub mod provision;
+pub mod reissue;
+pub mod reserved;
+pub mod resize;
+pub mod roster;

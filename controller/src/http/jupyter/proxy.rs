@@ -1,0 +1,210 @@
+//! The relay to a container's JupyterLab: `/jupyter/{container}/...` (JupyterLab's `base_url` in
+//! the image) on the notebook's own origin ([`super::origin`], which decides who gets here) is
+//! relayed, HTTP and websockets alike, through a tunnel the node's agent opens to the
+//! container's fixed JupyterLab port over the controller's mutual TLS. No cookie crosses it
+//! either way (the browser's pass stays here, and the container's `Set-Cookie` never reaches the
+//! browser), nor any `Authorization`: what runs there is whoever is root in the container's.
+//! JupyterLab's own XSRF check wants its `_xsrf` cookie echoed in a header; the relay, which
+//! takes a change only from the notebook's own origin, makes up that pair for each request.
+
+use std::io;
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use futures_util::{stream, StreamExt};
+use http_body_util::{BodyExt, BodyStream, StreamBody};
+use hyper::body::Frame;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::access::Granted;
+use crate::agent_client::Tunnel;
+use crate::app::state::Controller;
+use crate::error::ActionError;
+
+/// What the browser sends on, whole or streamed.
+/// Not `Send`: the browser's payload stays on the worker's thread.
+type UpstreamBody = std::pin::Pin<Box<dyn hyper::body::Body<Data = Bytes, Error = io::Error>>>;
+
+/// Headers that belong to one hop or to one side, never relayed (the upgrade pair is set again
+/// for a websocket): cookies stay on their own side.
+const HOP_BY_HOP: [&str; 11] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "authorization",
+    "cookie",
+    "set-cookie",
+];
+
+/// The header JupyterLab compares with its `_xsrf` cookie on a change.
+const XSRF_HEADER: &str = "x-xsrftoken";
+
+pub fn is_websocket(req: &HttpRequest) -> bool {
+    req.headers()
+        .get("upgrade")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// The upstream request: the browser's method, path and headers, less the hop's and the cookies.
+fn upstream_request<B>(req: &HttpRequest, body: B) -> Result<hyper::Request<B>, ActionError> {
+    let bad = |e: &dyn std::fmt::Display| ActionError::invalid("request", e.to_string());
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let mut builder = hyper::Request::builder()
+        .method(req.method().as_str())
+        .uri(path);
+    for (name, value) in req.headers() {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n) || n == XSRF_HEADER {
+            continue;
+        }
+        builder = builder.header(n, value.as_bytes());
+    }
+    let xsrf = hex::encode(rand::random::<[u8; 16]>());
+    builder = builder
+        .header("cookie", format!("_xsrf={xsrf}"))
+        .header(XSRF_HEADER, xsrf);
+    if is_websocket(req) {
+        builder = builder
+            .header("connection", "upgrade")
+            .header("upgrade", "websocket");
+    }
+    builder.body(body).map_err(|e| bad(&e))
+}
+
+/// Copies the upstream answer's status and headers (less the hop's) into the browser's answer.
+fn answer_head(parts: &http_head::Parts, websocket: bool) -> actix_web::HttpResponseBuilder {
+    let status = StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut builder = HttpResponse::build(status);
+    for (name, value) in &parts.headers {
+        if HOP_BY_HOP.contains(&name.as_str()) {
+            continue;
+        }
+        builder.append_header((name.as_str(), value.as_bytes()));
+    }
+    if websocket {
+        // The connection type, not a header: actix writes `Connection` from it, and only an
+        // upgraded connection's body goes out raw (the websocket's frames as they are).
+        builder.upgrade("websocket");
+    }
+    builder
+}
+
+mod http_head {
+    pub use hyper::http::response::Parts;
+}
+
+/// Relays one browser request to `/jupyter/{name}/...` in a container the caller was granted.
+pub async fn relay(
+    req: HttpRequest,
+    payload: web::Payload,
+    ctl: &web::Data<Controller>,
+    name: &str,
+    granted: Granted,
+) -> Result<HttpResponse, ActionError> {
+    let node = granted.instance.node_id.unwrap_or_default().to_string();
+    let tunnel: Tunnel = granted
+        .agent
+        .jupyter_tunnel(name.to_string())
+        .await
+        .map_err(ActionError::on_node(node))?;
+    crate::http::jupyter::activity::seen(ctl, granted.instance.id);
+    let websocket = is_websocket(&req);
+    let unreachable = |e: &dyn std::fmt::Display| {
+        ActionError::Internal(format!("JupyterLab in {name} did not answer: {e}"))
+    };
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, UpstreamBody>(TokioIo::new(tunnel))
+            .await
+            .map_err(|e| unreachable(&e))?;
+    // The connection lives on the worker's thread: the request body is the browser's payload.
+    actix_web::rt::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!("jupyter upstream connection ended: {e}");
+        }
+    });
+    if websocket {
+        let upstream = upstream_request(
+            &req,
+            Box::pin(
+                http_body_util::Empty::<Bytes>::new()
+                    .map_err(|never: std::convert::Infallible| -> io::Error { match never {} }),
+            ) as UpstreamBody,
+        )?;
+        let mut resp = sender
+            .send_request(upstream)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        if resp.status() != hyper::StatusCode::SWITCHING_PROTOCOLS {
+            let (parts, body) = resp.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            return Ok(answer_head(&parts, false).body(body));
+        }
+        let upgraded = hyper::upgrade::on(&mut resp)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        let (parts, _) = resp.into_parts();
+        let (from_container, mut to_container) = tokio::io::split(TokioIo::new(upgraded));
+        // The browser's frames, as bytes, to the container until either side closes.
+        let mut payload = payload.into_inner();
+        actix_web::rt::spawn(async move {
+            while let Some(Ok(chunk)) = payload.next().await {
+                if to_container.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+            let _ = to_container.shutdown().await;
+        });
+        return Ok(answer_head(&parts, true).streaming(read_stream(from_container)));
+    }
+    let body: UpstreamBody = Box::pin(StreamBody::new(payload.into_inner().map(|chunk| {
+        chunk
+            .map(Frame::data)
+            .map_err(|e| io::Error::other(e.to_string()))
+    })));
+    let upstream = upstream_request(&req, body)?;
+    let resp = sender
+        .send_request(upstream)
+        .await
+        .map_err(|e| unreachable(&e))?;
+    let (parts, body) = resp.into_parts();
+    let chunks = BodyStream::new(body).filter_map(|frame| async move {
+        match frame {
+            Ok(frame) => frame.into_data().ok().map(Ok),
+            Err(e) => Some(Err(io::Error::other(e))),
+        }
+    });
+    Ok(answer_head(&parts, false).streaming(chunks))
+}
+
+/// What the container sends on a websocket, as chunks of bytes until it closes.
+fn read_stream<R: tokio::io::AsyncRead + Unpin + 'static>(
+    reader: R,
+) -> impl futures_util::Stream<Item = io::Result<Bytes>> {
+    stream::unfold(reader, |mut reader| async move {
+        let mut buf = vec![0u8; 16 << 10];
+        match reader.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), reader))
+            }
+            Err(e) => Some((Err(e), reader)),
+        }
+    })
+}

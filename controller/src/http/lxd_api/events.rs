@@ -1,0 +1,110 @@
+//! `GET /1.0/events`: the websocket the `lxc` client listens on while it waits for an operation.
+//! Cohort's operations live in PostgreSQL, so the stream polls the caller's operations and sends
+//! an `operation` event whenever one is new or changed status; it ends when the client goes.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix_web::{web, HttpRequest};
+use chrono::Utc;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::exec_sessions::ExecSessions;
+use super::operations::lxd_operation;
+use super::reply::{LxdError, LxdReply};
+use super::{caller_of, Ctl, LxdClient};
+use crate::accounts::auth::Bearer;
+use crate::jobs::operations;
+
+/// How often the stream looks for changed operations.
+const POLL: Duration = Duration::from_millis(500);
+/// Longest a stream lives; the client reconnects when it needs one again.
+const MAX_LIFE: Duration = Duration::from_secs(6 * 3600);
+
+pub async fn events(
+    ctl: Ctl,
+    sessions: web::Data<ExecSessions>,
+    client: LxdClient,
+    req: HttpRequest,
+    body: web::Payload,
+) -> LxdReply {
+    let bearer = client.0.clone();
+    // Refused before the upgrade, as LXD refuses an untrusted client.
+    let user_id = caller_of(&ctl, client).await?.user.id;
+    let mut ended = sessions.subscribe();
+    let (response, mut session, mut incoming) =
+        actix_ws::handle(&req, body).map_err(|e| LxdError::BadRequest(e.to_string()))?;
+    actix_web::rt::spawn(async move {
+        let mut seen: HashMap<Uuid, String> = HashMap::new();
+        let started = tokio::time::Instant::now();
+        let mut first = true;
+        let mut tick = tokio::time::interval(POLL);
+        while started.elapsed() < MAX_LIFE {
+            tokio::select! {
+                message = futures_util::StreamExt::next(&mut incoming) => match message {
+                    Some(Ok(actix_ws::Message::Ping(bytes))) => {
+                        if session.pong(&bytes).await.is_err() { break; }
+                    }
+                    Some(Ok(actix_ws::Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => {}
+                },
+                id = ended.recv() => {
+                    let Ok(id) = id else { continue };
+                    if let Some(exec) = sessions.get(id, user_id) {
+                        let event = operation_event(exec.lxd_operation());
+                        if session.text(event.to_string()).await.is_err() { break; }
+                    }
+                }
+                _ = tick.tick() => {
+                    if send_changes(&ctl, &bearer, &mut seen, first, &mut session).await.is_err() {
+                        break;
+                    }
+                    first = false;
+                }
+            }
+        }
+        let _ = session.close(None).await;
+    });
+    Ok(response)
+}
+
+fn operation_event(operation: serde_json::Value) -> serde_json::Value {
+    json!({
+        "type": "operation",
+        "timestamp": Utc::now(),
+        "location": "cohort",
+        "project": "default",
+        "metadata": operation,
+    })
+}
+
+/// Sends an event for every operation whose status differs from what the stream last saw;
+/// on the first pass it only records them (the client refreshes the one it waits for itself).
+async fn send_changes(
+    ctl: &Ctl,
+    bearer: &Bearer,
+    seen: &mut HashMap<Uuid, String>,
+    first: bool,
+    session: &mut actix_ws::Session,
+) -> Result<(), actix_ws::Closed> {
+    // A passing database error skips one poll; a revoked certificate ends the stream.
+    let ops = match operations::list(ctl, bearer.clone()).await {
+        Ok(ops) => ops,
+        Err(crate::error::ActionError::Unauthenticated(_)) => return Err(actix_ws::Closed),
+        Err(_) => return Ok(()),
+    };
+    for op in ops {
+        let status = format!("{:?}", op.status);
+        if seen.get(&op.id) == Some(&status) {
+            continue;
+        }
+        seen.insert(op.id, status);
+        if first {
+            continue;
+        }
+        let event = operation_event(lxd_operation(&op));
+        session.text(event.to_string()).await?;
+    }
+    Ok(())
+}

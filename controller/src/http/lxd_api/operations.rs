@@ -1,0 +1,177 @@
+//! Operations as LXD shows them: `async` answers, `/1.0/operations` (by status), `/{id}` and
+//! `/{id}/wait`, each through the same actions as `/api/v1/operations`.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use cohort_proto::api::operations::{Operation, OperationStatus};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use std::time::Duration;
+
+use super::exec_sessions::ExecSessions;
+use super::instances::Listing;
+use super::reply::{sync, LxdReply};
+use super::{caller_of, Ctl, LxdClient};
+use crate::error::ActionError;
+use crate::jobs::operations;
+
+/// Longest one `/wait` on an exec session lasts (pylxd waits with no timeout; it asks again).
+const MAX_SESSION_WAIT: Duration = Duration::from_secs(3600);
+
+fn status(status: OperationStatus) -> (&'static str, u16) {
+    match status {
+        OperationStatus::Pending => ("Pending", 105),
+        OperationStatus::Running => ("Running", 103),
+        OperationStatus::Success => ("Success", 200),
+        OperationStatus::Failure => ("Failure", 400),
+        OperationStatus::Cancelled => ("Cancelled", 401),
+    }
+}
+
+/// `api.Operation` for one of Cohort's operations.
+pub fn lxd_operation(op: &Operation) -> Value {
+    let (name, code) = status(op.status);
+    let kind = serde_json::to_value(op.kind).unwrap_or_default();
+    let mut instances: Vec<String> = op
+        .items
+        .iter()
+        .map(|i| format!("/1.0/instances/{}", i.target))
+        .collect();
+    if instances.is_empty() {
+        instances.push(format!("/1.0/instances/{}", op.target));
+    }
+    json!({
+        "id": op.id,
+        "class": "task",
+        "description": kind.as_str().unwrap_or("operation").replace('_', " "),
+        "created_at": op.created_at,
+        "updated_at": op.updated_at,
+        "status": name,
+        "status_code": code,
+        "resources": {"instances": instances},
+        "metadata": {},
+        "may_cancel": false,
+        "err": op.error.clone().unwrap_or_default(),
+        "location": "cohort",
+    })
+}
+
+/// LXD's `202 Accepted` naming the operation that carries the change.
+pub fn accepted(op: &Operation) -> HttpResponse {
+    accepted_as(&op.id.to_string(), lxd_operation(op))
+}
+
+/// LXD's `202 Accepted` envelope for the operation `id`, described by `metadata`.
+pub fn accepted_as(id: &str, metadata: Value) -> HttpResponse {
+    let url = format!("/1.0/operations/{id}");
+    HttpResponse::Accepted()
+        .insert_header((actix_web::http::header::LOCATION, url.clone()))
+        .json(json!({
+            "type": "async",
+            "status": "Operation created",
+            "status_code": 100,
+            "operation": url,
+            "error_code": 0,
+            "error": "",
+            "metadata": metadata,
+        }))
+}
+
+/// LXD's `202 Accepted` for a change that was made before the answer (snapshots): an operation
+/// already succeeded, which the client takes as done without asking about it again. It is not
+/// kept, so `lxc operation show` does not list it afterwards.
+pub fn accepted_done(description: &str, instance: &str) -> HttpResponse {
+    let id = Uuid::new_v4();
+    let now = chrono::Utc::now();
+    accepted_as(
+        &id.to_string(),
+        json!({
+            "id": id,
+            "class": "task",
+            "description": description,
+            "created_at": now,
+            "updated_at": now,
+            "status": "Success",
+            "status_code": 200,
+            "resources": {"instances": [format!("/1.0/instances/{instance}")]},
+            "metadata": {},
+            "may_cancel": false,
+            "err": "",
+            "location": "cohort",
+        }),
+    )
+}
+
+fn id_of(raw: &str) -> Result<Uuid, ActionError> {
+    raw.parse()
+        .map_err(|_| ActionError::NotFound("Operation".into()))
+}
+
+/// `GET /1.0/operations`: the caller's operations grouped by lower-case status.
+pub async fn list(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdReply {
+    let recursive = Listing::of(&req).recursion >= 1;
+    let mut groups: Map<String, Value> = Map::new();
+    for op in operations::list(&ctl, client.0).await? {
+        let key = status(op.status).0.to_lowercase();
+        let entry = if recursive {
+            lxd_operation(&op)
+        } else {
+            json!(format!("/1.0/operations/{}", op.id))
+        };
+        if let Some(list) = groups
+            .entry(key)
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+        {
+            list.push(entry);
+        }
+    }
+    Ok(sync(groups))
+}
+
+pub async fn get(
+    ctl: Ctl,
+    sessions: web::Data<ExecSessions>,
+    client: LxdClient,
+    id: web::Path<String>,
+) -> LxdReply {
+    let id = id_of(&id)?;
+    let caller = caller_of(&ctl, client).await?;
+    if let Some(session) = sessions.get(id, caller.user.id) {
+        return Ok(sync(session.lxd_operation()));
+    }
+    Ok(sync(lxd_operation(
+        &operations::get(&ctl, caller, id).await?,
+    )))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WaitQuery {
+    /// Seconds; LXD's -1 (the client's default) is "as long as it takes", bounded here by the
+    /// action's own limit.
+    #[serde(default)]
+    timeout: Option<i64>,
+}
+
+pub async fn wait(
+    ctl: Ctl,
+    sessions: web::Data<ExecSessions>,
+    client: LxdClient,
+    id: web::Path<String>,
+    query: web::Query<WaitQuery>,
+) -> LxdReply {
+    let id = id_of(&id)?;
+    let caller = caller_of(&ctl, client).await?;
+    let timeout = query.timeout.and_then(|t| u32::try_from(t).ok());
+    if let Some(session) = sessions.get(id, caller.user.id) {
+        let limit = timeout.map_or(MAX_SESSION_WAIT, |t| {
+            Duration::from_secs(t.into()).min(MAX_SESSION_WAIT)
+        });
+        session.wait(limit).await;
+        return Ok(sync(session.lxd_operation()));
+    }
+    Ok(sync(lxd_operation(
+        &operations::wait(&ctl, caller, id, timeout).await?,
+    )))
+}

@@ -1,0 +1,217 @@
+//! The student's pages: their containers with status and node, one container's SSH command
+//! (with a copy button) and `known_hosts` line, and start, stop and restart as plain forms. Every
+//! read and change goes through the same actions as `/api/v1/instances`. A queued container shows
+//! why it waits; the create form is in [`create_container`].
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpResponse};
+use cohort_proto::api::instances::{
+    Instance as WireInstance, InstanceStateChange, ObservedState, StateAction,
+};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use super::create_container::{self, Refusal};
+use super::error::PortalError;
+use super::i18n::{Lang, Msg};
+use super::layout;
+use super::session::{CsrfForm, SignedIn};
+use crate::accounts::users;
+use crate::app::state::Controller;
+use crate::courses::endpoints::Endpoint;
+use crate::images::catalog;
+use crate::instances::manage;
+use crate::placement::queue_reason::QUEUED;
+
+fn state_name(i: &WireInstance) -> &'static str {
+    i.observed_state.as_str()
+}
+
+/// The SSH endpoint of an instance that has one, worded as the course endpoints export does.
+fn endpoint(i: &WireInstance) -> Option<Endpoint> {
+    Some(Endpoint::new(
+        &i.owner,
+        &i.name,
+        i.node.as_deref().unwrap_or(""),
+        i.ssh_host.as_deref()?,
+        i.ssh_port?,
+        None,
+        i.ssh_host_key.as_deref(),
+    ))
+}
+
+/// The caller's own containers (`GET /api/v1/me`'s), each queued one with why it waits, and the
+/// create form.
+pub async fn home(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpResponse, PortalError> {
+    render_home(&ctl, &s, StatusCode::OK, None).await
+}
+
+/// Why a queued container waits: the reason placement keeps on it, without its prefix.
+fn queue_reason(i: &WireInstance) -> Option<&str> {
+    (i.observed_state == ObservedState::Queued)
+        .then_some(i.error.as_deref()?)
+        .map(|e| e.strip_prefix(QUEUED).unwrap_or(e).trim())
+}
+
+/// The containers page; `refusal` is a refused create form, shown at its field.
+pub async fn render_home(
+    ctl: &Controller,
+    s: &SignedIn,
+    status: StatusCode,
+    refusal: Option<&Refusal>,
+) -> Result<HttpResponse, PortalError> {
+    let lang = s.lang;
+    let me = users::me(ctl, s.bearer.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let catalog = catalog::list(ctl, s.bearer.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let mine = &me.instances;
+    Ok(layout::page(
+        status,
+        lang,
+        Some(s),
+        lang.t(Msg::MyContainers),
+        html! {
+            @if mine.is_empty() {
+                p #no-containers { (lang.t(Msg::NoContainers)) }
+            } @else {
+                table #containers {
+                    thead { tr {
+                        th scope="col" { (lang.t(Msg::Name)) }
+                        th scope="col" { (lang.t(Msg::Status)) }
+                        th scope="col" { (lang.t(Msg::Node)) }
+                        th scope="col" { (lang.t(Msg::SshCommand)) }
+                    } }
+                    tbody {
+                        @for i in mine {
+                            tr data-name=(i.name) {
+                                td { a href={ "/containers/" (i.name) } { (i.name) } }
+                                td.status {
+                                    (state_name(i))
+                                    @if let Some(why) = queue_reason(i) {
+                                        br; span.queue-reason { (lang.t(Msg::Reason)) ": " (why) }
+                                    }
+                                }
+                                td { (i.node.as_deref().unwrap_or("—")) }
+                                td { @if let Some(e) = endpoint(i) { code { (e.ssh_command) } } }
+                            }
+                        }
+                    }
+                }
+            }
+            (create_container::section(s, &catalog, mine.len(), refusal))
+        },
+    ))
+}
+
+fn actions(lang: Lang, s: &SignedIn, name: &str) -> Markup {
+    html! {
+        div.actions {
+            @for (action, label) in [("start", Msg::Start), ("stop", Msg::Stop), ("restart", Msg::Restart)] {
+                form method="post" action={ "/containers/" (name) "/state" } {
+                    input type="hidden" name="csrf" value=(s.csrf);
+                    input type="hidden" name="action" value=(action);
+                    button type="submit" id={ "action-" (action) } { (lang.t(label)) }
+                }
+            }
+        }
+    }
+}
+
+/// One container; a container the caller may not see is the 403 (or 404) page the action's
+/// refusal maps to.
+pub async fn show(
+    ctl: web::Data<Controller>,
+    s: SignedIn,
+    name: web::Path<String>,
+) -> Result<HttpResponse, PortalError> {
+    let lang = s.lang;
+    let i = manage::get(&ctl, s.bearer.clone(), name.into_inner())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let e = endpoint(&i);
+    let alias = i.image.clone();
+    let jupyter: bool = ctl
+        .db(move |conn| {
+            use crate::db::schema::images;
+            use diesel::prelude::*;
+            Ok(images::table
+                .filter(images::alias.eq(alias))
+                .select(images::jupyter)
+                .first(conn)
+                .optional()?
+                .unwrap_or(false))
+        })
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let running = i.observed_state == ObservedState::Running;
+    Ok(layout::ok(
+        &s,
+        &i.name,
+        html! {
+            dl.facts {
+                dt { (lang.t(Msg::Status)) } dd #status { (state_name(&i)) }
+                dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
+                @if let Some(reason) = &i.stop_reason {
+                    dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }
+                }
+            }
+            @if jupyter && running {
+                p { a #open-jupyter.button href={ "/jupyter/" (i.name) "/lab" } { (lang.t(Msg::OpenJupyter)) } }
+            } @else if jupyter {
+                div #jupyter-stopped {
+                    p { (lang.t(Msg::JupyterNeedsRunning)) }
+                    @if let Some(at) = &i.stopped_at {
+                        p { (lang.t(Msg::StoppedSince)) ": " time #stopped-since datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } }
+                    }
+                }
+            }
+            @if let Some(e) = &e {
+                h2 { (lang.t(Msg::SshCommand)) }
+                div.copyable {
+                    code #ssh-command { (e.ssh_command) }
+                    button type="button" data-copy="ssh-command" data-copied=(lang.t(Msg::Copied)) {
+                        (lang.t(Msg::Copy))
+                    }
+                }
+                @if let Some(line) = &e.known_hosts {
+                    h2 { (lang.t(Msg::HostKey)) }
+                    div.copyable {
+                        code #known-hosts { (line) }
+                        button type="button" data-copy="known-hosts" data-copied=(lang.t(Msg::Copied)) {
+                            (lang.t(Msg::Copy))
+                        }
+                    }
+                }
+            }
+            (actions(lang, &s, &i.name))
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct StateForm {
+    action: StateAction,
+}
+
+/// Start, stop or restart, then back to the container's page.
+pub async fn change_state(
+    ctl: web::Data<Controller>,
+    name: web::Path<String>,
+    CsrfForm(s, form): CsrfForm<StateForm>,
+) -> Result<HttpResponse, PortalError> {
+    let name = name.into_inner();
+    let req = InstanceStateChange {
+        action: form.action,
+        force: false,
+        timeout_s: None,
+    };
+    manage::change_state(&ctl, s.caller, name.clone(), req)
+        .await
+        .map_err(|e| PortalError::Action(s.lang, e))?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/containers/{name}")))
+        .finish())
+}

@@ -1,0 +1,104 @@
+//! The web portal, served by the controller on its HTTPS listener beside `/api/v1`: pages
+//! rendered with maud (markup checked at compile time, escaped by default, compiled into the
+//! binary), an embedded stylesheet and script, cookie sessions with CSRF tokens, and three
+//! languages. Handlers only parse, call the same actions as the REST API, and render.
+
+mod account;
+mod admin;
+mod admin_fleet;
+mod admin_users;
+mod assets;
+mod containers;
+mod course_limits;
+mod course_network;
+mod courses;
+mod create_container;
+mod error;
+pub mod i18n;
+mod layout;
+mod session;
+mod sign_in;
+mod students;
+mod tokens;
+
+use actix_web::web::{self, get, post};
+
+pub use error::PortalError;
+pub use session::{SignedIn, SESSION_COOKIE, SIGN_IN_COOKIE};
+
+/// Registers the portal's routes.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/", get().to(containers::home))
+        .route("/signin", get().to(sign_in::page))
+        .route("/signin", post().to(sign_in::submit))
+        .route("/signout", post().to(sign_in::sign_out))
+        .route("/lang/{tag}", get().to(sign_in::switch_language))
+        .route("/static/{file}", get().to(assets::asset))
+        .route("/containers", post().to(create_container::create))
+        .route("/containers/{name}", get().to(containers::show))
+        .route(
+            "/containers/{name}/state",
+            post().to(containers::change_state),
+        )
+        .route("/account", get().to(account::page))
+        .route("/account/keys", post().to(account::add_key))
+        .route("/account/keys/{id}/delete", post().to(account::remove_key))
+        .route("/account/password", post().to(account::change_password))
+        .route("/account/tokens", get().to(tokens::page))
+        .route("/account/tokens", post().to(tokens::create))
+        .route("/account/tokens/{id}/revoke", post().to(tokens::revoke))
+        .route("/courses", get().to(courses::list))
+        .route("/courses", post().to(courses::create))
+        .route("/courses/{code}", get().to(courses::show))
+        .route(
+            "/courses/{code}/students/{username}",
+            get().to(students::page),
+        )
+        .route(
+            "/courses/{code}/students/{username}/snapshots",
+            post().to(students::snapshot),
+        )
+        .route(
+            "/courses/{code}/students/{username}/snapshots/{snapshot}/restore",
+            post().to(students::restore),
+        )
+        .route(
+            "/courses/{code}/teardown",
+            post().to(students::teardown_course),
+        )
+        .route(
+            "/courses/{code}/students/{username}/{action}",
+            post().to(courses::student_action),
+        )
+        .route("/courses/{code}/roster", post().to(courses::import_roster))
+        .route("/courses/{code}/limits", post().to(course_limits::set))
+        .route("/courses/{code}/network", post().to(course_network::set))
+        .route("/courses/{code}/provision", post().to(courses::provision))
+        .route(
+            "/courses/{code}/endpoints/{format}",
+            get().to(courses::download),
+        )
+        .route("/progress/{id}", get().to(courses::progress))
+        .route("/admin", get().to(admin::page))
+        .route("/admin/nodes/{name}/cordon", post().to(admin_fleet::cordon))
+        .route(
+            "/admin/nodes/{name}/restore",
+            post().to(admin_fleet::restore),
+        )
+        .route(
+            "/admin/nodes/{name}/evacuate",
+            get().to(admin_fleet::confirm_evacuate),
+        )
+        .route(
+            "/admin/nodes/{name}/evacuate",
+            post().to(admin_fleet::evacuate),
+        )
+        .route(
+            "/admin/users/{username}/role",
+            post().to(admin_users::set_role),
+        )
+        .route(
+            "/jupyter/{name}/{rest:.*}",
+            get().to(crate::http::jupyter::entry::open),
+        );
+}

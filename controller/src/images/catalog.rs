@@ -1,0 +1,344 @@
+//! Images: the template catalog on the controller's disk, uploaded by admins and fetched by
+//! agents over mutual TLS.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use cohort_proto::api::images::{Image as WireImage, ImagePatch, ImportImageQuery, PublishImage};
+use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::operations::Operation as WireOperation;
+use cohort_proto::api::users::Role;
+use diesel::prelude::*;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::accounts::auth::{Bearer, Caller};
+use crate::app::state::Controller;
+use crate::db::models::audit;
+use crate::db::models::image::{Image, NewImage};
+use crate::db::models::node_certificate::NodeCertificate;
+use crate::error::{ActionError, ActionResult};
+use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
+use crate::{validate, views};
+
+/// Every image; any authenticated caller may see them.
+pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireImage>> {
+    ctl.db_as(bearer, |conn, _caller| {
+        Image::list(conn)?
+            .iter()
+            .map(|i| Ok(views::image(conn, i)?))
+            .collect()
+    })
+    .await
+}
+
+fn find(conn: &mut PgConnection, alias_or_fp: &str) -> ActionResult<Image> {
+    Image::lookup(conn, alias_or_fp)?
+        .ok_or_else(|| ActionError::NotFound(format!("image {alias_or_fp}")))
+}
+
+pub async fn get(ctl: &Controller, bearer: Bearer, name: String) -> ActionResult<WireImage> {
+    ctl.db_as(bearer, move |conn, _caller| {
+        let image = find(conn, &name)?;
+        Ok(views::image(conn, &image)?)
+    })
+    .await
+}
+
+/// An upload in progress: bytes go to a temporary file while their SHA-256 is computed.
+pub struct ImageUpload {
+    file: tempfile::NamedTempFile,
+    hasher: Sha256,
+    size: u64,
+    limit: u64,
+}
+
+impl ImageUpload {
+    /// Checks the caller and query before any byte is stored.
+    pub fn begin(
+        ctl: &Controller,
+        caller: &Caller,
+        query: &ImportImageQuery,
+    ) -> ActionResult<ImageUpload> {
+        caller.require(Role::Admin)?;
+        validate::instance_name("alias", &query.alias.replace('/', "-"))?;
+        if let Some(d) = &query.description {
+            validate::text("description", d)?;
+        }
+        let dir = ctl.images_dir();
+        std::fs::create_dir_all(&dir)?;
+        Ok(ImageUpload {
+            file: tempfile::NamedTempFile::new_in(dir)?,
+            hasher: Sha256::new(),
+            size: 0,
+            limit: ctl.config.server.max_image_mib * 1024 * 1024,
+        })
+    }
+
+    pub fn write(&mut self, chunk: &[u8]) -> ActionResult<()> {
+        self.size += chunk.len() as u64;
+        if self.size > self.limit {
+            return Err(ActionError::invalid(
+                "body",
+                format!("image larger than {} bytes", self.limit),
+            ));
+        }
+        self.hasher.update(chunk);
+        self.file.write_all(chunk)?;
+        Ok(())
+    }
+
+    /// Stores the tarball under its fingerprint and records it in the catalog.
+    pub async fn finish(
+        self,
+        ctl: &Controller,
+        caller: Caller,
+        query: ImportImageQuery,
+    ) -> ActionResult<WireImage> {
+        if self.size == 0 {
+            return Err(ActionError::invalid("body", "the image tarball is empty"));
+        }
+        // Nothing is stored unless it is an image: the temporary file goes with `self`.
+        let upload = self.file.path().to_path_buf();
+        tokio::task::spawn_blocking(move || crate::images::format::check(&upload))
+            .await
+            .map_err(|e| ActionError::Internal(e.to_string()))?
+            .map_err(|e| match e {
+                crate::images::format::ImageFormatError::Io(e) => ActionError::Io(e),
+                other => ActionError::invalid("body", other.to_string()),
+            })?;
+        let fingerprint = hex::encode(self.hasher.finalize());
+        let path = ctl.image_tarball(&fingerprint);
+        self.file
+            .persist(&path)
+            .map_err(|e| ActionError::Io(e.error))?;
+        let size = self.size as i64;
+        ctl.db(move |conn| {
+            conn.transaction(|conn| {
+                let image = Image::insert(
+                    conn,
+                    &NewImage {
+                        fingerprint: &fingerprint,
+                        alias: &query.alias,
+                        description: query.description.as_deref().unwrap_or(""),
+                        gpu_ready: query.gpu_ready.unwrap_or(false),
+                        size_bytes: size,
+                        created_by: Some(caller.user.id),
+                    },
+                )
+                .map_err(|e| {
+                    ActionError::from_unique(
+                        e,
+                        "alias",
+                        "an image with this alias or fingerprint exists",
+                    )
+                })?;
+                if query.jupyter == Some(true) {
+                    diesel::update(crate::db::schema::images::table.find(image.id))
+                        .set(crate::db::schema::images::jupyter.eq(true))
+                        .execute(conn)?;
+                }
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "import",
+                    "image",
+                    &query.alias,
+                    json!({"fingerprint": fingerprint}),
+                )?;
+                Ok(views::image(conn, &image)?)
+            })
+        })
+        .await
+    }
+}
+
+/// Removes an image no instance uses.
+pub async fn delete(ctl: &Controller, caller: Caller, name: String) -> ActionResult<()> {
+    caller.require(Role::Admin)?;
+    let fingerprint = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                let image = find(conn, &name)?;
+                Image::delete(conn, image.id).map_err(|e| match e {
+                    diesel::result::Error::DatabaseError(
+                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
+                        _,
+                    ) => ActionError::conflict(
+                        None,
+                        format!("image {name} is used by instances or courses"),
+                    ),
+                    other => other.into(),
+                })?;
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "delete",
+                    "image",
+                    &image.alias,
+                    json!({"fingerprint": image.fingerprint}),
+                )?;
+                Ok(image.fingerprint)
+            })
+        })
+        .await?;
+    match std::fs::remove_file(ctl.image_tarball(&fingerprint)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Who may download a tarball: an admin token, or a live node certificate (by fingerprint).
+pub enum TarballReader {
+    Person(Caller),
+    NodeCertificate(String),
+}
+
+/// The tarball's path once the reader is allowed.
+pub async fn tarball(
+    ctl: &Controller,
+    reader: TarballReader,
+    fingerprint: String,
+) -> ActionResult<PathBuf> {
+    let path = ctl.image_tarball(&fingerprint);
+    ctl.db(move |conn| {
+        match reader {
+            TarballReader::Person(caller) => caller.require(Role::Admin)?,
+            TarballReader::NodeCertificate(fp) => {
+                if NodeCertificate::live_by_fingerprint(conn, &fp)?.is_none() {
+                    return Err(ActionError::Forbidden(
+                        "this node certificate is revoked or unknown".into(),
+                    ));
+                }
+            }
+        }
+        Image::lookup(conn, &fingerprint)?
+            .filter(|i| i.fingerprint == fingerprint)
+            .ok_or_else(|| ActionError::NotFound(format!("image {fingerprint}")))?;
+        Ok(path)
+    })
+    .await
+}
+
+/// `POST /api/v1/images/publish` (like `lxc publish`; instructor of the instance's course, its
+/// owner if an instructor, or admin): the instance must be stopped. An operation: its node's
+/// agent exports the image, the controller stores the tarball under its SHA-256 like an import,
+/// and records that the node holds it.
+/// What an image published by someone other than an admin is called: under its publisher's
+/// name (`<username>/...`), never a shared-looking name other instructors would take for an
+/// official image; an admin promotes it into the shared names ([`rename`]).
+fn own_namespace(caller: &Caller, alias: &str) -> ActionResult<()> {
+    let prefix = format!("{}/", caller.name());
+    if caller.is_admin() || (alias.starts_with(&prefix) && alias.len() > prefix.len()) {
+        return Ok(());
+    }
+    Err(ActionError::invalid(
+        "alias",
+        format!(
+            "an image you publish is named under your own name, e.g. {prefix}{}; an admin \
+             promotes it into the shared names",
+            alias.rsplit('/').next().unwrap_or(alias)
+        ),
+    ))
+}
+
+/// `PATCH /api/v1/images/{name}` (admin): gives the image `req.alias` (audited as
+/// `rename_image`), e.g. promotes an instructor's published image into the shared names.
+pub async fn rename(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    req: ImagePatch,
+) -> ActionResult<WireImage> {
+    caller.require(Role::Admin)?;
+    validate::instance_name("alias", &req.alias.replace('/', "-"))?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let image = Image::lookup(conn, &name)?
+                .ok_or_else(|| ActionError::NotFound(format!("image {name}")))?;
+            if image.alias != req.alias && Image::lookup(conn, &req.alias)?.is_some() {
+                return Err(ActionError::conflict(
+                    Some("alias"),
+                    format!("an image with alias {} exists", req.alias),
+                ));
+            }
+            let renamed = Image::set_alias(conn, image.id, &req.alias).map_err(|e| {
+                ActionError::from_unique(e, "alias", "an image with this alias exists")
+            })?;
+            audit::record(
+                conn,
+                caller.name(),
+                "rename_image",
+                "image",
+                &req.alias,
+                json!({"from": image.alias, "fingerprint": image.fingerprint}),
+            )?;
+            Ok(views::image(conn, &renamed)?)
+        })
+    })
+    .await
+}
+
+pub async fn publish(
+    ctl: &Controller,
+    caller: Caller,
+    req: PublishImage,
+) -> ActionResult<WireOperation> {
+    caller.require(Role::Instructor)?;
+    validate::instance_name("instance", &req.instance)?;
+    validate::instance_name("alias", &req.alias.replace('/', "-"))?;
+    if let Some(d) = &req.description {
+        cohort_proto::validate::display_text(d, 255)
+            .map_err(|e| ActionError::invalid("description", e.0))?;
+    }
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let instance = crate::instances::manage::find(conn, &caller, &req.instance)?;
+            own_namespace(&caller, &req.alias)?;
+            if Image::lookup(conn, &req.alias)?.is_some() {
+                return Err(ActionError::conflict(
+                    Some("alias"),
+                    format!("an image with alias {} exists", req.alias),
+                ));
+            }
+            if instance.node_id.is_none() {
+                return Err(ActionError::conflict(
+                    Some("instance"),
+                    format!("instance {} is queued, not on a node yet", req.instance),
+                ));
+            }
+            if instance.observed_state != ObservedState::Stopped {
+                return Err(ActionError::conflict(
+                    Some("instance"),
+                    format!(
+                        "instance {} is {}; stop it before publishing",
+                        req.instance, instance.observed_state
+                    ),
+                ));
+            }
+            let op = enqueue(
+                conn,
+                &payload::Job::PublishImage(payload::Publish {
+                    alias: req.alias.clone(),
+                    description: req.description.clone(),
+                }),
+                Some(caller.user.id),
+                &req.alias,
+                &[Step::new(
+                    StepKind::Publish,
+                    &req.instance,
+                    Some(instance.id),
+                )],
+                Some(Audit {
+                    actor: caller.name(),
+                    action: "publish",
+                    object_kind: "image",
+                    object: &req.alias,
+                    detail: json!({"instance": req.instance}),
+                }),
+            )?;
+            Ok(views::operation(conn, &op)?)
+        })
+    })
+    .await
+}

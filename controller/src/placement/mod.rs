@@ -1,0 +1,464 @@
+//! Placement: filter the nodes that can hold an instance (online, not cordoned, cpu, memory,
+//! disk for the root and the home with a tenth of the node's pool left free, GPUs of the model
+//! asked for with room under `share_limit` and every holder's course `--gpu-share N`, a free SSH
+//! port), score them (spread or pack, holding the image first), then allocate the port and GPU slots on the best
+//! one. Runs inside the caller's transaction, so the instance row, its port and its GPU slots
+//! commit together; the unique indexes are the last guard.
+//!
+//! Beside it: the SQL functions it calls (`placement.sql`), whether any node could ever hold a
+//! request ([`feasible`]), why a queued instance waits ([`queue_reason`]), the queue that places
+//! them later ([`queue`]), whether a move's target has room ([`move_room`]), GPU slots given back
+//! and taken again ([`gpu_slots`]), and the sizes a placed container gets from its course: its
+//! home volume ([`home_size`]) and its process limit ([`process_limit`]).
+
+pub mod feasible;
+pub mod gpu_slots;
+pub mod home_size;
+pub mod move_room;
+pub mod process_limit;
+pub mod queue;
+pub mod queue_reason;
+
+use diesel::pg::Pg;
+use diesel::prelude::*;
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Jsonb, Nullable, Text, Untyped};
+
+use crate::app::config::PlacementConfig;
+use crate::db::models::instance::{Instance, NewInstance};
+
+/// Where an instance went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub instance_id: i64,
+    pub node_id: i64,
+    pub node_name: String,
+    pub ssh_port: i32,
+    /// (gpu id, slot) pairs.
+    pub gpu_slots: Vec<(i64, i32)>,
+    /// The pass that found the node: how hard the search was.
+    pub pass: Pass,
+}
+
+/// The window a first pass ranks: this many of the least loaded nodes (most loaded, to pack),
+/// and as many of those holding the image, read from an index. Wide enough that concurrent
+/// placements, each skipping the nodes the others hold, still find one; 32 placed about 10%
+/// more a second than 64 in benchmark 2, and 16 no more than 32.
+const WINDOW: i64 = 32;
+
+/// Nodes one pass may find unable to take the instance once locked (the GPU test ran on a
+/// snapshot) before the next pass.
+const TRIES_PER_PASS: usize = 4;
+
+/// How hard a pass looks for a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// The best of the window that no other transaction holds.
+    Window,
+    /// The best of every node that no other transaction holds.
+    Everything,
+    /// The best of every node, waiting for its lock.
+    Wait,
+}
+
+impl Pass {
+    /// The pass `cohort_place_class` numbers `n` (0, 1, 2 in the order above).
+    fn from_number(n: i32) -> Pass {
+        match n {
+            0 => Pass::Window,
+            1 => Pass::Everything,
+            _ => Pass::Wait,
+        }
+    }
+}
+
+/// Inserts `new`, placed when a node can hold it now (only the node `pinned` names, when set),
+/// queued otherwise (the row as given). Returns its id and where it went.
+///
+/// A placed row is written once, on its node, by the try that placed it, rather than inserted
+/// queued and then updated with its node and port.
+pub fn insert(
+    conn: &mut PgConnection,
+    new: &NewInstance<'_>,
+    pinned: Option<i64>,
+    config: &PlacementConfig,
+) -> QueryResult<(i64, Option<Placement>)> {
+    let ask = Ask::new_row(new)?;
+    match place_ask(conn, &ask, pinned, config)? {
+        Some(p) => Ok((p.instance_id, Some(p))),
+        None => {
+            let why = queue_reason::why(conn, &ask.need(), config)?;
+            Ok((insert_queued(conn, new, &why)?, None))
+        }
+    }
+}
+
+/// Writes `new` queued, with why no node can hold it now.
+fn insert_queued(conn: &mut PgConnection, new: &NewInstance<'_>, why: &str) -> QueryResult<i64> {
+    let id = Instance::insert(conn, new)?.id;
+    Instance::set_error(conn, id, Some(why))?;
+    Ok(id)
+}
+
+/// Inserts a class: `news`, which ask for the same shape (a course's students), each placed when
+/// a node can hold it now and queued otherwise, as [`insert`] would one by one. The placements
+/// are one statement (`cohort_place_class`: to spread, it claims as many of the best nodes as
+/// there are rows at once and gives each row the best of them that still fits; a row none can
+/// take gets the passes and tries of one instance), so the nodes the class holds are held only
+/// while it is placed, not for a round trip per student, and the window is ranked once a class
+/// rather than once a student. Rows of different shapes are inserted one by one. Returns each
+/// row's id and where it went, in the order given.
+pub fn insert_class(
+    conn: &mut PgConnection,
+    news: &[NewInstance<'_>],
+    config: &PlacementConfig,
+) -> QueryResult<Vec<(i64, Option<Placement>)>> {
+    let Some(first) = news.first() else {
+        return Ok(Vec::new());
+    };
+    let ask = Ask::new_row(first)?;
+    if news.iter().any(|new| !ask.same_shape(&Ask::of(new, None))) {
+        return news
+            .iter()
+            .map(|new| insert(conn, new, None, config))
+            .collect();
+    }
+    let rows = news
+        .iter()
+        .map(|new| {
+            serde_json::to_value(new)
+                .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))
+        })
+        .collect::<QueryResult<Vec<_>>>()?;
+    let tries: Vec<ClassTry> = diesel::sql_query(
+        "SELECT * FROM cohort_place_class($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+         $14, $15)",
+    )
+    .bind::<Array<Jsonb>, _>(&rows)
+    .bind::<Integer, _>(ask.gpu_count)
+    .bind::<Integer, _>(ask.cpu)
+    .bind::<BigInt, _>(ask.memory_mib)
+    .bind::<BigInt, _>(ask.disk_gib)
+    .bind::<Nullable<Text>, _>(ask.gpu_model)
+    .bind::<Bool, _>(ask.exclusive)
+    .bind::<BigInt, _>(ask.image_id)
+    .bind::<Bool, _>(ask.pack)
+    .bind::<Double, _>(config.cpu_overcommit)
+    .bind::<Double, _>(config.memory_overcommit)
+    .bind::<Double, _>(config.disk_overcommit)
+    .bind::<Nullable<Integer>, _>(ask.share)
+    .bind::<BigInt, _>(WINDOW)
+    .bind::<Integer, _>(TRIES_PER_PASS as i32)
+    .load(conn)?;
+    if tries.len() != news.len() {
+        return Err(diesel::result::Error::DeserializationError(
+            format!("{} rows placed for a class of {}", tries.len(), news.len()).into(),
+        ));
+    }
+    // Every row asks for the same, so one that no node can hold has the same reason as the next.
+    let mut why: Option<String> = None;
+    news.iter()
+        .zip(tries)
+        .map(|(new, t)| {
+            let pass = t.placed_pass.map(Pass::from_number);
+            match pass.and_then(|pass| t.placed.placement(pass)) {
+                Some(p) => Ok((p.instance_id, Some(p))),
+                None => {
+                    let why = match &why {
+                        Some(why) => why,
+                        None => why.insert(queue_reason::why(conn, &ask.need(), config)?),
+                    };
+                    Ok((insert_queued(conn, new, why)?, None))
+                }
+            }
+        })
+        .collect()
+}
+
+/// What `cohort_place_class` says of one row: a try that placed it, and the pass that did; all
+/// NULL when no node could hold it now.
+#[derive(QueryableByName)]
+struct ClassTry {
+    #[diesel(embed)]
+    placed: Try,
+    #[diesel(sql_type = Nullable<Integer>)]
+    placed_pass: Option<i32>,
+}
+
+/// Tries to place the queued `instance`; `None` when no node can hold it now. Only the node
+/// `pinned` names is considered when it is set.
+pub fn place(
+    conn: &mut PgConnection,
+    instance: &Instance,
+    pinned: Option<i64>,
+    config: &PlacementConfig,
+) -> QueryResult<Option<Placement>> {
+    let ask = Ask {
+        instance: Some(instance.id),
+        row: None,
+        gpu_count: instance.gpu_count,
+        cpu: instance.cpu,
+        memory_mib: instance.memory_mib,
+        disk_gib: instance.disk_gib + i64::from(instance.home_gib),
+        gpu_model: instance.gpu_model.as_deref(),
+        exclusive: instance.gpu_share == "exclusive",
+        share: instance.gpu_share_count,
+        image_id: instance.image_id,
+        pack: instance.strategy == "pack",
+    };
+    let placed = place_ask(conn, &ask, pinned, config)?;
+    let was_queued = instance
+        .error
+        .as_deref()
+        .is_some_and(|e| e.starts_with(queue_reason::QUEUED));
+    if placed.is_some() && was_queued {
+        Instance::set_error(conn, instance.id, None)?;
+    } else if placed.is_none() {
+        // Written only when it changed: every write of `instances` makes the page cache read
+        // its pages again.
+        let why = queue_reason::why(conn, &ask.need(), config)?;
+        if instance.error.as_deref() != Some(why.as_str()) {
+            Instance::set_error(conn, instance.id, Some(&why))?;
+        }
+    }
+    Ok(placed)
+}
+
+/// What is placed: a queued instance (`instance`) or a new row (`row`, its columns by name), and
+/// what it needs.
+struct Ask<'a> {
+    instance: Option<i64>,
+    row: Option<serde_json::Value>,
+    gpu_count: i32,
+    cpu: i32,
+    memory_mib: i64,
+    /// The root disk and the home volume together.
+    disk_gib: i64,
+    gpu_model: Option<&'a str>,
+    exclusive: bool,
+    /// Most containers on one GPU this instance accepts (its course's `--gpu-share N`).
+    share: Option<i32>,
+    image_id: i64,
+    pack: bool,
+}
+
+impl<'a> Ask<'a> {
+    /// What the new row `new` asks for, the row itself (`row`) not yet attached.
+    fn of(new: &NewInstance<'a>, row: Option<serde_json::Value>) -> Self {
+        Ask {
+            instance: None,
+            row,
+            gpu_count: new.gpu_count,
+            cpu: new.cpu,
+            memory_mib: new.memory_mib,
+            disk_gib: new.disk_gib + i64::from(new.home_gib),
+            gpu_model: new.gpu_model,
+            exclusive: new.gpu_share == "exclusive",
+            share: new.gpu_share_count,
+            image_id: new.image_id,
+            pack: new.strategy == "pack",
+        }
+    }
+
+    /// The new row `new`, with its columns by name.
+    fn new_row(new: &NewInstance<'a>) -> QueryResult<Self> {
+        let row = serde_json::to_value(new)
+            .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+        Ok(Ask::of(new, Some(row)))
+    }
+
+    /// Whether `other` asks for what this does (the rows aside).
+    fn same_shape(&self, other: &Ask<'_>) -> bool {
+        (
+            self.gpu_count,
+            self.cpu,
+            self.memory_mib,
+            self.disk_gib,
+            self.gpu_model,
+            self.exclusive,
+            self.share,
+            self.image_id,
+            self.pack,
+        ) == (
+            other.gpu_count,
+            other.cpu,
+            other.memory_mib,
+            other.disk_gib,
+            other.gpu_model,
+            other.exclusive,
+            other.share,
+            other.image_id,
+            other.pack,
+        )
+    }
+
+    fn need(&self) -> queue_reason::Need<'_> {
+        queue_reason::Need {
+            cpu: self.cpu,
+            memory_mib: self.memory_mib,
+            disk_gib: self.disk_gib,
+            gpu_count: self.gpu_count,
+            gpu_model: self.gpu_model,
+            exclusive: self.exclusive,
+            share: self.share,
+        }
+    }
+}
+
+/// Each try is one call of `cohort_place_try` (its current definition, and those of the
+/// functions it calls, are in `placement.sql` beside this file): it reads a window of the least
+/// loaded nodes from an index (leaving out those earlier tries of the transaction found held by
+/// other transactions), filters them on the usage counters the database keeps (see the
+/// `placement_counters` migration), ranks them and locks the best one no other placement holds
+/// (`FOR UPDATE SKIP LOCKED`), so concurrent placements spread over nodes instead of queueing on
+/// the single best one; then `cohort_place_on` takes the port and GPU slots under that lock and
+/// writes the instance. A pass
+/// that finds nothing in the window looks at every node, and only when every node that fits is
+/// held does a pass wait for one. The function runs as one round trip with plans PostgreSQL
+/// keeps for the session.
+fn place_ask(
+    conn: &mut PgConnection,
+    ask: &Ask<'_>,
+    pinned: Option<i64>,
+    config: &PlacementConfig,
+) -> QueryResult<Option<Placement>> {
+    let mut tried: Vec<i64> = Vec::new();
+    for pass in [Pass::Window, Pass::Everything, Pass::Wait] {
+        for _ in 0..TRIES_PER_PASS {
+            let outcome = try_once(conn, ask, pinned, config, pass, &tried)?;
+            let Some(node_id) = outcome.placed_node else {
+                break;
+            };
+            match outcome.placement(pass) {
+                Some(placement) => return Ok(Some(placement)),
+                // The locked node could not take the instance after all; the function let it go.
+                None => tried.push(node_id),
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// What one try did: no node (`placed_node` NULL), a node that could not take the instance once
+/// locked (`placed_port` NULL), or the placement.
+#[derive(QueryableByName)]
+struct Try {
+    #[diesel(sql_type = Nullable<BigInt>)]
+    placed_instance: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    placed_node: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    placed_node_name: Option<String>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    placed_port: Option<i32>,
+    #[diesel(sql_type = Nullable<Array<BigInt>>)]
+    placed_gpus: Option<Vec<i64>>,
+    #[diesel(sql_type = Nullable<Array<Integer>>)]
+    placed_slots: Option<Vec<i32>>,
+}
+
+impl Try {
+    /// Where the try placed the instance, found by `pass`; `None` when it did not.
+    fn placement(self, pass: Pass) -> Option<Placement> {
+        Some(Placement {
+            instance_id: self.placed_instance?,
+            node_id: self.placed_node?,
+            node_name: self.placed_node_name?,
+            ssh_port: self.placed_port?,
+            gpu_slots: self
+                .placed_gpus
+                .unwrap_or_default()
+                .into_iter()
+                .zip(self.placed_slots.unwrap_or_default())
+                .collect(),
+            pass,
+        })
+    }
+}
+
+/// One try at the best node `pass` looks at, skipping the nodes in `tried`.
+fn try_once(
+    conn: &mut PgConnection,
+    ask: &Ask<'_>,
+    pinned: Option<i64>,
+    config: &PlacementConfig,
+    pass: Pass,
+    tried: &[i64],
+) -> QueryResult<Try> {
+    PlaceTry {
+        ask,
+        pinned,
+        config,
+        window: (pass == Pass::Window).then_some(WINDOW),
+        wait: pass == Pass::Wait,
+        tried,
+    }
+    .get_result(conn)
+}
+
+/// The call of `cohort_place_try`. Its own query type rather than `sql_query`, which diesel never
+/// keeps prepared: this one is prepared once per connection, so PostgreSQL neither parses nor
+/// plans the call again.
+struct PlaceTry<'a> {
+    ask: &'a Ask<'a>,
+    pinned: Option<i64>,
+    config: &'a PlacementConfig,
+    window: Option<i64>,
+    wait: bool,
+    tried: &'a [i64],
+}
+
+impl QueryId for PlaceTry<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl Query for PlaceTry<'_> {
+    type SqlType = Untyped;
+}
+
+impl RunQueryDsl<PgConnection> for PlaceTry<'_> {}
+
+impl QueryFragment<Pg> for PlaceTry<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        let ask = self.ask;
+        out.push_sql("SELECT * FROM cohort_place_try(");
+        out.push_bind_param::<Nullable<BigInt>, _>(&ask.instance)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<BigInt>, _>(&self.pinned)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Integer, _>(&ask.gpu_count)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Integer, _>(&ask.cpu)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&ask.memory_mib)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&ask.disk_gib)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&ask.gpu_model)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&ask.exclusive)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&ask.image_id)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&ask.pack)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Double, _>(&self.config.cpu_overcommit)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Double, _>(&self.config.memory_overcommit)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Double, _>(&self.config.disk_overcommit)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<BigInt>, _>(&self.window)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&self.wait)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<BigInt>, _>(&self.tried)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Jsonb>, _>(&ask.row)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Integer>, _>(&ask.share)?;
+        out.push_sql(")");
+        Ok(())
+    }
+}

@@ -1,0 +1,133 @@
+//! Why a queued instance waits, in words a student or an instructor can act on: the resource
+//! no node has enough of ("needs 10 GiB of disk; largest free on any node: 3 GiB"), or that no
+//! node is online, or that no single node has all of it at once. Kept on the instance (`error`,
+//! with the [`QUEUED`] prefix) whenever placement finds no room, so `cohort info`, the API and a
+//! course provision's items show it.
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
+
+use crate::app::config::PlacementConfig;
+
+/// Prefix of a queued instance's reason.
+pub const QUEUED: &str = "queued:";
+
+/// What an instance asks of a node.
+pub struct Need<'a> {
+    pub cpu: i32,
+    pub memory_mib: i64,
+    /// The root disk and the home volume together.
+    pub disk_gib: i64,
+    pub gpu_count: i32,
+    pub gpu_model: Option<&'a str>,
+    pub exclusive: bool,
+    pub share: Option<i32>,
+}
+
+/// The most any one online node has free of each resource, by the counters placement uses
+/// (disk: the lesser of what its reservations leave and what its pool has before the last
+/// tenth).
+#[derive(QueryableByName)]
+struct Free {
+    #[diesel(sql_type = BigInt)]
+    nodes: i64,
+    #[diesel(sql_type = BigInt)]
+    online: i64,
+    #[diesel(sql_type = Nullable<Double>)]
+    cpu: Option<f64>,
+    #[diesel(sql_type = Nullable<Double>)]
+    memory_mib: Option<f64>,
+    #[diesel(sql_type = Nullable<Double>)]
+    disk_gib: Option<f64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    ports: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    gpus: Option<i64>,
+}
+
+/// Why no node can hold `need` now.
+pub fn why(
+    conn: &mut PgConnection,
+    need: &Need<'_>,
+    config: &PlacementConfig,
+) -> QueryResult<String> {
+    let free: Free = diesel::sql_query(
+        "SELECT count(*) AS nodes,
+                count(*) FILTER (WHERE n.state = 'online') AS online,
+                max(n.cores * $1 - n.cpu_used) FILTER (WHERE n.state = 'online') AS cpu,
+                max((n.memory_bytes / 1048576) * $2 - n.memory_used_mib)
+                    FILTER (WHERE n.state = 'online') AS memory_mib,
+                max(least((n.disk_total_bytes / 1073741824) * $3 - n.disk_used_gib,
+                          CASE WHEN n.pool_total_bytes = 0 THEN NULL
+                               ELSE (n.pool_total_bytes * 0.9 - n.pool_used_bytes)
+                                    / 1073741824 END))
+                    FILTER (WHERE n.state = 'online') AS disk_gib,
+                max((n.ssh_port_last - n.ssh_port_first + 1 - n.instance_count)::int8)
+                    FILTER (WHERE n.state = 'online') AS ports,
+                CASE WHEN $4 = 0 THEN NULL ELSE
+                    max(cohort_node_free_gpus(n.id, $5, $6, $7))
+                        FILTER (WHERE n.state = 'online' AND n.nvidia_runtime) END AS gpus
+         FROM nodes n",
+    )
+    .bind::<Double, _>(config.cpu_overcommit)
+    .bind::<Double, _>(config.memory_overcommit)
+    .bind::<Double, _>(config.disk_overcommit)
+    .bind::<Integer, _>(need.gpu_count)
+    .bind::<Nullable<Text>, _>(need.gpu_model)
+    .bind::<Bool, _>(need.exclusive)
+    .bind::<Nullable<Integer>, _>(need.share)
+    .get_result(conn)?;
+    Ok(format!("{QUEUED} {}", explain(need, &free)))
+}
+
+fn explain(need: &Need<'_>, free: &Free) -> String {
+    if free.online == 0 {
+        return match free.nodes {
+            0 => "no node is enrolled".to_string(),
+            n => format!("no node is online (of {n}: offline, cordoned or evacuating)"),
+        };
+    }
+    let floor = |v: Option<f64>| v.unwrap_or(0.0).max(0.0).floor() as i64;
+    if need.gpu_count > 0 && free.gpus.unwrap_or(0) < i64::from(need.gpu_count) {
+        let model = need.gpu_model.map(|m| format!(" {m}")).unwrap_or_default();
+        let how = match (need.exclusive, need.share) {
+            (true, _) => " to itself",
+            (false, Some(_)) => " shared within the course's gpu_share",
+            (false, None) => "",
+        };
+        return format!(
+            "needs {}{model} GPU{}{how}; most free on any node: {}",
+            need.gpu_count,
+            if need.gpu_count == 1 { "" } else { "s" },
+            free.gpus.unwrap_or(0)
+        );
+    }
+    if f64::from(need.cpu) > free.cpu.unwrap_or(0.0) {
+        return format!(
+            "needs {} CPU; most free on any node: {}",
+            need.cpu,
+            floor(free.cpu)
+        );
+    }
+    if need.memory_mib as f64 > free.memory_mib.unwrap_or(0.0) {
+        return format!(
+            "needs {} MiB of memory; most free on any node: {} MiB",
+            need.memory_mib,
+            floor(free.memory_mib)
+        );
+    }
+    if need.disk_gib as f64 > free.disk_gib.unwrap_or(0.0) {
+        return format!(
+            "needs {} GiB of disk; largest free on any node: {} GiB",
+            need.disk_gib,
+            floor(free.disk_gib)
+        );
+    }
+    if free.ports.unwrap_or(0) < 1 {
+        return "no node has a free SSH port".to_string();
+    }
+    format!(
+        "no single node has room for all of it at once ({} CPU, {} MiB of memory, {} GiB of disk, {} GPUs)",
+        need.cpu, need.memory_mib, need.disk_gib, need.gpu_count
+    )
+}

@@ -1,0 +1,226 @@
+//! The reclaimer: a periodic pass that stops containers whose GPU has been idle longer than their
+//! course's `idle_gpu_minutes` (or, where the course's `idle_action` is `detach`, takes their GPUs
+//! and leaves them running), that ran longer than `max_runtime_minutes`, or whose course has
+//! ended, and deletes a course's containers once `delete_after_end_s` has passed since its end.
+//! Each stop or delete is an ordinary operation (the worker does it) with the reason kept on the
+//! instance and in the audit log. A pass runs in one transaction under a PostgreSQL advisory
+//! lock, so with two controllers only one acts at a time, and a decision is re-checked against
+//! `desired_state`, so nothing is stopped or deleted twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cohort_proto::api::courses::CourseState;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
+use diesel::prelude::*;
+use serde_json::json;
+
+use crate::app::state::Controller;
+use crate::db::models::audit;
+use crate::db::models::course_reclaim::CourseReclaim;
+use crate::db::models::instance::Instance;
+use crate::db::models::instance_usage::InstanceUsage;
+use crate::db::schema::{courses, gpu_allocations, instance_usage, instances};
+use crate::error::ActionResult;
+use crate::jobs::payload::{ChangeState, Delete, Job, Reclaimed};
+use crate::jobs::{enqueue, Audit, Step, StepKind};
+
+/// Key of the advisory lock a pass holds ("cohort-reclaim" as an integer).
+const LOCK_KEY: i64 = 0x636f_686f_7274_7263;
+
+/// When a run began / when the GPU was last used.
+type Since = Option<DateTime<Utc>>;
+
+/// Who the audit log names for the reclaimer's actions.
+const ACTOR: &str = "reclaim";
+
+pub async fn run(ctl: Arc<Controller>) {
+    let every = Duration::from_secs(ctl.config.reclaim.interval_s.max(1));
+    loop {
+        tokio::time::sleep(every).await;
+        match pass(&ctl).await {
+            Ok(n) if n > 0 => tracing::info!(actions = n, "reclaim pass"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "reclaim pass failed"),
+        }
+    }
+}
+
+/// One pass; returns how many stops and deletes it started (0 when another controller holds
+/// the lock).
+pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
+    let cfg = ctl.config.reclaim.clone();
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let locked: bool = diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(
+                &format!("pg_try_advisory_xact_lock({LOCK_KEY})"),
+            ))
+            .get_result(conn)?;
+            if !locked {
+                return Ok(0);
+            }
+            let now = Utc::now();
+            let minute = chrono::Duration::seconds(cfg.minute_s.max(1) as i64);
+            let grace = chrono::Duration::seconds(cfg.delete_after_end_s as i64);
+            let mut acted = 0;
+
+            // Courses whose end has passed: mark them ended, stop, and after the grace delete.
+            let ended: Vec<(i64, String, DateTime<Utc>)> = courses::table
+                .filter(courses::ends_at.le(now))
+                .filter(courses::state.ne(CourseState::TornDown))
+                .select((courses::id, courses::code, courses::ends_at.assume_not_null()))
+                .load(conn)?;
+            for (course_id, code, ends_at) in ended {
+                let marked = diesel::update(courses::table.find(course_id))
+                    .filter(courses::state.eq(CourseState::Active))
+                    .set(courses::state.eq(CourseState::Ended))
+                    .execute(conn)?;
+                if marked > 0 {
+                    audit::record(conn, ACTOR, "end", "course", &code, json!({"ends_at": ends_at}))?;
+                }
+                for i in live_of_course(conn, course_id)? {
+                    if ends_at + grace <= now {
+                        let reason = format!(
+                            "course {code} ended at {ends_at}; deleted after the {}s grace period",
+                            cfg.delete_after_end_s
+                        );
+                        delete(conn, &i, &code, &reason)?;
+                        acted += 1;
+                    } else if i.desired_state == DesiredState::Running {
+                        stop(conn, &i, &code, &format!("course {code} ended at {ends_at}"))?;
+                        acted += 1;
+                    }
+                }
+            }
+
+            // Idle GPUs and the longest run, per course policy.
+            for policy in CourseReclaim::all(conn)? {
+                let code: String = courses::table
+                    .find(policy.course_id)
+                    .select(courses::code)
+                    .first(conn)?;
+                let running: Vec<(Instance, Since, Since, Since, Since)> = instances::table
+                    .inner_join(instance_usage::table)
+                    .filter(instances::course_id.eq(policy.course_id))
+                    .filter(instances::desired_state.eq(DesiredState::Running))
+                    .filter(instances::observed_state.eq(ObservedState::Running))
+                    .select((
+                        Instance::as_select(),
+                        instance_usage::running_since,
+                        instance_usage::gpu_active_at,
+                        instance_usage::gpus_detached_at,
+                        instance_usage::notebook_active_at,
+                    ))
+                    .load(conn)?;
+                for (i, since, gpu_active, detached, notebook_active) in running {
+                    // Notebook use through the portal is use, as GPU use is.
+                    let active = gpu_active.max(notebook_active);
+                    let Some(since) = since else { continue };
+                    if let Some(max) = policy.max_runtime_minutes {
+                        if since + minute * max <= now {
+                            let reason = format!(
+                                "ran {} minutes, the course's max_runtime is {max} minutes",
+                                (now - since).num_seconds() / minute.num_seconds()
+                            );
+                            stop(conn, &i, &code, &reason)?;
+                            acted += 1;
+                            continue;
+                        }
+                    }
+                    if let Some(idle) = policy.idle_gpu_minutes {
+                        let last_use = active.map_or(since, |a| a.max(since));
+                        if last_use + minute * idle <= now {
+                            let reason = format!(
+                                "no GPU or notebook use since {last_use} (the course's idle_gpu_minutes is {idle})"
+                            );
+                            if policy.idle_action == "detach" {
+                                // Once per instance, and only when it holds GPUs to give back.
+                                let holds = diesel::select(diesel::dsl::exists(
+                                    gpu_allocations::table
+                                        .filter(gpu_allocations::instance_id.eq(i.id)),
+                                ))
+                                .get_result::<bool>(conn)?;
+                                if detached.is_none() && holds {
+                                    detach(conn, &i, &code, &reason)?;
+                                    acted += 1;
+                                }
+                            } else {
+                                stop(conn, &i, &code, &reason)?;
+                                acted += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(acted)
+        })
+    })
+    .await
+}
+
+/// A course's instances not already being deleted.
+fn live_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
+    instances::table
+        .filter(instances::course_id.eq(course_id))
+        .filter(instances::desired_state.ne(DesiredState::Deleted))
+        .filter(instances::node_id.is_not_null())
+        .select(Instance::as_select())
+        .load(conn)
+}
+
+fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
+    Instance::set_desired(conn, i.id, DesiredState::Stopped)?;
+    InstanceUsage::set_stopped(conn, i.id, reason)?;
+    tracing::info!(instance = %i.name, %reason, "reclaim: stopping");
+    // The GPU slots go back once it is stopped: reclaiming is for whoever waits.
+    let job = Job::ChangeInstanceState(ChangeState {
+        force: true,
+        reason: Some(reason.to_string()),
+        release_gpus: true,
+        ..Default::default()
+    });
+    act(conn, i, course, reason, &job, StepKind::Stop)
+}
+
+/// `idle_action = detach`: the container keeps running; the worker has its node remove the
+/// `cohort-gpu*` devices, then releases the GPU slots (see `jobs::gpus::detach`).
+fn detach(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
+    InstanceUsage::set_detached(conn, i.id, reason)?;
+    tracing::info!(instance = %i.name, %reason, "reclaim: detaching GPUs");
+    let job = Job::DetachGpus(Reclaimed {
+        reason: reason.to_string(),
+    });
+    act(conn, i, course, reason, &job, StepKind::DetachGpus)
+}
+
+fn delete(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
+    Instance::set_desired(conn, i.id, DesiredState::Deleted)?;
+    InstanceUsage::set_stopped(conn, i.id, reason)?;
+    tracing::info!(instance = %i.name, %reason, "reclaim: deleting");
+    let job = Job::DeleteInstance(Delete {
+        reason: Some(reason.to_string()),
+        ..Default::default()
+    });
+    act(conn, i, course, reason, &job, StepKind::Delete)
+}
+
+/// Records the reclaimer's operation of one step on `i`, audited under the step's name.
+fn act(
+    conn: &mut PgConnection,
+    i: &Instance,
+    course: &str,
+    reason: &str,
+    job: &Job,
+    action: StepKind,
+) -> QueryResult<()> {
+    let step = Step::new(action, &i.name, Some(i.id));
+    let audit = Audit {
+        actor: ACTOR,
+        action: action.as_str(),
+        object_kind: "instance",
+        object: &i.name,
+        detail: json!({"reason": reason, "course": course}),
+    };
+    enqueue(conn, job, None, &i.name, &[step], Some(audit)).map(drop)
+}
