@@ -98,6 +98,7 @@ fn unused<T: Send + 'static>() -> AgentFuture<T> {
 }
 
 impl NodeAgent for GpuNode {
+    crate::unused_agent_calls!();
     fn inventory(&self) -> AgentFuture<Inventory> {
         let gpus = self.gpus.clone();
         Box::pin(async move {

@@ -8,6 +8,7 @@ pub mod browser;
 pub mod cluster;
 pub mod controller;
 pub mod db;
+pub mod fake_agent;
 pub mod gpu_node;
 pub mod images;
 pub mod lab;

@@ -110,72 +110,35 @@ pub trait NodeAgent: Send + Sync {
     /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
     fn delete_volume(&self, name: String) -> AgentFuture<()>;
     /// The stopped instance's backup tarball (its root disk and snapshots), streamed.
-    fn export_instance(&self, name: String) -> AgentFuture<AgentStream> {
-        let _ = name;
-        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
-    }
+    fn export_instance(&self, name: String) -> AgentFuture<AgentStream>;
     /// Imports an instance from another node's backup tarball, streamed in as it comes.
-    fn import_instance(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
-        let _ = (name, tarball);
-        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
-    }
+    fn import_instance(&self, name: String, tarball: AgentStream) -> AgentFuture<()>;
     /// A `home-*` volume's backup tarball, streamed.
-    fn export_volume(&self, name: String) -> AgentFuture<AgentStream> {
-        let _ = name;
-        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
-    }
+    fn export_volume(&self, name: String) -> AgentFuture<AgentStream>;
     /// Imports a `home-*` volume from another node's backup tarball, streamed in.
-    fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
-        let _ = (name, tarball);
-        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
-    }
+    fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()>;
     /// Makes an imported (stopped) instance this node's: its SSH forward and GPUs here.
-    fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
-        let _ = (name, arrival);
-        Box::pin(async { Err(AgentError::Decode("no backups here".into())) })
-    }
+    fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance>;
     /// Sets the instance's cores and memory; LXD applies them to a running container at once.
-    fn set_limits(&self, name: String, limits: LiveLimits) -> AgentFuture<Instance> {
-        let _ = (name, limits);
-        Box::pin(async { Err(AgentError::Decode("no live limits here".into())) })
-    }
+    fn set_limits(&self, name: String, limits: LiveLimits) -> AgentFuture<Instance>;
     /// Starts an exec whose websockets are attached later (`exec_session_socket`).
     fn start_exec_session(
         &self,
         name: String,
         request: ExecSessionRequest,
-    ) -> AgentFuture<ExecSession> {
-        let _ = (name, request);
-        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
-    }
+    ) -> AgentFuture<ExecSession>;
     /// The session's state, waiting up to `timeout_s` for its end.
-    fn exec_session_state(&self, id: String, timeout_s: u32) -> AgentFuture<ExecSessionState> {
-        let _ = (id, timeout_s);
-        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
-    }
+    fn exec_session_state(&self, id: String, timeout_s: u32) -> AgentFuture<ExecSessionState>;
     /// One of the session's websockets, upgraded: the bytes are LXD's websocket, end to end.
-    fn exec_session_socket(&self, id: String, secret: String) -> AgentFuture<AgentSocket> {
-        let _ = (id, secret);
-        Box::pin(async { Err(AgentError::Decode("no exec sessions here".into())) })
-    }
+    fn exec_session_socket(&self, id: String, secret: String) -> AgentFuture<AgentSocket>;
     /// A pipe to the instance's JupyterLab, for the portal's proxy.
-    fn jupyter_tunnel(&self, name: String) -> AgentFuture<Tunnel> {
-        let _ = name;
-        Box::pin(async { Err(AgentError::Decode("no JupyterLab tunnel here".into())) })
-    }
+    fn jupyter_tunnel(&self, name: String) -> AgentFuture<Tunnel>;
     /// The certificate the agent serves now.
-    fn identity(&self) -> AgentFuture<IdentityInfo> {
-        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
-    }
+    fn identity(&self) -> AgentFuture<IdentityInfo>;
     /// Has the agent make its next key; answers the key's CSR.
-    fn identity_csr(&self) -> AgentFuture<IdentityCsr> {
-        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
-    }
+    fn identity_csr(&self) -> AgentFuture<IdentityCsr>;
     /// Hands the agent its renewed certificate; it serves it from the next handshake on.
-    fn install_certificate(&self, request: InstallCertificate) -> AgentFuture<IdentityInfo> {
-        let _ = request;
-        Box::pin(async { Err(AgentError::Decode("no identity here".into())) })
-    }
+    fn install_certificate(&self, request: InstallCertificate) -> AgentFuture<IdentityInfo>;
 }
 
 /// A byte pipe through the agent to an instance's JupyterLab (the agent's fixed port only).

@@ -5,12 +5,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use cohort_tls::{ServerBase, ServerCheck};
 
-use crate::nodes::pki::{fingerprint, Pki};
+use crate::nodes::pki::Pki;
 
 use super::http::HttpAgent;
 use super::{AgentConnector, AgentError, AgentTarget, NodeAgent};
@@ -36,29 +33,18 @@ impl MtlsConnector {
 
     fn build(&self, pins: &[String]) -> Result<reqwest::Client, AgentError> {
         let tls = |e: &dyn std::fmt::Display| AgentError::Tls(e.to_string());
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_pemfile::certs(&mut self.ca_pem.as_bytes()) {
-            roots.add(cert.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
-        }
-        let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
+        // The pin first (only the agent's live certificates), then the chain to the Cohort CA.
+        let base = ServerBase::chain(self.ca_pem.as_bytes()).map_err(|e| tls(&e))?;
+        let verifier = ServerCheck::new(base, cohort_tls::pinned(pins.to_vec()));
+        let certs = cohort_tls::certs_from_pem("controller client certificate", &self.identity_pem)
             .map_err(|e| tls(&e))?;
-        let certs: Vec<CertificateDer<'static>> =
-            rustls_pemfile::certs(&mut self.identity_pem.as_slice())
-                .collect::<Result<_, _>>()
-                .map_err(|e| tls(&e))?;
-        let key = rustls_pemfile::private_key(&mut self.identity_pem.as_slice())
-            .map_err(|e| tls(&e))?
-            .ok_or_else(|| AgentError::Tls("no client key".into()))?;
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let key = cohort_tls::key_from_pem("controller client key", &self.identity_pem)
+            .map_err(|e| tls(&e))?;
+        let config = rustls::ClientConfig::builder_with_provider(cohort_tls::provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| tls(&e))?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
-                pins: pins.to_vec(),
-                chain,
-            }))
+            .with_custom_certificate_verifier(verifier)
             .with_client_auth_cert(certs, key)
             .map_err(|e| tls(&e))?;
         reqwest::Client::builder()
@@ -85,53 +71,5 @@ impl AgentConnector for MtlsConnector {
             client,
             base: format!("{}/v1", target.url.trim_end_matches('/')),
         }))
-    }
-}
-
-/// Accepts only a pinned certificate, and only if it also chains to the Cohort CA.
-#[derive(Debug)]
-struct PinnedVerifier {
-    pins: Vec<String>,
-    chain: Arc<WebPkiServerVerifier>,
-}
-
-impl ServerCertVerifier for PinnedVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if !self.pins.contains(&fingerprint(end_entity)) {
-            return Err(rustls::Error::General(
-                "agent certificate does not match the pinned fingerprint".into(),
-            ));
-        }
-        self.chain
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
     }
 }

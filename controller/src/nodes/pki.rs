@@ -10,7 +10,6 @@ use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType, SubjectPublicKeyInfo,
 };
-use sha2::{Digest, Sha256};
 
 const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
@@ -63,7 +62,7 @@ pub struct IssuedCertificate {
 
 /// SHA-256 of DER bytes, lowercase hex: how certificates are pinned.
 pub fn fingerprint(der: &[u8]) -> String {
-    hex::encode(Sha256::digest(der))
+    cohort_tls::fingerprint(der)
 }
 
 /// Fingerprint of the first certificate in a PEM text.

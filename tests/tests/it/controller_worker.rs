@@ -71,6 +71,7 @@ fn unused<T: Send + 'static>() -> AgentFuture<T> {
 }
 
 impl NodeAgent for FakeAgents {
+    cohort_e2e::unused_agent_calls!();
     fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance> {
         let calls = self.0.clone();
         Box::pin(async move {

@@ -6,75 +6,15 @@
 use std::sync::Arc;
 
 use actix_web::{web, App, HttpServer};
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::{CertificateDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+use cohort_tls::{ClientBase, ClientCheck};
+use rustls::pki_types::CertificateDer;
 
 use super::LxdPeer;
 use crate::app::server::ServeError;
 use crate::app::state::Controller;
 
-/// Accepts any client certificate whose key signs the handshake; asks for one without
-/// requiring it, so a client without one still gets the untrusted `GET /1.0`.
-#[derive(Debug)]
-struct AnyClientCertificate(Arc<CryptoProvider>);
-
-impl ClientCertVerifier for AnyClientCertificate {
-    fn client_auth_mandatory(&self) -> bool {
-        false
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
-    }
-
-    fn verify_client_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 fn tls_config(ctl: &Controller) -> Result<rustls::ServerConfig, ServeError> {
     let tls = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let pki = &ctl.pki;
     let mut chain_pem = pki.server_cert_pem.clone();
     chain_pem.push_str(pki.ca_pem());
@@ -84,10 +24,13 @@ fn tls_config(ctl: &Controller) -> Result<rustls::ServerConfig, ServeError> {
     let key = rustls_pemfile::private_key(&mut pki.server_key_pem.as_bytes())
         .map_err(|e| tls(&e))?
         .ok_or_else(|| ServeError::Tls("no server key".into()))?;
-    rustls::ServerConfig::builder_with_provider(provider.clone())
+    // Any client certificate whose key signs the handshake, asked for without being required,
+    // so a client without one still gets the untrusted `GET /1.0`.
+    let verifier = ClientCheck::new(ClientBase::any_optional(), cohort_tls::no_check());
+    rustls::ServerConfig::builder_with_provider(cohort_tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| tls(&e))?
-        .with_client_cert_verifier(Arc::new(AnyClientCertificate(provider)))
+        .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .map_err(|e| tls(&e))
 }

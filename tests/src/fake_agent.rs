@@ -1,0 +1,101 @@
+//! What a fake agent (`gpu_node::GpuNode`, the worker tests' `FakeAgents`) says to the calls its
+//! tests never make: `unused_agent_calls!()` inside an `impl NodeAgent` writes them, each failing
+//! with `unused()` of the calling module. The trait has no default bodies, so the controller's
+//! real client must answer every call, checked when it compiles.
+
+/// The `NodeAgent` methods about moves, live limits, exec sessions, JupyterLab and certificate
+/// renewal, each answering the module's `unused()`.
+#[macro_export]
+macro_rules! unused_agent_calls {
+    () => {
+        fn export_instance(
+            &self,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<
+            cohort_controller::agent_client::AgentStream,
+        > {
+            unused()
+        }
+        fn import_instance(
+            &self,
+            _: String,
+            _: cohort_controller::agent_client::AgentStream,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn export_volume(
+            &self,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<
+            cohort_controller::agent_client::AgentStream,
+        > {
+            unused()
+        }
+        fn import_volume(
+            &self,
+            _: String,
+            _: cohort_controller::agent_client::AgentStream,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn arrive(
+            &self,
+            _: String,
+            _: cohort_proto::agent::Arrival,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::Instance> {
+            unused()
+        }
+        fn set_limits(
+            &self,
+            _: String,
+            _: cohort_proto::agent::LiveLimits,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::Instance> {
+            unused()
+        }
+        fn start_exec_session(
+            &self,
+            _: String,
+            _: cohort_proto::agent::ExecSessionRequest,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::ExecSession> {
+            unused()
+        }
+        fn exec_session_state(
+            &self,
+            _: String,
+            _: u32,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::ExecSessionState> {
+            unused()
+        }
+        fn exec_session_socket(
+            &self,
+            _: String,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<
+            cohort_controller::agent_client::AgentSocket,
+        > {
+            unused()
+        }
+        fn jupyter_tunnel(
+            &self,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_controller::agent_client::Tunnel> {
+            unused()
+        }
+        fn identity(
+            &self,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::IdentityInfo> {
+            unused()
+        }
+        fn identity_csr(
+            &self,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::IdentityCsr> {
+            unused()
+        }
+        fn install_certificate(
+            &self,
+            _: cohort_proto::agent::InstallCertificate,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::IdentityInfo> {
+            unused()
+        }
+    };
+}
