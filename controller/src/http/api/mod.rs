@@ -1,5 +1,6 @@
 //! The HTTP layer: routes to handlers that only parse, call an action and answer. Roles and
-//! ownership are enforced by the actions, so no route can forget them.
+//! ownership are enforced by the actions, so no route can forget them. The routes of `/api/v1`
+//! are declared once, in `routes`, which the OpenAPI document reads too.
 
 mod audit;
 mod body;
@@ -14,14 +15,16 @@ mod meta;
 mod nodes;
 mod operations;
 mod orphans;
+mod routes;
 mod throttle;
 mod users;
 
 pub use extract::{FileBody, PeerCertificate};
+pub use routes::{routes, Route, SchemaFn};
 
 use actix_web::dev::{Service, ServiceResponse};
 use actix_web::middleware::from_fn;
-use actix_web::web::{self, delete, get, patch, post, put};
+use actix_web::web::{self, get};
 
 use crate::app::state::Controller;
 use crate::error::ActionError;
@@ -56,124 +59,7 @@ pub fn configure(ctl: web::Data<Controller>) -> impl FnOnce(&mut web::ServiceCon
                     .wrap(from_fn(throttle::throttle))
                     .route(get().to(meta::metrics)),
             )
-            .service(
-                web::scope("/api/v1")
-                    .wrap(from_fn(throttle::throttle))
-                    .route("/openapi.json", get().to(meta::openapi))
-                    .route("/ca", get().to(nodes::ca))
-                    .route("/enroll", post().to(nodes::enroll))
-                    .route("/me", get().to(users::me))
-                    .route("/me/ssh-keys", post().to(users::add_ssh_key))
-                    .route("/me/ssh-keys/{id}", delete().to(users::delete_ssh_key))
-                    .route("/users", get().to(users::list))
-                    .route("/users", post().to(users::create))
-                    .route("/users/{username}", delete().to(users::delete))
-                    .route("/users/{username}/disable", post().to(users::disable))
-                    .route("/users/{username}/enable", post().to(users::enable))
-                    .route("/users/{username}/role", put().to(users::set_role))
-                    .route("/users/{username}/tokens", get().to(users::list_tokens))
-                    .route("/users/{username}/tokens", post().to(users::issue_token))
-                    .route(
-                        "/users/{username}/tokens/{id}",
-                        delete().to(users::revoke_token),
-                    )
-                    .route("/nodes", get().to(nodes::list))
-                    .route("/nodes/tokens", post().to(nodes::create_token))
-                    .route("/nodes/{name}", get().to(nodes::get))
-                    .route("/nodes/{name}", delete().to(nodes::remove))
-                    .route("/nodes/{name}/cordon", post().to(nodes::cordon))
-                    .route("/nodes/{name}/evacuate", post().to(nodes::evacuate))
-                    .route("/nodes/{name}/restore", post().to(nodes::restore))
-                    .route("/orphans", get().to(orphans::list))
-                    .route("/orphans/{node}/{name}", delete().to(orphans::delete))
-                    .route("/orphans/{node}/{name}/adopt", post().to(orphans::adopt))
-                    .route("/gpus", get().to(gpus::list))
-                    .route("/gpus/{uuid}", patch().to(gpus::update))
-                    .route("/images", get().to(images::list))
-                    .route("/images", post().to(images::import))
-                    .route("/images/publish", post().to(images::publish))
-                    .route("/images/{name}", get().to(images::get))
-                    .route("/images/{name}", delete().to(images::delete))
-                    .route("/images/{name}", patch().to(images::rename))
-                    .route("/images/{name}/tarball", get().to(images::tarball))
-                    .route("/images/{name}/distribute", post().to(images::distribute))
-                    .route("/instances", get().to(instances::list))
-                    .route("/instances", post().to(instances::create))
-                    .route("/instances/{name}", get().to(instances::get))
-                    .route("/instances/{name}", delete().to(instances::delete))
-                    .route("/instances/{name}", patch().to(instances::update))
-                    .route("/instances/{name}/config", get().to(instances::live_config))
-                    .route("/instances/{name}/state", put().to(instances::change_state))
-                    .route(
-                        "/instances/{name}/move",
-                        post().to(instances::move_instance),
-                    )
-                    .route("/instances/{name}/exec", post().to(instances::exec))
-                    .route("/instances/{name}/files", get().to(instances::get_file))
-                    .route("/instances/{name}/files", put().to(instances::put_file))
-                    .route(
-                        "/instances/{name}/snapshots",
-                        get().to(instances::snapshots),
-                    )
-                    .route(
-                        "/instances/{name}/snapshots",
-                        post().to(instances::create_snapshot),
-                    )
-                    .route(
-                        "/instances/{name}/snapshots/{snapshot}/restore",
-                        post().to(instances::restore_snapshot),
-                    )
-                    .route(
-                        "/instances/{name}/snapshots/{snapshot}",
-                        delete().to(instances::delete_snapshot),
-                    )
-                    .route("/courses", get().to(courses::list))
-                    .route("/courses", post().to(courses::create))
-                    .route("/courses/{code}", get().to(courses::get))
-                    .route("/courses/{code}", delete().to(courses::delete))
-                    .route("/courses/{code}/quota", put().to(courses::set_quota))
-                    .route("/courses/{code}/home", put().to(courses::set_home))
-                    .route("/courses/{code}/limits", put().to(courses::set_limits))
-                    .route("/courses/{code}/jupyter", put().to(courses::set_jupyter))
-                    .route("/courses/{code}/network", put().to(courses::set_network))
-                    .route("/courses/{code}/roster", post().to(courses::import_roster))
-                    .route("/courses/{code}/students", get().to(courses::students))
-                    .route(
-                        "/courses/{code}/students/{username}",
-                        delete().to(courses::remove_student),
-                    )
-                    // Before `{action}`, which would otherwise take `password` and `snapshots`.
-                    .route(
-                        "/courses/{code}/students/{username}/password",
-                        post().to(courses::reissue_password),
-                    )
-                    .route(
-                        "/courses/{code}/students/{username}/snapshots",
-                        get().to(courses::student_snapshots),
-                    )
-                    .route(
-                        "/courses/{code}/students/{username}/snapshots",
-                        post().to(courses::student_snapshot),
-                    )
-                    .route(
-                        "/courses/{code}/students/{username}/snapshots/{snapshot}/restore",
-                        post().to(courses::student_restore),
-                    )
-                    .route(
-                        "/courses/{code}/students/{username}/{action}",
-                        post().to(courses::student_action),
-                    )
-                    .route("/courses/{code}/provision", post().to(courses::provision))
-                    .route("/courses/{code}/endpoints", get().to(courses::endpoints))
-                    .route("/courses/{code}/teardown", post().to(courses::teardown))
-                    .route("/lxd/trust", get().to(lxd_trust::list))
-                    .route("/lxd/trust", post().to(lxd_trust::create))
-                    .route("/lxd/trust/{name}", delete().to(lxd_trust::remove))
-                    .route("/audit", get().to(audit::list))
-                    .route("/operations", get().to(operations::list))
-                    .route("/operations/{id}", get().to(operations::get))
-                    .route("/operations/{id}/wait", get().to(operations::wait)),
-            )
+            .service(routes::register(web::scope("/api/v1")).wrap(from_fn(throttle::throttle)))
             .configure(crate::http::portal::routes)
             .default_service(web::to(unknown));
     }

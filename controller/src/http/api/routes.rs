@@ -1,0 +1,362 @@
+//! The one route table of `/api/v1`: each route declared once with its method, path, handler,
+//! summary, request and answer schemas, status and whether it needs a caller. The router
+//! ([`register`]) and the OpenAPI document (`crate::http::openapi`) both read it, so neither can
+//! name a route the other lacks.
+
+use actix_web::http::Method;
+use actix_web::web;
+use cohort_proto::api as p;
+use cohort_proto::enroll::{EnrollRequest, EnrollResponse};
+use schemars::gen::SchemaGenerator;
+use schemars::JsonSchema;
+use serde_json::Value;
+
+use super::{
+    audit, courses, gpus, images, instances, lxd_trust, meta, nodes, operations, orphans, users,
+};
+
+/// A JSON schema of a body, made by the document's generator.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Value;
+
+/// One route of `/api/v1`.
+pub struct Route {
+    pub method: Method,
+    /// Below `/api/v1`.
+    pub path: &'static str,
+    /// Gives the route for `method` its handler.
+    pub handler: fn(actix_web::Route) -> actix_web::Route,
+    pub summary: &'static str,
+    /// The JSON request body; `None`: none, or not JSON (raw files, tarballs, rosters).
+    pub request: Option<SchemaFn>,
+    /// The status of success.
+    pub status: u16,
+    /// The JSON answer; `None`: none, or not JSON.
+    pub response: Option<SchemaFn>,
+    pub authenticated: bool,
+}
+
+fn schema<T: JsonSchema>(gen: &mut SchemaGenerator) -> Value {
+    serde_json::to_value(gen.subschema_for::<T>()).unwrap_or(Value::Null)
+}
+
+macro_rules! schema_of {
+    () => {
+        None
+    };
+    ($t:ty) => {
+        Some(schema::<$t> as SchemaFn)
+    };
+}
+
+macro_rules! authenticated {
+    (public) => {
+        false
+    };
+    (auth) => {
+        true
+    };
+}
+
+/// `METHOD "path" => handler, public|auth, "summary", (request) -> status (answer);`
+macro_rules! routes {
+    ($($method:ident $path:literal => $handler:path, $auth:ident, $summary:literal,
+        ($($request:ty)?) -> $status:literal ($($response:ty)?);)*) => {
+        vec![$(Route {
+            method: Method::$method,
+            path: $path,
+            handler: |route| route.to($handler),
+            summary: $summary,
+            request: schema_of!($($request)?),
+            status: $status,
+            response: schema_of!($($response)?),
+            authenticated: authenticated!($auth),
+        }),*]
+    };
+}
+
+/// Adds every route of the table to `scope`, in the table's order (the first match wins).
+pub fn register(scope: actix_web::Scope) -> actix_web::Scope {
+    routes().into_iter().fold(scope, |scope, route| {
+        scope.route(route.path, (route.handler)(web::method(route.method)))
+    })
+}
+
+/// Every route of `/api/v1`, in the order they are matched.
+pub fn routes() -> Vec<Route> {
+    routes! {
+        GET "/openapi.json" => meta::openapi, public,
+            "This OpenAPI document",
+            () -> 200 ();
+        GET "/ca" => nodes::ca, public,
+            "The Cohort CA certificate (PEM)",
+            () -> 200 ();
+        POST "/enroll" => nodes::enroll, public,
+            "Enroll a node with a join token",
+            (EnrollRequest) -> 200 (EnrollResponse);
+        GET "/me" => users::me, auth,
+            "The caller, their instances and SSH keys",
+            () -> 200 (p::users::Me);
+        POST "/me/ssh-keys" => users::add_ssh_key, auth,
+            "Add an SSH key",
+            (p::users::AddSshKey) -> 201 (p::users::SshKey);
+        DELETE "/me/ssh-keys/{id}" => users::delete_ssh_key, auth,
+            "Remove an SSH key",
+            () -> 204 ();
+        GET "/users" => users::list, auth,
+            "List users (instructor, admin)",
+            () -> 200 (Vec<p::users::User>);
+        POST "/users" => users::create, auth,
+            "Create a user (admin)",
+            (p::users::CreateUser) -> 201 (p::users::User);
+        DELETE "/users/{username}" => users::delete, auth,
+            "Delete a user; ?instances=keep (default) or delete (admin)",
+            () -> 200 (p::users::UserDeleted);
+        POST "/users/{username}/disable" => users::disable, auth,
+            "Disable a user: tokens refused, SSH logins removed (admin)",
+            () -> 200 (p::users::User);
+        POST "/users/{username}/enable" => users::enable, auth,
+            "Enable a disabled user (admin)",
+            () -> 200 (p::users::User);
+        PUT "/users/{username}/role" => users::set_role, auth,
+            "Change a user's role (admin; not one's own)",
+            (p::users::SetRole) -> 200 (p::users::User);
+        GET "/users/{username}/tokens" => users::list_tokens, auth,
+            "List a user's API tokens (the user, admin)",
+            () -> 200 (Vec<p::users::ApiToken>);
+        POST "/users/{username}/tokens" => users::issue_token, auth,
+            "Issue an API token",
+            (p::users::CreateApiToken) -> 201 (p::users::ApiTokenIssued);
+        DELETE "/users/{username}/tokens/{id}" => users::revoke_token, auth,
+            "Revoke an API token (the user, admin)",
+            () -> 204 ();
+        GET "/nodes" => nodes::list, auth,
+            "List nodes (instructor, admin)",
+            () -> 200 (Vec<p::nodes::Node>);
+        POST "/nodes/tokens" => nodes::create_token, auth,
+            "Issue a join token (admin)",
+            (p::nodes::CreateJoinToken) -> 201 (p::nodes::JoinTokenIssued);
+        GET "/nodes/{name}" => nodes::get, auth,
+            "One node",
+            () -> 200 (p::nodes::Node);
+        DELETE "/nodes/{name}" => nodes::remove, auth,
+            "Remove a node and revoke its certificate (admin)",
+            () -> 204 ();
+        POST "/nodes/{name}/cordon" => nodes::cordon, auth,
+            "Take a node out of placement (admin)",
+            () -> 200 (p::nodes::Node);
+        POST "/nodes/{name}/evacuate" => nodes::evacuate, auth,
+            "Stop a node's instances, or move them with their data (admin)",
+            (p::nodes::EvacuateNode) -> 202 (p::operations::Operation);
+        POST "/nodes/{name}/restore" => nodes::restore, auth,
+            "Put a node back into placement, moving back what it moved away (admin)",
+            () -> 202 (p::operations::Operation);
+        GET "/orphans" => orphans::list, auth,
+            "Containers found on nodes without a record in Cohort (admin)",
+            () -> 200 (Vec<p::orphans::Orphan>);
+        DELETE "/orphans/{node}/{name}" => orphans::delete, auth,
+            "Delete an orphan container from its node (admin)",
+            () -> 204 ();
+        POST "/orphans/{node}/{name}/adopt" => orphans::adopt, auth,
+            "Make an orphan container an instance of an owner (admin)",
+            (p::orphans::AdoptOrphan) -> 204 ();
+        GET "/gpus" => gpus::list, auth,
+            "List GPUs (instructor, admin)",
+            () -> 200 (Vec<p::gpus::Gpu>);
+        PATCH "/gpus/{uuid}" => gpus::update, auth,
+            "Set a GPU's share limit (admin)",
+            (p::gpus::UpdateGpu) -> 200 (p::gpus::Gpu);
+        GET "/images" => images::list, auth,
+            "List images",
+            () -> 200 (Vec<p::images::Image>);
+        POST "/images" => images::import, auth,
+            "Import an image tarball (admin; query alias, description, gpu_ready, jupyter)",
+            () -> 201 (p::images::Image);
+        POST "/images/publish" => images::publish, auth,
+            "Publish a stopped instance as an image (instructor, admin)",
+            (p::images::PublishImage) -> 202 (p::operations::Operation);
+        GET "/images/{name}" => images::get, auth,
+            "One image by alias or fingerprint",
+            () -> 200 (p::images::Image);
+        DELETE "/images/{name}" => images::delete, auth,
+            "Delete an unused image (admin)",
+            () -> 204 ();
+        PATCH "/images/{name}" => images::rename, auth,
+            "Give the image a new alias, e.g. promote an image an instructor published under \
+                     their own name into the shared names (admin)",
+            (p::images::ImagePatch) -> 200 (p::images::Image);
+        GET "/images/{name}/tarball" => images::tarball, auth,
+            "The tarball (node certificate or admin)",
+            () -> 200 ();
+        POST "/images/{name}/distribute" => images::distribute, auth,
+            "Have every online node lacking the image fetch it now (instructor, admin)",
+            () -> 202 (p::images::ImageDistribution);
+        GET "/instances" => instances::list, auth,
+            "One page of the instances the caller may see, by name; query limit (1-1000, \
+                     default 1000) and after (the last name of the previous page); a Link header \
+                     with rel=\"next\" names the next page",
+            () -> 200 (Vec<p::instances::Instance>);
+        POST "/instances" => instances::create, auth,
+            "Create an instance (placed or queued)",
+            (p::instances::CreateInstance) -> 202 (p::operations::Operation);
+        GET "/instances/{name}" => instances::get, auth,
+            "One instance",
+            () -> 200 (p::instances::Instance);
+        DELETE "/instances/{name}" => instances::delete, auth,
+            "Delete an instance (query force)",
+            () -> 202 (p::operations::Operation);
+        PATCH "/instances/{name}" => instances::update, auth,
+            "Set or unset config keys; add or remove devices (admin)",
+            (p::instances::UpdateInstance) -> 200 (p::instances::LiveConfig);
+        GET "/instances/{name}/config" => instances::live_config, auth,
+            "Config and devices as the node's LXD holds them",
+            () -> 200 (p::instances::LiveConfig);
+        PUT "/instances/{name}/state" => instances::change_state, auth,
+            "Start, stop or restart",
+            (p::instances::InstanceStateChange) -> 202 (p::operations::Operation);
+        POST "/instances/{name}/move" => instances::move_instance, auth,
+            "Move to another node with its root disk and home (admin)",
+            (p::instances::MoveInstance) -> 202 (p::operations::Operation);
+        POST "/instances/{name}/exec" => instances::exec, auth,
+            "Run a command to completion",
+            (p::instances::ExecRequest) -> 200 (p::instances::ExecResult);
+        GET "/instances/{name}/files" => instances::get_file, auth,
+            "Read a file (query path)",
+            () -> 200 ();
+        PUT "/instances/{name}/files" => instances::put_file, auth,
+            "Write a file (query path; raw body)",
+            () -> 204 ();
+        GET "/instances/{name}/snapshots" => instances::snapshots, auth,
+            "List snapshots",
+            () -> 200 (Vec<p::instances::Snapshot>);
+        POST "/instances/{name}/snapshots" => instances::create_snapshot, auth,
+            "Take a snapshot",
+            (p::instances::CreateSnapshot) -> 201 (p::instances::Snapshot);
+        POST "/instances/{name}/snapshots/{snapshot}/restore" => instances::restore_snapshot, auth,
+            "Restore a snapshot",
+            () -> 204 ();
+        DELETE "/instances/{name}/snapshots/{snapshot}" => instances::delete_snapshot, auth,
+            "Delete a snapshot",
+            () -> 204 ();
+        GET "/courses" => courses::list, auth,
+            "Courses the caller teaches, takes or (admin) all",
+            () -> 200 (Vec<p::courses::Course>);
+        POST "/courses" => courses::create, auth,
+            "Create a course (instructor, admin)",
+            (p::courses::CreateCourse) -> 201 (p::courses::Course);
+        GET "/courses/{code}" => courses::get, auth,
+            "One course",
+            () -> 200 (p::courses::Course);
+        DELETE "/courses/{code}" => courses::delete, auth,
+            "Remove a torn-down course (its instructor or an admin)",
+            () -> 204 ();
+        PUT "/courses/{code}/quota" => courses::set_quota, auth,
+            "Set a course's quota (admin)",
+            (p::courses::CourseQuota) -> 200 (p::courses::Course);
+        PUT "/courses/{code}/home" => courses::set_home, auth,
+            "Set the size of a course's home volumes (home_mib; null: the default); applied to each home when its container is next made",
+            (p::courses::CourseHome) -> 200 (p::courses::Course);
+        PUT "/courses/{code}/limits" => courses::set_limits, auth,
+            "Set each student's cpu, memory_mib and disk_gib (a field left out is kept); containers made from now on take them, those already made keep theirs and are listed in kept",
+            (p::courses::CourseLimits) -> 200 (p::courses::CourseLimitsChange);
+        PUT "/courses/{code}/jupyter" => courses::set_jupyter, auth,
+            "Let a course's instructors open its students' JupyterLab through the portal (instructors: true), or only each student (false, the default)",
+            (p::courses::CourseJupyter) -> 200 (p::courses::Course);
+        PUT "/courses/{code}/network" => courses::set_network, auth,
+            "Set a course's network policy (egress, ssh_from); applied to its running containers at once",
+            (p::courses::NetworkPolicy) -> 200 (p::courses::Course);
+        POST "/courses/{code}/roster" => courses::import_roster, auth,
+            "Import a roster (raw CSV or JSON body)",
+            () -> 200 (p::courses::RosterReport);
+        GET "/courses/{code}/students" => courses::students, auth,
+            "The course's students and their containers",
+            () -> 200 (Vec<p::courses::Student>);
+        DELETE "/courses/{code}/students/{username}" => courses::remove_student, auth,
+            "Remove a student and delete their container",
+            () -> 202 (p::operations::Operation);
+        // Before `{action}`, which would otherwise take `password` and `snapshots`.
+        POST "/courses/{code}/students/{username}/password" => courses::reissue_password, auth,
+            "Issue a roster-made student without own credentials a new password (shown once)",
+            () -> 201 (p::courses::IssuedPassword);
+        GET "/courses/{code}/students/{username}/snapshots" => courses::student_snapshots, auth,
+            "Snapshots of a student's container",
+            () -> 200 (Vec<p::instances::Snapshot>);
+        POST "/courses/{code}/students/{username}/snapshots" => courses::student_snapshot, auth,
+            "Snapshot a student's container (name optional: default by the time)",
+            (p::courses::StudentSnapshot) -> 201 (p::instances::Snapshot);
+        POST "/courses/{code}/students/{username}/snapshots/{snapshot}/restore" => courses::student_restore, auth,
+            "Restore a student's container to a snapshot",
+            () -> 204 ();
+        POST "/courses/{code}/students/{username}/{action}" => courses::student_action, auth,
+            "reset, start, stop or restart a student's container",
+            () -> 202 (p::operations::Operation);
+        POST "/courses/{code}/provision" => courses::provision, auth,
+            "Make every student's container (idempotent)",
+            () -> 202 (p::operations::Operation);
+        GET "/courses/{code}/endpoints" => courses::endpoints, auth,
+            "SSH endpoints export (query format=csv|json|ssh-config|known-hosts)",
+            () -> 200 ();
+        POST "/courses/{code}/teardown" => courses::teardown, auth,
+            "Stop or delete every container of the course",
+            (p::courses::Teardown) -> 202 (p::operations::Operation);
+        GET "/lxd/trust" => lxd_trust::list, auth,
+            "List trusted lxc certificates and pending tokens (own; admin all)",
+            () -> 200 (Vec<p::lxd_trust::TrustEntry>);
+        POST "/lxd/trust" => lxd_trust::create, auth,
+            "Make a token `lxc remote add` accepts once (own; admin for anyone)",
+            (p::lxd_trust::CreateTrustToken) -> 201 (p::lxd_trust::TrustTokenIssued);
+        DELETE "/lxd/trust/{name}" => lxd_trust::remove, auth,
+            "Untrust lxc certificates and tokens by name or fingerprint (own; admin any)",
+            () -> 204 ();
+        GET "/audit" => audit::list, auth,
+            "The audit log, newest first (admin: all; instructor: their courses and their \
+                     instances); query actor, action, object_kind, object, since, limit, before",
+            () -> 200 (p::audit::AuditPage);
+        GET "/operations" => operations::list, auth,
+            "The caller's operations (all for admins)",
+            () -> 200 (Vec<p::operations::Operation>);
+        GET "/operations/{id}" => operations::get, auth,
+            "One operation",
+            () -> 200 (p::operations::Operation);
+        GET "/operations/{id}/wait" => operations::wait, auth,
+            "Wait for an operation to end (query timeout)",
+            () -> 200 (p::operations::Operation);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::{test, web, App, HttpResponse};
+
+    /// Every documented route answers at its own pattern, not at the unknown-route fallback nor
+    /// at an earlier pattern that would take its path (`{action}` taking `password`).
+    #[actix_web::test]
+    async fn every_route_answers_at_its_pattern() {
+        let app = test::init_service(
+            App::new()
+                .service(super::register(web::scope("/api/v1")))
+                .default_service(web::to(HttpResponse::ImATeapot)),
+        )
+        .await;
+        for route in super::routes() {
+            let pattern = format!("/api/v1{}", route.path);
+            // A number fits every placeholder, ids included.
+            let uri: String = pattern
+                .split('/')
+                .map(|s| if s.starts_with('{') { "1" } else { s })
+                .collect::<Vec<_>>()
+                .join("/");
+            let req = test::TestRequest::default()
+                .method(route.method.clone())
+                .uri(&uri)
+                .to_request();
+            let res = test::call_service(&app, req).await;
+            assert_ne!(res.status(), 418, "{} {uri} is not routed", route.method);
+            assert_eq!(
+                res.request().match_pattern().as_deref(),
+                Some(pattern.as_str()),
+                "{} {uri} is taken by another route",
+                route.method
+            );
+        }
+    }
+}
