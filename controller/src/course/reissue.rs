@@ -3,7 +3,8 @@
 //! an account this course's roster created, that is in no other course (whose containers the
 //! password would open too), has no SSH key, and whose owner never signed in nor set credentials
 //! of their own. It is answered once and kept only as its crypt(3) hash, which reaches the
-//! student's running containers at once and the others when they start.
+//! student's running containers by an `apply_logins` operation (the answer waits a while for
+//! it) and the others when they start.
 
 use cohort_proto::api::courses::IssuedPassword;
 use diesel::prelude::*;
@@ -14,6 +15,8 @@ use crate::auth::Caller;
 use crate::controller::Controller;
 use crate::course::password;
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::access::enqueue_logins;
+use crate::jobs::settle::settle_recorded;
 use crate::models::audit;
 use crate::models::enrollment::Enrollment;
 use crate::models::sign_in_password::SignInPassword;
@@ -78,8 +81,9 @@ pub async fn reissue(
                     &username,
                     json!({"course": code}),
                 )?;
+                let op = enqueue_logins(conn, user.id, &username, Some(caller.user.id))?;
                 Ok((
-                    user.id,
+                    op.map(|op| op.id),
                     IssuedPassword {
                         username,
                         password: new,
@@ -88,9 +92,7 @@ pub async fn reissue(
             })
         })
         .await;
-    let (user_id, issued) = issued?;
-    for (instance, error) in crate::ssh::push_ssh_to_user(ctl, user_id).await {
-        tracing::warn!(%instance, %error, "applying a re-issued password failed");
-    }
+    let (op, issued) = issued?;
+    settle_recorded(ctl, op).await?;
     Ok(issued)
 }
