@@ -135,8 +135,8 @@ pub fn parse_public_key(field: &str, line: &str) -> ActionResult<(String, String
     Ok((canonical, fingerprint))
 }
 
-/// Stores a key and applies it to every running container of the user (stopped ones get it
-/// when they next start).
+/// Stores a key and applies it to every running container of the user by an `apply_logins`
+/// operation the answer waits a while for (stopped ones get it when they next start).
 pub async fn add_ssh_key(
     ctl: &Controller,
     caller: Caller,
