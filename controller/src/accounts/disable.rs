@@ -2,7 +2,7 @@
 //! logins removed and its containers stopped; its data stays), enable again (the containers stay
 //! stopped until started), and delete with its instances kept (given to the admin) or deleted.
 
-use cohort_proto::api::instances::{DesiredState, InstanceStateChange, ObservedState, StateAction};
+use cohort_proto::api::instances::{DesiredState, InstanceStateChange, StateAction};
 use cohort_proto::api::users::{OnDeleteInstances, Role, User as WireUser, UserDeleted};
 use diesel::prelude::*;
 use serde_json::json;
@@ -14,6 +14,8 @@ use crate::db::models::instance::Instance;
 use crate::db::models::user::User;
 use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::access::{enqueue_logins, enqueue_revoke};
+use crate::jobs::settle::settle_recorded;
 use crate::jobs::{enqueue, payload, Step, StepKind};
 use crate::views;
 
@@ -66,10 +68,11 @@ pub fn on_instances(value: Option<&str>) -> ActionResult<OnDeleteInstances> {
     }
 }
 
-/// Disables (`disabled`) or enables an account, then applies its logins to its running instances:
-/// removed when disabled, its keys (or password) again when enabled. Stopped instances get the
-/// same when they next start. A login that could not be changed now is logged; the account's
-/// state is what counts from the next request on.
+/// Disables (`disabled`) or enables an account, and records an `apply_logins` operation for its
+/// running instances: logins removed when disabled, its keys (or password) again when enabled.
+/// Stopped instances get the same when they next start. The answer waits a while for the
+/// operation; a login that could not be changed by then is retried, and the operation fails
+/// with the reason if it never is.
 pub async fn set_disabled(
     ctl: &Controller,
     caller: Caller,
@@ -91,13 +94,13 @@ pub async fn set_disabled(
                     &username,
                     json!({}),
                 )?;
-                Ok(user)
+                let op = enqueue_logins(conn, user.id, &username, Some(caller.user.id))?;
+                Ok((user, op.map(|op| op.id)))
             })
         })
         .await?;
-    for (instance, error) in crate::accounts::ssh::push_ssh_to_user(ctl, user.id).await {
-        tracing::warn!(%instance, %error, user = %user.username, disabled, "changing the login failed");
-    }
+    let (user, op) = user;
+    settle_recorded(ctl, op).await?;
     if disabled {
         stop_all_of(ctl, &admin, &user).await?;
     }
@@ -141,7 +144,7 @@ pub async fn delete(
 ) -> ActionResult<UserDeleted> {
     caller.require(Role::Admin)?;
     let admin_id = caller.user.id;
-    let (deleted, kept) = ctl
+    let (deleted, revoke) = ctl
         .db(move |conn| {
             conn.transaction(|conn| {
                 let user = other_account(conn, &caller, &username)?;
@@ -190,40 +193,22 @@ pub async fn delete(
                     OnDeleteInstances::Keep => owned,
                     OnDeleteInstances::Delete => Vec::new(),
                 };
+                let names = kept.iter().map(|i| i.name.clone()).collect();
+                // Kept instances still hold the former owner's login inside: it is taken out
+                // of those running (the stopped ones get the new owner's login, and only that,
+                // when they next start).
+                let revoke = enqueue_revoke(conn, &user.username, kept, Some(admin_id))?;
                 Ok((
                     UserDeleted {
                         username: user.username,
-                        kept: kept.iter().map(|i| i.name.clone()).collect(),
+                        kept: names,
                         operations,
                     },
-                    kept,
+                    revoke.map(|op| op.id),
                 ))
             })
         })
         .await?;
-    // Kept instances still hold the former owner's login inside: take it out of those running
-    // (the stopped ones get the new owner's login, and only that, when they next start).
-    for instance in kept
-        .iter()
-        .filter(|i| i.observed_state == ObservedState::Running)
-    {
-        let Some(node_id) = instance.node_id else {
-            continue;
-        };
-        let result = async {
-            let (node, agent) = ctl.agent_by_node_id(node_id).await?;
-            crate::accounts::ssh::revoke_login(
-                agent.as_ref(),
-                &node,
-                &instance.name,
-                &deleted.username,
-            )
-            .await
-        }
-        .await;
-        if let Err(error) = result {
-            tracing::warn!(instance = %instance.name, %error, "removing a deleted user's login failed");
-        }
-    }
+    settle_recorded(ctl, revoke).await?;
     Ok(deleted)
 }

@@ -1,9 +1,10 @@
 //! A student's way into their container, applied by the controller through the node's agent:
 //! the SSH access a new container is made with, the owner's current keys (or password) pushed
-//! to a running one, and a disabled or deleted owner's login taken away.
+//! to a running one, and a disabled or deleted owner's login taken away. Requests do not push
+//! them: they record `apply_logins` operations whose steps call these
+//! ([`crate::jobs::access`]).
 
 use cohort_proto::agent::SshAccess;
-use cohort_proto::api::instances::{DesiredState, ObservedState};
 
 use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
@@ -111,26 +112,4 @@ pub async fn push_ssh(ctl: &Controller, instance: &Instance) -> Result<(), Actio
         None => {}
     }
     Ok(())
-}
-
-/// Applies a user's keys to every running instance of theirs; stopped ones get them when they
-/// next start. Failures are logged and returned by instance name; the keys stay stored.
-pub async fn push_ssh_to_user(ctl: &Controller, user_id: i64) -> Vec<(String, String)> {
-    let rows = match ctl
-        .db(move |conn| Ok(Instance::list(conn, Some(user_id))?))
-        .await
-    {
-        Ok(rows) => rows,
-        Err(e) => return vec![(String::new(), e.to_string())],
-    };
-    let mut failed = Vec::new();
-    for instance in rows.iter().filter(|i| {
-        i.observed_state == ObservedState::Running && i.desired_state == DesiredState::Running
-    }) {
-        if let Err(e) = push_ssh(ctl, instance).await {
-            tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys failed");
-            failed.push((instance.name.clone(), e.to_string()));
-        }
-    }
-    failed
 }

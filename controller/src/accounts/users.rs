@@ -14,6 +14,8 @@ use crate::db::models::instance::Instance;
 use crate::db::models::ssh_key::SshKey;
 use crate::db::models::user::{role_name, NewUser, User};
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::access::enqueue_logins;
+use crate::jobs::settle::settle_recorded;
 use crate::{validate, views};
 
 /// The user behind a bearer token, for actions that need the caller before any query of theirs.
@@ -133,8 +135,8 @@ pub fn parse_public_key(field: &str, line: &str) -> ActionResult<(String, String
     Ok((canonical, fingerprint))
 }
 
-/// Stores a key and applies it to every running container of the user (stopped ones get it
-/// when they next start).
+/// Stores a key and applies it to every running container of the user by an `apply_logins`
+/// operation the answer waits a while for (stopped ones get it when they next start).
 pub async fn add_ssh_key(
     ctl: &Controller,
     caller: Caller,
@@ -159,34 +161,37 @@ pub async fn add_ssh_key(
                     caller.name(),
                     json!({"fingerprint": fingerprint}),
                 )?;
-                Ok(views::ssh_key(&key))
+                let op = enqueue_logins(conn, user_id, caller.name(), Some(user_id))?;
+                Ok((views::ssh_key(&key), op.map(|op| op.id)))
             })
         })
         .await?;
-    crate::accounts::ssh::push_ssh_to_user(ctl, user_id).await;
+    let (key, op) = key;
+    settle_recorded(ctl, op).await?;
     Ok(key)
 }
 
 /// Removes a key; like adding one, the change reaches every running container of the user.
 pub async fn delete_ssh_key(ctl: &Controller, caller: Caller, id: i64) -> ActionResult<()> {
     let user_id = caller.user.id;
-    ctl.db(move |conn| {
-        conn.transaction(|conn| {
-            if SshKey::delete(conn, caller.user.id, id)? == 0 {
-                return Err(ActionError::NotFound(format!("ssh key {id}")));
-            }
-            audit::record(
-                conn,
-                caller.name(),
-                "delete_ssh_key",
-                "user",
-                caller.name(),
-                json!({"id": id}),
-            )?;
-            Ok(())
+    let op = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                if SshKey::delete(conn, caller.user.id, id)? == 0 {
+                    return Err(ActionError::NotFound(format!("ssh key {id}")));
+                }
+                audit::record(
+                    conn,
+                    caller.name(),
+                    "delete_ssh_key",
+                    "user",
+                    caller.name(),
+                    json!({"id": id}),
+                )?;
+                let op = enqueue_logins(conn, user_id, caller.name(), Some(user_id))?;
+                Ok(op.map(|op| op.id))
+            })
         })
-    })
-    .await?;
-    crate::accounts::ssh::push_ssh_to_user(ctl, user_id).await;
-    Ok(())
+        .await?;
+    settle_recorded(ctl, op).await
 }

@@ -3,7 +3,8 @@
 //! an account this course's roster created, that is in no other course (whose containers the
 //! password would open too), has no SSH key, and whose owner never signed in nor set credentials
 //! of their own. It is answered once and kept only as its crypt(3) hash, which reaches the
-//! student's running containers at once and the others when they start.
+//! student's running containers by an `apply_logins` operation (the answer waits a while for
+//! it) and the others when they start.
 
 use cohort_proto::api::courses::IssuedPassword;
 use diesel::prelude::*;
@@ -19,6 +20,8 @@ use crate::db::models::sign_in_password::SignInPassword;
 use crate::db::models::ssh_key::SshKey;
 use crate::db::models::user::User;
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::access::enqueue_logins;
+use crate::jobs::settle::settle_recorded;
 
 /// Why this course may not issue `user` a password, if it may not.
 fn refusal(conn: &mut PgConnection, user: &User, course_id: i64) -> ActionResult<Option<String>> {
@@ -78,8 +81,9 @@ pub async fn reissue(
                     &username,
                     json!({"course": code}),
                 )?;
+                let op = enqueue_logins(conn, user.id, &username, Some(caller.user.id))?;
                 Ok((
-                    user.id,
+                    op.map(|op| op.id),
                     IssuedPassword {
                         username,
                         password: new,
@@ -88,9 +92,7 @@ pub async fn reissue(
             })
         })
         .await;
-    let (user_id, issued) = issued?;
-    for (instance, error) in crate::accounts::ssh::push_ssh_to_user(ctl, user_id).await {
-        tracing::warn!(%instance, %error, "applying a re-issued password failed");
-    }
+    let (op, issued) = issued?;
+    settle_recorded(ctl, op).await?;
     Ok(issued)
 }

@@ -28,6 +28,13 @@ pub enum StepKind {
     ImportImage,
     /// Delete the container (and a torn-down course's home) and its row ([`crate::jobs::delete`]).
     Delete,
+    /// Apply its course's stored network policy live ([`super::access`]).
+    ApplyNetworkPolicy,
+    /// Apply its owner's current keys or password, or remove a disabled owner's login
+    /// ([`super::access`]).
+    ApplySshKeys,
+    /// Remove a former owner's login from it ([`super::access`]).
+    RevokeLogin,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -44,6 +51,9 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     SetLimits => "set_limits",
     ImportImage => "import_image",
     Delete => "delete",
+    ApplyNetworkPolicy => "apply_network_policy",
+    ApplySshKeys => "apply_ssh_keys",
+    RevokeLogin => "revoke_login",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).

@@ -4,8 +4,12 @@
 //! places instances nothing could hold when they were asked for.
 //!
 //! Requests never call a node's agent to do an operation's work: they record the intent (and
-//! the placement), and the worker does the node work.
+//! the placement), and the worker does the node work. A request calls an agent only for
+//! interactive I/O (exec, files, snapshots, live config); a course's network policy and a
+//! person's logins reach their containers as [`access`] steps, retried like any other, and a
+//! request that answers with their effect waits a while for them ([`settle`]).
 
+pub mod access;
 pub mod create;
 pub mod delete;
 pub mod enqueue;
@@ -18,6 +22,7 @@ pub mod payload;
 pub mod publish;
 pub mod reset;
 pub mod resize;
+pub mod settle;
 pub mod state;
 pub mod step;
 pub mod worker;

@@ -76,7 +76,7 @@ pub struct Publish {
     pub description: Option<String>,
 }
 
-/// `provision_course` and `set_course_limits`: the course.
+/// `provision_course`, `set_course_limits` and `set_course_network`: the course.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OfCourse {
@@ -109,6 +109,15 @@ pub struct Distribute {
     pub fingerprint: String,
 }
 
+/// `apply_logins`: whose logins its items apply (an `apply_ssh_keys` item reads the owner's
+/// keys, password and state when it runs; a `revoke_login` item takes this user's login out of
+/// a container no longer theirs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Logins {
+    pub user: String,
+}
+
 fn is_false(b: &bool) -> bool {
     !b
 }
@@ -137,6 +146,8 @@ pub enum Job {
     DistributeImage(Distribute),
     MoveInstance(MoveTo),
     SetCourseLimits(OfCourse),
+    SetCourseNetwork(OfCourse),
+    ApplyLogins(Logins),
 }
 
 impl Job {
@@ -154,6 +165,8 @@ impl Job {
             Job::DistributeImage(_) => OperationKind::DistributeImage,
             Job::MoveInstance(_) => OperationKind::MoveInstance,
             Job::SetCourseLimits(_) => OperationKind::SetCourseLimits,
+            Job::SetCourseNetwork(_) => OperationKind::SetCourseNetwork,
+            Job::ApplyLogins(_) => OperationKind::ApplyLogins,
         }
     }
 
@@ -166,7 +179,10 @@ impl Job {
             Job::EvacuateNode(p) => serde_json::to_value(p),
             Job::RestoreNode(p) | Job::MoveInstance(p) => serde_json::to_value(p),
             Job::PublishImage(p) => serde_json::to_value(p),
-            Job::ProvisionCourse(p) | Job::SetCourseLimits(p) => serde_json::to_value(p),
+            Job::ProvisionCourse(p) | Job::SetCourseLimits(p) | Job::SetCourseNetwork(p) => {
+                serde_json::to_value(p)
+            }
+            Job::ApplyLogins(p) => serde_json::to_value(p),
             Job::TeardownCourse(p) => serde_json::to_value(p),
             Job::DetachGpus(p) => serde_json::to_value(p),
             Job::DistributeImage(p) => serde_json::to_value(p),
@@ -191,6 +207,8 @@ impl Job {
             OperationKind::DistributeImage => Job::DistributeImage(read(p)?),
             OperationKind::MoveInstance => Job::MoveInstance(read(p)?),
             OperationKind::SetCourseLimits => Job::SetCourseLimits(read(p)?),
+            OperationKind::SetCourseNetwork => Job::SetCourseNetwork(read(p)?),
+            OperationKind::ApplyLogins => Job::ApplyLogins(read(p)?),
         })
     }
 
@@ -215,6 +233,14 @@ impl Job {
     pub fn move_target(&self) -> Option<&str> {
         match self {
             Job::MoveInstance(to) | Job::RestoreNode(to) => Some(&to.target),
+            _ => None,
+        }
+    }
+
+    /// Whose login a `revoke_login` step takes out (an `apply_logins` job's user).
+    pub fn login_user(&self) -> Option<&str> {
+        match self {
+            Job::ApplyLogins(l) => Some(&l.user),
             _ => None,
         }
     }

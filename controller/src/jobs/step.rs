@@ -9,7 +9,7 @@ use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
 
 use super::outcome::StepOutcome;
-use super::{create, delete, gpus, import_image, moves, publish, reset, resize, state};
+use super::{access, create, delete, gpus, import_image, moves, publish, reset, resize, state};
 use crate::app::state::Controller;
 use crate::db::models::instance::Instance;
 use crate::db::models::operation::Operation;
@@ -41,6 +41,9 @@ async fn step(
     };
     if item.action == StepKind::ImportImage {
         return import_image::run(ctl, &job, item).await;
+    }
+    if access::is_access(item.action) {
+        return access::run(ctl, &job, item).await;
     }
     // A delete whose instance is gone has nothing left to do (an earlier attempt, or another
     // delete, removed it); any other step on a gone instance was asked for and not done.
@@ -105,7 +108,11 @@ async fn step(
         StepKind::Publish => publish::run(ctl, op, &job, &instance, &node, agent.as_ref()).await,
         StepKind::DetachGpus => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
         StepKind::SetLimits => resize::run(&instance, &node, agent.as_ref()).await,
-        StepKind::ImportImage | StepKind::Delete => {
+        StepKind::ImportImage
+        | StepKind::Delete
+        | StepKind::ApplyNetworkPolicy
+        | StepKind::ApplySshKeys
+        | StepKind::RevokeLogin => {
             unreachable!("{} items return before the instance checks", item.action)
         }
     }

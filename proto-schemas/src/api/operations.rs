@@ -31,6 +31,11 @@ pub enum OperationKind {
     MoveInstance,
     /// A course's new cores and memory applied to its containers already made, one item each.
     SetCourseLimits,
+    /// A course's network policy applied to its containers already made, one item each.
+    SetCourseNetwork,
+    /// A person's logins (their keys or password, or none when disabled or deleted) applied to
+    /// their running containers, one item each.
+    ApplyLogins,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -46,6 +51,8 @@ crate::named_enum!(OperationKind, "an operation kind" {
     DistributeImage => "distribute_image",
     MoveInstance => "move_instance",
     SetCourseLimits => "set_course_limits",
+    SetCourseNetwork => "set_course_network",
+    ApplyLogins => "apply_logins",
 });
 
 #[cfg_attr(

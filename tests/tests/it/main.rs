@@ -53,6 +53,7 @@ mod lxc_fleet;
 mod lxc_trust;
 mod mixed_daemons;
 mod node_certificates;
+mod node_steps;
 mod orphans;
 mod portal;
 mod portal_course_limits;
