@@ -28,13 +28,16 @@ pub enum StepKind {
     ImportImage,
     /// Delete the container (and a torn-down course's home) and its row ([`crate::jobs::delete`]).
     Delete,
-    /// Apply its course's stored network policy live ([`super::access`]).
+    /// Apply its course's stored network policy live ([`crate::jobs::access`]).
     ApplyNetworkPolicy,
     /// Apply its owner's current keys or password, or remove a disabled owner's login
-    /// ([`super::access`]).
+    /// ([`crate::jobs::access`]).
     ApplySshKeys,
-    /// Remove a former owner's login from it ([`super::access`]).
+    /// Remove a former owner's login from it ([`crate::jobs::access`]).
     RevokeLogin,
+    /// Delete a container no record describes from its node, then its orphan record
+    /// ([`crate::jobs::orphans`]).
+    DeleteOrphan,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -54,6 +57,7 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     ApplyNetworkPolicy => "apply_network_policy",
     ApplySshKeys => "apply_ssh_keys",
     RevokeLogin => "revoke_login",
+    DeleteOrphan => "delete_orphan",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).

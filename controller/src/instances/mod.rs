@@ -1,9 +1,8 @@
 //! Instances: create, list, get, state changes and delete ([`manage`]), the calls passed
-//! through to the agent ([`io`]), moves ([`moves`]), a create that failed for good
-//! ([`failed_create`]), who may set snapshot keys ([`snapshot_policy`]), orphans
-//! ([`orphans`]) and the cached pages of `GET /instances` ([`page_cache`]).
+//! through to the agent ([`io`]), moves ([`moves`]), who may set snapshot keys
+//! ([`snapshot_policy`]), orphans ([`orphans`]) and the cached pages of `GET /instances`
+//! ([`page_cache`]).
 
-pub mod failed_create;
 pub mod io;
 pub mod manage;
 pub mod moves;

@@ -2,12 +2,14 @@
 //! the poller recorded them, adopted as an instance of an owner, or deleted from their node.
 
 use cohort_proto::api::instances::{DesiredState, ObservedState};
+use cohort_proto::api::operations::OperationStatus;
 use cohort_proto::api::orphans::{AdoptOrphan, Orphan as WireOrphan};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
 use crate::accounts::auth::Caller;
+use crate::agent_client::AgentError;
 use crate::app::state::Controller;
 use crate::db::models::audit;
 use crate::db::models::image::Image;
@@ -16,6 +18,10 @@ use crate::db::models::orphan::Orphan;
 use crate::db::models::user::User;
 use crate::db::schema::{instances, nodes};
 use crate::error::{ActionError, ActionResult};
+use crate::jobs::enqueue::{enqueue, Audit};
+use crate::jobs::payload::{Job, OrphanOnNode};
+use crate::jobs::settle::{settle, SETTLE};
+use crate::jobs::{Step, StepKind};
 
 fn view(o: Orphan, node: String) -> WireOrphan {
     WireOrphan {
@@ -56,8 +62,10 @@ pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireOrph
     .await
 }
 
-/// `DELETE /api/v1/orphans/{node}/{name}`: the container goes from its node, then the record
-/// (and with it the port's reservation).
+/// `DELETE /api/v1/orphans/{node}/{name}`: a `delete_orphan` operation takes the container from
+/// its node, then the record (and with it the port's reservation). The request waits for it a
+/// while ([`crate::jobs::settle`]): its failure is the answer (502, the agent's reason); one
+/// still waiting for its node is a 504 naming the operation, which goes on in the worker.
 pub async fn delete(
     ctl: &Controller,
     caller: Caller,
@@ -65,29 +73,50 @@ pub async fn delete(
     name: String,
 ) -> ActionResult<()> {
     caller.require(Role::Admin)?;
+    let actor = caller.name().to_string();
+    let user_id = caller.user.id;
     let (n, s) = (node.clone(), name.clone());
-    let (found, _) = ctl.db(move |conn| find(conn, &n, &s)).await?;
-    let (_, agent) = ctl.agent_by_node_id(found.id).await?;
-    agent
-        .delete_instance(name.clone())
-        .await
-        .map_err(ActionError::on_node(node.clone()))?;
-    ctl.db(move |conn| {
-        conn.transaction(|conn| {
-            let (found, orphan) = find(conn, &node, &name)?;
-            Orphan::delete(conn, found.id, &name)?;
-            audit::record(
-                conn,
-                caller.name(),
-                "delete_orphan",
-                "instance",
-                &name,
-                json!({"node": node, "ssh_port": orphan.ssh_port}),
-            )?;
-            Ok(())
+    let op_id = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                let (_, orphan) = find(conn, &n, &s)?;
+                let job = Job::DeleteOrphan(OrphanOnNode {
+                    node: n.clone(),
+                    name: s.clone(),
+                });
+                let step = Step::new(StepKind::DeleteOrphan, &s, None).on(&n);
+                let audit = Audit {
+                    actor: &actor,
+                    action: "delete_orphan",
+                    object_kind: "instance",
+                    object: &s,
+                    detail: json!({"node": n, "ssh_port": orphan.ssh_port}),
+                };
+                Ok(enqueue(conn, &job, Some(user_id), &s, &[step], Some(audit))?.id)
+            })
         })
-    })
-    .await
+        .await?;
+    let op = settle(ctl, op_id, SETTLE).await?;
+    let why = op.error.clone().unwrap_or_default();
+    match op.status {
+        OperationStatus::Success => Ok(()),
+        OperationStatus::Failure | OperationStatus::Cancelled => Err(ActionError::Agent {
+            node,
+            source: AgentError::Decode(format!("deleting {name} failed: {why}")),
+        }),
+        _ => Err(ActionError::Agent {
+            node,
+            source: AgentError::Status {
+                status: 504,
+                code: "pending".into(),
+                message: format!(
+                    "{name} is not deleted yet ({why}); operation {op_id} goes on until the node \
+                     answers"
+                ),
+                field: None,
+            },
+        }),
+    }
 }
 
 /// `POST /api/v1/orphans/{node}/{name}/adopt`: the container becomes an instance of `owner`

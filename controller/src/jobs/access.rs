@@ -19,7 +19,6 @@ use super::outcome::StepOutcome;
 use super::payload::{Job, Logins, OfCourse};
 use super::worker::backoff;
 use super::{enqueue, Step, StepKind};
-use crate::accounts::ssh::{push_ssh, revoke_login};
 use crate::agent_client::AgentError;
 use crate::app::state::Controller;
 use crate::db::models::course_network::CourseNetwork;
@@ -28,6 +27,7 @@ use crate::db::models::node::Node;
 use crate::db::models::operation::Operation;
 use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
+use crate::jobs::logins::{push_ssh, revoke_login};
 
 /// Whether `kind` is one of this module's steps.
 pub fn is_access(kind: StepKind) -> bool {

@@ -118,6 +118,14 @@ pub struct Logins {
     pub user: String,
 }
 
+/// `delete_orphan`: the container no record describes, and its node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrphanOnNode {
+    pub node: String,
+    pub name: String,
+}
+
 fn is_false(b: &bool) -> bool {
     !b
 }
@@ -148,6 +156,8 @@ pub enum Job {
     SetCourseLimits(OfCourse),
     SetCourseNetwork(OfCourse),
     ApplyLogins(Logins),
+    /// Its one item names the orphan (`target`) and its node.
+    DeleteOrphan(OrphanOnNode),
 }
 
 impl Job {
@@ -167,6 +177,7 @@ impl Job {
             Job::SetCourseLimits(_) => OperationKind::SetCourseLimits,
             Job::SetCourseNetwork(_) => OperationKind::SetCourseNetwork,
             Job::ApplyLogins(_) => OperationKind::ApplyLogins,
+            Job::DeleteOrphan(_) => OperationKind::DeleteOrphan,
         }
     }
 
@@ -183,6 +194,7 @@ impl Job {
                 serde_json::to_value(p)
             }
             Job::ApplyLogins(p) => serde_json::to_value(p),
+            Job::DeleteOrphan(p) => serde_json::to_value(p),
             Job::TeardownCourse(p) => serde_json::to_value(p),
             Job::DetachGpus(p) => serde_json::to_value(p),
             Job::DistributeImage(p) => serde_json::to_value(p),
@@ -209,6 +221,7 @@ impl Job {
             OperationKind::SetCourseLimits => Job::SetCourseLimits(read(p)?),
             OperationKind::SetCourseNetwork => Job::SetCourseNetwork(read(p)?),
             OperationKind::ApplyLogins => Job::ApplyLogins(read(p)?),
+            OperationKind::DeleteOrphan => Job::DeleteOrphan(read(p)?),
         })
     }
 

@@ -8,7 +8,6 @@ use cohort_proto::api::instances::ObservedState;
 use super::gpus::{give_gpus_back, take_gpus_again};
 use super::outcome::StepOutcome;
 use super::Job;
-use crate::accounts::ssh::push_ssh;
 use crate::agent_client::observed;
 use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
@@ -16,6 +15,7 @@ use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
 use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
+use crate::jobs::logins::push_ssh;
 use crate::jobs::StepKind;
 
 pub async fn run(

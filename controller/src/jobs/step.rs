@@ -9,7 +9,9 @@ use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
 
 use super::outcome::StepOutcome;
-use super::{access, create, delete, gpus, import_image, moves, publish, reset, resize, state};
+use super::{
+    access, create, delete, gpus, import_image, moves, orphans, publish, reset, resize, state,
+};
 use crate::app::state::Controller;
 use crate::db::models::instance::Instance;
 use crate::db::models::operation::Operation;
@@ -41,6 +43,9 @@ async fn step(
     };
     if item.action == StepKind::ImportImage {
         return import_image::run(ctl, &job, item).await;
+    }
+    if item.action == StepKind::DeleteOrphan {
+        return orphans::run(ctl, &job, item).await;
     }
     if access::is_access(item.action) {
         return access::run(ctl, &job, item).await;
@@ -112,7 +117,8 @@ async fn step(
         | StepKind::Delete
         | StepKind::ApplyNetworkPolicy
         | StepKind::ApplySshKeys
-        | StepKind::RevokeLogin => {
+        | StepKind::RevokeLogin
+        | StepKind::DeleteOrphan => {
             unreachable!("{} items return before the instance checks", item.action)
         }
     }

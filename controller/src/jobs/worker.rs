@@ -229,10 +229,10 @@ async fn record(
 }
 
 /// A create item that failed for good leaves its instance visibly failed and frees what it
-/// held (see [`crate::instances::failed_create`]).
+/// held (see [`crate::jobs::failed_create`]).
 async fn fail_create(ctl: &Controller, item: &OperationItem, why: &str) -> Result<(), ActionError> {
     if item.action == StepKind::Create {
-        crate::instances::failed_create::release(ctl, item, why).await?;
+        crate::jobs::failed_create::release(ctl, item, why).await?;
     }
     Ok(())
 }

@@ -36,6 +36,8 @@ pub enum OperationKind {
     /// A person's logins (their keys or password, or none when disabled or deleted) applied to
     /// their running containers, one item each.
     ApplyLogins,
+    /// A container no record describes (an orphan) deleted from its node, then its record.
+    DeleteOrphan,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -53,6 +55,7 @@ crate::named_enum!(OperationKind, "an operation kind" {
     SetCourseLimits => "set_course_limits",
     SetCourseNetwork => "set_course_network",
     ApplyLogins => "apply_logins",
+    DeleteOrphan => "delete_orphan",
 });
 
 #[cfg_attr(

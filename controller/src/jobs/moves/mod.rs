@@ -28,7 +28,7 @@ pub mod transfer;
 use self::transfer::Side;
 use super::gpus::attachment;
 use super::{Job, StepOutcome};
-use crate::accounts::ssh::{push_ssh, ssh_access};
+use crate::accounts::ssh::ssh_access;
 use crate::agent_client::observed;
 use crate::app::state::Controller;
 use crate::db::models::audit;
@@ -40,6 +40,7 @@ use crate::db::models::operation_item::OperationItem;
 use crate::db::models::ssh_key::SshKey;
 use crate::db::models::user::User;
 use crate::error::ActionError;
+use crate::jobs::logins::push_ssh;
 use crate::placement::move_room::{self as room, Committed};
 
 /// The node the instance leaves: recorded on the item when it was queued (the node it was on).
