@@ -93,23 +93,30 @@ pub(super) fn need<'a>(
 }
 
 /// What the nodes holding the course's containers report: name -> LXD status. Containers on a
-/// node that cannot be asked are absent from the map and listed in the second set, so they are
-/// left alone rather than made twice. The request only reads the nodes, so that a provision
-/// makes only what is missing and its items say so at once (the poller's view can be a poll
-/// old: a container deleted behind Cohort's back a moment ago is made again); every change on
-/// a node is a step the worker runs.
+/// node that cannot be asked (or does not answer within [`OBSERVE_WITHIN`]) are absent from the
+/// map and listed in the second set, so they are left alone rather than made twice. The request
+/// only reads the nodes, all at once, so that a provision makes only what is missing and its
+/// items say so at once (the poller's view can be a poll old: a container deleted behind
+/// Cohort's back a moment ago is made again); every change on a node is a step the worker runs.
 async fn observe(
     ctl: &Controller,
     existing: &[Instance],
 ) -> (HashMap<String, String>, HashSet<i64>) {
+    let node_ids: HashSet<i64> = existing.iter().filter_map(|i| i.node_id).collect();
+    let asks = node_ids.into_iter().map(|node_id| async move {
+        let ask = async {
+            let (_, agent) = ctl.agent_by_node_id(node_id).await.ok()?;
+            agent.list_instances().await.ok()
+        };
+        let listed = tokio::time::timeout(OBSERVE_WITHIN, ask)
+            .await
+            .ok()
+            .flatten();
+        (node_id, listed)
+    });
     let mut seen = HashMap::new();
     let mut unreachable = HashSet::new();
-    let node_ids: HashSet<i64> = existing.iter().filter_map(|i| i.node_id).collect();
-    for node_id in node_ids {
-        let listed = match ctl.agent_by_node_id(node_id).await {
-            Ok((_, agent)) => agent.list_instances().await.ok(),
-            Err(_) => None,
-        };
+    for (node_id, listed) in futures_util::future::join_all(asks).await {
         match listed {
             Some(list) => seen.extend(list.into_iter().map(|i| (i.name, i.status))),
             None => {
@@ -119,6 +126,9 @@ async fn observe(
     }
     (seen, unreachable)
 }
+
+/// How long a provision waits for one node's list of containers.
+const OBSERVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub async fn provision(
     ctl: &Controller,
