@@ -5,6 +5,7 @@
 pub mod enums;
 pub mod literal_limit;
 pub mod models;
+pub mod queries;
 pub mod schema;
 pub mod url;
 

@@ -153,4 +153,26 @@ impl Course {
             .select(Course::as_select())
             .load(conn)
     }
+
+    /// The course's `processes` (the process limit of its containers).
+    pub fn processes(conn: &mut PgConnection, id: i64) -> QueryResult<Option<i32>> {
+        courses::table
+            .find(id)
+            .select(courses::processes)
+            .first::<Option<i32>>(conn)
+    }
+
+    /// The course's `home_mib` (its students' home size).
+    pub fn home_mib(conn: &mut PgConnection, id: i64) -> QueryResult<Option<i32>> {
+        courses::table
+            .find(id)
+            .select(courses::home_mib)
+            .first(conn)
+    }
+
+    pub fn set_home_mib(conn: &mut PgConnection, id: i64, mib: Option<i32>) -> QueryResult<usize> {
+        diesel::update(courses::table.find(id))
+            .set(courses::home_mib.eq(mib))
+            .execute(conn)
+    }
 }

@@ -328,6 +328,42 @@ impl Instance {
     pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
         diesel::delete(instances::table.find(id)).execute(conn)
     }
+
+    /// Locks the row until the transaction ends.
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Instance> {
+        instances::table
+            .find(id)
+            .for_update()
+            .select(Instance::as_select())
+            .first(conn)
+    }
+
+    /// Makes the instance node `node_id`'s, reached on `port`, stopped there until it starts.
+    pub fn move_to(
+        conn: &mut PgConnection,
+        id: i64,
+        node_id: i64,
+        port: i32,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::node_id.eq(node_id),
+                instances::ssh_port.eq(port),
+                instances::observed_state.eq(ObservedState::Stopped),
+            ))
+            .execute(conn)
+    }
+
+    /// Sets what the instances of course `course_id` reserve for their homes.
+    pub fn set_home_gib_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+        gib: i32,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.filter(instances::course_id.eq(course_id)))
+            .set(instances::home_gib.eq(gib))
+            .execute(conn)
+    }
 }
 
 /// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a

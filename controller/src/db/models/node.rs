@@ -164,4 +164,13 @@ impl Node {
     pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
         diesel::delete(nodes::table.find(id)).execute(conn)
     }
+
+    /// Locks the row until the transaction ends (the row placement locks).
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Node> {
+        nodes::table
+            .find(id)
+            .for_update()
+            .select(Node::as_select())
+            .first(conn)
+    }
 }

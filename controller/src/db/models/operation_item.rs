@@ -189,4 +189,17 @@ impl OperationItem {
             .set(operation_items::node_name.eq(node_name))
             .execute(conn)
     }
+
+    /// The creates of instance `instance_id` not yet done (pending or running).
+    pub fn pending_creates(conn: &mut PgConnection, instance_id: i64) -> QueryResult<Vec<Uuid>> {
+        operation_items::table
+            .filter(operation_items::instance_id.eq(instance_id))
+            .filter(operation_items::action.eq(StepKind::Create))
+            .filter(
+                operation_items::status
+                    .eq_any([OperationStatus::Pending, OperationStatus::Running]),
+            )
+            .select(operation_items::id)
+            .load::<Uuid>(conn)
+    }
 }
