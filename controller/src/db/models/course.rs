@@ -175,4 +175,15 @@ impl Course {
             .set(courses::home_mib.eq(mib))
             .execute(conn)
     }
+
+    /// The instructor of each course whose code is one of `codes`: (code, instructor id).
+    pub fn instructors_of_codes(
+        conn: &mut PgConnection,
+        codes: &[&str],
+    ) -> QueryResult<Vec<(String, i64)>> {
+        courses::table
+            .filter(courses::code.eq_any(codes))
+            .select((courses::code, courses::instructor_id))
+            .load(conn)
+    }
 }

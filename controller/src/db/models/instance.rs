@@ -364,6 +364,37 @@ impl Instance {
             .set(instances::home_gib.eq(gib))
             .execute(conn)
     }
+
+    pub fn set_cpu_memory(
+        conn: &mut PgConnection,
+        id: i64,
+        cpu: i32,
+        memory_mib: i64,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((instances::cpu.eq(cpu), instances::memory_mib.eq(memory_mib)))
+            .execute(conn)
+    }
+
+    /// The placed instances of course `course_id`: owner, name, node name, node SSH host, SSH
+    /// port and host key.
+    pub fn endpoints_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+    ) -> QueryResult<Vec<(i64, String, String, String, Option<i32>, Option<String>)>> {
+        instances::table
+            .inner_join(nodes::table)
+            .filter(instances::course_id.eq(course_id))
+            .select((
+                instances::owner_id,
+                instances::name,
+                nodes::name,
+                nodes::ssh_host,
+                instances::ssh_port,
+                instances::ssh_host_key,
+            ))
+            .load(conn)
+    }
 }
 
 /// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a

@@ -173,4 +173,24 @@ impl Node {
             .select(Node::as_select())
             .first(conn)
     }
+
+    /// The node's name, state, cores and memory with what its instances use of them, the row
+    /// locked until the transaction ends.
+    pub fn lock_load(
+        conn: &mut PgConnection,
+        id: i64,
+    ) -> QueryResult<(String, NodeState, i32, i64, i64, i64)> {
+        nodes::table
+            .find(id)
+            .select((
+                nodes::name,
+                nodes::state,
+                nodes::cores,
+                nodes::cpu_used,
+                nodes::memory_bytes,
+                nodes::memory_used_mib,
+            ))
+            .for_update()
+            .first(conn)
+    }
 }
