@@ -186,4 +186,15 @@ impl Course {
             .select((courses::code, courses::instructor_id))
             .load(conn)
     }
+
+    /// Whether the course's instructors get their students' notebooks.
+    pub fn set_jupyter_instructors(
+        conn: &mut PgConnection,
+        id: i64,
+        on: bool,
+    ) -> QueryResult<usize> {
+        diesel::update(courses::table.find(id))
+            .set(courses::jupyter_instructors.eq(on))
+            .execute(conn)
+    }
 }

@@ -124,4 +124,17 @@ impl Image {
         }
         Ok(())
     }
+
+    /// The packed size of image `id`, in bytes.
+    pub fn size_bytes(conn: &mut PgConnection, id: i64) -> QueryResult<i64> {
+        images::table
+            .find(id)
+            .select(images::size_bytes)
+            .first(conn)
+    }
+
+    /// The alias of image `id`.
+    pub fn alias_of(conn: &mut PgConnection, id: i64) -> QueryResult<String> {
+        images::table.find(id).select(images::alias).first(conn)
+    }
 }

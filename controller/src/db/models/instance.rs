@@ -395,6 +395,79 @@ impl Instance {
             ))
             .load(conn)
     }
+
+    /// Gives the instances of course `course_id` on no node these limits; returns their names.
+    pub fn resize_unplaced_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+        cpu: i32,
+        memory_mib: i64,
+        disk_gib: i64,
+    ) -> QueryResult<Vec<String>> {
+        diesel::update(
+            instances::table
+                .filter(instances::course_id.eq(course_id))
+                .filter(instances::node_id.is_null()),
+        )
+        .set((
+            instances::cpu.eq(cpu),
+            instances::memory_mib.eq(memory_mib),
+            instances::disk_gib.eq(disk_gib),
+        ))
+        .returning(instances::name)
+        .get_results(conn)
+    }
+
+    /// The instances of course `course_id` on a node, not deleted, whose limits differ from
+    /// these: name, owner's username, cpu, memory, disk; by name.
+    pub fn placed_off_limits_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+        cpu: i32,
+        memory_mib: i64,
+        disk_gib: i64,
+    ) -> QueryResult<Vec<(String, String, i32, i64, i64)>> {
+        instances::table
+            .inner_join(users::table)
+            .filter(instances::course_id.eq(course_id))
+            .filter(instances::node_id.is_not_null())
+            .filter(instances::desired_state.ne(DesiredState::Deleted))
+            .filter(
+                instances::cpu
+                    .ne(cpu)
+                    .or(instances::memory_mib.ne(memory_mib))
+                    .or(instances::disk_gib.ne(disk_gib)),
+            )
+            .order(instances::name)
+            .select((
+                instances::name,
+                users::username,
+                instances::cpu,
+                instances::memory_mib,
+                instances::disk_gib,
+            ))
+            .load(conn)
+    }
+
+    /// The instances of course `course_id`.
+    pub fn of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
+        instances::table
+            .filter(instances::course_id.eq(course_id))
+            .select(Instance::as_select())
+            .load(conn)
+    }
+
+    /// The instances of course `course_id`, each with its node's name when it has one.
+    pub fn of_course_with_node(
+        conn: &mut PgConnection,
+        course_id: i64,
+    ) -> QueryResult<Vec<(Instance, Option<String>)>> {
+        instances::table
+            .left_join(nodes::table)
+            .filter(instances::course_id.eq(course_id))
+            .select((Instance::as_select(), nodes::name.nullable()))
+            .load(conn)
+    }
 }
 
 /// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a
