@@ -134,9 +134,7 @@ impl ImageUpload {
                     )
                 })?;
                 if query.jupyter == Some(true) {
-                    diesel::update(crate::db::schema::images::table.find(image.id))
-                        .set(crate::db::schema::images::jupyter.eq(true))
-                        .execute(conn)?;
+                    Image::set_jupyter(conn, image.id)?;
                 }
                 audit::record(
                     conn,

@@ -197,4 +197,26 @@ impl Course {
             .set(courses::jupyter_instructors.eq(on))
             .execute(conn)
     }
+
+    /// The codes of the courses account `instructor_id` teaches.
+    pub fn codes_taught_by(
+        conn: &mut PgConnection,
+        instructor_id: i64,
+    ) -> QueryResult<Vec<String>> {
+        courses::table
+            .filter(courses::instructor_id.eq(instructor_id))
+            .select(courses::code)
+            .load(conn)
+    }
+
+    /// The courses account `instructor_id` teaches: id, code.
+    pub fn taught_by(
+        conn: &mut PgConnection,
+        instructor_id: i64,
+    ) -> QueryResult<Vec<(i64, String)>> {
+        courses::table
+            .filter(courses::instructor_id.eq(instructor_id))
+            .select((courses::id, courses::code))
+            .load(conn)
+    }
 }

@@ -137,4 +137,11 @@ impl Image {
     pub fn alias_of(conn: &mut PgConnection, id: i64) -> QueryResult<String> {
         images::table.find(id).select(images::alias).first(conn)
     }
+
+    /// Marks image `id` as one with Jupyter.
+    pub fn set_jupyter(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::update(images::table.find(id))
+            .set(images::jupyter.eq(true))
+            .execute(conn)
+    }
 }

@@ -468,6 +468,59 @@ impl Instance {
             .select((Instance::as_select(), nodes::name.nullable()))
             .load(conn)
     }
+
+    /// Makes account `to` the owner of every instance account `from` owns.
+    pub fn give_all_to(conn: &mut PgConnection, from: i64, to: i64) -> QueryResult<usize> {
+        diesel::update(instances::table.filter(instances::owner_id.eq(from)))
+            .set(instances::owner_id.eq(to))
+            .execute(conn)
+    }
+
+    /// The names of the instances of courses `ids`.
+    pub fn names_in_courses(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<String>> {
+        instances::table
+            .filter(instances::course_id.eq_any(ids))
+            .select(instances::name)
+            .load(conn)
+    }
+
+    /// How many instances each node has (`None`: on none): (node id, count).
+    pub fn count_by_node(conn: &mut PgConnection) -> QueryResult<Vec<(Option<i64>, i64)>> {
+        instances::table
+            .group_by(instances::node_id)
+            .select((instances::node_id, diesel::dsl::count_star()))
+            .load(conn)
+    }
+
+    /// Writes an adopted orphan's row: on node `node_id`, reached on `port`, with its limits
+    /// (cpu, memory MiB, disk GiB).
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_adopted(
+        conn: &mut PgConnection,
+        name: &str,
+        owner_id: i64,
+        image_id: i64,
+        node_id: i64,
+        port: Option<i32>,
+        desired: DesiredState,
+        observed: ObservedState,
+        (cpu, memory_mib, disk_gib): (i32, i64, i64),
+    ) -> QueryResult<usize> {
+        diesel::insert_into(instances::table)
+            .values((
+                instances::name.eq(name),
+                instances::owner_id.eq(owner_id),
+                instances::image_id.eq(image_id),
+                instances::node_id.eq(node_id),
+                instances::ssh_port.eq(port),
+                instances::desired_state.eq(desired),
+                instances::observed_state.eq(observed),
+                instances::cpu.eq(cpu),
+                instances::memory_mib.eq(memory_mib),
+                instances::disk_gib.eq(disk_gib),
+            ))
+            .execute(conn)
+    }
 }
 
 /// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a

@@ -193,4 +193,9 @@ impl Node {
             .for_update()
             .first(conn)
     }
+
+    /// Every node's id and name.
+    pub fn names(conn: &mut PgConnection) -> QueryResult<Vec<(i64, String)>> {
+        nodes::table.select((nodes::id, nodes::name)).load(conn)
+    }
 }
