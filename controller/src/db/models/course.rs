@@ -219,4 +219,12 @@ impl Course {
             .select((courses::id, courses::code))
             .load(conn)
     }
+
+    /// The instructor of course `id`.
+    pub fn instructor_of(conn: &mut PgConnection, id: i64) -> QueryResult<i64> {
+        courses::table
+            .find(id)
+            .select(courses::instructor_id)
+            .first(conn)
+    }
 }

@@ -3,4 +3,6 @@
 //! the backup's reads), called by the feature modules; a query on one table is its model's.
 
 pub mod capacity;
+pub mod metrics;
+pub mod page;
 pub mod placement;
