@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use uuid::Uuid;
 
 use crate::db::enums::StepKind;
-use crate::db::schema::operation_items;
+use crate::db::schema::{operation_items, operations};
 
 /// One item to record: its step, what it acts on, and the node it concerns when that is known
 /// when it is recorded (where placement put a new instance, with its SSH port; the node a
@@ -201,5 +201,19 @@ impl OperationItem {
             )
             .select(operation_items::id)
             .load::<Uuid>(conn)
+    }
+
+    /// Whether an unfinished operation (pending or running) has an item for instance
+    /// `instance_id`.
+    pub fn unfinished_for(conn: &mut PgConnection, instance_id: i64) -> QueryResult<bool> {
+        diesel::select(diesel::dsl::exists(
+            operation_items::table
+                .inner_join(operations::table)
+                .filter(operation_items::instance_id.eq(instance_id))
+                .filter(
+                    operations::status.eq_any([OperationStatus::Pending, OperationStatus::Running]),
+                ),
+        ))
+        .get_result(conn)
     }
 }

@@ -6,3 +6,4 @@ pub mod capacity;
 pub mod metrics;
 pub mod page;
 pub mod placement;
+pub mod reclaim;
