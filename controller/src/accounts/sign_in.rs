@@ -382,3 +382,31 @@ mod tests {
         assert!(check_new_password("p", &"x".repeat(MAX_PASSWORD_LEN + 1)).is_err());
     }
 }
+
+/// Audits a failed authentication from `source` (an address) as `failed_sign_in`, with `detail`.
+pub async fn audit_failed(
+    ctl: &Controller,
+    source: String,
+    detail: serde_json::Value,
+) -> ActionResult<()> {
+    ctl.db(move |conn| {
+        Ok(audit::record(
+            conn,
+            "anonymous",
+            "failed_sign_in",
+            "source",
+            &source,
+            detail,
+        )?)
+    })
+    .await
+}
+
+/// The live portal session whose secret hashes to `hash`, and its account.
+pub async fn live_session(
+    ctl: &Controller,
+    hash: Vec<u8>,
+) -> ActionResult<Option<(PortalSession, User)>> {
+    ctl.db(move |conn| Ok(PortalSession::live(conn, &hash)?))
+        .await
+}

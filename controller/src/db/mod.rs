@@ -48,6 +48,11 @@ impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for Named {
     }
 }
 
+/// Asks the database something (`SELECT 1`): it answers or the error says why.
+pub fn ping(conn: &mut PgConnection) -> QueryResult<usize> {
+    diesel::sql_query("SELECT 1").execute(conn)
+}
+
 /// Another client's session in the same database, as `pg_stat_activity` shows it.
 #[derive(Debug, QueryableByName)]
 pub struct Session {

@@ -340,3 +340,9 @@ pub async fn publish(
     })
     .await
 }
+
+/// Whether the image aliased `alias` has Jupyter (`false` when there is none).
+pub async fn has_jupyter(ctl: &Controller, alias: String) -> ActionResult<bool> {
+    ctl.db(move |conn| Ok(Image::jupyter_of_alias(conn, &alias)?.unwrap_or(false)))
+        .await
+}

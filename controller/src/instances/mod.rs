@@ -1,12 +1,14 @@
 //! Instances: create, list, get, state changes and delete ([`manage`]), the calls passed
 //! through to the agent ([`io`]), moves ([`moves`]), a create that failed for good
 //! ([`failed_create`]), who may set snapshot keys ([`snapshot_policy`]), orphans
-//! ([`orphans`]) and the cached pages of `GET /instances` ([`page_cache`]).
+//! ([`orphans`]), the cached pages of `GET /instances` ([`page_cache`]) and who may open a
+//! container's JupyterLab, with its tickets and passes ([`notebook`]).
 
 pub mod failed_create;
 pub mod io;
 pub mod manage;
 pub mod moves;
+pub mod notebook;
 pub mod orphans;
 pub mod page_cache;
 pub mod snapshot_policy;

@@ -227,4 +227,13 @@ impl Course {
             .select(courses::instructor_id)
             .first(conn)
     }
+
+    /// The instructor of course `id`, and whether the course lets its instructors into its
+    /// students' notebooks.
+    pub fn instructor_and_jupyter(conn: &mut PgConnection, id: i64) -> QueryResult<(i64, bool)> {
+        courses::table
+            .find(id)
+            .select((courses::instructor_id, courses::jupyter_instructors))
+            .first(conn)
+    }
 }

@@ -144,4 +144,13 @@ impl Image {
             .set(images::jupyter.eq(true))
             .execute(conn)
     }
+
+    /// Whether the image aliased `alias` has Jupyter; `None` when no image has that alias.
+    pub fn jupyter_of_alias(conn: &mut PgConnection, alias: &str) -> QueryResult<Option<bool>> {
+        images::table
+            .filter(images::alias.eq(alias))
+            .select(images::jupyter)
+            .first(conn)
+            .optional()
+    }
 }
