@@ -1,6 +1,7 @@
 //! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema,
-//! the row types and their queries ([`models`]), the enums stored by name ([`enums`]), and the
-//! only place that names a table.
+//! the row types and their queries ([`models`]), the queries that span tables or serve one
+//! feature ([`queries`]), the enums stored by name ([`enums`]), and the only place that names a
+//! table (`scripts/check-rules` holds every other module to that).
 
 pub mod enums;
 pub mod literal_limit;
