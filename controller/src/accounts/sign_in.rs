@@ -361,28 +361,6 @@ pub fn set_password(conn: &mut PgConnection, username: &str, password: &str) -> 
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn argon2id_hashes_verify_and_are_salted() {
-        let a = hash_password("correct horse battery").expect("hash");
-        assert!(a.starts_with("$argon2id$"), "{a}");
-        assert!(argon2_matches("correct horse battery", &a));
-        assert!(!argon2_matches("correct horse batterz", &a));
-        assert_ne!(a, hash_password("correct horse battery").expect("hash"));
-        assert!(!argon2_matches("x", "not a phc string"));
-    }
-
-    #[test]
-    fn new_passwords_have_a_length_range() {
-        assert!(check_new_password("p", "short").is_err());
-        assert!(check_new_password("p", "long enough pw").is_ok());
-        assert!(check_new_password("p", &"x".repeat(MAX_PASSWORD_LEN + 1)).is_err());
-    }
-}
-
 /// Audits a failed authentication from `source` (an address) as `failed_sign_in`, with `detail`.
 pub async fn audit_failed(
     ctl: &Controller,
@@ -409,4 +387,26 @@ pub async fn live_session(
 ) -> ActionResult<Option<(PortalSession, User)>> {
     ctl.db(move |conn| Ok(PortalSession::live(conn, &hash)?))
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argon2id_hashes_verify_and_are_salted() {
+        let a = hash_password("correct horse battery").expect("hash");
+        assert!(a.starts_with("$argon2id$"), "{a}");
+        assert!(argon2_matches("correct horse battery", &a));
+        assert!(!argon2_matches("correct horse batterz", &a));
+        assert_ne!(a, hash_password("correct horse battery").expect("hash"));
+        assert!(!argon2_matches("x", "not a phc string"));
+    }
+
+    #[test]
+    fn new_passwords_have_a_length_range() {
+        assert!(check_new_password("p", "short").is_err());
+        assert!(check_new_password("p", "long enough pw").is_ok());
+        assert!(check_new_password("p", &"x".repeat(MAX_PASSWORD_LEN + 1)).is_err());
+    }
 }

@@ -1,4 +1,5 @@
-//! The database side of moving an instance to another node: whether a node has room for it
+//! Moving an instance to another node, as the database sees it (the queries are
+//! [`crate::db::queries::capacity`]'s): whether a node has room for it
 //! (as placement judges, with the same SQL functions: online, cpu, memory, disk for the root and
 //! the home, a free SSH port, GPUs of its model with room), which node an evacuation sends it
 //! to, and the one transaction that makes it the other node's: its node, a port allocated there

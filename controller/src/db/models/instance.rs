@@ -381,7 +381,7 @@ impl Instance {
     pub fn endpoints_of_course(
         conn: &mut PgConnection,
         course_id: i64,
-    ) -> QueryResult<Vec<(i64, String, String, String, Option<i32>, Option<String>)>> {
+    ) -> QueryResult<Vec<Endpoint>> {
         instances::table
             .inner_join(nodes::table)
             .filter(instances::course_id.eq(course_id))
@@ -426,7 +426,7 @@ impl Instance {
         cpu: i32,
         memory_mib: i64,
         disk_gib: i64,
-    ) -> QueryResult<Vec<(String, String, i32, i64, i64)>> {
+    ) -> QueryResult<Vec<OffLimits>> {
         instances::table
             .inner_join(users::table)
             .filter(instances::course_id.eq(course_id))
@@ -522,6 +522,13 @@ impl Instance {
             .execute(conn)
     }
 }
+
+/// A placed instance of a course: owner, name, node name, node SSH host, SSH port, host key.
+pub type Endpoint = (i64, String, String, String, Option<i32>, Option<String>);
+
+/// An instance whose limits differ from its course's: name, owner's username, cpu, memory MiB,
+/// disk GiB.
+pub type OffLimits = (String, String, i32, i64, i64);
 
 /// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a
 /// node, a course and usage when there are.

@@ -16,6 +16,10 @@ const LOCK_KEY: i64 = 0x636f_686f_7274_7263;
 /// When a run began / when the GPU was last used.
 type Since = Option<DateTime<Utc>>;
 
+/// A running instance: when its run began, its GPU was last used, its GPUs were detached and
+/// its notebook was last used.
+pub type Running = (Instance, Since, Since, Since, Since);
+
 /// Takes the pass's advisory lock for the transaction; `false` when another controller holds it.
 pub fn try_lock(conn: &mut PgConnection) -> QueryResult<bool> {
     diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(&format!(
@@ -56,10 +60,7 @@ pub fn course_code(conn: &mut PgConnection, id: i64) -> QueryResult<String> {
 /// The running instances of course `course_id` (wanted and seen running), each with when its
 /// run began, when its GPU was last used, when its GPUs were detached and when its notebook
 /// was last used.
-pub fn running_of_course(
-    conn: &mut PgConnection,
-    course_id: i64,
-) -> QueryResult<Vec<(Instance, Since, Since, Since, Since)>> {
+pub fn running_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Running>> {
     instances::table
         .inner_join(instance_usage::table)
         .filter(instances::course_id.eq(course_id))
