@@ -3,12 +3,12 @@
 
 use cohort_proto::api::audit::{AuditEntry as WireEntry, AuditPage, AuditQuery};
 use cohort_proto::api::users::Role;
-use diesel::prelude::*;
 
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::db::models::audit::{AuditEntry, AuditFilter, Scope};
-use crate::db::schema::{courses, instances};
+use crate::db::models::course::Course;
+use crate::db::models::instance::Instance;
 use crate::error::{ActionError, ActionResult};
 
 const DEFAULT_LIMIT: u32 = 100;
@@ -33,15 +33,9 @@ pub async fn list(ctl: &Controller, caller: Caller, q: AuditQuery) -> ActionResu
         let scope = if caller.is_admin() {
             None
         } else {
-            let taught: Vec<(i64, String)> = courses::table
-                .filter(courses::instructor_id.eq(caller.user.id))
-                .select((courses::id, courses::code))
-                .load(conn)?;
+            let taught = Course::taught_by(conn, caller.user.id)?;
             let ids: Vec<i64> = taught.iter().map(|(id, _)| *id).collect();
-            let names: Vec<String> = instances::table
-                .filter(instances::course_id.eq_any(&ids))
-                .select(instances::name)
-                .load(conn)?;
+            let names = Instance::names_in_courses(conn, &ids)?;
             Some(Scope {
                 courses: taught.into_iter().map(|(_, code)| code).collect(),
                 instances: names,

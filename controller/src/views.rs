@@ -13,13 +13,12 @@ use diesel::prelude::*;
 use crate::db::models::gpu::Gpu;
 use crate::db::models::gpu_allocation::{GpuAllocation, HeldGpu};
 use crate::db::models::image::Image;
-use crate::db::models::instance::{InstanceRefs, ShownInstance};
+use crate::db::models::instance::{Instance, InstanceRefs, ShownInstance};
 use crate::db::models::node::Node;
 use crate::db::models::operation::Operation;
 use crate::db::models::operation_item::OperationItem;
 use crate::db::models::ssh_key::SshKey;
 use crate::db::models::user::User;
-use crate::db::schema::{gpus, instances};
 
 fn to_u16(port: Option<i32>) -> Option<u16> {
     port.and_then(|p| u16::try_from(p).ok())
@@ -46,15 +45,9 @@ pub fn ssh_key(k: &SshKey) -> wire_users::SshKey {
 }
 
 pub fn nodes(conn: &mut PgConnection, rows: &[Node]) -> QueryResult<Vec<wire_nodes::Node>> {
-    let gpu_counts: Vec<(i64, i64)> = gpus::table
-        .group_by(gpus::node_id)
-        .select((gpus::node_id, diesel::dsl::count_star()))
-        .load(conn)?;
+    let gpu_counts = Gpu::count_by_node(conn)?;
     let expiries = crate::db::models::node_certificate::NodeCertificate::expiries(conn)?;
-    let instance_counts: Vec<(Option<i64>, i64)> = instances::table
-        .group_by(instances::node_id)
-        .select((instances::node_id, diesel::dsl::count_star()))
-        .load(conn)?;
+    let instance_counts = Instance::count_by_node(conn)?;
     Ok(rows
         .iter()
         .map(|n| {

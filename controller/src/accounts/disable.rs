@@ -10,9 +10,9 @@ use serde_json::json;
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::db::models::audit;
+use crate::db::models::course::Course;
 use crate::db::models::instance::Instance;
 use crate::db::models::user::User;
-use crate::db::schema::{courses, instances};
 use crate::error::{ActionError, ActionResult};
 use crate::jobs::access::{enqueue_logins, enqueue_revoke};
 use crate::jobs::settle::settle_recorded;
@@ -28,10 +28,7 @@ pub(crate) fn refuse_while_teaching(
     user: &User,
     field: &str,
 ) -> ActionResult<()> {
-    let taught: Vec<String> = courses::table
-        .filter(courses::instructor_id.eq(user.id))
-        .select(courses::code)
-        .load(conn)?;
+    let taught = Course::codes_taught_by(conn, user.id)?;
     if taught.is_empty() {
         return Ok(());
     }
@@ -150,9 +147,7 @@ pub async fn delete(
                 let user = other_account(conn, &caller, &username)?;
                 refuse_while_teaching(conn, &user, "username")?;
                 let owned = Instance::list(conn, Some(user.id))?;
-                diesel::update(instances::table.filter(instances::owner_id.eq(user.id)))
-                    .set(instances::owner_id.eq(admin_id))
-                    .execute(conn)?;
+                Instance::give_all_to(conn, user.id, admin_id)?;
                 let mut operations = Vec::new();
                 if on_instances == OnDeleteInstances::Delete {
                     // One already being deleted has its operation.

@@ -361,6 +361,34 @@ pub fn set_password(conn: &mut PgConnection, username: &str, password: &str) -> 
     Ok(())
 }
 
+/// Audits a failed authentication from `source` (an address) as `failed_sign_in`, with `detail`.
+pub async fn audit_failed(
+    ctl: &Controller,
+    source: String,
+    detail: serde_json::Value,
+) -> ActionResult<()> {
+    ctl.db(move |conn| {
+        Ok(audit::record(
+            conn,
+            "anonymous",
+            "failed_sign_in",
+            "source",
+            &source,
+            detail,
+        )?)
+    })
+    .await
+}
+
+/// The live portal session whose secret hashes to `hash`, and its account.
+pub async fn live_session(
+    ctl: &Controller,
+    hash: Vec<u8>,
+) -> ActionResult<Option<(PortalSession, User)>> {
+    ctl.db(move |conn| Ok(PortalSession::live(conn, &hash)?))
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

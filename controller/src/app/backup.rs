@@ -17,6 +17,8 @@ use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 
+use crate::db::queries::backup;
+
 /// Version of the archive's layout; a restore refuses any other.
 pub const FORMAT: u32 = 1;
 const MANIFEST: &str = "MANIFEST.json";
@@ -104,18 +106,6 @@ fn run(tool: &'static str, mut cmd: Command) -> Result<(), BackupError> {
     }
 }
 
-#[derive(QueryableByName)]
-struct Version {
-    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
-    version: Option<String>,
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    n: i64,
-}
-
 fn connect(database_url: &str) -> Result<PgConnection, BackupError> {
     PgConnection::establish(database_url).map_err(|e| BackupError::Database(e.to_string()))
 }
@@ -159,12 +149,9 @@ pub fn backup(
     cmd.args(["--format=custom", "--no-owner", "--no-privileges", "--file"])
         .arg(&dump);
     run("pg_dump", cmd)?;
-    let schema_version =
-        diesel::sql_query("SELECT max(version) AS version FROM __diesel_schema_migrations")
-            .get_result::<Version>(&mut connect(database_url)?)
-            .map_err(|e| BackupError::Database(e.to_string()))?
-            .version
-            .unwrap_or_default();
+    let schema_version = backup::schema_version(&mut connect(database_url)?)
+        .map_err(|e| BackupError::Database(e.to_string()))?
+        .unwrap_or_default();
     let files = state_files(state_dir)?;
     let manifest = Manifest {
         format: FORMAT,
@@ -234,12 +221,8 @@ pub fn restore(
     state_dir: &Path,
     archive: &Path,
 ) -> Result<Manifest, BackupError> {
-    let tables = diesel::sql_query(
-        "SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = 'public'",
-    )
-    .get_result::<Count>(&mut connect(database_url)?)
-    .map_err(|e| BackupError::Database(e.to_string()))?
-    .n;
+    let tables = backup::public_tables(&mut connect(database_url)?)
+        .map_err(|e| BackupError::Database(e.to_string()))?;
     if tables > 0 {
         return Err(BackupError::NotFresh(format!(
             "the database already has {tables} table(s); restore needs an empty database \

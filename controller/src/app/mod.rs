@@ -1,11 +1,13 @@
 //! The running controller: its shared state ([`state::Controller`]), configuration, the
-//! `serve` wiring ([`server`]), backup and restore, Prometheus metrics and who may read them,
+//! `serve` wiring ([`server`]), backup and restore, its health, Prometheus metrics and who may
+//! read them,
 //! and the background rounds (the node [`poller`], certificate [`renewal`], and the
 //! [`fixed_rate`] beat they run on).
 
 pub mod backup;
 pub mod config;
 pub mod fixed_rate;
+pub mod health;
 pub mod metrics;
 pub mod metrics_access;
 pub mod poller;

@@ -19,7 +19,6 @@ use std::time::Duration;
 use chrono::Utc;
 use cohort_proto::agent::{Instance as AgentInstance, Inventory};
 use cohort_proto::api::instances::{DesiredState, ObservedState};
-use cohort_proto::api::operations::OperationStatus;
 use diesel::prelude::*;
 use tokio::task::JoinHandle;
 
@@ -34,8 +33,8 @@ use crate::db::models::instance::Instance;
 use crate::db::models::instance_usage::{InstanceUsage, Observed};
 use crate::db::models::node::{Node, NodeFacts};
 use crate::db::models::node_certificate::NodeCertificate;
+use crate::db::models::operation_item::OperationItem;
 use crate::db::models::orphan::Orphan;
-use crate::db::schema::{operation_items, operations};
 use crate::error::{ActionError, ActionResult};
 use crate::jobs::payload::{ChangeState, Create, Job};
 use crate::jobs::{enqueue, Step, StepKind};
@@ -424,15 +423,7 @@ fn drift_of(instance: &Instance, found: Option<ObservedState>) -> Option<Drift> 
 
 /// Whether an unfinished operation has an item for the instance.
 fn busy(conn: &mut PgConnection, instance_id: i64) -> QueryResult<bool> {
-    diesel::select(diesel::dsl::exists(
-        operation_items::table
-            .inner_join(operations::table)
-            .filter(operation_items::instance_id.eq(instance_id))
-            .filter(
-                operations::status.eq_any([OperationStatus::Pending, OperationStatus::Running]),
-            ),
-    ))
-    .get_result(conn)
+    OperationItem::unfinished_for(conn, instance_id)
 }
 
 /// After the grace period, nodes silent past the threshold go `offline` and their instances

@@ -21,7 +21,6 @@ use crate::db::models::enrollment::Enrollment;
 use crate::db::models::image::Image;
 use crate::db::models::instance::Instance;
 use crate::db::models::user::User;
-use crate::db::schema::{images, instances, nodes, users};
 use crate::error::{ActionError, ActionResult};
 use crate::validate;
 
@@ -59,10 +58,7 @@ fn readable(conn: &mut PgConnection, caller: &Caller, code: &str) -> ActionResul
 
 /// The instances of a course, by owner.
 pub fn course_instances(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
-    instances::table
-        .filter(instances::course_id.eq(course_id))
-        .select(Instance::as_select())
-        .load(conn)
+    Instance::of_course(conn, course_id)
 }
 
 fn date(field: &str, value: Option<&str>) -> ActionResult<Option<DateTime<Utc>>> {
@@ -245,12 +241,9 @@ pub async fn create(
 }
 
 pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
-    let instructor: String = users::table
-        .find(c.instructor_id)
-        .select(users::username)
-        .first(conn)?;
+    let instructor = User::username_of(conn, c.instructor_id)?;
     let image: Option<String> = match c.image_id {
-        Some(id) => Some(images::table.find(id).select(images::alias).first(conn)?),
+        Some(id) => Some(Image::alias_of(conn, id)?),
         None => None,
     };
     let students = Enrollment::students(conn, c.id)?.len() as u32;
@@ -385,9 +378,7 @@ pub async fn set_jupyter(
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let course = writable(conn, &caller, &code)?;
-            diesel::update(crate::db::schema::courses::table.find(course.id))
-                .set(crate::db::schema::courses::jupyter_instructors.eq(jupyter.instructors))
-                .execute(conn)?;
+            Course::set_jupyter_instructors(conn, course.id, jupyter.instructors)?;
             audit::record(
                 conn,
                 caller.name(),
@@ -410,11 +401,7 @@ pub async fn students(
 ) -> ActionResult<Vec<WireStudent>> {
     ctl.db(move |conn| {
         let course = writable(conn, &caller, &code)?;
-        let by_owner: Vec<(Instance, Option<String>)> = instances::table
-            .left_join(nodes::table)
-            .filter(instances::course_id.eq(course.id))
-            .select((Instance::as_select(), nodes::name.nullable()))
-            .load(conn)?;
+        let by_owner = Instance::of_course_with_node(conn, course.id)?;
         Ok(Enrollment::students(conn, course.id)?
             .into_iter()
             .map(|s| {

@@ -21,7 +21,6 @@ use crate::db::models::audit;
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::ssh_key::SshKey;
 use crate::db::models::user::{NewUser, User};
-use crate::db::schema::users;
 use crate::error::{ActionError, ActionResult};
 
 impl From<roster::RosterError> for ActionError {
@@ -147,9 +146,7 @@ fn create_student(
         }
         None => {
             let pw = password::generate();
-            diesel::update(users::table.find(user.id))
-                .set(users::password_hash.eq(password::crypt_hash(&pw)))
-                .execute(conn)?;
+            User::set_password_hash(conn, user.id, &password::crypt_hash(&pw))?;
             Some(pw)
         }
     };

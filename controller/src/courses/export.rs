@@ -11,7 +11,7 @@ use crate::app::state::Controller;
 use crate::courses::endpoints::{self, Endpoint};
 use crate::db::models::audit;
 use crate::db::models::enrollment::Enrollment;
-use crate::db::schema::{instances, nodes};
+use crate::db::models::instance::Instance;
 use crate::error::{ActionError, ActionResult};
 
 /// The export's format, from `?format=`.
@@ -73,19 +73,7 @@ fn rows(
     format: Format,
 ) -> ActionResult<Vec<Endpoint>> {
     let course = writable(conn, caller, code)?;
-    type Placed = (i64, String, String, String, Option<i32>, Option<String>);
-    let placed: Vec<Placed> = instances::table
-        .inner_join(nodes::table)
-        .filter(instances::course_id.eq(course.id))
-        .select((
-            instances::owner_id,
-            instances::name,
-            nodes::name,
-            nodes::ssh_host,
-            instances::ssh_port,
-            instances::ssh_host_key,
-        ))
-        .load(conn)?;
+    let placed = Instance::endpoints_of_course(conn, course.id)?;
     let mut shown = Vec::new();
     let rows: Vec<Endpoint> = Enrollment::students(conn, course.id)?
         .into_iter()

@@ -24,7 +24,8 @@ use crate::app::state::Controller;
 use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::enrollment::Enrollment;
-use crate::db::schema::{images, instances, users};
+use crate::db::models::image::Image;
+use crate::db::models::instance::Instance;
 use crate::error::ActionResult;
 use crate::jobs::{enqueue, payload, Step, StepKind};
 use crate::placement::feasible;
@@ -45,10 +46,7 @@ pub async fn set(
             // Locked, so a provision beside this makes its rows with one size or the other.
             let course = Course::lock(conn, found.id)?;
             if let (Some(disk), Some(image)) = (limits.disk_gib, course.image_id) {
-                let packed: i64 = images::table
-                    .find(image)
-                    .select(images::size_bytes)
-                    .first(conn)?;
+                let packed = Image::size_bytes(conn, image)?;
                 validate::disk_for_image("disk_gib", disk, packed)?;
             }
             let changed = Course {
@@ -74,18 +72,13 @@ pub async fn set(
             )?;
             // Not on a node: nothing is made, nothing counts on a node's capacity, so the row
             // simply takes the new size (placement reads it).
-            let waiting: Vec<String> = diesel::update(
-                instances::table
-                    .filter(instances::course_id.eq(course.id))
-                    .filter(instances::node_id.is_null()),
-            )
-            .set((
-                instances::cpu.eq(changed.cpu),
-                instances::memory_mib.eq(changed.memory_mib),
-                instances::disk_gib.eq(changed.disk_gib),
-            ))
-            .returning(instances::name)
-            .get_results(conn)?;
+            let waiting = Instance::resize_unplaced_of_course(
+                conn,
+                course.id,
+                changed.cpu,
+                changed.memory_mib,
+                changed.disk_gib,
+            )?;
             let mut live: Vec<(String, i64)> = Vec::new();
             let mut reasons: HashMap<String, String> = HashMap::new();
             for instance in course_instances(conn, course.id)? {
@@ -171,26 +164,13 @@ pub async fn kept_by(
 /// The course's containers made on a node whose cores, memory or disk differ from the course's,
 /// with the reason as far as their rows tell it (the change itself knows it more precisely).
 fn keeping_other_limits(conn: &mut PgConnection, course: &Course) -> QueryResult<Vec<KeptLimits>> {
-    let rows: Vec<(String, String, i32, i64, i64)> = instances::table
-        .inner_join(users::table)
-        .filter(instances::course_id.eq(course.id))
-        .filter(instances::node_id.is_not_null())
-        .filter(instances::desired_state.ne(DesiredState::Deleted))
-        .filter(
-            instances::cpu
-                .ne(course.cpu)
-                .or(instances::memory_mib.ne(course.memory_mib))
-                .or(instances::disk_gib.ne(course.disk_gib)),
-        )
-        .order(instances::name)
-        .select((
-            instances::name,
-            users::username,
-            instances::cpu,
-            instances::memory_mib,
-            instances::disk_gib,
-        ))
-        .load(conn)?;
+    let rows = Instance::placed_off_limits_of_course(
+        conn,
+        course.id,
+        course.cpu,
+        course.memory_mib,
+        course.disk_gib,
+    )?;
     Ok(rows
         .into_iter()
         .map(|(instance, owner, cpu, memory_mib, disk_gib)| {

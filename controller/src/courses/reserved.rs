@@ -6,7 +6,7 @@
 use diesel::prelude::*;
 
 use crate::accounts::auth::Caller;
-use crate::db::schema::courses;
+use crate::db::models::course::Course;
 use crate::error::{ActionError, ActionResult};
 
 /// Every code a course would need for `name` to be one of its names: each part of `name` before
@@ -29,10 +29,7 @@ pub fn check_instance_name(
     if codes.is_empty() {
         return Ok(());
     }
-    let holders: Vec<(String, i64)> = courses::table
-        .filter(courses::code.eq_any(&codes))
-        .select((courses::code, courses::instructor_id))
-        .load(conn)?;
+    let holders = Course::instructors_of_codes(conn, &codes)?;
     match holders.iter().find(|(_, by)| *by != caller.user.id) {
         Some((code, _)) => Err(ActionError::conflict(
             Some("name"),

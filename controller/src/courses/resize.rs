@@ -11,7 +11,7 @@ use diesel::prelude::*;
 use crate::app::config::PlacementConfig;
 use crate::db::models::course::Course;
 use crate::db::models::instance::Instance;
-use crate::db::schema::{instances, nodes};
+use crate::db::models::node::Node;
 
 /// What becomes of one container made on a node.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,11 +35,7 @@ pub fn resize(
     course: &Course,
     config: &PlacementConfig,
 ) -> QueryResult<Resize> {
-    let instance: Instance = instances::table
-        .find(instance_id)
-        .select(Instance::as_select())
-        .for_update()
-        .first(conn)?;
+    let instance = Instance::lock(conn, instance_id)?;
     let Some(node_id) = instance.node_id else {
         return Ok(Resize::Same);
     };
@@ -62,18 +58,7 @@ pub fn resize(
         i64,
         i64,
         i64,
-    ) = nodes::table
-        .find(node_id)
-        .select((
-            nodes::name,
-            nodes::state,
-            nodes::cores,
-            nodes::cpu_used,
-            nodes::memory_bytes,
-            nodes::memory_used_mib,
-        ))
-        .for_update()
-        .first(conn)?;
+    ) = Node::lock_load(conn, node_id)?;
     // Cordoned takes no new containers but still runs and changes the ones it has.
     if !matches!(state, NodeState::Online | NodeState::Cordoned) {
         return Ok(Resize::Kept(format!("its node {name} is {state}")));
@@ -92,11 +77,6 @@ pub fn resize(
             "its node {name} has no room to give it {memory} MiB of memory"
         )));
     }
-    diesel::update(instances::table.find(instance.id))
-        .set((
-            instances::cpu.eq(course.cpu),
-            instances::memory_mib.eq(course.memory_mib),
-        ))
-        .execute(conn)?;
+    Instance::set_cpu_memory(conn, instance.id, course.cpu, course.memory_mib)?;
     Ok(Resize::Live)
 }

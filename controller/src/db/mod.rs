@@ -1,10 +1,12 @@
 //! The PostgreSQL inventory: embedded migrations, the connection pool and the generated schema,
-//! the row types and their queries ([`models`]), the enums stored by name ([`enums`]), and the
-//! only place that names a table.
+//! the row types and their queries ([`models`]), the queries that span tables or serve one
+//! feature ([`queries`]), the enums stored by name ([`enums`]), and the only place that names a
+//! table (`scripts/check-rules` holds every other module to that).
 
 pub mod enums;
 pub mod literal_limit;
 pub mod models;
+pub mod queries;
 pub mod schema;
 pub mod url;
 
@@ -45,6 +47,11 @@ impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for Named {
             .map(|_| ())
             .map_err(diesel::r2d2::Error::QueryError)
     }
+}
+
+/// Asks the database something (`SELECT 1`): it answers or the error says why.
+pub fn ping(conn: &mut PgConnection) -> QueryResult<usize> {
+    diesel::sql_query("SELECT 1").execute(conn)
 }
 
 /// Another client's session in the same database, as `pg_stat_activity` shows it.

@@ -134,9 +134,7 @@ impl ImageUpload {
                     )
                 })?;
                 if query.jupyter == Some(true) {
-                    diesel::update(crate::db::schema::images::table.find(image.id))
-                        .set(crate::db::schema::images::jupyter.eq(true))
-                        .execute(conn)?;
+                    Image::set_jupyter(conn, image.id)?;
                 }
                 audit::record(
                     conn,
@@ -341,4 +339,10 @@ pub async fn publish(
         })
     })
     .await
+}
+
+/// Whether the image aliased `alias` has Jupyter (`false` when there is none).
+pub async fn has_jupyter(ctl: &Controller, alias: String) -> ActionResult<bool> {
+    ctl.db(move |conn| Ok(Image::jupyter_of_alias(conn, &alias)?.unwrap_or(false)))
+        .await
 }

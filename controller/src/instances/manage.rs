@@ -16,15 +16,15 @@ use serde_json::json;
 use crate::accounts::auth::{Bearer, Caller};
 use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
-use crate::db::literal_limit::LiteralLimitDsl;
 use crate::db::models::audit;
+use crate::db::models::course::Course;
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::image::Image;
-use crate::db::models::instance::{self, Instance, InstanceRefs, NewInstance, ShownInstance};
+use crate::db::models::instance::{Instance, NewInstance};
 use crate::db::models::instance_usage::InstanceUsage;
 use crate::db::models::node::Node;
 use crate::db::models::user::User;
-use crate::db::schema::{courses, instances, users};
+use crate::db::queries::page;
 use crate::error::{ActionError, ActionResult};
 use crate::instances::page_cache::{Page, PageKey};
 use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
@@ -110,10 +110,7 @@ fn authorize(conn: &mut PgConnection, caller: &Caller, instance: &Instance) -> A
     }
     if caller.role == Role::Instructor {
         if let Some(course) = instance.course_id {
-            let instructor: i64 = courses::table
-                .find(course)
-                .select(courses::instructor_id)
-                .first(conn)?;
+            let instructor = Course::instructor_of(conn, course)?;
             if instructor == caller.user.id {
                 return Ok(());
             }
@@ -173,11 +170,7 @@ fn create_tx(
         let student_owned = !caller.is_admin() && owner.role() == Role::Student;
         if student_owned {
             check_limits(Role::Student, limits, req.gpus)?;
-            users::table
-                .find(owner.id)
-                .select(users::id)
-                .for_update()
-                .get_result::<i64>(conn)?;
+            User::lock(conn, owner.id)?;
             if Instance::list(conn, Some(owner.id))?.len() >= STUDENT_MAX_INSTANCES {
                 return Err(ActionError::conflict(
                     None,
@@ -377,27 +370,12 @@ fn read_page(
     limit: u32,
 ) -> ActionResult<(Vec<WireInstance>, Option<String>)> {
     // The page and what each instance refers to, in one statement.
-    let mut q = instance::with_refs()
-        .select((ShownInstance::as_select(), InstanceRefs::as_select()))
-        .into_boxed();
-    match caller.role {
-        Role::Admin => {}
-        Role::Student => q = q.filter(instances::owner_id.eq(caller.user.id)),
-        Role::Instructor => {
-            q = q.filter(
-                instances::owner_id
-                    .eq(caller.user.id)
-                    .or(courses::instructor_id.eq(caller.user.id)),
-            );
-        }
-    }
-    if let Some(after) = after {
-        q = q.filter(instances::name.gt(after));
-    }
-    let mut rows: Vec<(ShownInstance, InstanceRefs)> = q
-        .order(instances::name)
-        .literal_limit(limit + 1)
-        .load(conn)?;
+    let visible = match caller.role {
+        Role::Admin => page::Visible::All,
+        Role::Student => page::Visible::OwnedBy(caller.user.id),
+        Role::Instructor => page::Visible::OwnedOrTaughtBy(caller.user.id),
+    };
+    let mut rows = page::instances(conn, visible, after, limit)?;
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
     let next = more

@@ -1,11 +1,13 @@
 //! Instances: create, list, get, state changes and delete ([`manage`]), the calls passed
 //! through to the agent ([`io`]), moves ([`moves`]), who may set snapshot keys
-//! ([`snapshot_policy`]), orphans ([`orphans`]) and the cached pages of `GET /instances`
-//! ([`page_cache`]).
+//! ([`snapshot_policy`]), orphans ([`orphans`]), the cached pages of `GET /instances`
+//! ([`page_cache`]) and who may open a container's JupyterLab, with its tickets and passes
+//! ([`notebook`]).
 
 pub mod io;
 pub mod manage;
 pub mod moves;
+pub mod notebook;
 pub mod orphans;
 pub mod page_cache;
 pub mod snapshot_policy;

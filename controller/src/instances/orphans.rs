@@ -13,10 +13,10 @@ use crate::agent_client::AgentError;
 use crate::app::state::Controller;
 use crate::db::models::audit;
 use crate::db::models::image::Image;
+use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
 use crate::db::models::orphan::Orphan;
 use crate::db::models::user::User;
-use crate::db::schema::{instances, nodes};
 use crate::error::{ActionError, ActionResult};
 use crate::jobs::enqueue::{enqueue, Audit};
 use crate::jobs::payload::{Job, OrphanOnNode};
@@ -46,11 +46,8 @@ fn find(conn: &mut PgConnection, node: &str, name: &str) -> ActionResult<(Node, 
 pub async fn list(ctl: &Controller, caller: Caller) -> ActionResult<Vec<WireOrphan>> {
     caller.require(Role::Admin)?;
     ctl.db(|conn| {
-        let names: std::collections::HashMap<i64, String> = nodes::table
-            .select((nodes::id, nodes::name))
-            .load(conn)?
-            .into_iter()
-            .collect();
+        let names: std::collections::HashMap<i64, String> =
+            Node::names(conn)?.into_iter().collect();
         Ok(Orphan::list(conn)?
             .into_iter()
             .map(|o| {
@@ -160,28 +157,29 @@ pub async fn adopt(
             // The orphan's port passes to the instance: no instance may take a port an orphan
             // still holds.
             Orphan::delete(conn, found.id, &name)?;
-            diesel::insert_into(instances::table)
-                .values((
-                    instances::name.eq(&name),
-                    instances::owner_id.eq(owner.id),
-                    instances::image_id.eq(image.id),
-                    instances::node_id.eq(found.id),
-                    instances::ssh_port.eq(port),
-                    instances::desired_state.eq(state),
-                    instances::observed_state.eq(orphan.status),
-                    instances::cpu.eq(limits.cpu as i32),
-                    instances::memory_mib.eq(limits.memory_mib as i64),
-                    instances::disk_gib.eq(limits.disk_gib as i64),
-                ))
-                .execute(conn)
-                .map_err(|e| {
-                    ActionError::from_unique_on(
-                        e,
-                        "instances_name_key",
-                        "name",
-                        "an instance with this name exists",
-                    )
-                })?;
+            Instance::insert_adopted(
+                conn,
+                &name,
+                owner.id,
+                image.id,
+                found.id,
+                port,
+                state,
+                orphan.status,
+                (
+                    limits.cpu as i32,
+                    limits.memory_mib as i64,
+                    limits.disk_gib as i64,
+                ),
+            )
+            .map_err(|e| {
+                ActionError::from_unique_on(
+                    e,
+                    "instances_name_key",
+                    "name",
+                    "an instance with this name exists",
+                )
+            })?;
             audit::record(
                 conn,
                 caller.name(),

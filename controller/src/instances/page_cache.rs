@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use actix_web::web::Bytes;
 use diesel::prelude::*;
-use diesel::sql_types::{Bool, Text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
@@ -30,6 +29,9 @@ use cohort_proto::api::users::Role;
 use crate::accounts::auth::Caller;
 use crate::app::metrics::{Metrics, OutcomeLabels};
 use crate::app::state::Controller;
+pub use crate::db::queries::page::{
+    current_snapshot, oldest_running, prune_below, unchanged_since,
+};
 
 /// The longest a page is served from memory, however often it is found unchanged.
 pub const MAX_AGE: Duration = Duration::from_secs(60);
@@ -223,56 +225,6 @@ impl PageCache {
         drop(reading);
         Ok(page)
     }
-}
-
-#[derive(QueryableByName)]
-struct SnapshotRow {
-    #[diesel(sql_type = Text)]
-    snapshot: String,
-}
-
-#[derive(QueryableByName)]
-struct Changed {
-    #[diesel(sql_type = Bool)]
-    changed: bool,
-}
-
-/// The snapshot of the current transaction (under `REPEATABLE READ`, the one every statement
-/// of it sees), as `xmin:xmax:xip,...`.
-pub fn current_snapshot(conn: &mut PgConnection) -> QueryResult<String> {
-    diesel::sql_query("SELECT pg_current_snapshot()::text AS snapshot")
-        .get_result::<SnapshotRow>(conn)
-        .map(|r| r.snapshot)
-}
-
-/// Whether no transaction that changed what pages show has committed since `snapshot`: none
-/// in `inventory_writes` that this statement sees (so committed) and `snapshot` did not.
-/// Transactions older than the snapshot's `xmin` had ended before it, so only newer ids are
-/// looked at (an index range).
-pub fn unchanged_since(conn: &mut PgConnection, snapshot: &str) -> QueryResult<bool> {
-    diesel::sql_query(
-        "SELECT EXISTS (SELECT 1 FROM inventory_writes \
-         WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) \
-         AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)) AS changed",
-    )
-    .bind::<Text, _>(snapshot)
-    .get_result::<Changed>(conn)
-    .map(|r| !r.changed)
-}
-
-/// The oldest transaction id still running (or the next to be given, when none is), as text.
-pub fn oldest_running(conn: &mut PgConnection) -> QueryResult<String> {
-    diesel::sql_query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS snapshot")
-        .get_result::<SnapshotRow>(conn)
-        .map(|r| r.snapshot)
-}
-
-/// Removes the ids below `xmin` (an [`oldest_running`] value): transactions that had ended
-/// when it was read. Returns how many went.
-pub fn prune_below(conn: &mut PgConnection, xmin: &str) -> QueryResult<usize> {
-    diesel::sql_query("DELETE FROM inventory_writes WHERE xid < $1::xid8")
-        .bind::<Text, _>(xmin)
-        .execute(conn)
 }
 
 /// The oldest-running ids read over time, and which of them is old enough to prune below.

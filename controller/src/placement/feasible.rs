@@ -10,7 +10,7 @@
 use diesel::prelude::*;
 
 use crate::app::config::PlacementConfig;
-use crate::db::schema::{gpus, nodes};
+use crate::db::queries::capacity;
 use crate::error::{ActionError, ActionResult};
 
 /// What one instance needs.
@@ -40,9 +40,6 @@ pub const INSTANCE_FIELDS: Fields = [
 /// A course's per-student size.
 pub const COURSE_FIELDS: Fields = ["cpu", "memory_mib", "disk_gib", "gpus", "gpu_model"];
 
-/// (id, cores, memory bytes, disk bytes, pool bytes, NVIDIA runtime, first port, last port).
-type CapacityRow = (i64, i32, i64, i64, i64, bool, i32, i32);
-
 /// A node's whole capacity, as placement counts it.
 struct Capacity {
     id: i64,
@@ -63,22 +60,7 @@ pub fn check(
     config: &PlacementConfig,
     fields: Fields,
 ) -> ActionResult<()> {
-    let mut q = nodes::table
-        .select((
-            nodes::id,
-            nodes::cores,
-            nodes::memory_bytes,
-            nodes::disk_total_bytes,
-            nodes::pool_total_bytes,
-            nodes::nvidia_runtime,
-            nodes::ssh_port_first,
-            nodes::ssh_port_last,
-        ))
-        .into_boxed();
-    if let Some(id) = pinned {
-        q = q.filter(nodes::id.eq(id));
-    }
-    let rows: Vec<CapacityRow> = q.load(conn)?;
+    let rows = capacity::node_capacity(conn, pinned)?;
     let nodes: Vec<Capacity> = rows
         .into_iter()
         .map(
@@ -103,11 +85,7 @@ pub fn check(
         return Ok(());
     }
     let gpus: Vec<(i64, String, i32)> = if need.gpus > 0 {
-        gpus::table
-            .filter(gpus::present)
-            .filter(gpus::node_id.eq_any(nodes.iter().map(|n| n.id)))
-            .select((gpus::node_id, gpus::model, gpus::share_limit))
-            .load(conn)?
+        capacity::present_gpus(conn, nodes.iter().map(|n| n.id))?
     } else {
         Vec::new()
     };

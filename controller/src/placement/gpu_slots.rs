@@ -6,10 +6,9 @@
 //! like a queued instance, with the reason on the instance and on the operation's item.
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
 use crate::db::models::instance::Instance;
-use crate::db::schema::{gpu_allocations, instances, nodes};
+use crate::db::queries::capacity;
 
 /// Prefix of the reason a start that waits for a GPU leaves on the instance (the poller keeps
 /// it while the instance stays stopped).
@@ -33,43 +32,13 @@ pub fn take_again(conn: &mut PgConnection, instance: &Instance) -> QueryResult<T
         return Ok(Taken::Held);
     };
     conn.transaction(|conn| {
-        nodes::table
-            .find(node_id)
-            .select(nodes::id)
-            .for_update()
-            .get_result::<i64>(conn)?;
-        let held: i64 = gpu_allocations::table
-            .filter(gpu_allocations::instance_id.eq(instance.id))
-            .count()
-            .get_result(conn)?;
+        capacity::lock_node(conn, node_id)?;
+        let held = capacity::gpu_slots_held(conn, instance.id)?;
         let need = i64::from(instance.gpu_count) - held;
         if need <= 0 {
             return Ok(Taken::Held);
         }
-        let took = diesel::sql_query(
-            "INSERT INTO gpu_allocations (gpu_id, share_limit, slot, instance_id, share_count)
-             SELECT g.id, g.share_limit,
-                    (SELECT min(s)::int4 FROM generate_series(0, g.share_limit - 1) AS s
-                     WHERE NOT EXISTS (SELECT 1 FROM gpu_allocations a
-                                       WHERE a.gpu_id = g.id AND a.slot = s)),
-                    $1, $2
-             FROM gpus g
-             WHERE g.node_id = $3 AND g.present
-               AND g.allocated < cohort_gpu_room(g, $2)
-               AND ($4::text IS NULL OR g.model = $4)
-               AND (NOT $5 OR g.share_limit = 1)
-               AND NOT EXISTS (SELECT 1 FROM gpu_allocations a
-                               WHERE a.gpu_id = g.id AND a.instance_id = $1)
-             ORDER BY g.allocated, g.idx
-             LIMIT $6",
-        )
-        .bind::<BigInt, _>(instance.id)
-        .bind::<Nullable<Integer>, _>(instance.gpu_share_count)
-        .bind::<BigInt, _>(node_id)
-        .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-        .bind::<Bool, _>(instance.gpu_share == "exclusive")
-        .bind::<BigInt, _>(need)
-        .execute(conn)?;
+        let took = capacity::take_gpu_slots(conn, instance, node_id, need)?;
         if (took as i64) < need {
             // All or none: a part would hold GPUs the instance cannot start with.
             return Err(diesel::result::Error::RollbackTransaction);
@@ -82,29 +51,11 @@ pub fn take_again(conn: &mut PgConnection, instance: &Instance) -> QueryResult<T
     })
 }
 
-#[derive(QueryableByName)]
-struct Room {
-    #[diesel(sql_type = BigInt)]
-    gpus: i64,
-    #[diesel(sql_type = BigInt)]
-    holders: i64,
-}
-
 /// Why the instance's node has no GPU for it, e.g. "waiting for a GPU: 1 NVIDIA L40S wanted on
 /// node gpu-1, whose 1 such GPU is full (2 containers on it)".
 fn shortage(conn: &mut PgConnection, instance: &Instance) -> QueryResult<String> {
-    let node: String = instances::table
-        .inner_join(nodes::table)
-        .filter(instances::id.eq(instance.id))
-        .select(nodes::name)
-        .first(conn)?;
-    let room: Room = diesel::sql_query(
-        "SELECT count(*) AS gpus, coalesce(sum(g.allocated), 0)::int8 AS holders FROM gpus g
-         WHERE g.node_id = $1 AND g.present AND ($2::text IS NULL OR g.model = $2)",
-    )
-    .bind::<BigInt, _>(instance.node_id.unwrap_or_default())
-    .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-    .get_result(conn)?;
+    let node = capacity::node_name_of(conn, instance.id)?;
+    let room = capacity::gpu_room(conn, instance)?;
     let model = instance.gpu_model.as_deref().unwrap_or("GPU");
     let share = match instance.gpu_share_count {
         Some(n) => format!(", the course shares a GPU by at most {n}"),

@@ -7,7 +7,7 @@ use diesel::prelude::*;
 
 use crate::app::config::PlacementConfig;
 use crate::db::models::course::Course;
-use crate::db::schema::{courses, instances};
+use crate::db::models::instance::Instance;
 use crate::error::{ActionError, ActionResult};
 
 /// The smallest home a course may set, in MiB (a filesystem's metadata alone takes some).
@@ -39,10 +39,7 @@ pub fn mib_of(
     course_id: i64,
     config: &PlacementConfig,
 ) -> QueryResult<u64> {
-    let set: Option<i32> = courses::table
-        .find(course_id)
-        .select(courses::home_mib)
-        .first(conn)?;
+    let set = Course::home_mib(conn, course_id)?;
     Ok(set.map_or(u64::from(config.default_home_gib) << 10, |m| m as u64))
 }
 
@@ -59,13 +56,9 @@ pub fn set(
     mib: Option<u64>,
     config: &PlacementConfig,
 ) -> QueryResult<()> {
-    diesel::update(courses::table.find(id))
-        .set(courses::home_mib.eq(mib.map(|m| m as i32)))
-        .execute(conn)?;
+    Course::set_home_mib(conn, id, mib.map(|m| m as i32))?;
     let gib = reserved_gib(mib_of(conn, id, config)?) as i32;
-    diesel::update(instances::table.filter(instances::course_id.eq(id)))
-        .set(instances::home_gib.eq(gib))
-        .execute(conn)?;
+    Instance::set_home_gib_of_course(conn, id, gib)?;
     Ok(())
 }
 

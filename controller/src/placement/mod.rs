@@ -5,7 +5,8 @@
 //! one. Runs inside the caller's transaction, so the instance row, its port and its GPU slots
 //! commit together; the unique indexes are the last guard.
 //!
-//! Beside it: the SQL functions it calls (`placement.sql`), whether any node could ever hold a
+//! Beside it: the SQL functions it calls (`controller/src/db/queries/placement.sql`, called from
+//! [`crate::db::queries::placement`]), whether any node could ever hold a
 //! request ([`feasible`]), why a queued instance waits ([`queue_reason`]), the queue that places
 //! them later ([`queue`]), whether a move's target has room ([`move_room`]), GPU slots given back
 //! and taken again ([`gpu_slots`]), and the sizes a placed container gets from its course: its
@@ -19,13 +20,11 @@ pub mod process_limit;
 pub mod queue;
 pub mod queue_reason;
 
-use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Jsonb, Nullable, Text, Untyped};
 
 use crate::app::config::PlacementConfig;
 use crate::db::models::instance::{Instance, NewInstance};
+use crate::db::queries::placement::{self, Ask, Try};
 
 /// Where an instance went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,26 +129,7 @@ pub fn insert_class(
                 .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))
         })
         .collect::<QueryResult<Vec<_>>>()?;
-    let tries: Vec<ClassTry> = diesel::sql_query(
-        "SELECT * FROM cohort_place_class($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-         $14, $15)",
-    )
-    .bind::<Array<Jsonb>, _>(&rows)
-    .bind::<Integer, _>(ask.gpu_count)
-    .bind::<Integer, _>(ask.cpu)
-    .bind::<BigInt, _>(ask.memory_mib)
-    .bind::<BigInt, _>(ask.disk_gib)
-    .bind::<Nullable<Text>, _>(ask.gpu_model)
-    .bind::<Bool, _>(ask.exclusive)
-    .bind::<BigInt, _>(ask.image_id)
-    .bind::<Bool, _>(ask.pack)
-    .bind::<Double, _>(config.cpu_overcommit)
-    .bind::<Double, _>(config.memory_overcommit)
-    .bind::<Double, _>(config.disk_overcommit)
-    .bind::<Nullable<Integer>, _>(ask.share)
-    .bind::<BigInt, _>(WINDOW)
-    .bind::<Integer, _>(TRIES_PER_PASS as i32)
-    .load(conn)?;
+    let tries = placement::place_class(conn, &rows, &ask, config, WINDOW, TRIES_PER_PASS as i32)?;
     if tries.len() != news.len() {
         return Err(diesel::result::Error::DeserializationError(
             format!("{} rows placed for a class of {}", tries.len(), news.len()).into(),
@@ -173,16 +153,6 @@ pub fn insert_class(
             }
         })
         .collect()
-}
-
-/// What `cohort_place_class` says of one row: a try that placed it, and the pass that did; all
-/// NULL when no node could hold it now.
-#[derive(QueryableByName)]
-struct ClassTry {
-    #[diesel(embed)]
-    placed: Try,
-    #[diesel(sql_type = Nullable<Integer>)]
-    placed_pass: Option<i32>,
 }
 
 /// Tries to place the queued `instance`; `None` when no node can hold it now. Only the node
@@ -222,24 +192,6 @@ pub fn place(
         }
     }
     Ok(placed)
-}
-
-/// What is placed: a queued instance (`instance`) or a new row (`row`, its columns by name), and
-/// what it needs.
-struct Ask<'a> {
-    instance: Option<i64>,
-    row: Option<serde_json::Value>,
-    gpu_count: i32,
-    cpu: i32,
-    memory_mib: i64,
-    /// The root disk and the home volume together.
-    disk_gib: i64,
-    gpu_model: Option<&'a str>,
-    exclusive: bool,
-    /// Most containers on one GPU this instance accepts (its course's `--gpu-share N`).
-    share: Option<i32>,
-    image_id: i64,
-    pack: bool,
 }
 
 impl<'a> Ask<'a> {
@@ -306,7 +258,7 @@ impl<'a> Ask<'a> {
 }
 
 /// Each try is one call of `cohort_place_try` (its current definition, and those of the
-/// functions it calls, are in `placement.sql` beside this file): it reads a window of the least
+/// functions it calls, are in `controller/src/db/queries/placement.sql`): it reads a window of the least
 /// loaded nodes from an index (leaving out those earlier tries of the transaction found held by
 /// other transactions), filters them on the usage counters the database keeps (see the
 /// `placement_counters` migration), ranks them and locks the best one no other placement holds
@@ -339,24 +291,6 @@ fn place_ask(
     Ok(None)
 }
 
-/// What one try did: no node (`placed_node` NULL), a node that could not take the instance once
-/// locked (`placed_port` NULL), or the placement.
-#[derive(QueryableByName)]
-struct Try {
-    #[diesel(sql_type = Nullable<BigInt>)]
-    placed_instance: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    placed_node: Option<i64>,
-    #[diesel(sql_type = Nullable<Text>)]
-    placed_node_name: Option<String>,
-    #[diesel(sql_type = Nullable<Integer>)]
-    placed_port: Option<i32>,
-    #[diesel(sql_type = Nullable<Array<BigInt>>)]
-    placed_gpus: Option<Vec<i64>>,
-    #[diesel(sql_type = Nullable<Array<Integer>>)]
-    placed_slots: Option<Vec<i32>>,
-}
-
 impl Try {
     /// Where the try placed the instance, found by `pass`; `None` when it did not.
     fn placement(self, pass: Pass) -> Option<Placement> {
@@ -385,80 +319,13 @@ fn try_once(
     pass: Pass,
     tried: &[i64],
 ) -> QueryResult<Try> {
-    PlaceTry {
+    placement::place_try(
+        conn,
         ask,
         pinned,
         config,
-        window: (pass == Pass::Window).then_some(WINDOW),
-        wait: pass == Pass::Wait,
+        (pass == Pass::Window).then_some(WINDOW),
+        pass == Pass::Wait,
         tried,
-    }
-    .get_result(conn)
-}
-
-/// The call of `cohort_place_try`. Its own query type rather than `sql_query`, which diesel never
-/// keeps prepared: this one is prepared once per connection, so PostgreSQL neither parses nor
-/// plans the call again.
-struct PlaceTry<'a> {
-    ask: &'a Ask<'a>,
-    pinned: Option<i64>,
-    config: &'a PlacementConfig,
-    window: Option<i64>,
-    wait: bool,
-    tried: &'a [i64],
-}
-
-impl QueryId for PlaceTry<'_> {
-    type QueryId = ();
-    const HAS_STATIC_QUERY_ID: bool = false;
-}
-
-impl Query for PlaceTry<'_> {
-    type SqlType = Untyped;
-}
-
-impl RunQueryDsl<PgConnection> for PlaceTry<'_> {}
-
-impl QueryFragment<Pg> for PlaceTry<'_> {
-    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-        let ask = self.ask;
-        out.push_sql("SELECT * FROM cohort_place_try(");
-        out.push_bind_param::<Nullable<BigInt>, _>(&ask.instance)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Nullable<BigInt>, _>(&self.pinned)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Integer, _>(&ask.gpu_count)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Integer, _>(&ask.cpu)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&ask.memory_mib)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&ask.disk_gib)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Nullable<Text>, _>(&ask.gpu_model)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Bool, _>(&ask.exclusive)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&ask.image_id)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Bool, _>(&ask.pack)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Double, _>(&self.config.cpu_overcommit)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Double, _>(&self.config.memory_overcommit)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Double, _>(&self.config.disk_overcommit)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Nullable<BigInt>, _>(&self.window)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Bool, _>(&self.wait)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Array<BigInt>, _>(&self.tried)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Nullable<Jsonb>, _>(&ask.row)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Nullable<Integer>, _>(&ask.share)?;
-        out.push_sql(")");
-        Ok(())
-    }
+    )
 }

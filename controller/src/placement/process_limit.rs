@@ -5,8 +5,8 @@
 use diesel::prelude::*;
 
 use crate::app::config::PlacementConfig;
+use crate::db::models::course::Course;
 use crate::db::models::instance::Instance;
-use crate::db::schema::courses;
 use crate::error::{ActionError, ActionResult};
 
 /// The LXD key.
@@ -19,10 +19,7 @@ pub fn cap(
     config: &PlacementConfig,
 ) -> QueryResult<u32> {
     let course = match instance.course_id {
-        Some(id) => courses::table
-            .find(id)
-            .select(courses::processes)
-            .first::<Option<i32>>(conn)?,
+        Some(id) => Course::processes(conn, id)?,
         None => None,
     };
     Ok(course.map_or(config.default_processes, |n| n as u32))

@@ -6,14 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cohort_proto::api::instances::DesiredState;
-use cohort_proto::api::operations::OperationStatus;
 use diesel::prelude::*;
 
 use crate::app::state::Controller;
 use crate::db::models::instance::Instance;
 use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionResult;
-use crate::jobs::StepKind;
 use crate::placement;
 
 /// How many queued instances one pass considers.
@@ -37,15 +35,7 @@ pub fn place_queued(
             let Some(p) = placement::place(conn, &instance, None, config)? else {
                 return Ok(false);
             };
-            let pending = crate::db::schema::operation_items::table
-                .filter(crate::db::schema::operation_items::instance_id.eq(instance.id))
-                .filter(crate::db::schema::operation_items::action.eq(StepKind::Create))
-                .filter(
-                    crate::db::schema::operation_items::status
-                        .eq_any([OperationStatus::Pending, OperationStatus::Running]),
-                )
-                .select(crate::db::schema::operation_items::id)
-                .load::<uuid::Uuid>(conn)?;
+            let pending = OperationItem::pending_creates(conn, instance.id)?;
             for item in pending {
                 OperationItem::set_placement(conn, item, &p.node_name, p.ssh_port)?;
             }

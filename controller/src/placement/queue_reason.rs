@@ -5,9 +5,9 @@
 //! course provision's items show it.
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
 
 use crate::app::config::PlacementConfig;
+use crate::db::queries::capacity::{self, Free};
 
 /// Prefix of a queued instance's reason.
 pub const QUEUED: &str = "queued:";
@@ -24,59 +24,13 @@ pub struct Need<'a> {
     pub share: Option<i32>,
 }
 
-/// The most any one online node has free of each resource, by the counters placement uses
-/// (disk: the lesser of what its reservations leave and what its pool has before the last
-/// tenth).
-#[derive(QueryableByName)]
-struct Free {
-    #[diesel(sql_type = BigInt)]
-    nodes: i64,
-    #[diesel(sql_type = BigInt)]
-    online: i64,
-    #[diesel(sql_type = Nullable<Double>)]
-    cpu: Option<f64>,
-    #[diesel(sql_type = Nullable<Double>)]
-    memory_mib: Option<f64>,
-    #[diesel(sql_type = Nullable<Double>)]
-    disk_gib: Option<f64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    ports: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    gpus: Option<i64>,
-}
-
 /// Why no node can hold `need` now.
 pub fn why(
     conn: &mut PgConnection,
     need: &Need<'_>,
     config: &PlacementConfig,
 ) -> QueryResult<String> {
-    let free: Free = diesel::sql_query(
-        "SELECT count(*) AS nodes,
-                count(*) FILTER (WHERE n.state = 'online') AS online,
-                max(n.cores * $1 - n.cpu_used) FILTER (WHERE n.state = 'online') AS cpu,
-                max((n.memory_bytes / 1048576) * $2 - n.memory_used_mib)
-                    FILTER (WHERE n.state = 'online') AS memory_mib,
-                max(least((n.disk_total_bytes / 1073741824) * $3 - n.disk_used_gib,
-                          CASE WHEN n.pool_total_bytes = 0 THEN NULL
-                               ELSE (n.pool_total_bytes * 0.9 - n.pool_used_bytes)
-                                    / 1073741824 END))
-                    FILTER (WHERE n.state = 'online') AS disk_gib,
-                max((n.ssh_port_last - n.ssh_port_first + 1 - n.instance_count)::int8)
-                    FILTER (WHERE n.state = 'online') AS ports,
-                CASE WHEN $4 = 0 THEN NULL ELSE
-                    max(cohort_node_free_gpus(n.id, $5, $6, $7))
-                        FILTER (WHERE n.state = 'online' AND n.nvidia_runtime) END AS gpus
-         FROM nodes n",
-    )
-    .bind::<Double, _>(config.cpu_overcommit)
-    .bind::<Double, _>(config.memory_overcommit)
-    .bind::<Double, _>(config.disk_overcommit)
-    .bind::<Integer, _>(need.gpu_count)
-    .bind::<Nullable<Text>, _>(need.gpu_model)
-    .bind::<Bool, _>(need.exclusive)
-    .bind::<Nullable<Integer>, _>(need.share)
-    .get_result(conn)?;
+    let free = capacity::most_free(conn, need, config)?;
     Ok(format!("{QUEUED} {}", explain(need, &free)))
 }
 

@@ -10,9 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use cohort_proto::api::courses::CourseState;
-use cohort_proto::api::instances::{DesiredState, ObservedState};
+use chrono::Utc;
+use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
 use serde_json::json;
 
@@ -21,16 +20,10 @@ use crate::db::models::audit;
 use crate::db::models::course_reclaim::CourseReclaim;
 use crate::db::models::instance::Instance;
 use crate::db::models::instance_usage::InstanceUsage;
-use crate::db::schema::{courses, gpu_allocations, instance_usage, instances};
+use crate::db::queries::reclaim;
 use crate::error::ActionResult;
 use crate::jobs::payload::{ChangeState, Delete, Job, Reclaimed};
 use crate::jobs::{enqueue, Audit, Step, StepKind};
-
-/// Key of the advisory lock a pass holds ("cohort-reclaim" as an integer).
-const LOCK_KEY: i64 = 0x636f_686f_7274_7263;
-
-/// When a run began / when the GPU was last used.
-type Since = Option<DateTime<Utc>>;
 
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
@@ -53,10 +46,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
     let cfg = ctl.config.reclaim.clone();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
-            let locked: bool = diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(
-                &format!("pg_try_advisory_xact_lock({LOCK_KEY})"),
-            ))
-            .get_result(conn)?;
+            let locked = reclaim::try_lock(conn)?;
             if !locked {
                 return Ok(0);
             }
@@ -66,20 +56,13 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
             let mut acted = 0;
 
             // Courses whose end has passed: mark them ended, stop, and after the grace delete.
-            let ended: Vec<(i64, String, DateTime<Utc>)> = courses::table
-                .filter(courses::ends_at.le(now))
-                .filter(courses::state.ne(CourseState::TornDown))
-                .select((courses::id, courses::code, courses::ends_at.assume_not_null()))
-                .load(conn)?;
+            let ended = reclaim::ended_courses(conn, now)?;
             for (course_id, code, ends_at) in ended {
-                let marked = diesel::update(courses::table.find(course_id))
-                    .filter(courses::state.eq(CourseState::Active))
-                    .set(courses::state.eq(CourseState::Ended))
-                    .execute(conn)?;
+                let marked = reclaim::mark_ended(conn, course_id)?;
                 if marked > 0 {
                     audit::record(conn, ACTOR, "end", "course", &code, json!({"ends_at": ends_at}))?;
                 }
-                for i in live_of_course(conn, course_id)? {
+                for i in reclaim::live_of_course(conn, course_id)? {
                     if ends_at + grace <= now {
                         let reason = format!(
                             "course {code} ended at {ends_at}; deleted after the {}s grace period",
@@ -96,23 +79,8 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
 
             // Idle GPUs and the longest run, per course policy.
             for policy in CourseReclaim::all(conn)? {
-                let code: String = courses::table
-                    .find(policy.course_id)
-                    .select(courses::code)
-                    .first(conn)?;
-                let running: Vec<(Instance, Since, Since, Since, Since)> = instances::table
-                    .inner_join(instance_usage::table)
-                    .filter(instances::course_id.eq(policy.course_id))
-                    .filter(instances::desired_state.eq(DesiredState::Running))
-                    .filter(instances::observed_state.eq(ObservedState::Running))
-                    .select((
-                        Instance::as_select(),
-                        instance_usage::running_since,
-                        instance_usage::gpu_active_at,
-                        instance_usage::gpus_detached_at,
-                        instance_usage::notebook_active_at,
-                    ))
-                    .load(conn)?;
+                let code = reclaim::course_code(conn, policy.course_id)?;
+                let running = reclaim::running_of_course(conn, policy.course_id)?;
                 for (i, since, gpu_active, detached, notebook_active) in running {
                     // Notebook use through the portal is use, as GPU use is.
                     let active = gpu_active.max(notebook_active);
@@ -136,11 +104,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             );
                             if policy.idle_action == "detach" {
                                 // Once per instance, and only when it holds GPUs to give back.
-                                let holds = diesel::select(diesel::dsl::exists(
-                                    gpu_allocations::table
-                                        .filter(gpu_allocations::instance_id.eq(i.id)),
-                                ))
-                                .get_result::<bool>(conn)?;
+                                let holds = reclaim::holds_gpus(conn, i.id)?;
                                 if detached.is_none() && holds {
                                     detach(conn, &i, &code, &reason)?;
                                     acted += 1;
@@ -157,16 +121,6 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
         })
     })
     .await
-}
-
-/// A course's instances not already being deleted.
-fn live_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
-    instances::table
-        .filter(instances::course_id.eq(course_id))
-        .filter(instances::desired_state.ne(DesiredState::Deleted))
-        .filter(instances::node_id.is_not_null())
-        .select(Instance::as_select())
-        .load(conn)
 }
 
 fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {

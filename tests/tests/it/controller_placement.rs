@@ -620,11 +620,11 @@ fn function_defs(conn: &mut PgConnection, names: &[String]) -> Vec<FunctionDef> 
     defs
 }
 
-/// `controller/src/placement/placement.sql` is the one readable definition of placement: run over a
+/// `controller/src/db/queries/placement.sql` is the one readable definition of placement: run over a
 /// migrated database it changes nothing, and it names every placement function there is.
 #[test]
 fn the_placement_sql_is_what_the_migrations_leave() {
-    let sql = include_str!("../../../controller/src/placement/placement.sql");
+    let sql = include_str!("../../../controller/src/db/queries/placement.sql");
     let names: Vec<String> = sql
         .lines()
         .filter_map(|l| l.strip_prefix("CREATE OR REPLACE FUNCTION "))

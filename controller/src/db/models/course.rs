@@ -153,4 +153,87 @@ impl Course {
             .select(Course::as_select())
             .load(conn)
     }
+
+    /// The course's `processes` (the process limit of its containers).
+    pub fn processes(conn: &mut PgConnection, id: i64) -> QueryResult<Option<i32>> {
+        courses::table
+            .find(id)
+            .select(courses::processes)
+            .first::<Option<i32>>(conn)
+    }
+
+    /// The course's `home_mib` (its students' home size).
+    pub fn home_mib(conn: &mut PgConnection, id: i64) -> QueryResult<Option<i32>> {
+        courses::table
+            .find(id)
+            .select(courses::home_mib)
+            .first(conn)
+    }
+
+    pub fn set_home_mib(conn: &mut PgConnection, id: i64, mib: Option<i32>) -> QueryResult<usize> {
+        diesel::update(courses::table.find(id))
+            .set(courses::home_mib.eq(mib))
+            .execute(conn)
+    }
+
+    /// The instructor of each course whose code is one of `codes`: (code, instructor id).
+    pub fn instructors_of_codes(
+        conn: &mut PgConnection,
+        codes: &[&str],
+    ) -> QueryResult<Vec<(String, i64)>> {
+        courses::table
+            .filter(courses::code.eq_any(codes))
+            .select((courses::code, courses::instructor_id))
+            .load(conn)
+    }
+
+    /// Whether the course's instructors get their students' notebooks.
+    pub fn set_jupyter_instructors(
+        conn: &mut PgConnection,
+        id: i64,
+        on: bool,
+    ) -> QueryResult<usize> {
+        diesel::update(courses::table.find(id))
+            .set(courses::jupyter_instructors.eq(on))
+            .execute(conn)
+    }
+
+    /// The codes of the courses account `instructor_id` teaches.
+    pub fn codes_taught_by(
+        conn: &mut PgConnection,
+        instructor_id: i64,
+    ) -> QueryResult<Vec<String>> {
+        courses::table
+            .filter(courses::instructor_id.eq(instructor_id))
+            .select(courses::code)
+            .load(conn)
+    }
+
+    /// The courses account `instructor_id` teaches: id, code.
+    pub fn taught_by(
+        conn: &mut PgConnection,
+        instructor_id: i64,
+    ) -> QueryResult<Vec<(i64, String)>> {
+        courses::table
+            .filter(courses::instructor_id.eq(instructor_id))
+            .select((courses::id, courses::code))
+            .load(conn)
+    }
+
+    /// The instructor of course `id`.
+    pub fn instructor_of(conn: &mut PgConnection, id: i64) -> QueryResult<i64> {
+        courses::table
+            .find(id)
+            .select(courses::instructor_id)
+            .first(conn)
+    }
+
+    /// The instructor of course `id`, and whether the course lets its instructors into its
+    /// students' notebooks.
+    pub fn instructor_and_jupyter(conn: &mut PgConnection, id: i64) -> QueryResult<(i64, bool)> {
+        courses::table
+            .find(id)
+            .select((courses::instructor_id, courses::jupyter_instructors))
+            .first(conn)
+    }
 }

@@ -96,4 +96,12 @@ impl Gpu {
             .returning(Gpu::as_returning())
             .get_result(conn)
     }
+
+    /// How many GPUs each node has: (node id, count).
+    pub fn count_by_node(conn: &mut PgConnection) -> QueryResult<Vec<(i64, i64)>> {
+        gpus::table
+            .group_by(gpus::node_id)
+            .select((gpus::node_id, diesel::dsl::count_star()))
+            .load(conn)
+    }
 }

@@ -124,4 +124,33 @@ impl Image {
         }
         Ok(())
     }
+
+    /// The packed size of image `id`, in bytes.
+    pub fn size_bytes(conn: &mut PgConnection, id: i64) -> QueryResult<i64> {
+        images::table
+            .find(id)
+            .select(images::size_bytes)
+            .first(conn)
+    }
+
+    /// The alias of image `id`.
+    pub fn alias_of(conn: &mut PgConnection, id: i64) -> QueryResult<String> {
+        images::table.find(id).select(images::alias).first(conn)
+    }
+
+    /// Marks image `id` as one with Jupyter.
+    pub fn set_jupyter(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
+        diesel::update(images::table.find(id))
+            .set(images::jupyter.eq(true))
+            .execute(conn)
+    }
+
+    /// Whether the image aliased `alias` has Jupyter; `None` when no image has that alias.
+    pub fn jupyter_of_alias(conn: &mut PgConnection, alias: &str) -> QueryResult<Option<bool>> {
+        images::table
+            .filter(images::alias.eq(alias))
+            .select(images::jupyter)
+            .first(conn)
+            .optional()
+    }
 }

@@ -328,7 +328,207 @@ impl Instance {
     pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
         diesel::delete(instances::table.find(id)).execute(conn)
     }
+
+    /// Locks the row until the transaction ends.
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Instance> {
+        instances::table
+            .find(id)
+            .for_update()
+            .select(Instance::as_select())
+            .first(conn)
+    }
+
+    /// Makes the instance node `node_id`'s, reached on `port`, stopped there until it starts.
+    pub fn move_to(
+        conn: &mut PgConnection,
+        id: i64,
+        node_id: i64,
+        port: i32,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::node_id.eq(node_id),
+                instances::ssh_port.eq(port),
+                instances::observed_state.eq(ObservedState::Stopped),
+            ))
+            .execute(conn)
+    }
+
+    /// Sets what the instances of course `course_id` reserve for their homes.
+    pub fn set_home_gib_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+        gib: i32,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.filter(instances::course_id.eq(course_id)))
+            .set(instances::home_gib.eq(gib))
+            .execute(conn)
+    }
+
+    pub fn set_cpu_memory(
+        conn: &mut PgConnection,
+        id: i64,
+        cpu: i32,
+        memory_mib: i64,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set((instances::cpu.eq(cpu), instances::memory_mib.eq(memory_mib)))
+            .execute(conn)
+    }
+
+    /// The placed instances of course `course_id`: owner, name, node name, node SSH host, SSH
+    /// port and host key.
+    pub fn endpoints_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+    ) -> QueryResult<Vec<Endpoint>> {
+        instances::table
+            .inner_join(nodes::table)
+            .filter(instances::course_id.eq(course_id))
+            .select((
+                instances::owner_id,
+                instances::name,
+                nodes::name,
+                nodes::ssh_host,
+                instances::ssh_port,
+                instances::ssh_host_key,
+            ))
+            .load(conn)
+    }
+
+    /// Gives the instances of course `course_id` on no node these limits; returns their names.
+    pub fn resize_unplaced_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+        cpu: i32,
+        memory_mib: i64,
+        disk_gib: i64,
+    ) -> QueryResult<Vec<String>> {
+        diesel::update(
+            instances::table
+                .filter(instances::course_id.eq(course_id))
+                .filter(instances::node_id.is_null()),
+        )
+        .set((
+            instances::cpu.eq(cpu),
+            instances::memory_mib.eq(memory_mib),
+            instances::disk_gib.eq(disk_gib),
+        ))
+        .returning(instances::name)
+        .get_results(conn)
+    }
+
+    /// The instances of course `course_id` on a node, not deleted, whose limits differ from
+    /// these: name, owner's username, cpu, memory, disk; by name.
+    pub fn placed_off_limits_of_course(
+        conn: &mut PgConnection,
+        course_id: i64,
+        cpu: i32,
+        memory_mib: i64,
+        disk_gib: i64,
+    ) -> QueryResult<Vec<OffLimits>> {
+        instances::table
+            .inner_join(users::table)
+            .filter(instances::course_id.eq(course_id))
+            .filter(instances::node_id.is_not_null())
+            .filter(instances::desired_state.ne(DesiredState::Deleted))
+            .filter(
+                instances::cpu
+                    .ne(cpu)
+                    .or(instances::memory_mib.ne(memory_mib))
+                    .or(instances::disk_gib.ne(disk_gib)),
+            )
+            .order(instances::name)
+            .select((
+                instances::name,
+                users::username,
+                instances::cpu,
+                instances::memory_mib,
+                instances::disk_gib,
+            ))
+            .load(conn)
+    }
+
+    /// The instances of course `course_id`.
+    pub fn of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
+        instances::table
+            .filter(instances::course_id.eq(course_id))
+            .select(Instance::as_select())
+            .load(conn)
+    }
+
+    /// The instances of course `course_id`, each with its node's name when it has one.
+    pub fn of_course_with_node(
+        conn: &mut PgConnection,
+        course_id: i64,
+    ) -> QueryResult<Vec<(Instance, Option<String>)>> {
+        instances::table
+            .left_join(nodes::table)
+            .filter(instances::course_id.eq(course_id))
+            .select((Instance::as_select(), nodes::name.nullable()))
+            .load(conn)
+    }
+
+    /// Makes account `to` the owner of every instance account `from` owns.
+    pub fn give_all_to(conn: &mut PgConnection, from: i64, to: i64) -> QueryResult<usize> {
+        diesel::update(instances::table.filter(instances::owner_id.eq(from)))
+            .set(instances::owner_id.eq(to))
+            .execute(conn)
+    }
+
+    /// The names of the instances of courses `ids`.
+    pub fn names_in_courses(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<String>> {
+        instances::table
+            .filter(instances::course_id.eq_any(ids))
+            .select(instances::name)
+            .load(conn)
+    }
+
+    /// How many instances each node has (`None`: on none): (node id, count).
+    pub fn count_by_node(conn: &mut PgConnection) -> QueryResult<Vec<(Option<i64>, i64)>> {
+        instances::table
+            .group_by(instances::node_id)
+            .select((instances::node_id, diesel::dsl::count_star()))
+            .load(conn)
+    }
+
+    /// Writes an adopted orphan's row: on node `node_id`, reached on `port`, with its limits
+    /// (cpu, memory MiB, disk GiB).
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_adopted(
+        conn: &mut PgConnection,
+        name: &str,
+        owner_id: i64,
+        image_id: i64,
+        node_id: i64,
+        port: Option<i32>,
+        desired: DesiredState,
+        observed: ObservedState,
+        (cpu, memory_mib, disk_gib): (i32, i64, i64),
+    ) -> QueryResult<usize> {
+        diesel::insert_into(instances::table)
+            .values((
+                instances::name.eq(name),
+                instances::owner_id.eq(owner_id),
+                instances::image_id.eq(image_id),
+                instances::node_id.eq(node_id),
+                instances::ssh_port.eq(port),
+                instances::desired_state.eq(desired),
+                instances::observed_state.eq(observed),
+                instances::cpu.eq(cpu),
+                instances::memory_mib.eq(memory_mib),
+                instances::disk_gib.eq(disk_gib),
+            ))
+            .execute(conn)
+    }
 }
+
+/// A placed instance of a course: owner, name, node name, node SSH host, SSH port, host key.
+pub type Endpoint = (i64, String, String, String, Option<i32>, Option<String>);
+
+/// An instance whose limits differ from its course's: name, owner's username, cpu, memory MiB,
+/// disk GiB.
+pub type OffLimits = (String, String, i32, i64, i64);
 
 /// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a
 /// node, a course and usage when there are.

@@ -144,4 +144,14 @@ impl InstanceUsage {
             .execute(conn)
             .map(|_| ())
     }
+
+    /// Records that the instance's notebook was used now.
+    pub fn note_notebook_use(conn: &mut PgConnection, instance_id: i64) -> QueryResult<usize> {
+        diesel::sql_query(
+            "INSERT INTO instance_usage (instance_id, notebook_active_at) VALUES ($1, now())
+                     ON CONFLICT (instance_id) DO UPDATE SET notebook_active_at = now()",
+        )
+        .bind::<diesel::sql_types::BigInt, _>(instance_id)
+        .execute(conn)
+    }
 }

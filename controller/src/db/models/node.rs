@@ -164,4 +164,38 @@ impl Node {
     pub fn delete(conn: &mut PgConnection, id: i64) -> QueryResult<usize> {
         diesel::delete(nodes::table.find(id)).execute(conn)
     }
+
+    /// Locks the row until the transaction ends (the row placement locks).
+    pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Node> {
+        nodes::table
+            .find(id)
+            .for_update()
+            .select(Node::as_select())
+            .first(conn)
+    }
+
+    /// The node's name, state, cores and memory with what its instances use of them, the row
+    /// locked until the transaction ends.
+    pub fn lock_load(
+        conn: &mut PgConnection,
+        id: i64,
+    ) -> QueryResult<(String, NodeState, i32, i64, i64, i64)> {
+        nodes::table
+            .find(id)
+            .select((
+                nodes::name,
+                nodes::state,
+                nodes::cores,
+                nodes::cpu_used,
+                nodes::memory_bytes,
+                nodes::memory_used_mib,
+            ))
+            .for_update()
+            .first(conn)
+    }
+
+    /// Every node's id and name.
+    pub fn names(conn: &mut PgConnection) -> QueryResult<Vec<(i64, String)>> {
+        nodes::table.select((nodes::id, nodes::name)).load(conn)
+    }
 }

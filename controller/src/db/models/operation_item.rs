@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use uuid::Uuid;
 
 use crate::db::enums::StepKind;
-use crate::db::schema::operation_items;
+use crate::db::schema::{operation_items, operations};
 
 /// One item to record: its step, what it acts on, and the node it concerns when that is known
 /// when it is recorded (where placement put a new instance, with its SSH port; the node a
@@ -188,5 +188,32 @@ impl OperationItem {
         diesel::update(operation_items::table.find(id))
             .set(operation_items::node_name.eq(node_name))
             .execute(conn)
+    }
+
+    /// The creates of instance `instance_id` not yet done (pending or running).
+    pub fn pending_creates(conn: &mut PgConnection, instance_id: i64) -> QueryResult<Vec<Uuid>> {
+        operation_items::table
+            .filter(operation_items::instance_id.eq(instance_id))
+            .filter(operation_items::action.eq(StepKind::Create))
+            .filter(
+                operation_items::status
+                    .eq_any([OperationStatus::Pending, OperationStatus::Running]),
+            )
+            .select(operation_items::id)
+            .load::<Uuid>(conn)
+    }
+
+    /// Whether an unfinished operation (pending or running) has an item for instance
+    /// `instance_id`.
+    pub fn unfinished_for(conn: &mut PgConnection, instance_id: i64) -> QueryResult<bool> {
+        diesel::select(diesel::dsl::exists(
+            operation_items::table
+                .inner_join(operations::table)
+                .filter(operation_items::instance_id.eq(instance_id))
+                .filter(
+                    operations::status.eq_any([OperationStatus::Pending, OperationStatus::Running]),
+                ),
+        ))
+        .get_result(conn)
     }
 }

@@ -162,4 +162,9 @@ impl User {
             .count()
             .get_result(conn)
     }
+
+    /// The username of account `id`.
+    pub fn username_of(conn: &mut PgConnection, id: i64) -> QueryResult<String> {
+        users::table.find(id).select(users::username).first(conn)
+    }
 }

@@ -8,12 +8,7 @@ use crate::error::ActionError;
 
 /// Healthy when the database answers.
 pub async fn healthz(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionError> {
-    ctl.db(|conn| {
-        use diesel::prelude::*;
-        diesel::sql_query("SELECT 1").execute(conn)?;
-        Ok(())
-    })
-    .await?;
+    crate::app::health::database_answers(&ctl).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ok"})))
 }
 

@@ -16,7 +16,6 @@ use actix_web::web;
 use serde_json::json;
 
 use crate::app::state::Controller;
-use crate::db::models::audit;
 use crate::error::ActionError;
 
 pub async fn throttle(
@@ -43,18 +42,7 @@ pub async fn throttle(
             .unwrap_or_default();
         let detail = json!({"method": method, "path": path, "reason": reason});
         let source = source.to_string();
-        let recorded = ctl
-            .db(move |conn| {
-                Ok(audit::record(
-                    conn,
-                    "anonymous",
-                    "failed_sign_in",
-                    "source",
-                    &source,
-                    detail,
-                )?)
-            })
-            .await;
+        let recorded = crate::accounts::sign_in::audit_failed(&ctl, source, detail).await;
         if let Err(error) = recorded {
             tracing::warn!(%error, "auditing a failed sign-in failed");
         }

@@ -7,7 +7,6 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use actix_web::web;
-use diesel::prelude::*;
 
 use crate::app::state::Controller;
 
@@ -35,17 +34,7 @@ pub fn seen(ctl: &web::Data<Controller>, instance_id: i64) {
     }
     let ctl = ctl.clone();
     actix_web::rt::spawn(async move {
-        let written = ctl
-            .db(move |conn| {
-                diesel::sql_query(
-                    "INSERT INTO instance_usage (instance_id, notebook_active_at) VALUES ($1, now())
-                     ON CONFLICT (instance_id) DO UPDATE SET notebook_active_at = now()",
-                )
-                .bind::<diesel::sql_types::BigInt, _>(instance_id)
-                .execute(conn)?;
-                Ok(())
-            })
-            .await;
+        let written = crate::instances::notebook::note_use(&ctl, instance_id).await;
         if let Err(e) = written {
             tracing::warn!(instance_id, "recording notebook use: {e}");
         }

@@ -8,11 +8,10 @@ use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use chrono::Utc;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
-use super::access;
 use crate::app::state::Controller;
-use crate::db::models::notebook_pass::NotebookPass;
 use crate::error::ActionError;
 use crate::http::portal::{PortalError, SignedIn};
+use crate::instances::notebook;
 
 /// How long a ticket may wait in the redirect before it is traded for a pass.
 const TICKET_SECONDS: i64 = 60;
@@ -36,24 +35,19 @@ pub async fn open(
             ),
         )));
     }
-    let granted = access::authorize(&ctl, signed_in.caller, name.clone())
+    let granted = notebook::authorize(&ctl, signed_in.caller, name.clone())
         .await
         .map_err(failed)?;
     let ticket = crate::accounts::auth::new_secret();
     let hash = crate::accounts::auth::sha256(&ticket);
     let (session_id, instance_id) = (signed_in.session_id, granted.instance.id);
-    ctl.db(move |conn| {
-        NotebookPass::delete_expired(conn)?;
-        NotebookPass::insert(
-            conn,
-            &hash,
-            true,
-            session_id,
-            instance_id,
-            Utc::now() + chrono::Duration::seconds(TICKET_SECONDS),
-        )?;
-        Ok(())
-    })
+    notebook::make_ticket(
+        &ctl,
+        hash,
+        session_id,
+        instance_id,
+        Utc::now() + chrono::Duration::seconds(TICKET_SECONDS),
+    )
     .await
     .map_err(failed)?;
     let mut next = format!("/jupyter/{name}/{rest}");

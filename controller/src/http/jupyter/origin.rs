@@ -23,11 +23,10 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use serde::Deserialize;
 
-use super::access;
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
-use crate::db::models::notebook_pass::NotebookPass;
 use crate::error::ActionError;
+use crate::instances::notebook;
 
 /// Where a ticket is traded for the pass cookie.
 pub const ENTER_PATH: &str = "/_cohort/enter";
@@ -102,8 +101,7 @@ pub async fn serve(
     let hash = crate::accounts::auth::sha256(&secret);
     let holder = {
         let name = name.clone();
-        ctl.db(move |conn| Ok(NotebookPass::holder(conn, &hash, &name)?))
-            .await?
+        notebook::pass_holder(&ctl, hash, name).await?
     };
     let Some(holder) = holder else {
         return Ok(no_pass(&req, &ctl, &name));
@@ -111,7 +109,7 @@ pub async fn serve(
     if let Some(refusal) = cross_origin(&req) {
         return Ok(refusal);
     }
-    let granted = access::authorize(&ctl, Caller::new(holder), name.clone()).await?;
+    let granted = notebook::authorize(&ctl, Caller::new(holder), name.clone()).await?;
     super::proxy::relay(req, payload, &ctl, &name, granted).await
 }
 
@@ -201,22 +199,8 @@ async fn enter(
     let pass_hash = crate::accounts::auth::sha256(&pass);
     let lifetime = chrono::Duration::minutes(i64::from(ctl.config.auth.session_minutes));
     let instance = name.to_string();
-    let taken = ctl
-        .db(move |conn| {
-            let Some(ticket) = NotebookPass::take_ticket(conn, &hash, &instance)? else {
-                return Ok(false);
-            };
-            NotebookPass::insert(
-                conn,
-                &pass_hash,
-                false,
-                ticket.session_id,
-                ticket.instance_id,
-                Utc::now() + lifetime,
-            )?;
-            Ok(true)
-        })
-        .await?;
+    let taken =
+        notebook::trade_ticket(ctl, hash, instance, pass_hash, Utc::now() + lifetime).await?;
     if !taken {
         return Ok(plain(
             actix_web::http::StatusCode::FORBIDDEN,

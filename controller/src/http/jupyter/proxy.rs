@@ -18,10 +18,10 @@ use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::access::Granted;
 use crate::agent_client::Tunnel;
 use crate::app::state::Controller;
 use crate::error::ActionError;
+use crate::instances::notebook::Granted;
 
 /// What the browser sends on, whole or streamed.
 /// Not `Send`: the browser's payload stays on the worker's thread.

@@ -133,17 +133,7 @@ pub async fn show(
         .map_err(|e| PortalError::Action(lang, e))?;
     let e = endpoint(&i);
     let alias = i.image.clone();
-    let jupyter: bool = ctl
-        .db(move |conn| {
-            use crate::db::schema::images;
-            use diesel::prelude::*;
-            Ok(images::table
-                .filter(images::alias.eq(alias))
-                .select(images::jupyter)
-                .first(conn)
-                .optional()?
-                .unwrap_or(false))
-        })
+    let jupyter = catalog::has_jupyter(&ctl, alias)
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let running = i.observed_state == ObservedState::Running;

@@ -18,7 +18,6 @@ use super::error::PortalError;
 use super::i18n::Lang;
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
-use crate::db::models::portal_session::PortalSession;
 
 /// The session cookie. `__Host-`: the browser takes it only from this very host, without a
 /// `Domain`, so a page on another host under the same domain (a notebook's own origin) can
@@ -83,8 +82,7 @@ async fn resolve(req: HttpRequest) -> Result<SignedIn, PortalError> {
         .ok_or(PortalError::SignInFirst)?;
     let bearer = Bearer::portal_session(&secret);
     let hash = crate::accounts::auth::sha256(&secret);
-    let found = ctl
-        .db(move |conn| Ok(PortalSession::live(conn, &hash)?))
+    let found = crate::accounts::sign_in::live_session(&ctl, hash)
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let (session, user) = found.ok_or(PortalError::SignInFirst)?;
