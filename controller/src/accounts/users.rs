@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::instance::Instance;
 use crate::db::models::ssh_key::SshKey;
@@ -47,8 +48,8 @@ pub fn bootstrap_admin(
         audit::record(
             conn,
             "init",
-            "create",
-            "user",
+            AuditAction::Create,
+            AuditObject::User,
             username,
             json!({"role": "admin"}),
         )?;
@@ -111,8 +112,8 @@ pub async fn create(ctl: &Controller, caller: Caller, req: CreateUser) -> Action
             audit::record(
                 conn,
                 caller.name(),
-                "create",
-                "user",
+                AuditAction::Create,
+                AuditObject::User,
                 &user.username,
                 json!({"role": user.role}),
             )?;
@@ -154,8 +155,8 @@ pub async fn add_ssh_key(
                 audit::record(
                     conn,
                     caller.name(),
-                    "add_ssh_key",
-                    "user",
+                    AuditAction::AddSshKey,
+                    AuditObject::User,
                     caller.name(),
                     json!({"fingerprint": fingerprint}),
                 )?;
@@ -178,8 +179,8 @@ pub async fn delete_ssh_key(ctl: &Controller, caller: Caller, id: i64) -> Action
             audit::record(
                 conn,
                 caller.name(),
-                "delete_ssh_key",
-                "user",
+                AuditAction::DeleteSshKey,
+                AuditObject::User,
                 caller.name(),
                 json!({"id": id}),
             )?;

@@ -11,6 +11,7 @@ use crate::accounts::auth::Caller;
 use crate::agent_client::AgentError;
 use crate::app::state::Controller;
 use crate::courses::course::{check_network, course_instances, view, writable};
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course_network::CourseNetwork;
 use crate::error::{ActionError, ActionResult};
@@ -32,8 +33,8 @@ pub async fn set(
                 audit::record(
                     conn,
                     caller.name(),
-                    "set_network",
-                    "course",
+                    AuditAction::SetNetwork,
+                    AuditObject::Course,
                     &code,
                     json!(stored),
                 )?;

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::image::Image;
 use crate::db::models::node::Node;
@@ -79,8 +80,8 @@ pub async fn delete(
             audit::record(
                 conn,
                 caller.name(),
-                "delete_orphan",
-                "instance",
+                AuditAction::DeleteOrphan,
+                AuditObject::Instance,
                 &name,
                 json!({"node": node, "ssh_port": orphan.ssh_port}),
             )?;
@@ -156,8 +157,8 @@ pub async fn adopt(
             audit::record(
                 conn,
                 caller.name(),
-                "adopt_orphan",
-                "instance",
+                AuditAction::AdoptOrphan,
+                AuditObject::Instance,
                 &name,
                 json!({"node": node, "owner": req.owner, "image": req.image, "ssh_port": port}),
             )?;

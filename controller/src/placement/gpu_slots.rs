@@ -5,6 +5,7 @@
 //! and its devices are put back before the start; when no GPU there has room, the start waits
 //! like a queued instance, with the reason on the instance and on the operation's item.
 
+use cohort_proto::api::instances::GpuShare;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
@@ -67,7 +68,7 @@ pub fn take_again(conn: &mut PgConnection, instance: &Instance) -> QueryResult<T
         .bind::<Nullable<Integer>, _>(instance.gpu_share_count)
         .bind::<BigInt, _>(node_id)
         .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-        .bind::<Bool, _>(instance.gpu_share == "exclusive")
+        .bind::<Bool, _>(instance.gpu_share == GpuShare::Exclusive)
         .bind::<BigInt, _>(need)
         .execute(conn)?;
         if (took as i64) < need {
@@ -108,7 +109,7 @@ fn shortage(conn: &mut PgConnection, instance: &Instance) -> QueryResult<String>
     let model = instance.gpu_model.as_deref().unwrap_or("GPU");
     let share = match instance.gpu_share_count {
         Some(n) => format!(", the course shares a GPU by at most {n}"),
-        None if instance.gpu_share == "exclusive" => ", exclusive".to_string(),
+        None if instance.gpu_share == GpuShare::Exclusive => ", exclusive".to_string(),
         None => String::new(),
     };
     Ok(format!(

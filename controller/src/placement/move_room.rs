@@ -5,7 +5,7 @@
 //! (its old one freed by the same update), and its GPU slots given back on the old node and
 //! taken on the new one. The unique index on (node, port) is the last guard, as for placement.
 
-use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::instances::{GpuShare, ObservedState};
 use cohort_proto::api::nodes::NodeState;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
@@ -105,7 +105,7 @@ fn room(
     .bind::<BigInt, _>(instance.disk_gib + i64::from(instance.home_gib))
     .bind::<Double, _>(config.disk_overcommit)
     .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-    .bind::<Bool, _>(instance.gpu_share == "exclusive")
+    .bind::<Bool, _>(instance.gpu_share == GpuShare::Exclusive)
     .bind::<Nullable<Integer>, _>(instance.gpu_share_count)
     .bind::<Nullable<BigInt>, _>(only)
     .get_result(conn)

@@ -16,6 +16,7 @@ use actix_web::web;
 use serde_json::json;
 
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::error::ActionError;
 
@@ -48,8 +49,8 @@ pub async fn throttle(
                 Ok(audit::record(
                     conn,
                     "anonymous",
-                    "failed_sign_in",
-                    "source",
+                    AuditAction::FailedSignIn,
+                    AuditObject::Source,
                     &source,
                     detail,
                 )?)
