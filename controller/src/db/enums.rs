@@ -82,8 +82,8 @@ cohort_proto::named_enum!(IdleAction, "an idle action" {
     Detach => "detach",
 });
 
-/// What an audit row says was done (`audit_log.action`). Rows are only written with these; they
-/// are read back as text, as older rows may hold names no longer written.
+/// What an audit row says was done (`audit_log.action`). Rows are written with these names only;
+/// the log is read back as the text it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, diesel::AsExpression)]
 #[diesel(sql_type = diesel::sql_types::Text)]
 pub enum AuditAction {
