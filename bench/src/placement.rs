@@ -11,7 +11,7 @@ use anyhow::{bail, ensure, Context, Result};
 use cohort_controller::app::config::PlacementConfig;
 use cohort_controller::db::models::instance::NewInstance;
 use cohort_controller::placement;
-use cohort_proto::api::instances::{DesiredState, ObservedState};
+use cohort_proto::api::instances::{DesiredState, GpuShare, ObservedState, PlacementStrategy};
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
@@ -138,10 +138,10 @@ fn instance<'a>(name: &'a str, owner: i64, image: i64, gpus: i32) -> NewInstance
         disk_gib: 20,
         gpu_count: gpus,
         gpu_model: None,
-        gpu_share: "shared",
+        gpu_share: GpuShare::Shared,
         gpu_share_count: None,
         home_gib: 0,
-        strategy: "spread",
+        strategy: PlacementStrategy::Spread,
         priority: 0,
         config: serde_json::json!({}),
     }

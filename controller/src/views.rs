@@ -1,6 +1,6 @@
 //! Wire types built from rows: the `/api/v1` answers in `cohort_proto::api`, never the models.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use cohort_proto::api::gpus as wire_gpus;
 use cohort_proto::api::images as wire_images;
@@ -157,18 +157,22 @@ fn with_gpus(
     } else {
         GpuAllocation::held_by(conn, &gpu_ids)?
     };
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(|(i, refs)| {
             let gpus = slots.remove(&i.id).unwrap_or_default();
             instance(i, refs, gpus)
         })
-        .collect())
+        .collect()
 }
 
 /// One instance on the wire from its row, what it refers to (missing only when it was deleted
-/// since its row was read) and its GPUs.
-fn instance(i: ShownInstance, refs: Option<InstanceRefs>, gpus: Vec<HeldGpu>) -> wire::Instance {
+/// since its row was read) and its GPUs; a row whose config cannot be read is an error.
+fn instance(
+    i: ShownInstance,
+    refs: Option<InstanceRefs>,
+    gpus: Vec<HeldGpu>,
+) -> QueryResult<wire::Instance> {
+    let config = i.config_map()?;
     let InstanceRefs {
         owner,
         image,
@@ -179,7 +183,7 @@ fn instance(i: ShownInstance, refs: Option<InstanceRefs>, gpus: Vec<HeldGpu>) ->
         ..
     } = refs.unwrap_or_default();
     let used = usage.as_ref();
-    wire::Instance {
+    Ok(wire::Instance {
         name: i.name,
         owner,
         course,
@@ -204,7 +208,7 @@ fn instance(i: ShownInstance, refs: Option<InstanceRefs>, gpus: Vec<HeldGpu>) ->
         ssh_port: to_u16(i.ssh_port),
         ssh_host_key: i.ssh_host_key,
         priority: i.priority,
-        config: serde_json::from_value::<BTreeMap<String, String>>(i.config).unwrap_or_default(),
+        config,
         error: i.error,
         created_at: i.created_at,
         last_seen_at: i.last_seen_at,
@@ -214,7 +218,7 @@ fn instance(i: ShownInstance, refs: Option<InstanceRefs>, gpus: Vec<HeldGpu>) ->
         stopped_at: used.and_then(|u| u.stopped_at),
         gpu_detach_reason: used.and_then(|u| u.detach_reason.clone()),
         gpus_detached_at: used.and_then(|u| u.gpus_detached_at),
-    }
+    })
 }
 
 pub fn operation(conn: &mut PgConnection, op: &Operation) -> QueryResult<wire_ops::Operation> {

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::instance::Instance;
@@ -86,8 +87,12 @@ pub async fn set_disabled(
                 audit::record(
                     conn,
                     caller.name(),
-                    if disabled { "disable" } else { "enable" },
-                    "user",
+                    if disabled {
+                        AuditAction::Disable
+                    } else {
+                        AuditAction::Enable
+                    },
+                    AuditObject::User,
                     &username,
                     json!({}),
                 )?;
@@ -179,8 +184,8 @@ pub async fn delete(
                 audit::record(
                     conn,
                     caller.name(),
-                    "delete",
-                    "user",
+                    AuditAction::Delete,
+                    AuditObject::User,
                     &username,
                     json!({"instances": on_instances, "names": names, "operations": operations}),
                 )?;

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::user::{role_name, User};
 use crate::error::{ActionError, ActionResult};
@@ -44,8 +45,8 @@ pub async fn set_role(
             audit::record(
                 conn,
                 caller.name(),
-                "set_role",
-                "user",
+                AuditAction::SetRole,
+                AuditObject::User,
                 &username,
                 json!({"from": role_name(before), "role": role_name(req.role)}),
             )?;

@@ -22,6 +22,7 @@ use crate::accounts::auth::{new_secret, sha256, Caller};
 use crate::accounts::directory::{self, DirectoryUser};
 use crate::app::state::Controller;
 use crate::courses::password as crypt;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::portal_session::PortalSession;
 use crate::db::models::sign_in_password::SignInPassword;
@@ -193,8 +194,8 @@ pub async fn password(
             Ok(audit::record(
                 conn,
                 "anonymous",
-                "failed_sign_in",
-                "source",
+                AuditAction::FailedSignIn,
+                AuditObject::Source,
                 &source_text,
                 json!({"path": "/signin", "username": name, "reason": "wrong username or password"}),
             )?)
@@ -219,8 +220,8 @@ pub async fn password(
             audit::record(
                 conn,
                 &user.username,
-                "sign_in",
-                "user",
+                AuditAction::SignIn,
+                AuditObject::User,
                 &user.username,
                 json!({"source": source_text, "via": via}),
             )
@@ -247,8 +248,8 @@ fn directory_user(
                 audit::record(
                     conn,
                     "directory",
-                    "set_role",
-                    "user",
+                    AuditAction::SetRole,
+                    AuditObject::User,
                     username,
                     json!({"role": role, "dn": found.dn}),
                 )?;
@@ -268,8 +269,8 @@ fn directory_user(
                 audit::record(
                     conn,
                     "directory",
-                    "create_user",
-                    "user",
+                    AuditAction::CreateUser,
+                    AuditObject::User,
                     username,
                     json!({"role": role, "dn": found.dn}),
                 )?;
@@ -295,8 +296,8 @@ pub async fn sign_out(ctl: &Controller, caller: Caller, secret: String) -> Actio
         Ok(audit::record(
             conn,
             caller.name(),
-            "sign_out",
-            "user",
+            AuditAction::SignOut,
+            AuditObject::User,
             caller.name(),
             json!({}),
         )?)
@@ -330,8 +331,8 @@ pub async fn change_own(
             audit::record(
                 conn,
                 caller.name(),
-                "change_password",
-                "user",
+                AuditAction::ChangePassword,
+                AuditObject::User,
                 caller.name(),
                 json!({}),
             )
@@ -352,8 +353,8 @@ pub fn set_password(conn: &mut PgConnection, username: &str, password: &str) -> 
         audit::record(
             conn,
             "operator",
-            "set_password",
-            "user",
+            AuditAction::SetPassword,
+            AuditObject::User,
             username,
             json!({}),
         )
@@ -371,8 +372,8 @@ pub async fn audit_failed(
         Ok(audit::record(
             conn,
             "anonymous",
-            "failed_sign_in",
-            "source",
+            AuditAction::FailedSignIn,
+            AuditObject::Source,
             &source,
             detail,
         )?)

@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::accounts::auth::{new_api_token, sha256, Caller};
 use crate::app::config::AuthConfig;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::api_token::ApiToken;
 use crate::db::models::audit;
 use crate::db::models::user::User;
@@ -90,8 +91,8 @@ pub async fn issue(
             audit::record(
                 conn,
                 caller.name(),
-                "issue_token",
-                "user",
+                AuditAction::IssueToken,
+                AuditObject::User,
                 &username,
                 json!({"name": req.name, "id": row.id, "expires_at": row.expires_at}),
             )?;
@@ -148,8 +149,8 @@ pub async fn revoke(
             audit::record(
                 conn,
                 caller.name(),
-                "revoke_token",
-                "user",
+                AuditAction::RevokeToken,
+                AuditObject::User,
                 &username,
                 json!({"id": id}),
             )?;

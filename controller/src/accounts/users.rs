@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::instance::Instance;
 use crate::db::models::ssh_key::SshKey;
@@ -49,8 +50,8 @@ pub fn bootstrap_admin(
         audit::record(
             conn,
             "init",
-            "create",
-            "user",
+            AuditAction::Create,
+            AuditObject::User,
             username,
             json!({"role": "admin"}),
         )?;
@@ -113,8 +114,8 @@ pub async fn create(ctl: &Controller, caller: Caller, req: CreateUser) -> Action
             audit::record(
                 conn,
                 caller.name(),
-                "create",
-                "user",
+                AuditAction::Create,
+                AuditObject::User,
                 &user.username,
                 json!({"role": user.role}),
             )?;
@@ -156,8 +157,8 @@ pub async fn add_ssh_key(
                 audit::record(
                     conn,
                     caller.name(),
-                    "add_ssh_key",
-                    "user",
+                    AuditAction::AddSshKey,
+                    AuditObject::User,
                     caller.name(),
                     json!({"fingerprint": fingerprint}),
                 )?;
@@ -183,8 +184,8 @@ pub async fn delete_ssh_key(ctl: &Controller, caller: Caller, id: i64) -> Action
                 audit::record(
                     conn,
                     caller.name(),
-                    "delete_ssh_key",
-                    "user",
+                    AuditAction::DeleteSshKey,
+                    AuditObject::User,
                     caller.name(),
                     json!({"id": id}),
                 )?;

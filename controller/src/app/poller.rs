@@ -26,6 +26,7 @@ use crate::app::config::DriftPolicy;
 use crate::app::metrics::Metrics;
 use crate::app::renewal;
 use crate::app::state::{connect_pinned, Controller};
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::gpu::{Gpu, ReportedGpu};
 use crate::db::models::image::Image;
@@ -274,8 +275,8 @@ fn record(
         audit::record(
             conn,
             "poller",
-            "drift",
-            "instance",
+            AuditAction::Drift,
+            AuditObject::Instance,
             &instance.name,
             serde_json::json!({"node": node.name, "was": instance.observed_state, "found": state,
                                "repair": policy == DriftPolicy::Repair}),
@@ -334,8 +335,8 @@ fn record_orphans(
         audit::record(
             conn,
             "poller",
-            "drift",
-            "instance",
+            AuditAction::Drift,
+            AuditObject::Instance,
             &orphan.name,
             serde_json::json!({"node": node.name, "found": "orphan", "status": orphan.status,
                                "ssh_port": orphan.ssh_port}),

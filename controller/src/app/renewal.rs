@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::node_certificate::NodeCertificate;
 use crate::error::{ActionError, ActionResult};
@@ -56,7 +57,7 @@ pub async fn check(
                 "node {node} serves certificate {served}, which is none of its live ones"
             )));
         };
-        confirm(ctl, node, &served, "node_certificate_confirmed").await?;
+        confirm(ctl, node, &served, AuditAction::NodeCertificateConfirmed).await?;
         outcome = Renewal::Confirmed {
             fingerprint: served,
         };
@@ -100,7 +101,13 @@ pub async fn check(
             installed.fingerprint, issued.fingerprint
         )));
     }
-    confirm(ctl, node, &issued.fingerprint, "node_certificate_renewed").await?;
+    confirm(
+        ctl,
+        node,
+        &issued.fingerprint,
+        AuditAction::NodeCertificateRenewed,
+    )
+    .await?;
     tracing::info!(node, fingerprint = %issued.fingerprint, not_after = %issued.not_after, "renewed the node's certificate");
     Ok(Renewal::Renewed {
         fingerprint: issued.fingerprint,
@@ -112,20 +119,16 @@ async fn confirm(
     ctl: &Controller,
     node: &str,
     fingerprint: &str,
-    action: &str,
+    action: AuditAction,
 ) -> ActionResult<()> {
-    let (node, fingerprint, action) = (
-        node.to_string(),
-        fingerprint.to_string(),
-        action.to_string(),
-    );
+    let (node, fingerprint) = (node.to_string(), fingerprint.to_string());
     ctl.db(move |conn| {
         let revoked = NodeCertificate::revoke_others(conn, &node, &fingerprint)?;
         audit::record(
             conn,
             "poller",
-            &action,
-            "node",
+            action,
+            AuditObject::Node,
             &node,
             json!({"fingerprint": fingerprint, "revoked": revoked}),
         )?;

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::course::{course_instances, writable};
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::course::Course;
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::instance::Instance;
@@ -63,8 +64,8 @@ pub async fn teardown(
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
-                    action: "teardown",
-                    object_kind: "course",
+                    action: AuditAction::Teardown,
+                    object_kind: AuditObject::Course,
                     object: &code,
                     detail: json!({ "delete": req.delete, "instances": rows.len()}),
                 }),
@@ -127,8 +128,8 @@ pub async fn remove_student(
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
-                    action: "remove_student",
-                    object_kind: "course",
+                    action: AuditAction::RemoveStudent,
+                    object_kind: AuditObject::Course,
                     object: &code,
                     detail: json!({"student": username}),
                 }),
@@ -184,12 +185,12 @@ pub async fn student_action(
                 Some(Audit {
                     actor: caller.name(),
                     action: match action {
-                        StudentAction::Start => "student_start",
-                        StudentAction::Stop => "student_stop",
-                        StudentAction::Restart => "student_restart",
-                        StudentAction::Reset => "student_reset",
+                        StudentAction::Start => AuditAction::StudentStart,
+                        StudentAction::Stop => AuditAction::StudentStop,
+                        StudentAction::Restart => AuditAction::StudentRestart,
+                        StudentAction::Reset => AuditAction::StudentReset,
                     },
-                    object_kind: "instance",
+                    object_kind: AuditObject::Instance,
                     object: &instance.name,
                     detail: json!({}),
                 }),

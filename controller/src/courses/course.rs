@@ -7,12 +7,14 @@ use cohort_proto::api::courses::{
     Course as WireCourse, CourseHome, CourseJupyter, CourseQuota, CreateCourse,
     Student as WireStudent,
 };
+use cohort_proto::api::instances::GpuShare;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject, IdleAction};
 use crate::db::models::audit;
 use crate::db::models::course::{Course, NewCourse};
 use crate::db::models::course_network::CourseNetwork;
@@ -141,17 +143,18 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
     if let Some(policy) = &req.network {
         check_network(policy)?;
     }
-    if req
-        .idle_action
-        .as_deref()
-        .is_some_and(|a| !matches!(a, "stop" | "detach"))
-    {
-        return Err(ActionError::invalid(
-            "idle_action",
-            "must be stop or detach",
-        ));
-    }
+    idle_action(req)?;
     Ok(())
+}
+
+/// What the course's reclaimer does to an idle container; `stop` when the request names none.
+fn idle_action(req: &CreateCourse) -> ActionResult<IdleAction> {
+    match req.idle_action.as_deref() {
+        None => Ok(IdleAction::Stop),
+        Some(name) => name
+            .parse()
+            .map_err(|_| ActionError::invalid("idle_action", "must be stop or detach")),
+    }
 }
 
 pub async fn create(
@@ -202,9 +205,9 @@ pub async fn create(
                     gpus: req.gpus.unwrap_or(0) as i32,
                     gpu_model: req.gpu_model.as_deref(),
                     gpu_share: if req.gpu_share.unwrap_or(1) > 1 {
-                        "shared"
+                        GpuShare::Shared
                     } else {
-                        "exclusive"
+                        GpuShare::Exclusive
                     },
                     gpu_share_count: req.gpu_share.filter(|n| *n > 1).map(|n| n as i32),
                     processes: req.processes.map(|n| n as i32),
@@ -219,7 +222,7 @@ pub async fn create(
                 &CourseReclaim {
                     course_id: course.id,
                     idle_gpu_minutes: req.idle_gpu_minutes.map(|m| m as i32),
-                    idle_action: req.idle_action.clone().unwrap_or_else(|| "stop".into()),
+                    idle_action: idle_action(&req)?,
                     max_runtime_minutes: req.max_runtime_minutes.map(|m| m as i32),
                 },
             )?;
@@ -229,8 +232,8 @@ pub async fn create(
             audit::record(
                 conn,
                 caller.name(),
-                "create",
-                "course",
+                AuditAction::Create,
+                AuditObject::Course,
                 &course.code,
                 json!({ "network": req.network }),
             )?;
@@ -258,7 +261,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         disk_gib: c.disk_gib as u64,
         gpus: c.gpus as u32,
         gpu_model: c.gpu_model.clone(),
-        gpu_share: c.gpu_share.clone(),
+        gpu_share: c.gpu_share.to_string(),
         gpu_share_count: c.gpu_share_count.map(|n| n as u32),
         processes: c.processes.map(|n| n as u32),
         home_mib: c.home_mib.map(|n| n as u64),
@@ -274,11 +277,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         },
         idle_gpu_minutes: reclaim.idle_gpu_minutes.map(|m| m as u32),
         max_runtime_minutes: reclaim.max_runtime_minutes.map(|m| m as u32),
-        idle_action: if reclaim.idle_action.is_empty() {
-            "stop".into()
-        } else {
-            reclaim.idle_action
-        },
+        idle_action: reclaim.idle_action.to_string(),
         network: CourseNetwork::of(conn, c.id)?,
     })
 }
@@ -326,8 +325,8 @@ pub async fn set_quota(
             audit::record(
                 conn,
                 caller.name(),
-                "set_quota",
-                "course",
+                AuditAction::SetQuota,
+                AuditObject::Course,
                 &code,
                 json!(quota),
             )?;
@@ -355,8 +354,8 @@ pub async fn set_home(
             audit::record(
                 conn,
                 caller.name(),
-                "set_home",
-                "course",
+                AuditAction::SetHome,
+                AuditObject::Course,
                 &code,
                 json!(home),
             )?;
@@ -382,8 +381,8 @@ pub async fn set_jupyter(
             audit::record(
                 conn,
                 caller.name(),
-                "set_jupyter",
-                "course",
+                AuditAction::SetJupyter,
+                AuditObject::Course,
                 &code,
                 json!(jupyter),
             )?;

@@ -10,6 +10,7 @@ use serde_json::json;
 use super::course::{course_instances, writable};
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::enrollment::Enrollment;
@@ -44,8 +45,8 @@ pub async fn delete(ctl: &Controller, caller: Caller, code: String) -> ActionRes
             audit::record(
                 conn,
                 caller.name(),
-                "delete",
-                "course",
+                AuditAction::Delete,
+                AuditObject::Course,
                 &code,
                 json!({"title": course.title, "students": students}),
             )?;

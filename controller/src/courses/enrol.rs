@@ -17,6 +17,7 @@ use super::course::writable;
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::courses::{password, roster};
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::ssh_key::SshKey;
@@ -81,8 +82,8 @@ pub async fn import(
                             audit::record(
                                 conn,
                                 caller.name(),
-                                "roster_key_ignored",
-                                "user",
+                                AuditAction::RosterKeyIgnored,
+                                AuditObject::User,
                                 &user.username,
                                 json!({"course": code}),
                             )?;
@@ -110,8 +111,8 @@ pub async fn import(
             audit::record(
                 conn,
                 caller.name(),
-                "import_roster",
-                "course",
+                AuditAction::ImportRoster,
+                AuditObject::Course,
                 &code,
                 json!({"added": report.added.len(), "rows": entries.len()}),
             )?;

@@ -9,6 +9,7 @@ use super::course::writable;
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::courses::endpoints::{self, Endpoint};
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::instance::Instance;
@@ -103,8 +104,8 @@ fn rows(
         audit::record(
             conn,
             caller.name(),
-            "show_passwords",
-            "course",
+            AuditAction::ShowPasswords,
+            AuditObject::Course,
             code,
             json!({"students": names}),
         )?;

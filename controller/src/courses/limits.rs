@@ -21,6 +21,7 @@ use super::provision::{check_quota, need};
 use super::resize::{resize, Resize};
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::enrollment::Enrollment;
@@ -125,8 +126,8 @@ pub async fn set(
             audit::record(
                 conn,
                 caller.name(),
-                "set_limits",
-                "course",
+                AuditAction::SetLimits,
+                AuditObject::Course,
                 &code,
                 json!({
                     "limits": limits,

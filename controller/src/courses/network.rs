@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::courses::course::{check_network, view, writable};
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course_network::CourseNetwork;
 use crate::error::ActionResult;
@@ -35,8 +36,8 @@ pub async fn set(
                 audit::record(
                     conn,
                     caller.name(),
-                    "set_network",
-                    "course",
+                    AuditAction::SetNetwork,
+                    AuditObject::Course,
                     &code,
                     json!(stored),
                 )?;

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use cohort_proto::api::courses::CourseState;
-use cohort_proto::api::instances::{DesiredState, ObservedState};
+use cohort_proto::api::instances::{DesiredState, GpuShare, ObservedState, PlacementStrategy};
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::operations::{OperationKind, OperationStatus};
 use cohort_proto::api::users::Role;
@@ -22,6 +22,7 @@ use crate::agent_client::observed;
 use crate::app::config::PlacementConfig;
 use crate::app::state::Controller;
 use crate::courses::naming;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::enrollment::{Enrolled, Enrollment};
@@ -88,7 +89,7 @@ pub(super) fn need<'a>(
         disk_gib: course.disk_gib + home_size::reserved_gib(home_size::course_mib(course, config)),
         gpus: course.gpus,
         gpu_model: course.gpu_model.as_deref(),
-        exclusive: course.gpu_share == "exclusive",
+        exclusive: course.gpu_share == GpuShare::Exclusive,
     }
 }
 
@@ -147,8 +148,8 @@ pub async fn provision(
                 audit::record(
                     conn,
                     caller.name(),
-                    "reactivate",
-                    "course",
+                    AuditAction::Reactivate,
+                    AuditObject::Course,
                     &code,
                     serde_json::json!({}),
                 )?;
@@ -267,8 +268,8 @@ pub async fn provision(
                 &step_refs,
                 Some(Audit {
                     actor: caller.name(),
-                    action: "provision",
-                    object_kind: "course",
+                    action: AuditAction::Provision,
+                    object_kind: AuditObject::Course,
                     object: &course.code,
                     detail: json!({ "items": steps.len(), "students": students.len(),
                        "refused": refused.iter().map(|(name, _)| name).collect::<Vec<_>>()}),
@@ -489,10 +490,10 @@ fn new_instance<'a>(
         disk_gib: course.disk_gib,
         gpu_count: course.gpus,
         gpu_model: course.gpu_model.as_deref(),
-        gpu_share: &course.gpu_share,
+        gpu_share: course.gpu_share,
         gpu_share_count: course.gpu_share_count,
         home_gib: home_size::reserved_gib(home_size::course_mib(course, placement_config)) as i32,
-        strategy: "spread",
+        strategy: PlacementStrategy::Spread,
         priority: 0,
         config: json!({}),
     }

@@ -14,6 +14,7 @@ use super::course::writable;
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::courses::password;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::sign_in_password::SignInPassword;
@@ -76,8 +77,8 @@ pub async fn reissue(
                 audit::record(
                     conn,
                     caller.name(),
-                    "reissue_password",
-                    "user",
+                    AuditAction::ReissuePassword,
+                    AuditObject::User,
                     &username,
                     json!({"course": code}),
                 )?;

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::image::{Image, NewImage};
 use crate::db::models::node_certificate::NodeCertificate;
@@ -139,8 +140,8 @@ impl ImageUpload {
                 audit::record(
                     conn,
                     caller.name(),
-                    "import",
-                    "image",
+                    AuditAction::Import,
+                    AuditObject::Image,
                     &query.alias,
                     json!({"fingerprint": fingerprint}),
                 )?;
@@ -171,8 +172,8 @@ pub async fn delete(ctl: &Controller, caller: Caller, name: String) -> ActionRes
                 audit::record(
                     conn,
                     caller.name(),
-                    "delete",
-                    "image",
+                    AuditAction::Delete,
+                    AuditObject::Image,
                     &image.alias,
                     json!({"fingerprint": image.fingerprint}),
                 )?;
@@ -266,8 +267,8 @@ pub async fn rename(
             audit::record(
                 conn,
                 caller.name(),
-                "rename_image",
-                "image",
+                AuditAction::RenameImage,
+                AuditObject::Image,
                 &req.alias,
                 json!({"from": image.alias, "fingerprint": image.fingerprint}),
             )?;
@@ -329,8 +330,8 @@ pub async fn publish(
                 )],
                 Some(Audit {
                     actor: caller.name(),
-                    action: "publish",
-                    object_kind: "image",
+                    action: AuditAction::Publish,
+                    object_kind: AuditObject::Image,
                     object: &req.alias,
                     detail: json!({"instance": req.instance}),
                 }),

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::image::Image;
 use crate::db::models::node::Node;
 use crate::db::models::operation_item::OperationItem;
@@ -62,8 +63,8 @@ pub async fn distribute(
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
-                    action: "distribute",
-                    object_kind: "image",
+                    action: AuditAction::Distribute,
+                    object_kind: AuditObject::Image,
                     object: &image.alias,
                     detail: json!({ "nodes": to_do, "already_held": already_held}),
                 }),

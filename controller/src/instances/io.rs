@@ -11,6 +11,7 @@ use super::manage::{agent_of, audit_proxied};
 use crate::accounts::auth::Caller;
 use crate::agent_client::{AgentError, AgentStream, FileDownload, FileMeta, NodeAgent};
 use crate::app::state::Controller;
+use crate::db::enums::AuditAction;
 use crate::error::{ActionError, ActionResult};
 use crate::validate;
 
@@ -44,7 +45,14 @@ pub async fn exec(
     cohort_proto::validate::exec_request(&req.command, &req.environment, req.cwd.as_deref())
         .map_err(|e| ActionError::invalid(&e.field, e.message))?;
     let (node, agent) = agent_of(ctl, caller.clone(), name.clone()).await?;
-    audit_proxied(ctl, &caller, "exec", &name, json!({"command": req.command})).await?;
+    audit_proxied(
+        ctl,
+        &caller,
+        AuditAction::Exec,
+        &name,
+        json!({"command": req.command}),
+    )
+    .await?;
     let limit = ctl.config.limits.exec_output_bytes();
     let body = agent
         .exec_stream(name, req, limit)
@@ -69,7 +77,7 @@ pub async fn start_exec_session(
     audit_proxied(
         ctl,
         &caller,
-        "exec",
+        AuditAction::Exec,
         &name,
         json!({"command": req.command, "interactive": req.interactive}),
     )
@@ -125,7 +133,14 @@ pub async fn put_file(
 ) -> ActionResult<()> {
     check_path(&path)?;
     let (node, agent) = agent_of(ctl, caller.clone(), name.clone()).await?;
-    audit_proxied(ctl, &caller, "put_file", &name, json!({"path": path})).await?;
+    audit_proxied(
+        ctl,
+        &caller,
+        AuditAction::PutFile,
+        &name,
+        json!({"path": path}),
+    )
+    .await?;
     agent
         .put_file(name, path, body, meta)
         .await
@@ -155,7 +170,7 @@ pub async fn create_snapshot(
     audit_proxied(
         ctl,
         &caller,
-        "snapshot",
+        AuditAction::Snapshot,
         &name,
         json!({"snapshot": req.name}),
     )
@@ -177,7 +192,7 @@ pub async fn restore_snapshot(
     audit_proxied(
         ctl,
         &caller,
-        "restore_snapshot",
+        AuditAction::RestoreSnapshot,
         &name,
         json!({"snapshot": snapshot}),
     )
@@ -199,7 +214,7 @@ pub async fn delete_snapshot(
     audit_proxied(
         ctl,
         &caller,
-        "delete_snapshot",
+        AuditAction::DeleteSnapshot,
         &name,
         json!({"snapshot": snapshot}),
     )

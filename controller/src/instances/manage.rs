@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::accounts::auth::{Bearer, Caller};
 use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::enrollment::Enrollment;
@@ -207,16 +208,10 @@ fn create_tx(
             disk_gib: limits.disk_gib as i64,
             gpu_count: req.gpus as i32,
             gpu_model: req.gpu_model.as_deref(),
-            gpu_share: match req.gpu_share {
-                GpuShare::Exclusive => "exclusive",
-                GpuShare::Shared => "shared",
-            },
+            gpu_share: req.gpu_share,
             gpu_share_count: None,
             home_gib: 0,
-            strategy: match req.strategy {
-                cohort_proto::api::instances::PlacementStrategy::Spread => "spread",
-                cohort_proto::api::instances::PlacementStrategy::Pack => "pack",
-            },
+            strategy: req.strategy,
             priority: req.priority,
             config: serde_json::to_value(&req.config).unwrap_or_default(),
         };
@@ -236,7 +231,7 @@ fn create_tx(
                 disk_gib: new.disk_gib,
                 gpus: new.gpu_count,
                 gpu_model: new.gpu_model,
-                exclusive: new.gpu_share == "exclusive",
+                exclusive: new.gpu_share == GpuShare::Exclusive,
             };
             crate::placement::feasible::check(
                 conn,
@@ -269,8 +264,8 @@ fn create_tx(
                 .placed(placed.as_ref().map(|p| (p.node_name.as_str(), p.ssh_port)))],
             Some(Audit {
                 actor: caller.name(),
-                action: "create",
-                object_kind: "instance",
+                action: AuditAction::Create,
+                object_kind: AuditObject::Instance,
                 object: &req.name,
                 detail: json!({
                     "node": placed.as_ref().map(|p| &p.node_name),
@@ -429,8 +424,8 @@ pub async fn change_state(
                 &[Step::new(action, &name, Some(instance.id))],
                 Some(Audit {
                     actor: caller.name(),
-                    action: action.as_str(),
-                    object_kind: "instance",
+                    action: action.into(),
+                    object_kind: AuditObject::Instance,
                     object: &name,
                     detail: json!({}),
                 }),
@@ -466,8 +461,8 @@ pub async fn delete(
                 &[Step::new(StepKind::Delete, &name, Some(instance.id))],
                 Some(Audit {
                     actor: caller.name(),
-                    action: "delete",
-                    object_kind: "instance",
+                    action: AuditAction::Delete,
+                    object_kind: AuditObject::Instance,
                     object: &name,
                     detail: json!({}),
                 }),
@@ -503,14 +498,19 @@ pub async fn agent_of(
 pub async fn audit_proxied(
     ctl: &Controller,
     caller: &Caller,
-    action: &'static str,
+    action: AuditAction,
     name: &str,
     detail: serde_json::Value,
 ) -> ActionResult<()> {
     let (actor, name) = (caller.name().to_string(), name.to_string());
     ctl.db(move |conn| {
         Ok(audit::record(
-            conn, &actor, action, "instance", &name, detail,
+            conn,
+            &actor,
+            action,
+            AuditObject::Instance,
+            &name,
+            detail,
         )?)
     })
     .await
@@ -602,8 +602,7 @@ pub async fn update(
     };
     let (node, agent) = ctl.agent_by_node_id(node_id).await?;
     check_update(ctl, &caller, &node, &req)?;
-    let current: std::collections::BTreeMap<String, String> =
-        serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    let current = instance.config_map()?;
     let mut req = req;
     crate::instances::snapshot_policy::apply(
         &caller,
@@ -641,8 +640,8 @@ pub async fn update(
             audit::record(
                 conn,
                 &actor,
-                "update",
-                "instance",
+                AuditAction::Update,
+                AuditObject::Instance,
                 &name,
                 json!({
                     "set": req.config,

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
 use crate::error::{ActionError, ActionResult};
@@ -77,8 +78,8 @@ pub async fn move_instance(
                 &[Step::new(StepKind::Move, &name, Some(instance.id)).on(&source.name)],
                 Some(Audit {
                     actor: caller.name(),
-                    action: "move",
-                    object_kind: "instance",
+                    action: AuditAction::Move,
+                    object_kind: AuditObject::Instance,
                     object: &name,
                     detail: json!({"from": source.name, "to": target.name}),
                 }),

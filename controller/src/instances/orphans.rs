@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::accounts::auth::Caller;
 use crate::agent_client::AgentError;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::image::Image;
 use crate::db::models::instance::Instance;
@@ -84,8 +85,8 @@ pub async fn delete(
                 let step = Step::new(StepKind::DeleteOrphan, &s, None).on(&n);
                 let audit = Audit {
                     actor: &actor,
-                    action: "delete_orphan",
-                    object_kind: "instance",
+                    action: AuditAction::DeleteOrphan,
+                    object_kind: AuditObject::Instance,
                     object: &s,
                     detail: json!({"node": n, "ssh_port": orphan.ssh_port}),
                 };
@@ -183,8 +184,8 @@ pub async fn adopt(
             audit::record(
                 conn,
                 caller.name(),
-                "adopt_orphan",
-                "instance",
+                AuditAction::AdoptOrphan,
+                AuditObject::Instance,
                 &name,
                 json!({"node": node, "owner": req.owner, "image": req.image, "ssh_port": port}),
             )?;

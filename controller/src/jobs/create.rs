@@ -52,8 +52,7 @@ pub async fn run(
             ))
         })
         .await?;
-    let mut config: std::collections::BTreeMap<String, String> =
-        serde_json::from_value(instance.config.clone()).unwrap_or_default();
+    let mut config = instance.config_map()?;
     // Every container gets a process limit; a value its owner set (checked then) stays.
     config
         .entry(process_limit::KEY.to_string())

@@ -4,6 +4,7 @@
 use diesel::prelude::*;
 
 use super::payload::Job;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::operation::Operation;
 use crate::db::models::operation_item::OperationItem;
@@ -13,8 +14,8 @@ pub use crate::db::models::operation_item::Step;
 /// operation's id as `operation`.
 pub struct Audit<'a> {
     pub actor: &'a str,
-    pub action: &'a str,
-    pub object_kind: &'a str,
+    pub action: AuditAction,
+    pub object_kind: AuditObject,
     pub object: &'a str,
     pub detail: serde_json::Value,
 }

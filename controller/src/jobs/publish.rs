@@ -7,6 +7,7 @@ use super::outcome::StepOutcome;
 use super::payload::{Job, Publish};
 use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::image::{Image, NewImage};
 use crate::db::models::instance::Instance;
@@ -91,8 +92,8 @@ pub async fn run(
                 audit::record(
                     conn,
                     &actor,
-                    "published",
-                    "image",
+                    AuditAction::Published,
+                    AuditObject::Image,
                     &alias,
                     serde_json::json!({"instance": name, "fingerprint": fingerprint}),
                 )?;

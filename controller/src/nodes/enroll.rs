@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::accounts::auth::{new_secret, sha256, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::join_token::JoinTokenRow;
 use crate::db::models::node::{NewNode, Node};
@@ -62,8 +63,8 @@ pub async fn create_join_token(
             audit::record(
                 conn,
                 caller.name(),
-                "create_join_token",
-                "node",
+                AuditAction::CreateJoinToken,
+                AuditObject::Node,
                 &req.node_name,
                 json!({"expires_at": expires_at, "addresses": addresses}),
             )?;
@@ -217,8 +218,8 @@ pub async fn enroll(ctl: &Controller, req: EnrollRequest) -> ActionResult<Enroll
             audit::record(
                 conn,
                 &format!("node:{}", req.node_name),
-                "enroll",
-                "node",
+                AuditAction::Enroll,
+                AuditObject::Node,
                 &req.node_name,
                 json!({"fingerprint": issued.fingerprint, "agent_url": req.agent_url,
                        "names": names}),

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::gpu::Gpu;
 use crate::db::models::gpu_allocation::GpuAllocation;
@@ -69,8 +70,8 @@ pub async fn update(
             audit::record(
                 conn,
                 caller.name(),
-                "update",
-                "gpu",
+                AuditAction::Update,
+                AuditObject::Gpu,
                 &uuid,
                 json!({"share_limit": req.share_limit}),
             )?;

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::accounts::auth::{new_secret, sha256, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::lxd_trust::{LxdCertificate, LxdTrustToken};
 use crate::db::models::user::User;
@@ -79,8 +80,8 @@ pub async fn create_token(
             audit::record(
                 conn,
                 caller.name(),
-                "trust_token",
-                "user",
+                AuditAction::TrustToken,
+                AuditObject::User,
                 &username,
                 json!({"name": name}),
             )?;
@@ -133,8 +134,8 @@ pub async fn redeem(ctl: &Controller, der: Vec<u8>, password: String) -> ActionR
             audit::record(
                 conn,
                 &user.username,
-                "trust_certificate",
-                "lxd_certificate",
+                AuditAction::TrustCertificate,
+                AuditObject::LxdCertificate,
                 &token.name,
                 json!({"fingerprint": fingerprint}),
             )?;
@@ -209,8 +210,8 @@ pub async fn remove(ctl: &Controller, caller: Caller, name: String) -> ActionRes
             audit::record(
                 conn,
                 caller.name(),
-                "untrust_certificate",
-                "lxd_certificate",
+                AuditAction::UntrustCertificate,
+                AuditObject::LxdCertificate,
                 &name,
                 json!({"removed": removed}),
             )?;

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
@@ -47,7 +48,14 @@ pub async fn cordon(ctl: &Controller, caller: Caller, name: String) -> ActionRes
         conn.transaction(|conn| {
             let node = find(conn, &name)?;
             Node::set_state(conn, node.id, NodeState::Cordoned)?;
-            audit::record(conn, caller.name(), "cordon", "node", &name, json!({}))?;
+            audit::record(
+                conn,
+                caller.name(),
+                AuditAction::Cordon,
+                AuditObject::Node,
+                &name,
+                json!({}),
+            )?;
             let node = Node::find(conn, node.id)?;
             Ok(views::nodes(conn, &[node])?.remove(0))
         })
@@ -85,8 +93,8 @@ pub async fn evacuate(
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
-                    action: "evacuate",
-                    object_kind: "node",
+                    action: AuditAction::Evacuate,
+                    object_kind: AuditObject::Node,
                     object: &name,
                     detail: json!({"policy": action.as_str()}),
                 }),
@@ -144,8 +152,8 @@ pub async fn restore(
                 &steps,
                 Some(Audit {
                     actor: caller.name(),
-                    action: "restore",
-                    object_kind: "node",
+                    action: AuditAction::Restore,
+                    object_kind: AuditObject::Node,
                     object: &name,
                     detail: json!({}),
                 }),
@@ -171,7 +179,7 @@ pub async fn remove(ctl: &Controller, caller: Caller, name: String) -> ActionRes
             }
             let revoked = NodeCertificate::revoke_all(conn, &name)?;
             Node::delete(conn, node.id)?;
-            audit::record(conn, caller.name(), "remove", "node", &name, json!({"revoked_certificates": revoked}))?;
+            audit::record(conn, caller.name(), AuditAction::Remove, AuditObject::Node, &name, json!({"revoked_certificates": revoked}))?;
             Ok(())
         })
     })

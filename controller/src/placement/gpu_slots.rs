@@ -5,6 +5,7 @@
 //! and its devices are put back before the start; when no GPU there has room, the start waits
 //! like a queued instance, with the reason on the instance and on the operation's item.
 
+use cohort_proto::api::instances::GpuShare;
 use diesel::prelude::*;
 
 use crate::db::models::instance::Instance;
@@ -59,7 +60,7 @@ fn shortage(conn: &mut PgConnection, instance: &Instance) -> QueryResult<String>
     let model = instance.gpu_model.as_deref().unwrap_or("GPU");
     let share = match instance.gpu_share_count {
         Some(n) => format!(", the course shares a GPU by at most {n}"),
-        None if instance.gpu_share == "exclusive" => ", exclusive".to_string(),
+        None if instance.gpu_share == GpuShare::Exclusive => ", exclusive".to_string(),
         None => String::new(),
     };
     Ok(format!(

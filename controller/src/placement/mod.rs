@@ -20,6 +20,7 @@ pub mod process_limit;
 pub mod queue;
 pub mod queue_reason;
 
+use cohort_proto::api::instances::{GpuShare, PlacementStrategy};
 use diesel::prelude::*;
 
 use crate::app::config::PlacementConfig;
@@ -171,10 +172,10 @@ pub fn place(
         memory_mib: instance.memory_mib,
         disk_gib: instance.disk_gib + i64::from(instance.home_gib),
         gpu_model: instance.gpu_model.as_deref(),
-        exclusive: instance.gpu_share == "exclusive",
+        exclusive: instance.gpu_share == GpuShare::Exclusive,
         share: instance.gpu_share_count,
         image_id: instance.image_id,
-        pack: instance.strategy == "pack",
+        pack: instance.strategy == PlacementStrategy::Pack,
     };
     let placed = place_ask(conn, &ask, pinned, config)?;
     let was_queued = instance
@@ -205,10 +206,10 @@ impl<'a> Ask<'a> {
             memory_mib: new.memory_mib,
             disk_gib: new.disk_gib + i64::from(new.home_gib),
             gpu_model: new.gpu_model,
-            exclusive: new.gpu_share == "exclusive",
+            exclusive: new.gpu_share == GpuShare::Exclusive,
             share: new.gpu_share_count,
             image_id: new.image_id,
-            pack: new.strategy == "pack",
+            pack: new.strategy == PlacementStrategy::Pack,
         }
     }
 

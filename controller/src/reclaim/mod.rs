@@ -16,6 +16,7 @@ use diesel::prelude::*;
 use serde_json::json;
 
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject, IdleAction};
 use crate::db::models::audit;
 use crate::db::models::course_reclaim::CourseReclaim;
 use crate::db::models::instance::Instance;
@@ -60,7 +61,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
             for (course_id, code, ends_at) in ended {
                 let marked = reclaim::mark_ended(conn, course_id)?;
                 if marked > 0 {
-                    audit::record(conn, ACTOR, "end", "course", &code, json!({"ends_at": ends_at}))?;
+                    audit::record(conn, ACTOR, AuditAction::End, AuditObject::Course, &code, json!({"ends_at": ends_at}))?;
                 }
                 for i in reclaim::live_of_course(conn, course_id)? {
                     if ends_at + grace <= now {
@@ -102,7 +103,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             let reason = format!(
                                 "no GPU or notebook use since {last_use} (the course's idle_gpu_minutes is {idle})"
                             );
-                            if policy.idle_action == "detach" {
+                            if policy.idle_action == IdleAction::Detach {
                                 // Once per instance, and only when it holds GPUs to give back.
                                 let holds = reclaim::holds_gpus(conn, i.id)?;
                                 if detached.is_none() && holds {
@@ -171,8 +172,8 @@ fn act(
     let step = Step::new(action, &i.name, Some(i.id));
     let audit = Audit {
         actor: ACTOR,
-        action: action.as_str(),
-        object_kind: "instance",
+        action: action.into(),
+        object_kind: AuditObject::Instance,
         object: &i.name,
         detail: json!({"reason": reason, "course": course}),
     };

@@ -19,7 +19,13 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::agent::{CreateSnapshot, ExecRequest, ExecResult, Limits, Snapshot, StateAction};
 
+// Stored by name in `instances.gpu_share` and `courses.gpu_share`.
 /// How a GPU is held.
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuShare {
@@ -30,7 +36,18 @@ pub enum GpuShare {
     Shared,
 }
 
+crate::named_enum!(GpuShare, "a GPU share" {
+    Exclusive => "exclusive",
+    Shared => "shared",
+});
+
+// Stored by name in `instances.strategy`.
 /// How placement scores the nodes that fit.
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlacementStrategy {
@@ -40,6 +57,11 @@ pub enum PlacementStrategy {
     /// The node with the least free capacity that still fits.
     Pack,
 }
+
+crate::named_enum!(PlacementStrategy, "a placement strategy" {
+    Spread => "spread",
+    Pack => "pack",
+});
 
 /// `POST /api/v1/instances` -> 202 with the create operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -802,10 +802,10 @@ async fn a_class_in_one_transaction_walks_past_nodes_others_hold_once() {
                         disk_gib: 1,
                         gpu_count: 0,
                         gpu_model: None,
-                        gpu_share: "shared",
+                        gpu_share: GpuShare::Shared,
                         gpu_share_count: None,
                         home_gib: 0,
-                        strategy: "spread",
+                        strategy: PlacementStrategy::Spread,
                         priority: 0,
                         config: serde_json::json!({}),
                     };
@@ -870,10 +870,10 @@ async fn a_class_in_one_statement_spreads_takes_each_slot_once_and_queues_the_re
         disk_gib: 1,
         gpu_count: gpus,
         gpu_model: None,
-        gpu_share: "shared",
+        gpu_share: GpuShare::Shared,
         gpu_share_count: None,
         home_gib: 0,
-        strategy: "spread",
+        strategy: PlacementStrategy::Spread,
         priority: 0,
         config: serde_json::json!({}),
     };
@@ -953,7 +953,7 @@ async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest()
     }
     let names = ["s-0", "s-1", "s-2", "s-3", "s-4", "p-0", "p-1", "p-2"];
     let owner = admin.user.id;
-    let row = |name: &'static str, strategy: &'static str| NewInstance {
+    let row = |name: &'static str, strategy: PlacementStrategy| NewInstance {
         name,
         owner_id: owner,
         course_id: None,
@@ -965,7 +965,7 @@ async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest()
         disk_gib: 1,
         gpu_count: 0,
         gpu_model: None,
-        gpu_share: "shared",
+        gpu_share: GpuShare::Shared,
         gpu_share_count: None,
         home_gib: 0,
         strategy,
@@ -991,7 +991,10 @@ async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest()
     // A class that waited for them would fail here rather than hang.
     let mut conn = t.conn();
     conn.batch_execute("SET lock_timeout = '10s'").unwrap();
-    let spread: Vec<NewInstance<'_>> = names[..5].iter().map(|n| row(n, "spread")).collect();
+    let spread: Vec<NewInstance<'_>> = names[..5]
+        .iter()
+        .map(|n| row(n, PlacementStrategy::Spread))
+        .collect();
     let placed = conn
         .transaction(|conn| placement::insert_class(conn, &spread, &config))
         .unwrap();
@@ -1009,7 +1012,10 @@ async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest()
     );
 
     // n-2 now holds the most: a packed class goes there, all of it.
-    let pack: Vec<NewInstance<'_>> = names[5..].iter().map(|n| row(n, "pack")).collect();
+    let pack: Vec<NewInstance<'_>> = names[5..]
+        .iter()
+        .map(|n| row(n, PlacementStrategy::Pack))
+        .collect();
     let placed = conn
         .transaction(|conn| placement::insert_class(conn, &pack, &config))
         .unwrap();
@@ -1067,10 +1073,10 @@ async fn new_course_limits_reach_the_containers_whose_node_has_room() {
                 disk_gib: 10,
                 gpu_count: 0,
                 gpu_model: None,
-                gpu_share: "exclusive",
+                gpu_share: GpuShare::Exclusive,
                 gpu_share_count: None,
                 home_gib: 0,
-                strategy: "spread",
+                strategy: PlacementStrategy::Spread,
                 priority: 0,
                 config: json!({}),
             },

@@ -41,6 +41,7 @@ mod desired_state;
 mod disk_placement;
 mod harness;
 mod hostile_callers;
+mod instance_config;
 mod instance_limits;
 mod jupyter;
 mod lab;

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::schema::audit_log;
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -29,8 +30,8 @@ pub fn actor(conn: &mut PgConnection, user_id: Option<i64>) -> QueryResult<Strin
 pub fn record(
     conn: &mut PgConnection,
     actor: &str,
-    action: &str,
-    object_kind: &str,
+    action: AuditAction,
+    object_kind: AuditObject,
     object: &str,
     detail: serde_json::Value,
 ) -> QueryResult<()> {
@@ -94,13 +95,13 @@ impl AuditEntry {
         if let Some(scope) = &f.scope {
             q = q.filter(
                 audit_log::object_kind
-                    .eq("course")
+                    .eq(AuditObject::Course)
                     .and(audit_log::object.eq_any(&scope.courses))
                     .or(audit_log::object_kind
-                        .eq("instance")
+                        .eq(AuditObject::Instance)
                         .and(audit_log::object.eq_any(&scope.instances)))
                     // Instances since deleted: the entry names their course.
-                    .or(audit_log::object_kind.eq("instance").and(
+                    .or(audit_log::object_kind.eq(AuditObject::Instance).and(
                         audit_log::detail
                             .retrieve_as_text("course")
                             .eq_any(&scope.courses),

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use cohort_proto::api::courses::CourseState;
+use cohort_proto::api::instances::GpuShare;
 use diesel::prelude::*;
 
 use crate::db::schema::{courses, enrollments};
@@ -19,7 +20,7 @@ pub struct Course {
     pub disk_gib: i64,
     pub gpus: i32,
     pub gpu_model: Option<String>,
-    pub gpu_share: String,
+    pub gpu_share: GpuShare,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
     pub state: CourseState,
@@ -49,7 +50,7 @@ pub struct NewCourse<'a> {
     pub disk_gib: i64,
     pub gpus: i32,
     pub gpu_model: Option<&'a str>,
-    pub gpu_share: &'a str,
+    pub gpu_share: GpuShare,
     pub gpu_share_count: Option<i32>,
     pub processes: Option<i32>,
     pub home_mib: Option<i32>,

@@ -2,6 +2,7 @@
 
 use diesel::prelude::*;
 
+use crate::db::enums::IdleAction;
 use crate::db::schema::course_reclaim;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Queryable, Selectable, Insertable)]
@@ -9,7 +10,7 @@ use crate::db::schema::course_reclaim;
 pub struct CourseReclaim {
     pub course_id: i64,
     pub idle_gpu_minutes: Option<i32>,
-    pub idle_action: String,
+    pub idle_action: IdleAction,
     pub max_runtime_minutes: Option<i32>,
 }
 
@@ -40,7 +41,7 @@ impl CourseReclaim {
             .do_update()
             .set((
                 course_reclaim::idle_gpu_minutes.eq(policy.idle_gpu_minutes),
-                course_reclaim::idle_action.eq(&policy.idle_action),
+                course_reclaim::idle_action.eq(policy.idle_action),
                 course_reclaim::max_runtime_minutes.eq(policy.max_runtime_minutes),
             ))
             .execute(conn)

@@ -1,7 +1,9 @@
 //! `instances`: each student container, what is desired of it and what was last seen.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
-use cohort_proto::api::instances::{DesiredState, ObservedState};
+use cohort_proto::api::instances::{DesiredState, GpuShare, ObservedState, PlacementStrategy};
 use diesel::dsl;
 use diesel::prelude::*;
 
@@ -25,8 +27,8 @@ pub struct Instance {
     pub disk_gib: i64,
     pub gpu_count: i32,
     pub gpu_model: Option<String>,
-    pub gpu_share: String,
-    pub strategy: String,
+    pub gpu_share: GpuShare,
+    pub strategy: PlacementStrategy,
     pub priority: i32,
     pub config: serde_json::Value,
     pub error: Option<String>,
@@ -111,6 +113,32 @@ impl From<Instance> for ShownInstance {
     }
 }
 
+/// A row whose `config` is not a JSON object of strings: an error naming the instance rather than a
+/// container made without its config.
+#[derive(Debug, thiserror::Error)]
+#[error("instance {instance}: its config is not a map of strings: {source}")]
+pub struct BadConfig {
+    pub instance: String,
+    pub source: serde_json::Error,
+}
+
+/// The LXD config recorded for the instance `name` (its `config` column).
+pub fn config_of(name: &str, config: &serde_json::Value) -> QueryResult<BTreeMap<String, String>> {
+    serde_json::from_value(config.clone()).map_err(|source| {
+        diesel::result::Error::DeserializationError(Box::new(BadConfig {
+            instance: name.to_string(),
+            source,
+        }))
+    })
+}
+
+impl ShownInstance {
+    /// Its recorded LXD config (see [`config_of`]).
+    pub fn config_map(&self) -> QueryResult<BTreeMap<String, String>> {
+        config_of(&self.name, &self.config)
+    }
+}
+
 /// A new row; `Serialize` gives the columns by name, as placement inserts a placed row with them.
 #[derive(Debug, Insertable, serde::Serialize)]
 #[diesel(table_name = instances)]
@@ -126,16 +154,21 @@ pub struct NewInstance<'a> {
     pub disk_gib: i64,
     pub gpu_count: i32,
     pub gpu_model: Option<&'a str>,
-    pub gpu_share: &'a str,
+    pub gpu_share: GpuShare,
     pub gpu_share_count: Option<i32>,
     /// The home volume's size placement reserves, in whole GiB (0 outside a course).
     pub home_gib: i32,
-    pub strategy: &'a str,
+    pub strategy: PlacementStrategy,
     pub priority: i32,
     pub config: serde_json::Value,
 }
 
 impl Instance {
+    /// Its recorded LXD config (see [`config_of`]).
+    pub fn config_map(&self) -> QueryResult<BTreeMap<String, String>> {
+        config_of(&self.name, &self.config)
+    }
+
     pub fn insert(conn: &mut PgConnection, new: &NewInstance<'_>) -> QueryResult<Instance> {
         diesel::insert_into(instances::table)
             .values(new)
@@ -549,5 +582,26 @@ impl InstanceRefs {
             .filter(instances::id.eq_any(ids))
             .select(InstanceRefs::as_select())
             .load(conn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::config_of;
+
+    #[test]
+    fn a_config_that_is_not_a_map_of_strings_is_an_error_naming_the_instance() {
+        let config = config_of("web-1", &json!({"user.a": "b"})).unwrap();
+        assert_eq!(config.get("user.a").map(String::as_str), Some("b"));
+        for bad in [
+            json!({"limits.processes": 100}),
+            json!(["user.a"]),
+            json!("x"),
+        ] {
+            let error = config_of("web-1", &bad).unwrap_err().to_string();
+            assert!(error.contains("instance web-1"), "{error}");
+        }
     }
 }

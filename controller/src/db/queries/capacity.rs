@@ -2,6 +2,7 @@
 //! taken again, the most any node has free (a queued instance's reason), a move target's room
 //! and port, and the nodes' capacity columns a request is checked against.
 
+use cohort_proto::api::instances::GpuShare;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
 
@@ -58,7 +59,7 @@ pub fn take_gpu_slots(
     .bind::<Nullable<Integer>, _>(instance.gpu_share_count)
     .bind::<BigInt, _>(node_id)
     .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-    .bind::<Bool, _>(instance.gpu_share == "exclusive")
+    .bind::<Bool, _>(instance.gpu_share == GpuShare::Exclusive)
     .bind::<BigInt, _>(need)
     .execute(conn)
 }
@@ -194,7 +195,7 @@ pub fn move_room(
     .bind::<BigInt, _>(instance.disk_gib + i64::from(instance.home_gib))
     .bind::<Double, _>(config.disk_overcommit)
     .bind::<Nullable<Text>, _>(instance.gpu_model.as_deref())
-    .bind::<Bool, _>(instance.gpu_share == "exclusive")
+    .bind::<Bool, _>(instance.gpu_share == GpuShare::Exclusive)
     .bind::<Nullable<Integer>, _>(instance.gpu_share_count)
     .bind::<Nullable<BigInt>, _>(only)
     .get_result(conn)

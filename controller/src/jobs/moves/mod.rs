@@ -31,6 +31,7 @@ use super::{Job, StepOutcome};
 use crate::accounts::ssh::ssh_access;
 use crate::agent_client::observed;
 use crate::app::state::Controller;
+use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::gpu_allocation::GpuAllocation;
 use crate::db::models::instance::Instance;
@@ -160,8 +161,8 @@ async fn commit(
                 audit::record(
                     conn,
                     &actor,
-                    "moved",
-                    "instance",
+                    AuditAction::Moved,
+                    AuditObject::Instance,
                     &name,
                     serde_json::json!({"from": from.name, "to": to.name, "ssh_port": port}),
                 )?;
