@@ -272,6 +272,15 @@ pub struct ServerConfig {
     /// wildcard DNS name for `*.<domain>` (the certificate `init` makes carries it); default
     /// `notebooks.localhost`, which browsers resolve to this machine themselves.
     pub notebook_domain: String,
+    /// `COHORT_MAX_CLOCK_SKEW_S`: how far this host's clock may be from the database's before
+    /// the controller warns (at start, in its log) and `/healthz` flags it; default 5. Every
+    /// lease, heartbeat and idle comparison uses the database's clock, so a skew is reported,
+    /// not acted on.
+    pub max_clock_skew_s: u64,
+    /// `COHORT_TEST_KILL_LOOP`: a test-only fault: the named background loop (`worker`, `queue`,
+    /// `poller`, `reclaimer`, `page_cache`) panics five seconds after each start, so the tests see
+    /// `/healthz` report it dead. Default none; never set it in production.
+    pub test_kill_loop: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -382,6 +391,8 @@ impl Default for ServerConfig {
             lxd_address: None,
             lxd_trust_days: 365,
             notebook_domain: "notebooks.localhost".into(),
+            max_clock_skew_s: 5,
+            test_kill_loop: None,
         }
     }
 }
@@ -601,6 +612,10 @@ impl Config {
         self.apply_ldap_env()?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
             self.worker.id = Some(id);
+        }
+        env_parse("COHORT_MAX_CLOCK_SKEW_S", &mut self.server.max_clock_skew_s)?;
+        if let Ok(name) = std::env::var("COHORT_TEST_KILL_LOOP") {
+            self.server.test_kill_loop = Some(name).filter(|n| !n.is_empty());
         }
         Ok(())
     }

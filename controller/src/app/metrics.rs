@@ -81,6 +81,8 @@ pub struct Metrics {
     pub node_pool: Family<PoolLabels, Gauge>,
     pub instance_pages: Family<OutcomeLabels, Counter>,
     pub node_certificate_expiry: Family<CertificateLabels, Gauge>,
+    /// This host's clock minus the database's at the last check, in milliseconds.
+    pub clock_skew_ms: Gauge,
 }
 
 impl Default for Metrics {
@@ -102,6 +104,7 @@ impl Default for Metrics {
             node_pool: Family::default(),
             instance_pages: Family::default(),
             node_certificate_expiry: Family::default(),
+            clock_skew_ms: Gauge::default(),
         };
         registry.register(
             "http_requests",
@@ -165,6 +168,12 @@ impl Default for Metrics {
             "When the newest live certificate of a node expires (Unix time); renewed at two \
              thirds of its life, so one within a third of its life of now is a renewal failing",
             m.node_certificate_expiry.clone(),
+        );
+        registry.register(
+            "clock_skew_milliseconds",
+            "This host's clock minus the database's at the last /healthz or start (positive: \
+             ahead); Cohort compares times on the database's clock",
+            m.clock_skew_ms.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -1,6 +1,6 @@
 //! The running controller: its shared state ([`state::Controller`]), configuration, the
 //! `serve` wiring ([`server`]), backup and restore, its health, Prometheus metrics and who may
-//! read them,
+//! read them, the watch over the background loops ([`loops`]),
 //! and the background rounds (the node [`poller`], certificate [`renewal`], and the
 //! [`fixed_rate`] beat they run on).
 
@@ -8,6 +8,7 @@ pub mod backup;
 pub mod config;
 pub mod fixed_rate;
 pub mod health;
+pub mod loops;
 pub mod metrics;
 pub mod metrics_access;
 pub mod poller;

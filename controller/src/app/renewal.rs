@@ -7,6 +7,13 @@
 //! A renewal cut off anywhere leaves a working identity: until confirmed, both certificates are
 //! pinned (the agent serves the one it has), and the next poll asks the agent which it serves and
 //! revokes the other. The agent's side of the same guarantee is `cohort_agent::identity`.
+//!
+//! Controllers sharing a database poll the same nodes: two renewals of one node at once could
+//! each confirm their own new certificate and revoke the other's, the one the agent serves. So a
+//! check holds the node's renewal lock (a PostgreSQL advisory lock, as the reclaimer's pass
+//! does) from first read to last write, and reads the live certificates again once it has it:
+//! if another controller changed them since this poll read them, this check leaves the node to
+//! the next poll.
 
 use chrono::{DateTime, Utc};
 use cohort_proto::agent::InstallCertificate;
@@ -17,6 +24,7 @@ use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::node_certificate::NodeCertificate;
+use crate::db::queries::coordination;
 use crate::error::{ActionError, ActionResult};
 
 /// What a check did, for the poller's log and the tests.
@@ -28,6 +36,47 @@ pub enum Renewal {
     Confirmed { fingerprint: String },
     /// A new certificate was issued, installed and confirmed.
     Renewed { fingerprint: String },
+    /// Another controller holds the node's renewal lock, or changed its certificates since the
+    /// poll read them: the next poll looks again.
+    Busy,
+}
+
+/// Node `node`'s renewal lock, held on a pooled connection of its own until dropped.
+struct RenewalLock {
+    conn: Option<crate::db::DbConn>,
+    node: String,
+}
+
+impl RenewalLock {
+    /// The lock, or `None` when another controller holds it.
+    async fn take(ctl: &Controller, node: &str) -> ActionResult<Option<RenewalLock>> {
+        let (pool, name) = (ctl.pool.clone(), node.to_string());
+        tokio::task::spawn_blocking(move || {
+            let mut conn = pool.get()?;
+            Ok(
+                coordination::try_lock_renewal(&mut conn, &name)?.then_some(RenewalLock {
+                    conn: Some(conn),
+                    node: name,
+                }),
+            )
+        })
+        .await
+        .map_err(|e| ActionError::Internal(e.to_string()))?
+    }
+}
+
+impl Drop for RenewalLock {
+    fn drop(&mut self) {
+        let (Some(mut conn), node) = (self.conn.take(), std::mem::take(&mut self.node)) else {
+            return;
+        };
+        // Unlocked before the connection goes back to the pool.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = coordination::unlock_renewal(&mut conn, &node) {
+                tracing::warn!(node, error = %e, "releasing the renewal lock failed");
+            }
+        });
+    }
 }
 
 /// Whether a certificate issued at `issued` and valid until `not_after` is at two thirds of its
@@ -45,6 +94,21 @@ pub async fn check(
     live: Vec<NodeCertificate>,
     agent: &dyn NodeAgent,
 ) -> ActionResult<Renewal> {
+    let Some(_lock) = RenewalLock::take(ctl, node).await? else {
+        return Ok(Renewal::Busy);
+    };
+    let name = node.to_string();
+    let now_live = ctl
+        .db(move |conn| Ok(NodeCertificate::live(conn, &name)?))
+        .await?;
+    let prints = |certs: &[NodeCertificate]| {
+        let mut p: Vec<String> = certs.iter().map(|c| c.fingerprint.clone()).collect();
+        p.sort();
+        p
+    };
+    if prints(&now_live) != prints(&live) {
+        return Ok(Renewal::Busy);
+    }
     let mut outcome = Renewal::NotDue;
     let current = if live.len() > 1 {
         let served = agent

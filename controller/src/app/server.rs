@@ -8,9 +8,14 @@ use actix_web::{web, App, HttpServer};
 use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
 
+use crate::app::loops::supervise;
 use crate::app::state::Controller;
 use crate::http::api::{self, PeerCertificate};
+use crate::instances::page_cache;
+use crate::jobs::worker;
 use crate::nodes::pki::{fingerprint, Pki};
+use crate::placement::queue;
+use crate::reclaim;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -54,14 +59,19 @@ pub fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
 /// Starts the background loops and serves until the process ends.
 pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     let tls = tls_config(&ctl.pki)?;
-    tokio::spawn(crate::jobs::worker::run(ctl.clone()));
-    tokio::spawn(crate::placement::queue::run(ctl.clone()));
-    tokio::spawn(crate::app::poller::run(ctl.clone()));
-    tokio::spawn(crate::reclaim::run(ctl.clone()));
-    tokio::spawn(crate::instances::page_cache::run(
-        ctl.clone(),
-        Duration::from_secs(30),
-    ));
+    crate::app::health::warn_on_clock_skew(&ctl).await;
+    // Each loop may be silent for a few of its rounds (a pass can be slow) before it is stale.
+    let allow = |every_s: u64| Some(Duration::from_secs((every_s * 5).max(60)));
+    let c = &ctl.config;
+    let (queue_s, reclaim_s) = (c.placement.queue_interval_s, c.reclaim.interval_s);
+    supervise(ctl.clone(), worker::LOOP, allow(1), worker::run);
+    supervise(ctl.clone(), queue::LOOP, allow(queue_s), queue::run);
+    // The poller ticks nothing of its own: only its death is seen.
+    supervise(ctl.clone(), "poller", None, crate::app::poller::run);
+    supervise(ctl.clone(), reclaim::LOOP, allow(reclaim_s), reclaim::run);
+    supervise(ctl.clone(), page_cache::LOOP, allow(30), |ctl| {
+        page_cache::run(ctl, Duration::from_secs(30))
+    });
     let listen = ctl.config.server.listen;
     let lxd = ctl
         .config

@@ -38,6 +38,8 @@ pub struct Controller {
     pub pages: Arc<PageCache>,
     /// Failed authentications by source address, to answer 429 past the limit.
     pub auth_failures: AuthFailures,
+    /// The background loops' last ticks and deaths, for `/healthz`.
+    pub loops: crate::app::loops::Loops,
 }
 
 impl Controller {
@@ -66,6 +68,7 @@ impl Controller {
             agents,
             started: Instant::now(),
             capacity_freed: tokio::sync::Notify::new(),
+            loops: Default::default(),
         }
     }
 

@@ -306,6 +306,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         finished_at -> Nullable<Timestamptz>,
+        claim_token -> Nullable<Uuid>,
     }
 }
 

@@ -251,9 +251,13 @@ impl PruneMarks {
 
 /// Prunes `inventory_writes` every `every` (and with two controllers each prunes; deleting
 /// what the other deleted is harmless).
+/// The pruner's name among the supervised loops (`/healthz`).
+pub const LOOP: &str = "page_cache";
+
 pub async fn run(ctl: Arc<Controller>, every: Duration) {
     let mut marks = PruneMarks::default();
     loop {
+        ctl.loops.tick(LOOP);
         let pruned = ctl
             .db(move |conn| Ok(oldest_running(conn)?))
             .await

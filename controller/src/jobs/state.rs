@@ -3,7 +3,7 @@
 //! owner's keys applied after a start.
 
 use cohort_proto::agent::{StateAction, StateChange};
-use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::instances::{DesiredState, ObservedState};
 
 use super::gpus::{give_gpus_back, take_gpus_again};
 use super::outcome::StepOutcome;
@@ -31,6 +31,11 @@ pub async fn run(
         StepKind::Restart => StateAction::Restart,
         _ => StateAction::Stop,
     };
+    // A node's evacuation or restore stops and starts to move, whatever the desired state.
+    let moving = matches!(job, Job::EvacuateNode(_) | Job::RestoreNode(_));
+    if let Some(why) = superseded(item.action, instance.desired_state).filter(|_| !moving) {
+        return Ok(StepOutcome::Cancelled(why));
+    }
     let options = job.state_change();
     if matches!(action, StateAction::Start | StateAction::Restart) && instance.gpu_count > 0 {
         if let Some(wait) = take_gpus_again(ctl, item, instance, node, agent, action).await? {
@@ -61,4 +66,41 @@ pub async fn run(
         }
     }
     Ok(StepOutcome::Done)
+}
+
+/// Why a start, restart or stop step no longer applies: the instance's desired state was changed
+/// after the step was asked for (a stop sent just after a start, or a reclaimer's stop after a
+/// student's start). Operations on one instance run in the order they were asked for, and each
+/// re-reads the desired state here, so the last request wins. An evacuation's stop keeps the
+/// desired state (the instance is to run again on restore) and always applies, as does any step
+/// of a node's evacuation or restore.
+fn superseded(step: StepKind, desired: DesiredState) -> Option<String> {
+    let wanted = match step {
+        StepKind::Start | StepKind::Restart => DesiredState::Running,
+        StepKind::Stop => DesiredState::Stopped,
+        _ => return None,
+    };
+    (desired != wanted).then(|| {
+        format!(
+            "superseded: the instance's desired state is now {}, not {}",
+            desired.as_str(),
+            wanted.as_str()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_against_the_desired_state_is_superseded() {
+        assert!(superseded(StepKind::Start, DesiredState::Running).is_none());
+        assert!(superseded(StepKind::Stop, DesiredState::Stopped).is_none());
+        assert!(superseded(StepKind::EvacuateStop, DesiredState::Running).is_none());
+        let why = superseded(StepKind::Start, DesiredState::Stopped).unwrap();
+        assert!(why.contains("desired state is now stopped"), "{why}");
+        assert!(superseded(StepKind::Stop, DesiredState::Running).is_some());
+        assert!(superseded(StepKind::Restart, DesiredState::Deleted).is_some());
+    }
 }

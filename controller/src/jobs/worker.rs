@@ -1,21 +1,26 @@
 //! The job worker: claims operations with `FOR UPDATE SKIP LOCKED` under a lease, runs their
 //! items (each idempotent, the item id being the agent's idempotency key), retries
 //! with backoff, and records progress so another worker can resume after a crash.
+//!
+//! Each claim carries a fencing token (see [`Claim`]). The lease is renewed under that token and
+//! counted on this process's monotonic clock from the moment a renewal was sent: when it could
+//! not be renewed for most of a lease (a database outage, a stalled pool), the claim is taken as
+//! lost before the database would let another worker take it, the step in flight is dropped at
+//! once, and nothing more is written for it: every record, hand-back and finish checks the token.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use cohort_proto::api::operations::OperationStatus;
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 use super::step::run_step;
 use super::StepOutcome;
 use crate::app::metrics::Metrics;
 use crate::app::state::Controller;
-use crate::db::models::operation::Operation;
+use crate::db::models::operation::{Claim, Operation};
 use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
 use crate::jobs::StepKind;
@@ -29,17 +34,22 @@ pub async fn run(ctl: Arc<Controller>) {
     let slots = Arc::new(Semaphore::new(ctl.config.worker.concurrency.max(1)));
     tracing::info!(%worker, "job worker started");
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
+        // Waiting for a free slot while long operations run is progress too: tick meanwhile.
+        let permit = loop {
+            ctl.loops.tick(LOOP);
+            match tokio::time::timeout(IDLE * 10, slots.clone().acquire_owned()).await {
+                Ok(Ok(permit)) => break permit,
+                Ok(Err(_)) => return,
+                Err(_) => continue,
+            }
         };
+        let asked = Instant::now();
         match claim(&ctl, &worker).await {
-            Ok(Some(op)) => {
+            Ok(Some((op, claim))) => {
                 let ctl = ctl.clone();
-                let worker = worker.clone();
                 tokio::spawn(async move {
-                    let id = op.id;
-                    if let Err(e) = process(&ctl, &worker, op).await {
-                        tracing::warn!(operation = %id, error = %e, "operation interrupted; its lease will expire");
+                    if let Err(e) = process(&ctl, op, claim, asked).await {
+                        tracing::warn!(operation = %claim.id, error = %e, "operation interrupted; its lease will expire");
                     }
                     drop(permit);
                 });
@@ -57,40 +67,78 @@ pub async fn run(ctl: Arc<Controller>) {
     }
 }
 
-fn lease(ctl: &Controller) -> chrono::Duration {
-    chrono::Duration::seconds(ctl.config.worker.lease_s.max(1) as i64)
+/// The worker's name among the supervised loops (`/healthz`).
+pub const LOOP: &str = "worker";
+
+fn lease(ctl: &Controller) -> Duration {
+    Duration::from_secs(ctl.config.worker.lease_s.max(1))
 }
 
-async fn claim(ctl: &Controller, worker: &str) -> Result<Option<Operation>, ActionError> {
+fn chrono_span(span: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(span).unwrap_or(chrono::Duration::MAX)
+}
+
+async fn claim(ctl: &Controller, worker: &str) -> Result<Option<(Operation, Claim)>, ActionError> {
     let worker = worker.to_string();
-    let lease = lease(ctl);
+    let lease = chrono_span(lease(ctl));
     ctl.db(move |conn| {
-        let now = Utc::now();
-        Ok(Operation::claim(conn, &worker, now, now + lease)?)
+        let Some(op) = Operation::claim(conn, &worker, lease)? else {
+            return Ok(None);
+        };
+        let claim = op
+            .claim_of()
+            .ok_or_else(|| ActionError::Internal("a claim came back without a token".into()))?;
+        Ok(Some((op, claim)))
     })
     .await
 }
 
-/// Keeps the lease alive while the operation runs; sets `lost` if another worker took it.
+/// What a run that lost its claim ends with.
+fn lost(claim: Claim) -> ActionError {
+    ActionError::Internal(format!(
+        "the claim on operation {} was lost (its lease ran out or another claim took it); \
+         this run stopped and wrote nothing more",
+        claim.id
+    ))
+}
+
+/// Keeps the lease alive while the operation runs; sends `true` on `lost` when the claim is no
+/// longer safely held: the database says another claim has it, or no renewal went through for
+/// four fifths of a lease (counted from when the last good one was sent, before the database
+/// could have started its lease), so this run stops before another could start.
 fn keep_lease(
     ctl: Arc<Controller>,
-    id: uuid::Uuid,
-    worker: String,
-    lost: Arc<AtomicBool>,
+    claim: Claim,
+    asked: Instant,
+    lost: watch::Sender<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let every = Duration::from_secs((ctl.config.worker.lease_s / 3).max(1));
+        let lease = lease(&ctl);
+        let safe = lease * 4 / 5;
+        let every = lease / 3;
+        let mut held_until = asked + safe;
         loop {
-            tokio::time::sleep(every).await;
-            let (w, lease) = (worker.clone(), lease(&ctl));
-            let renewed = ctl
-                .db(move |conn| Ok(Operation::renew(conn, id, &w, Utc::now() + lease)?))
-                .await;
-            if matches!(renewed, Ok(false)) {
-                lost.store(true, Ordering::SeqCst);
-                return;
+            tokio::time::sleep_until((Instant::now() + every).min(held_until).into()).await;
+            if Instant::now() >= held_until {
+                break;
+            }
+            let sent = Instant::now();
+            let span = chrono_span(lease);
+            let renewed = tokio::time::timeout_at(
+                held_until.into(),
+                ctl.db(move |conn| Ok(Operation::renew(conn, claim, span)?)),
+            )
+            .await;
+            match renewed {
+                Ok(Ok(true)) => held_until = sent + safe,
+                Ok(Ok(false)) | Err(_) => break,
+                Ok(Err(e)) => {
+                    tracing::warn!(operation = %claim.id, error = %e, "renewing the lease failed; trying again");
+                }
             }
         }
+        tracing::warn!(operation = %claim.id, "the claim was lost; stopping its run");
+        let _ = lost.send(true);
     })
 }
 
@@ -100,10 +148,19 @@ pub fn backoff(base_s: u64, attempt: u32) -> Duration {
     Duration::from_secs((base_s.max(1) * factor).min(60))
 }
 
-async fn process(ctl: &Arc<Controller>, worker: &str, op: Operation) -> Result<(), ActionError> {
-    let lost = Arc::new(AtomicBool::new(false));
-    let renewer = keep_lease(ctl.clone(), op.id, worker.to_string(), lost.clone());
-    let result = run_items(ctl, worker, &op, &lost).await;
+async fn process(
+    ctl: &Arc<Controller>,
+    op: Operation,
+    claim: Claim,
+    asked: Instant,
+) -> Result<(), ActionError> {
+    let (lost_tx, mut lost_rx) = watch::channel(false);
+    let renewer = keep_lease(ctl.clone(), claim, asked, lost_tx);
+    // Dropping `run_items` on loss drops the step in flight with it, at its next await.
+    let result = tokio::select! {
+        result = run_items(ctl, claim, &op) => result,
+        _ = lost_rx.wait_for(|lost| *lost) => Err(lost(claim)),
+    };
     renewer.abort();
     result
 }
@@ -113,12 +170,7 @@ async fn process(ctl: &Arc<Controller>, worker: &str, op: Operation) -> Result<(
 /// so a class of 60 is made in parallel rather than one container after another. When any item
 /// must wait (queued, or a retry with backoff) the operation is handed back to run again at the
 /// earliest such time; otherwise it is finished.
-async fn run_items(
-    ctl: &Controller,
-    worker: &str,
-    op: &Operation,
-    lost: &AtomicBool,
-) -> Result<(), ActionError> {
+async fn run_items(ctl: &Controller, claim: Claim, op: &Operation) -> Result<(), ActionError> {
     let id = op.id;
     let items = ctl
         .db(move |conn| Ok(OperationItem::for_operation(conn, id)?))
@@ -147,12 +199,9 @@ async fn run_items(
         async move {
             let _slot = slots.acquire_owned().await;
             for item in &group {
-                if lost.load(Ordering::SeqCst) {
-                    return Err(ActionError::Internal("lease lost to another worker".into()));
-                }
                 let outcome = run_step(ctl, op, item).await;
                 Metrics::count(&ctl.metrics.operation_steps, outcome.label());
-                if let Some(again) = record(ctl, item, outcome).await? {
+                if let Some(again) = record(ctl, claim, item, outcome).await? {
                     return Ok(Some(again));
                 }
             }
@@ -168,23 +217,44 @@ async fn run_items(
         }
     }
     if let Some(at) = again {
-        let w = worker.to_string();
-        ctl.db(move |conn| Ok(Operation::release(conn, id, &w, at)?))
+        let after = (at - Utc::now()).max(chrono::Duration::zero());
+        let released = ctl
+            .db(move |conn| Ok(Operation::release(conn, claim, after)?))
             .await?;
-        return Ok(());
+        return if released { Ok(()) } else { Err(lost(claim)) };
     }
-    finish(ctl, id).await
+    finish(ctl, claim).await
+}
+
+/// Runs `work` in one transaction that first checks `claim` still holds its operation (and keeps
+/// it share-locked, so no other claim can take it meanwhile); a lost claim writes nothing.
+async fn fenced<T, F>(ctl: &Controller, claim: Claim, work: F) -> Result<T, ActionError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut diesel::PgConnection) -> Result<T, ActionError> + Send + 'static,
+{
+    use diesel::Connection;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            if !Operation::holds(conn, claim)? {
+                return Err(lost(claim));
+            }
+            work(conn)
+        })
+    })
+    .await
 }
 
 /// Records one step's outcome on its item; `Some(time)` when the item must run again then.
 async fn record(
     ctl: &Controller,
+    claim: Claim,
     item: &OperationItem,
     outcome: StepOutcome,
 ) -> Result<Option<DateTime<Utc>>, ActionError> {
     let item_id = item.id;
     let finish_as = |status: OperationStatus, why: Option<String>| {
-        ctl.db(move |conn| {
+        fenced(ctl, claim, move |conn| {
             Ok(OperationItem::finish(
                 conn,
                 item_id,
@@ -201,7 +271,7 @@ async fn record(
             .await
             .map(|_| None),
         StepOutcome::Failed(why) => {
-            fail_create(ctl, item, &why).await?;
+            fail_create(ctl, claim, item, &why).await?;
             finish_as(OperationStatus::Failure, Some(why))
                 .await
                 .map(|_| None)
@@ -213,14 +283,16 @@ async fn record(
             let attempts = item.attempts as u32 + 1;
             if attempts >= ctl.config.worker.max_attempts {
                 let why = format!("gave up after {attempts} attempts: {why}");
-                fail_create(ctl, item, &why).await?;
+                fail_create(ctl, claim, item, &why).await?;
                 return finish_as(OperationStatus::Failure, Some(why))
                     .await
                     .map(|_| None);
             }
             let delay = backoff(ctl.config.worker.backoff_s, attempts);
-            ctl.db(move |conn| Ok(OperationItem::note_error(conn, item_id, &why)?))
-                .await?;
+            fenced(ctl, claim, move |conn| {
+                Ok(OperationItem::note_error(conn, item_id, &why)?)
+            })
+            .await?;
             Ok(Some(
                 Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
             ))
@@ -230,8 +302,14 @@ async fn record(
 
 /// A create item that failed for good leaves its instance visibly failed and frees what it
 /// held (see [`crate::jobs::failed_create`]).
-async fn fail_create(ctl: &Controller, item: &OperationItem, why: &str) -> Result<(), ActionError> {
+async fn fail_create(
+    ctl: &Controller,
+    claim: Claim,
+    item: &OperationItem,
+    why: &str,
+) -> Result<(), ActionError> {
     if item.action == StepKind::Create {
+        fenced(ctl, claim, |_| Ok(())).await?;
         crate::jobs::failed_create::release(ctl, item, why).await?;
     }
     Ok(())
@@ -240,11 +318,13 @@ async fn fail_create(ctl: &Controller, item: &OperationItem, why: &str) -> Resul
 /// Final status: failure when any item failed; cancelled when none failed but some were
 /// cancelled (what was asked was not done, so it is no success); success only when every item
 /// succeeded.
-async fn finish(ctl: &Controller, id: uuid::Uuid) -> Result<(), ActionError> {
-    ctl.db(move |conn| {
-        let items = OperationItem::for_operation(conn, id)?;
+async fn finish(ctl: &Controller, claim: Claim) -> Result<(), ActionError> {
+    fenced(ctl, claim, move |conn| {
+        let items = OperationItem::for_operation(conn, claim.id)?;
         let (status, error) = roll_up(&items);
-        Operation::finish(conn, id, status, error.as_deref())?;
+        if !Operation::finish(conn, claim, status, error.as_deref())? {
+            return Err(lost(claim));
+        }
         Ok(())
     })
     .await?;
@@ -289,7 +369,7 @@ pub fn roll_up(items: &[OperationItem]) -> (OperationStatus, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::backoff;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn backoff_doubles_up_to_a_minute() {

@@ -47,9 +47,13 @@ pub fn place_queued(
 }
 
 /// Runs forever: a pass on every interval, and at once when capacity frees.
+/// The queue's name among the supervised loops (`/healthz`).
+pub const LOOP: &str = "queue";
+
 pub async fn run(ctl: Arc<Controller>) {
     let every = Duration::from_secs(ctl.config.placement.queue_interval_s.max(1));
     loop {
+        ctl.loops.tick(LOOP);
         let config = ctl.config.placement.clone();
         match ctl.db(move |conn| place_queued(conn, &config)).await {
             Ok(n) if n > 0 => tracing::info!(placed = n, "placed queued instances"),

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
 use serde_json::json;
@@ -29,9 +28,13 @@ use crate::jobs::{enqueue, Audit, Step, StepKind};
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
 
+/// The reclaimer's name among the supervised loops (`/healthz`).
+pub const LOOP: &str = "reclaimer";
+
 pub async fn run(ctl: Arc<Controller>) {
     let every = Duration::from_secs(ctl.config.reclaim.interval_s.max(1));
     loop {
+        ctl.loops.tick(LOOP);
         tokio::time::sleep(every).await;
         match pass(&ctl).await {
             Ok(n) if n > 0 => tracing::info!(actions = n, "reclaim pass"),
@@ -51,7 +54,8 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
             if !locked {
                 return Ok(0);
             }
-            let now = Utc::now();
+            // The database's clock: usage times are written with it.
+            let now = crate::db::queries::coordination::clock(conn)?;
             let minute = chrono::Duration::seconds(cfg.minute_s.max(1) as i64);
             let grace = chrono::Duration::seconds(cfg.delete_after_end_s as i64);
             let mut acted = 0;

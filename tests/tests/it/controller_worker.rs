@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use cohort_controller::agent_client::{
     AgentConnector, AgentError, AgentFuture, AgentStream, AgentTarget, FileDownload, FileMeta,
     NodeAgent, ReceivedTarball,
@@ -271,15 +270,9 @@ async fn an_expired_claim_is_resumed_and_finished_items_never_run_again() {
     // A worker that dies right after claiming: its lease (3 s) must run out before anyone else
     // touches the operation.
     let mut conn = t.conn();
-    let now = Utc::now();
-    let dead = Operation::claim(
-        &mut conn,
-        "dead-worker",
-        now,
-        now + chrono::Duration::seconds(3),
-    )
-    .unwrap()
-    .unwrap();
+    let dead = Operation::claim(&mut conn, "dead-worker", chrono::Duration::seconds(3))
+        .unwrap()
+        .unwrap();
     // An evacuation-like operation whose first item already succeeded before its worker died.
     let ids: Vec<i64> = ["one", "two"]
         .iter()

@@ -47,17 +47,19 @@ impl InstanceUsage {
     /// Records a poll: GPU use now, when it was last active, and when the current run began
     /// (kept while it runs, cleared when it is not running).
     pub fn observe(conn: &mut PgConnection, id: i64, seen: &Observed) -> QueryResult<()> {
-        let now = Utc::now();
-        let active = (seen.gpu_processes > 0).then_some(now);
+        // Every time here is the database's clock: the reclaimer compares them with it.
+        type Stamp = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>;
+        let db_now = || diesel::dsl::sql::<diesel::sql_types::Timestamptz>("now()");
+        let stamp = |set: bool| diesel::dsl::sql::<Stamp>(if set { "now()" } else { "NULL" });
         diesel::insert_into(instance_usage::table)
             .values((
                 instance_usage::instance_id.eq(id),
                 instance_usage::gpus.eq(&seen.gpus),
                 instance_usage::gpu_processes.eq(seen.gpu_processes),
                 instance_usage::gpu_memory_used_bytes.eq(seen.gpu_memory_used_bytes),
-                instance_usage::gpu_active_at.eq(active),
-                instance_usage::running_since.eq(seen.running.then_some(now)),
-                instance_usage::updated_at.eq(now),
+                instance_usage::gpu_active_at.eq(stamp(seen.gpu_processes > 0)),
+                instance_usage::running_since.eq(stamp(seen.running)),
+                instance_usage::updated_at.eq(db_now()),
             ))
             .on_conflict(instance_usage::instance_id)
             .do_update()
@@ -65,21 +67,19 @@ impl InstanceUsage {
                 instance_usage::gpus.eq(&seen.gpus),
                 instance_usage::gpu_processes.eq(seen.gpu_processes),
                 instance_usage::gpu_memory_used_bytes.eq(seen.gpu_memory_used_bytes),
-                instance_usage::gpu_active_at.eq(diesel::dsl::sql::<
-                    diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
-                >(if active.is_some() {
-                    "now()"
-                } else {
-                    "instance_usage.gpu_active_at"
-                })),
-                instance_usage::running_since.eq(diesel::dsl::sql::<
-                    diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
-                >(if seen.running {
+                instance_usage::gpu_active_at.eq(diesel::dsl::sql::<Stamp>(
+                    if seen.gpu_processes > 0 {
+                        "now()"
+                    } else {
+                        "instance_usage.gpu_active_at"
+                    },
+                )),
+                instance_usage::running_since.eq(diesel::dsl::sql::<Stamp>(if seen.running {
                     "COALESCE(instance_usage.running_since, now())"
                 } else {
                     "NULL"
                 })),
-                instance_usage::updated_at.eq(now),
+                instance_usage::updated_at.eq(db_now()),
             ))
             .execute(conn)
             .map(|_| ())
@@ -87,7 +87,7 @@ impl InstanceUsage {
 
     /// Records why the reclaimer stopped an instance.
     pub fn set_stopped(conn: &mut PgConnection, id: i64, reason: &str) -> QueryResult<()> {
-        let now = Utc::now();
+        let now = crate::db::queries::coordination::clock(conn)?;
         diesel::insert_into(instance_usage::table)
             .values((
                 instance_usage::instance_id.eq(id),
@@ -106,7 +106,7 @@ impl InstanceUsage {
 
     /// Records why the reclaimer took an instance's GPUs (it keeps running without them).
     pub fn set_detached(conn: &mut PgConnection, id: i64, reason: &str) -> QueryResult<()> {
-        let now = Utc::now();
+        let now = crate::db::queries::coordination::clock(conn)?;
         diesel::insert_into(instance_usage::table)
             .values((
                 instance_usage::instance_id.eq(id),

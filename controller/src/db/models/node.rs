@@ -117,9 +117,17 @@ impl Node {
 
     /// Records a successful poll; an `offline` node comes back to the state it had before
     /// (`online`, or `cordoned`/`evacuating`: a cordon is sticky).
+    /// The heartbeat is the database's now, whatever `facts` says: the offline check compares it
+    /// on the database's clock too, so a controller whose clock is off never makes a node look
+    /// silent (or alive) to another.
     pub fn record_poll(conn: &mut PgConnection, id: i64, facts: &NodeFacts<'_>) -> QueryResult<()> {
         diesel::update(nodes::table.find(id))
             .set(facts)
+            .execute(conn)?;
+        diesel::update(nodes::table.find(id))
+            .set(nodes::last_heartbeat_at.eq(diesel::dsl::sql::<
+                diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
+            >("now()")))
             .execute(conn)?;
         diesel::update(
             nodes::table
@@ -137,20 +145,25 @@ impl Node {
     }
 
     /// Marks `offline` every node not heard from since `cutoff`, keeping the state each had to
-    /// return to; returns their ids.
+    /// return to; returns their ids. Only how long ago `cutoff` is on this host's clock counts:
+    /// the comparison is made on the database's clock, the one heartbeats are written with.
     pub fn mark_silent_offline(
         conn: &mut PgConnection,
         cutoff: DateTime<Utc>,
     ) -> QueryResult<Vec<i64>> {
+        let ago = (Utc::now() - cutoff).num_milliseconds().max(0);
+        let cutoff = diesel::dsl::sql::<diesel::sql_types::Timestamptz>(&format!(
+            "(now() - interval '{ago} milliseconds')"
+        ));
         diesel::update(
             nodes::table
                 .filter(nodes::state.ne(NodeState::Offline))
                 .filter(
-                    nodes::last_heartbeat_at
-                        .lt(cutoff)
-                        .or(nodes::last_heartbeat_at
+                    nodes::last_heartbeat_at.lt(cutoff.clone().nullable()).or(
+                        nodes::last_heartbeat_at
                             .is_null()
-                            .and(nodes::enrolled_at.lt(cutoff))),
+                            .and(nodes::enrolled_at.lt(cutoff)),
+                    ),
                 ),
         )
         .set((

@@ -2,12 +2,14 @@
 
 use chrono::{DateTime, Utc};
 use cohort_proto::api::operations::{OperationKind, OperationStatus};
+use diesel::expression::SqlLiteral;
 use diesel::prelude::*;
+use diesel::sql_types::Timestamptz;
 use uuid::Uuid;
 
 use crate::db::schema::operations;
 
-#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
+#[derive(Debug, Clone, Queryable, QueryableByName, Selectable, Identifiable)]
 #[diesel(table_name = operations, check_for_backend(diesel::pg::Pg))]
 pub struct Operation {
     pub id: Uuid,
@@ -23,6 +25,8 @@ pub struct Operation {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The fencing token of the claim running it, if any.
+    pub claim_token: Option<Uuid>,
 }
 
 impl Operation {
@@ -79,98 +83,147 @@ impl Operation {
         q.order(operations::created_at.desc()).limit(200).load(conn)
     }
 
-    /// Claims one runnable operation for `worker` until `lease_until`: unfinished, due, and
-    /// either unclaimed or with an expired lease. SKIP LOCKED lets workers claim side by side.
+    /// Claims one runnable operation for `worker` for `lease`, with a new fencing token:
+    /// unfinished, due, either unclaimed or with an expired lease, and holding no item of an
+    /// instance that an earlier-created unfinished operation still holds (operations on one
+    /// instance run in the order they were asked for: a start and a stop sent 10 ms apart never
+    /// run in reverse). Every time is the database's clock, so controllers whose clocks differ
+    /// never take each other's leases early. SKIP LOCKED lets workers claim side by side.
     pub fn claim(
         conn: &mut PgConnection,
         worker: &str,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
+        lease: chrono::Duration,
     ) -> QueryResult<Option<Operation>> {
-        conn.transaction(|conn| {
-            let candidate = operations::table
-                .filter(
-                    operations::status.eq_any([OperationStatus::Pending, OperationStatus::Running]),
-                )
-                .filter(operations::run_after.le(now))
-                .filter(
-                    operations::lease_until
-                        .is_null()
-                        .or(operations::lease_until.lt(now)),
-                )
-                .order(operations::created_at)
-                .for_update()
-                .skip_locked()
-                .select(operations::id)
-                .first::<Uuid>(conn)
-                .optional()?;
-            let Some(id) = candidate else {
-                return Ok(None);
-            };
-            diesel::update(operations::table.find(id))
-                .set((
-                    operations::status.eq(OperationStatus::Running),
-                    operations::claimed_by.eq(worker),
-                    operations::lease_until.eq(lease_until),
-                ))
-                .returning(Operation::as_returning())
-                .get_result(conn)
-                .map(Some)
-        })
+        diesel::sql_query(
+            "WITH candidate AS ( \
+               SELECT o.id FROM operations o \
+               WHERE o.status IN ('pending', 'running') \
+                 AND o.run_after <= now() \
+                 AND (o.lease_until IS NULL OR o.lease_until < now()) \
+                 AND NOT EXISTS ( \
+                   SELECT 1 FROM operation_items mine \
+                   JOIN operation_items theirs \
+                     ON theirs.instance_id = mine.instance_id \
+                    AND theirs.operation_id <> mine.operation_id \
+                    AND theirs.status IN ('pending', 'running') \
+                   JOIN operations earlier ON earlier.id = theirs.operation_id \
+                   WHERE mine.operation_id = o.id \
+                     AND mine.status IN ('pending', 'running') \
+                     AND mine.instance_id IS NOT NULL \
+                     AND earlier.status IN ('pending', 'running') \
+                     AND (earlier.created_at, earlier.id) < (o.created_at, o.id)) \
+               ORDER BY o.created_at \
+               LIMIT 1 \
+               FOR UPDATE OF o SKIP LOCKED) \
+             UPDATE operations SET status = 'running', claimed_by = $1, \
+               claim_token = gen_random_uuid(), \
+               lease_until = now() + $2 * interval '1 millisecond' \
+             FROM candidate WHERE operations.id = candidate.id \
+             RETURNING operations.*",
+        )
+        .bind::<diesel::sql_types::Text, _>(worker)
+        .bind::<diesel::sql_types::BigInt, _>(lease.num_milliseconds())
+        .get_result(conn)
+        .optional()
     }
 
-    /// Extends the lease; false when the claim was lost (another worker took it over).
+    /// This operation's current claim, when it has one.
+    pub fn claim_of(&self) -> Option<Claim> {
+        self.claim_token.map(|token| Claim { id: self.id, token })
+    }
+
+    /// Whether `claim` still holds its operation; the row is share-locked until the end of the
+    /// transaction, so no other worker can claim it while the caller writes under the claim.
+    pub fn holds(conn: &mut PgConnection, claim: Claim) -> QueryResult<bool> {
+        operations::table
+            .find(claim.id)
+            .filter(operations::claim_token.eq(claim.token))
+            .filter(operations::status.eq(OperationStatus::Running))
+            .select(operations::id)
+            .for_share()
+            .first::<Uuid>(conn)
+            .optional()
+            .map(|found| found.is_some())
+    }
+
+    /// Extends the lease to `lease` from the database's now; false when the claim was lost
+    /// (its lease ran out and another claim took the operation over, or it was finished).
     pub fn renew(
         conn: &mut PgConnection,
-        id: Uuid,
-        worker: &str,
-        lease_until: DateTime<Utc>,
+        claim: Claim,
+        lease: chrono::Duration,
     ) -> QueryResult<bool> {
         diesel::update(
             operations::table
-                .find(id)
-                .filter(operations::claimed_by.eq(worker))
+                .find(claim.id)
+                .filter(operations::claim_token.eq(claim.token))
                 .filter(operations::status.eq(OperationStatus::Running)),
         )
-        .set(operations::lease_until.eq(lease_until))
+        .set(operations::lease_until.eq(db_now_plus(lease).nullable()))
         .execute(conn)
         .map(|n| n == 1)
     }
 
-    /// Hands the operation back to run again at `run_after` (waiting for capacity, or backoff).
+    /// Hands the operation back to run again `after` from the database's now (waiting for
+    /// capacity, or backoff); false when the claim was already lost.
     pub fn release(
         conn: &mut PgConnection,
-        id: Uuid,
-        worker: &str,
-        run_after: DateTime<Utc>,
-    ) -> QueryResult<usize> {
+        claim: Claim,
+        after: chrono::Duration,
+    ) -> QueryResult<bool> {
         diesel::update(
             operations::table
-                .find(id)
-                .filter(operations::claimed_by.eq(worker)),
+                .find(claim.id)
+                .filter(operations::claim_token.eq(claim.token)),
         )
         .set((
             operations::claimed_by.eq(None::<String>),
+            operations::claim_token.eq(None::<Uuid>),
             operations::lease_until.eq(None::<DateTime<Utc>>),
-            operations::run_after.eq(run_after),
+            operations::run_after.eq(db_now_plus(after)),
         ))
         .execute(conn)
+        .map(|n| n == 1)
     }
 
+    /// Finishes the operation under `claim`; false (nothing written) when the claim was lost.
     pub fn finish(
         conn: &mut PgConnection,
-        id: Uuid,
+        claim: Claim,
         status: OperationStatus,
         error: Option<&str>,
-    ) -> QueryResult<usize> {
-        diesel::update(operations::table.find(id))
-            .set((
-                operations::status.eq(status),
-                operations::error.eq(error),
-                operations::claimed_by.eq(None::<String>),
-                operations::lease_until.eq(None::<DateTime<Utc>>),
-                operations::finished_at.eq(Utc::now()),
-            ))
-            .execute(conn)
+    ) -> QueryResult<bool> {
+        diesel::update(
+            operations::table
+                .find(claim.id)
+                .filter(operations::claim_token.eq(claim.token)),
+        )
+        .set((
+            operations::status.eq(status),
+            operations::error.eq(error),
+            operations::claimed_by.eq(None::<String>),
+            operations::claim_token.eq(None::<Uuid>),
+            operations::lease_until.eq(None::<DateTime<Utc>>),
+            operations::finished_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .map(|n| n == 1)
     }
+}
+
+/// One claim of an operation: its id and the fencing token the claim was given. Writes made for
+/// a claim check the token, so a run that lost its lease writes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub id: Uuid,
+    pub token: Uuid,
+}
+
+/// The database's now plus `span`, as a timestamp with time zone (the number is formatted into
+/// the SQL: an integer, so nothing from outside reaches the text).
+fn db_now_plus(span: chrono::Duration) -> SqlLiteral<Timestamptz> {
+    diesel::dsl::sql::<Timestamptz>(&format!(
+        "now() + interval '{} milliseconds'",
+        span.num_milliseconds()
+    ))
 }

@@ -6,10 +6,15 @@ use crate::accounts::auth::Bearer;
 use crate::app::state::Controller;
 use crate::error::ActionError;
 
-/// Healthy when the database answers.
+/// Healthy (200) when the database answers and every background loop is alive and ticking;
+/// 503 naming the loop otherwise. The body shows each loop's last tick and the clock skew.
 pub async fn healthz(ctl: web::Data<Controller>) -> Result<HttpResponse, ActionError> {
-    crate::app::health::database_answers(&ctl).await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ok"})))
+    let health = crate::app::health::check(&ctl).await?;
+    Ok(if health.healthy() {
+        HttpResponse::Ok().json(health)
+    } else {
+        HttpResponse::ServiceUnavailable().json(health)
+    })
 }
 
 pub async fn metrics(

@@ -1,0 +1,2 @@
+DROP INDEX operation_items_unfinished_instance;
+ALTER TABLE operations DROP COLUMN claim_token;
