@@ -30,6 +30,8 @@ async fn a_controller_whose_clock_is_ahead_takes_no_lease_early_and_silences_no_
         Path::new(LIBFAKETIME).exists(),
         "{LIBFAKETIME} is missing: run scripts/setup (it installs libfaketime)"
     );
+    // Built first: the lease and the heartbeat below are timed from the controller's start.
+    cohort_e2e::controller::controller_binary();
     let t = TestController::new();
     let node = t.node("node-skew", (25000, 25063), 8, 16, false);
     let mut conn = t.conn();
@@ -95,7 +97,7 @@ async fn a_controller_whose_clock_is_ahead_takes_no_lease_early_and_silences_no_
     assert_eq!(
         (now_op.claimed_by.as_deref(), now_op.claim_token),
         (Some("holder"), held.claim_token),
-        "the controller whose clock is ahead took a lease that had 50 s left"
+        "the controller whose clock is ahead took a lease that had 50 s left: {now_op:?}\n{text}"
     );
     let state: String = nodes::table
         .find(node.id)
