@@ -65,3 +65,4 @@ mod portal_course_limits;
 mod portal_create;
 mod process_limit;
 mod pylxd;
+mod renewal_race;
