@@ -46,7 +46,7 @@ async fn two_renewals_at_once_leave_one_live_certificate_the_one_served() {
     diesel::update(nc::table.filter(nc::node_name.eq("node1")))
         .set(
             nc::issued_at.eq(diesel::dsl::sql::<diesel::sql_types::Timestamptz>(
-                "now() - interval '300 days'",
+                "now() - interval '1000 days'",
             )),
         )
         .execute(&mut conn)
