@@ -58,6 +58,7 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     tokio::spawn(crate::placement::queue::run(ctl.clone()));
     tokio::spawn(crate::app::poller::run(ctl.clone()));
     tokio::spawn(crate::reclaim::run(ctl.clone()));
+    tokio::spawn(crate::app::prune::run(ctl.clone()));
     tokio::spawn(crate::instances::page_cache::run(
         ctl.clone(),
         Duration::from_secs(30),

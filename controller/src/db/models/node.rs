@@ -138,6 +138,23 @@ impl Node {
 
     /// Marks `offline` every node not heard from since `cutoff`, keeping the state each had to
     /// return to; returns their ids.
+    /// The nodes [`Node::mark_silent_offline`] would take offline, read without a lock (the
+    /// offline check marks their instances first: instances before nodes, see `crate::db`).
+    pub fn silent(conn: &mut PgConnection, cutoff: DateTime<Utc>) -> QueryResult<Vec<i64>> {
+        nodes::table
+            .filter(nodes::state.ne(NodeState::Offline))
+            .filter(
+                nodes::last_heartbeat_at
+                    .lt(cutoff)
+                    .or(nodes::last_heartbeat_at
+                        .is_null()
+                        .and(nodes::enrolled_at.lt(cutoff))),
+            )
+            .order(nodes::id)
+            .select(nodes::id)
+            .load(conn)
+    }
+
     pub fn mark_silent_offline(
         conn: &mut PgConnection,
         cutoff: DateTime<Utc>,

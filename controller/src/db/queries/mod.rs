@@ -1,6 +1,6 @@
 //! Queries that span tables or serve one feature as a whole (placement's SQL functions, the
 //! capacity placement's neighbours read, the instance page, the metrics gauges, reclaim's scans,
-//! the backup's reads), called by the feature modules; a query on one table is its model's.
+//! the backup's reads, the pruner's deletes), called by the feature modules; a query on one table is its model's.
 
 pub mod backup;
 pub mod capacity;
@@ -8,3 +8,4 @@ pub mod metrics;
 pub mod page;
 pub mod placement;
 pub mod reclaim;
+pub mod retention;
