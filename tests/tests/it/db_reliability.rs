@@ -308,20 +308,47 @@ fn instances_left(conn: &mut PgConnection) -> Vec<i64> {
         .collect()
 }
 
-/// Defect 4: with `repair`, a poll whose listing was taken before a create finished (the hook
-/// `COHORT_POLL_PAUSE_AFTER_LISTING_MS` holds every poll 3 s between its listing and its record,
-/// so the create lands inside that window) must not take the new container for missing: no
-/// repair, and the instance keeps its node and port.
+/// When the node was last heard from, as the API shows it.
+async fn heartbeat(cluster: &Cluster) -> Value {
+    cluster.admin(Method::GET, "/nodes/node1", None).await["last_heartbeat_at"].clone()
+}
+
+/// Waits until the node's heartbeat is no longer `was` (a poll recorded); the new one.
+async fn next_heartbeat(cluster: &Cluster, was: &Value) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(PAUSE_S + 15);
+    loop {
+        let now = heartbeat(cluster).await;
+        if &now != was {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "no poll recorded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The test hook's pause between a poll's listing and its record.
+const PAUSE_S: u64 = 25;
+
+/// Defect 4: with `repair`, a poll whose listing was taken before a create finished must not
+/// take the new container for missing: no repair, and the instance keeps its node and port.
+/// The hook `COHORT_POLL_PAUSE_AFTER_LISTING_MS` holds every poll 25 s between its listing and
+/// its record (polls of a node never overlap, so they run back to back); the create starts just
+/// after a listing (a record moves the heartbeat, the next listing follows within the 1 s
+/// interval) and ends before that poll records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_create_finishing_after_the_listing_is_not_repaired() {
+    let pause = (PAUSE_S * 1000).to_string();
     let env = [
         ("COHORT_DRIFT_POLICY", "repair"),
         ("COHORT_POLL_INTERVAL_S", "1"),
-        ("COHORT_POLL_PAUSE_AFTER_LISTING_MS", "3000"),
-        ("COHORT_OFFLINE_AFTER_S", "30"),
+        ("COHORT_POLL_PAUSE_AFTER_LISTING_MS", pause.as_str()),
+        ("COHORT_OFFLINE_AFTER_S", "120"),
     ];
     let cluster = Cluster::start_with_env(1, &env).await;
     cluster.import_base_image("cohort/base").await;
+    let was = heartbeat(&cluster).await;
+    let recorded = next_heartbeat(&cluster, &was).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let op = cluster
         .admin(
             Method::POST,
@@ -334,10 +361,16 @@ async fn a_create_finishing_after_the_listing_is_not_repaired() {
         .wait_operation(op["id"].as_str().expect("id"), Duration::from_secs(300))
         .await;
     assert_eq!(done["status"], "success", "{done}");
+    assert_eq!(
+        heartbeat(&cluster).await,
+        recorded,
+        "the create outlasted the poll's pause: the test needs a longer PAUSE_S"
+    );
     let made = cluster.admin(Method::GET, "/instances/fresh-1", None).await;
     let port = made["ssh_port"].as_u64().expect("a port");
-    // Every poll in flight when the create finished has recorded, and two more after them.
-    tokio::time::sleep(Duration::from_secs(9)).await;
+    // The stale poll records; a repair it would enqueue runs at once (its create meets 409).
+    next_heartbeat(&cluster, &recorded).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let now: Value = cluster.admin(Method::GET, "/instances/fresh-1", None).await;
     assert_eq!(now["ssh_port"].as_u64(), Some(port), "{now}");
     assert_eq!(now["node"], "node1", "{now}");
@@ -346,18 +379,18 @@ async fn a_create_finishing_after_the_listing_is_not_repaired() {
     assert_eq!(
         count(
             &mut conn,
-            "SELECT count(*) AS n FROM audit_log WHERE actor = 'poller' AND object = 'fresh-1'"
-        ),
-        0,
-        "a poll judged the new container by a listing older than its create"
-    );
-    assert_eq!(
-        count(
-            &mut conn,
             "SELECT count(*) AS n FROM operations WHERE payload->>'repair' IS NOT NULL"
         ),
         0,
         "a repair was enqueued\n{}",
         cluster.controller_log()
+    );
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT count(*) AS n FROM audit_log WHERE actor = 'poller' AND object = 'fresh-1'"
+        ),
+        0,
+        "a poll judged the new container by a listing older than its create"
     );
 }
