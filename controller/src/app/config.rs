@@ -576,7 +576,10 @@ impl Config {
             &mut self.database.page_cache_entries,
         )?;
         let db = &mut self.database;
-        env_parse("COHORT_DB_STATEMENT_TIMEOUT_MS", &mut db.statement_timeout_ms)?;
+        env_parse(
+            "COHORT_DB_STATEMENT_TIMEOUT_MS",
+            &mut db.statement_timeout_ms,
+        )?;
         env_parse("COHORT_DB_LOCK_TIMEOUT_MS", &mut db.lock_timeout_ms)?;
         env_parse(
             "COHORT_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
@@ -584,7 +587,10 @@ impl Config {
         )?;
         env_parse("COHORT_DB_CONNECT_TIMEOUT_S", &mut db.connect_timeout_s)?;
         env_parse("COHORT_DB_KEEPALIVE_IDLE_S", &mut db.keepalive_idle_s)?;
-        env_parse("COHORT_DB_KEEPALIVE_INTERVAL_S", &mut db.keepalive_interval_s)?;
+        env_parse(
+            "COHORT_DB_KEEPALIVE_INTERVAL_S",
+            &mut db.keepalive_interval_s,
+        )?;
         env_parse("COHORT_DB_KEEPALIVE_COUNT", &mut db.keepalive_count)?;
         env_parse("COHORT_DB_CHECKOUT_TIMEOUT_S", &mut db.checkout_timeout_s)?;
         env_parse("COHORT_DB_RETRIES", &mut db.retries)?;

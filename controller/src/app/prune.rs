@@ -57,7 +57,11 @@ pub async fn prune_once(ctl: &Controller) -> ActionResult<Pruned> {
         .await?;
     }
     if pruned != Pruned::default() {
-        tracing::info!(audit_rows = pruned.audit_rows, operations = pruned.operations, "pruned");
+        tracing::info!(
+            audit_rows = pruned.audit_rows,
+            operations = pruned.operations,
+            "pruned"
+        );
     }
     Ok(pruned)
 }

@@ -45,7 +45,11 @@ pub fn pool(url: &str, size: u32) -> Result<DbPool, diesel::r2d2::PoolError> {
 /// connection limit is shared by every controller process and test); on loopback without TLS
 /// unless the URL asks for it ([`url::without_loopback_tls`]); each session bounded by
 /// `session`, and a checkout waits at most `session.checkout_timeout`.
-pub fn pool_with(url: &str, size: u32, session: &SessionLimits) -> Result<DbPool, diesel::r2d2::PoolError> {
+pub fn pool_with(
+    url: &str,
+    size: u32,
+    session: &SessionLimits,
+) -> Result<DbPool, diesel::r2d2::PoolError> {
     let url = url::without_loopback_tls(url, &url::LibpqEnv::from_process());
     let url = url::with_connection_params(&url, &session.libpq_params());
     Pool::builder()
@@ -99,9 +103,15 @@ impl SessionLimits {
     /// The connection parameters libpq takes from the URL (a URL that names one keeps its own).
     fn libpq_params(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("connect_timeout", self.connect_timeout.as_secs().max(1).to_string()),
+            (
+                "connect_timeout",
+                self.connect_timeout.as_secs().max(1).to_string(),
+            ),
             ("keepalives", "1".into()),
-            ("keepalives_idle", self.keepalives_idle.as_secs().max(1).to_string()),
+            (
+                "keepalives_idle",
+                self.keepalives_idle.as_secs().max(1).to_string(),
+            ),
             (
                 "keepalives_interval",
                 self.keepalives_interval.as_secs().max(1).to_string(),
@@ -166,14 +176,16 @@ pub fn unavailable(err: &diesel::result::Error) -> Option<&'static str> {
     let message = info.message();
     if matches!(kind, DatabaseErrorKind::ClosedConnection) {
         Some("the connection to the database was lost; try again")
-    } else if message.contains("No space left on device") || message.contains("could not extend file")
+    } else if message.contains("No space left on device")
+        || message.contains("could not extend file")
     {
         Some("the database is out of disk space; nothing was changed, try again once it has space")
     } else if message.contains("lock timeout") {
         Some("the data is locked by another session past the lock timeout; try again")
     } else if message.contains("statement timeout") {
         Some("the database did not answer within the statement timeout; try again")
-    } else if message.contains("idle-in-transaction timeout") || message.contains("terminating connection")
+    } else if message.contains("idle-in-transaction timeout")
+        || message.contains("terminating connection")
     {
         Some("the database ended the session; try again")
     } else if retryable(err) {

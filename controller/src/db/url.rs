@@ -180,7 +180,10 @@ mod tests {
 
     #[test]
     fn connection_params_are_added_unless_named() {
-        let params = [("keepalives", "1".to_string()), ("connect_timeout", "10".to_string())];
+        let params = [
+            ("keepalives", "1".to_string()),
+            ("connect_timeout", "10".to_string()),
+        ];
         assert_eq!(
             with_connection_params("postgres://h/db", &params),
             "postgres://h/db?keepalives=1&connect_timeout=10"

@@ -41,7 +41,10 @@ pub async fn own_container(
         .db(move |conn| Ok(OperationItem::made_for(conn, &key, id)?))
         .await?;
     if own {
-        tracing::warn!(instance = name, "create found the instance's own container already made; kept");
+        tracing::warn!(
+            instance = name,
+            "create found the instance's own container already made; kept"
+        );
     }
     Ok(own.then_some(found))
 }

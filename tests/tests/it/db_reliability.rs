@@ -49,12 +49,8 @@ async fn a_crashed_peers_lock_holds_the_controller_back_only_briefly() {
     let ctl = short_limits(&t);
     // A peer controller with the same limits that "crashed" inside a transaction: it took the
     // node's row lock and then went silent (its process hung, its host gone).
-    let peer_pool = cohort_controller::db::pool_with(
-        t.db.url(),
-        1,
-        &ctl.config.database.session(),
-    )
-    .expect("peer pool");
+    let peer_pool = cohort_controller::db::pool_with(t.db.url(), 1, &ctl.config.database.session())
+        .expect("peer pool");
     let mut peer = peer_pool.get().expect("peer connection");
     #[derive(QueryableByName)]
     struct Pid {
@@ -152,7 +148,10 @@ async fn old_audit_rows_and_finished_operations_are_pruned_recent_ones_kept() {
         2
     );
     assert_eq!(
-        count(&mut conn, "SELECT count(*) AS n FROM audit_log WHERE object = 'old'"),
+        count(
+            &mut conn,
+            "SELECT count(*) AS n FROM audit_log WHERE object = 'old'"
+        ),
         0
     );
     assert_eq!(
@@ -163,7 +162,10 @@ async fn old_audit_rows_and_finished_operations_are_pruned_recent_ones_kept() {
         2
     );
     assert_eq!(
-        count(&mut conn, "SELECT count(*) AS n FROM operations WHERE target = 'old'"),
+        count(
+            &mut conn,
+            "SELECT count(*) AS n FROM operations WHERE target = 'old'"
+        ),
         0
     );
     assert_eq!(
@@ -254,11 +256,7 @@ async fn a_big_teardown_while_polling_meets_no_deadlock_and_takes_no_node_offlin
             let mut errors = Vec::new();
             let chunk = if lane < 6 { 1 } else { 12 };
             for ids in mine.chunks(chunk) {
-                let list = ids
-                    .iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",");
+                let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
                 let done = conn.transaction(|conn| {
                     diesel::sql_query(format!(
                         "SELECT id FROM instances WHERE id IN ({list}) ORDER BY id FOR UPDATE"
@@ -353,8 +351,10 @@ async fn a_create_finishing_after_the_listing_is_not_repaired() {
         .admin(
             Method::POST,
             "/instances",
-            Some(json!({"name": "fresh-1", "image": "cohort/base", "start": true,
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}})),
+            Some(
+                json!({"name": "fresh-1", "image": "cohort/base", "start": true,
+                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
+            ),
         )
         .await;
     let done = cluster

@@ -40,15 +40,21 @@ impl SmallDisk {
             .tempdir()
             .expect("dir");
         // PostgreSQL (user `postgres`) must reach the mount point.
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
         let image = dir.path().join("disk.img");
         let mount = dir.path().join("mnt");
         std::fs::create_dir(&mount).expect("mount point");
         let file = std::fs::File::create(&image).expect("image");
         file.set_len(48 << 20).expect("size");
         // No blocks reserved for root: PostgreSQL sees the disk full when the filler does.
-        sh("mkfs.ext4", &["-q", "-m", "0", image.to_str().expect("path")]);
+        sh(
+            "mkfs.ext4",
+            &["-q", "-m", "0", image.to_str().expect("path")],
+        );
         sh(
             "mount",
             &[
@@ -96,7 +102,9 @@ impl Drop for SmallDisk {
 fn roster(n: usize) -> String {
     let mut csv = String::from("username,name,email,ssh_key\n");
     for i in 0..n {
-        csv.push_str(&format!("full-{i:04},Student {i} of a long enough name,full-{i}@example.org,\n"));
+        csv.push_str(&format!(
+            "full-{i:04},Student {i} of a long enough name,full-{i}@example.org,\n"
+        ));
     }
     csv
 }
@@ -153,7 +161,10 @@ async fn a_full_database_disk_refuses_writes_with_words_and_recovers() {
     let res = import(roster(400)).await.expect("answer");
     let status = res.status();
     let body: Value = res.json().await.unwrap_or_default();
-    assert_eq!(status, 503, "a full disk is the database unavailable: {body}");
+    assert_eq!(
+        status, 503,
+        "a full disk is the database unavailable: {body}"
+    );
     assert_eq!(body["error"]["code"], "database_unavailable", "{body}");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("out of disk space"), "{message}");
@@ -166,6 +177,9 @@ async fn a_full_database_disk_refuses_writes_with_words_and_recovers() {
     let res = import(roster(400)).await.expect("answer");
     let status = res.status();
     let text = res.text().await.unwrap_or_default();
-    assert_eq!(status, 200, "once the space is back the import completes: {text}");
+    assert_eq!(
+        status, 200,
+        "once the space is back the import completes: {text}"
+    );
     assert_eq!(students(&pg.url()), 400);
 }
