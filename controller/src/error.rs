@@ -79,6 +79,16 @@ impl ActionError {
         }
     }
 
+    /// Why the database cannot do this now though the request was fine (out of disk space, a
+    /// lock or statement timeout, a lost session, deadlocks past every retry): answered 503 with
+    /// these words; `None` for any other error.
+    pub fn database_unavailable(&self) -> Option<&'static str> {
+        match self {
+            ActionError::Database(e) => crate::db::unavailable(e),
+            _ => None,
+        }
+    }
+
     /// Maps a unique-key violation on a known constraint to a conflict naming the field.
     pub fn from_unique(err: diesel::result::Error, field: &str, message: &str) -> Self {
         use diesel::result::{DatabaseErrorKind, Error};

@@ -175,7 +175,11 @@ fn main() -> anyhow::Result<()> {
                     config.server.state_dir.display()
                 )
             })?);
-            let pool = db::pool(&config.database.url, config.database.pool_size)?;
+            let pool = db::pool_with(
+                &config.database.url,
+                config.database.pool_size,
+                &config.database.session(),
+            )?;
             // An older database under a newer controller fails later in odd places: say so now.
             let pending = db::pending_migrations(&mut *pool.get()?)?;
             if !pending.is_empty() {

@@ -60,7 +60,12 @@ impl TestController {
         let pki = Arc::new(Pki::create(state.path(), &[]).expect("create CA"));
         let mut config = test_config(db.url(), state.path());
         config.worker.id = Some("test-worker-1".into());
-        let pool = cohort_controller::db::pool(db.url(), config.database.pool_size).expect("pool");
+        let pool = cohort_controller::db::pool_with(
+            db.url(),
+            config.database.pool_size,
+            &config.database.session(),
+        )
+        .expect("pool");
         let agents = agents.unwrap_or_else(|| Arc::new(MtlsConnector::new(&pki)));
         let ctl = Arc::new(Controller::new(pool, config, pki, agents));
         TestController { db, state, ctl }
@@ -82,8 +87,12 @@ impl TestController {
         let mut config = self.ctl.config.clone();
         config.worker.id = Some(worker_id.to_string());
         adjust(&mut config);
-        let pool =
-            cohort_controller::db::pool(self.db.url(), config.database.pool_size).expect("pool");
+        let pool = cohort_controller::db::pool_with(
+            self.db.url(),
+            config.database.pool_size,
+            &config.database.session(),
+        )
+        .expect("pool");
         Arc::new(Controller::new(
             pool,
             config,

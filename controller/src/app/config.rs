@@ -236,6 +236,52 @@ pub struct DatabaseConfig {
     /// while the database shows no change to them ([`crate::instances::page_cache`]); default 256, 0 keeps
     /// none.
     pub page_cache_entries: usize,
+    /// `COHORT_DB_STATEMENT_TIMEOUT_MS`: the longest one statement may run; default 60000.
+    pub statement_timeout_ms: u64,
+    /// `COHORT_DB_LOCK_TIMEOUT_MS`: the longest a statement waits for a lock; default 10000.
+    pub lock_timeout_ms: u64,
+    /// `COHORT_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS`: a session idle inside a transaction this long
+    /// is ended by the server and its locks freed; default 60000.
+    pub idle_in_transaction_timeout_ms: u64,
+    /// `COHORT_DB_CONNECT_TIMEOUT_S`: libpq's `connect_timeout`; default 10.
+    pub connect_timeout_s: u64,
+    /// `COHORT_DB_KEEPALIVE_IDLE_S`, `COHORT_DB_KEEPALIVE_INTERVAL_S`,
+    /// `COHORT_DB_KEEPALIVE_COUNT`: TCP keepalives (libpq's `keepalives_*`); defaults 30, 10, 3:
+    /// a database host gone without a reset is noticed in about a minute.
+    pub keepalive_idle_s: u64,
+    pub keepalive_interval_s: u64,
+    pub keepalive_count: u32,
+    /// `COHORT_DB_CHECKOUT_TIMEOUT_S`: the longest a call waits for a pooled connection;
+    /// default 10.
+    pub checkout_timeout_s: u64,
+    /// `COHORT_DB_RETRIES`: times a unit of database work that met a deadlock or a
+    /// serialization failure is run again (with a growing, jittered pause); default 5.
+    pub retries: u32,
+    /// `COHORT_AUDIT_RETENTION_DAYS`: audit rows older than this are pruned; default 365 (a
+    /// year of who did what, past one academic year's disputes), 0 keeps them forever.
+    pub audit_retention_days: u32,
+    /// `COHORT_OPERATION_RETENTION_DAYS`: finished operations (and their items) older than this
+    /// are pruned; default 90 (a term), 0 keeps them.
+    pub operation_retention_days: u32,
+    /// `COHORT_PRUNE_INTERVAL_S`: seconds between two pruning passes; default 3600.
+    pub prune_interval_s: u64,
+}
+
+impl DatabaseConfig {
+    /// The limits of each pooled session.
+    pub fn session(&self) -> crate::db::SessionLimits {
+        use std::time::Duration;
+        crate::db::SessionLimits {
+            statement_timeout: Duration::from_millis(self.statement_timeout_ms),
+            lock_timeout: Duration::from_millis(self.lock_timeout_ms),
+            idle_in_transaction_timeout: Duration::from_millis(self.idle_in_transaction_timeout_ms),
+            connect_timeout: Duration::from_secs(self.connect_timeout_s),
+            keepalives_idle: Duration::from_secs(self.keepalive_idle_s),
+            keepalives_interval: Duration::from_secs(self.keepalive_interval_s),
+            keepalives_count: self.keepalive_count,
+            checkout_timeout: Duration::from_secs(self.checkout_timeout_s),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -298,6 +344,9 @@ pub struct PollerConfig {
     /// the audit log) or `repair` (also start the stopped one, stop the started one, re-create
     /// the missing one).
     pub drift: DriftPolicy,
+    /// `COHORT_POLL_PAUSE_AFTER_LISTING_MS`: for tests only: a pause between a node's listing and
+    /// its record, so a test can make the listing stale; default 0 (none).
+    pub pause_after_listing_ms: u64,
 }
 
 /// See [`PollerConfig::drift`].
@@ -365,6 +414,18 @@ impl Default for DatabaseConfig {
             url: "postgres://cohort:cohort@127.0.0.1:5432/cohort".into(),
             pool_size: default_pool_size(),
             page_cache_entries: 256,
+            statement_timeout_ms: 60_000,
+            lock_timeout_ms: 10_000,
+            idle_in_transaction_timeout_ms: 60_000,
+            connect_timeout_s: 10,
+            keepalive_idle_s: 30,
+            keepalive_interval_s: 10,
+            keepalive_count: 3,
+            checkout_timeout_s: 10,
+            retries: 5,
+            audit_retention_days: 365,
+            operation_retention_days: 90,
+            prune_interval_s: 3600,
         }
     }
 }
@@ -404,6 +465,7 @@ impl Default for PollerConfig {
             offline_after_s: 60,
             startup_grace_s: 60,
             drift: DriftPolicy::Report,
+            pause_after_listing_ms: 0,
         }
     }
 }
@@ -500,6 +562,13 @@ impl Config {
             });
         }
         self.ldap.check()?;
+        if self.database.checkout_timeout_s == 0 || self.database.prune_interval_s == 0 {
+            return Err(ConfigError::Range {
+                setting: "database.checkout_timeout_s / database.prune_interval_s",
+                rule: "at least 1",
+                value: "0".into(),
+            });
+        }
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -517,6 +586,31 @@ impl Config {
             "COHORT_PAGE_CACHE_ENTRIES",
             &mut self.database.page_cache_entries,
         )?;
+        let db = &mut self.database;
+        env_parse(
+            "COHORT_DB_STATEMENT_TIMEOUT_MS",
+            &mut db.statement_timeout_ms,
+        )?;
+        env_parse("COHORT_DB_LOCK_TIMEOUT_MS", &mut db.lock_timeout_ms)?;
+        env_parse(
+            "COHORT_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+            &mut db.idle_in_transaction_timeout_ms,
+        )?;
+        env_parse("COHORT_DB_CONNECT_TIMEOUT_S", &mut db.connect_timeout_s)?;
+        env_parse("COHORT_DB_KEEPALIVE_IDLE_S", &mut db.keepalive_idle_s)?;
+        env_parse(
+            "COHORT_DB_KEEPALIVE_INTERVAL_S",
+            &mut db.keepalive_interval_s,
+        )?;
+        env_parse("COHORT_DB_KEEPALIVE_COUNT", &mut db.keepalive_count)?;
+        env_parse("COHORT_DB_CHECKOUT_TIMEOUT_S", &mut db.checkout_timeout_s)?;
+        env_parse("COHORT_DB_RETRIES", &mut db.retries)?;
+        env_parse("COHORT_AUDIT_RETENTION_DAYS", &mut db.audit_retention_days)?;
+        env_parse(
+            "COHORT_OPERATION_RETENTION_DAYS",
+            &mut db.operation_retention_days,
+        )?;
+        env_parse("COHORT_PRUNE_INTERVAL_S", &mut db.prune_interval_s)?;
         env_parse("COHORT_LISTEN", &mut self.server.listen)?;
         env_parse("COHORT_STATE_DIR", &mut self.server.state_dir)?;
         env_parse(
@@ -569,6 +663,10 @@ impl Config {
         env_parse("COHORT_OFFLINE_AFTER_S", &mut self.poller.offline_after_s)?;
         env_parse("COHORT_STARTUP_GRACE_S", &mut self.poller.startup_grace_s)?;
         env_parse("COHORT_DRIFT_POLICY", &mut self.poller.drift)?;
+        env_parse(
+            "COHORT_POLL_PAUSE_AFTER_LISTING_MS",
+            &mut self.poller.pause_after_listing_ms,
+        )?;
         env_parse("COHORT_CPU_OVERCOMMIT", &mut self.placement.cpu_overcommit)?;
         env_parse(
             "COHORT_DEFAULT_PROCESSES",

@@ -1,7 +1,7 @@
 //! The running controller: its shared state ([`state::Controller`]), configuration, the
 //! `serve` wiring ([`server`]), backup and restore, its health, Prometheus metrics and who may
 //! read them, the watch over the background loops ([`loops`]),
-//! and the background rounds (the node [`poller`], certificate [`renewal`], and the
+//! and the background rounds (the node [`poller`], certificate [`renewal`], the [`prune`]r, and the
 //! [`fixed_rate`] beat they run on).
 
 pub mod backup;
@@ -12,6 +12,7 @@ pub mod loops;
 pub mod metrics;
 pub mod metrics_access;
 pub mod poller;
+pub mod prune;
 pub mod renewal;
 pub mod server;
 pub mod state;

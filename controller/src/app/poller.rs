@@ -11,6 +11,15 @@
 //! re-creates it (its port, GPU slots and home volume are still its own). A container in the
 //! node's project with no row here is an orphan: recorded at once (its port leaves placement)
 //! and reported as drift `orphan` once seen on two polls; an admin adopts or deletes it.
+//!
+//! A listing judges only rows older than itself: the node's rows are read before its listing is
+//! asked for, and a row that changed between that read and the record (a create that finished,
+//! a stop that landed) is left for the next poll. Judged the other way round, a create finishing
+//! between the listing and the read looks `missing`, and a repair would make it a second time.
+//!
+//! Lock order (see `crate::db`): the node's heartbeat, GPUs and images are recorded in one
+//! transaction, its instances in another, so a poll never holds its node's row while it waits
+//! for an instance's (a delete holds the instance and its usage trigger waits for the node).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -136,6 +145,14 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
             Ok((connect_pinned(agents.as_ref(), &n, &live)?, live))
         })
         .await?;
+    // The rows the listing will judge, as they were before it was asked for.
+    let node_id = node.id;
+    let before: HashMap<i64, chrono::DateTime<Utc>> = ctl
+        .db(move |conn| Ok(Instance::on_node(conn, node_id)?))
+        .await?
+        .into_iter()
+        .map(|i| (i.id, i.updated_at))
+        .collect();
     let fetched = tokio::time::timeout(POLL_TIMEOUT, async {
         Ok::<_, crate::agent_client::AgentError>((
             agent.inventory().await?,
@@ -155,8 +172,18 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
     };
     let policy = ctl.config.poller.drift;
     let name = node.name.clone();
+    let pause = ctl.config.poller.pause_after_listing_ms;
+    if pause > 0 {
+        // A test's hook (`COHORT_POLL_PAUSE_AFTER_LISTING_MS`): widens the window in which the
+        // listing grows stale, so a test can make a create finish inside it.
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    let (inventory, instances) = (Arc::new(inventory), Arc::new(instances));
+    let (n, inv) = (node.clone(), inventory.clone());
+    ctl.db(move |conn| conn.transaction(|conn| record_node(conn, &n, &inv)))
+        .await?;
     ctl.db(move |conn| {
-        conn.transaction(|conn| record(conn, &node, &inventory, &instances, policy))
+        conn.transaction(|conn| record(conn, &node, &inventory, &instances, &before, policy))
     })
     .await?;
     // A renewal that fails is tried again next poll; the node's current certificate still works.
@@ -173,14 +200,8 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
     Ok(())
 }
 
-/// Records one inventory and reconciles the node's instances with what its LXD holds.
-fn record(
-    conn: &mut PgConnection,
-    node: &Node,
-    inv: &Inventory,
-    seen: &[AgentInstance],
-    policy: DriftPolicy,
-) -> ActionResult<()> {
+/// Records what one inventory says of the node itself: heartbeat, capacity, GPUs and images.
+fn record_node(conn: &mut PgConnection, node: &Node, inv: &Inventory) -> ActionResult<()> {
     Node::record_poll(
         conn,
         node.id,
@@ -242,11 +263,31 @@ fn record(
     Gpu::mark_missing(conn, node.id, &uuids)?;
     let fingerprints: Vec<String> = inv.images.iter().map(|i| i.fingerprint.clone()).collect();
     Image::set_held(conn, node.id, &fingerprints)?;
+    Ok(())
+}
+
+/// Reconciles the node's instances with what its LXD held when listed; `before` holds each
+/// row's `updated_at` as read before the listing was asked for.
+fn record(
+    conn: &mut PgConnection,
+    node: &Node,
+    inv: &Inventory,
+    seen: &[AgentInstance],
+    before: &HashMap<i64, chrono::DateTime<Utc>>,
+    policy: DriftPolicy,
+) -> ActionResult<()> {
     let lxd: HashMap<&str, &AgentInstance> = seen.iter().map(|i| (i.name.as_str(), i)).collect();
-    let known = Instance::on_node(conn, node.id)?;
+    let mut known = Instance::on_node(conn, node.id)?;
     record_orphans(conn, node, seen, &known)?;
+    // Rows are locked (updated) in id order, the lock order's.
+    known.sort_by_key(|i| i.id);
     for instance in known {
         if instance.observed_state == ObservedState::Pending {
+            continue;
+        }
+        if before.get(&instance.id) != Some(&instance.updated_at) {
+            // Changed (or placed here) since the listing was asked for: the listing may be
+            // older than the row, so it is judged by the next poll.
             continue;
         }
         let found = lxd
@@ -434,10 +475,18 @@ async fn mark_offline(ctl: &Controller) -> ActionResult<()> {
         return Ok(());
     }
     let cutoff = Utc::now() - chrono::Duration::seconds(ctl.config.poller.offline_after_s as i64);
+    // Instances before nodes (the lock order, see `crate::db`): a node that answers between
+    // the two statements keeps its state, and its next poll corrects its instances.
     ctl.db(move |conn| {
         conn.transaction(|conn| {
-            for id in Node::mark_silent_offline(conn, cutoff)? {
+            let silent = Node::silent(conn, cutoff)?;
+            if silent.is_empty() {
+                return Ok(());
+            }
+            for &id in &silent {
                 Instance::mark_unknown_on(conn, id)?;
+            }
+            for id in Node::mark_silent_offline(conn, cutoff)? {
                 tracing::warn!(node = id, "node went offline");
             }
             Ok(())

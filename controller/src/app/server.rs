@@ -66,8 +66,9 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     let (queue_s, reclaim_s) = (c.placement.queue_interval_s, c.reclaim.interval_s);
     supervise(ctl.clone(), worker::LOOP, allow(1), worker::run);
     supervise(ctl.clone(), queue::LOOP, allow(queue_s), queue::run);
-    // The poller ticks nothing of its own: only its death is seen.
+    // The poller and the pruner tick nothing of their own: only their deaths are seen.
     supervise(ctl.clone(), "poller", None, crate::app::poller::run);
+    supervise(ctl.clone(), "pruner", None, crate::app::prune::run);
     supervise(ctl.clone(), reclaim::LOOP, allow(reclaim_s), reclaim::run);
     supervise(ctl.clone(), page_cache::LOOP, allow(30), |ctl| {
         page_cache::run(ctl, Duration::from_secs(30))

@@ -89,10 +89,37 @@ impl Controller {
 
     /// Runs diesel work on a blocking thread with a pooled connection, in turn (see `db_turns`);
     /// waiting for a turn and a connection together takes at most the pool's connection timeout.
+    /// Work that fails with a deadlock or a serialization failure ([`crate::db::retryable`]) is
+    /// run again (a clone of it), up to `COHORT_DB_RETRIES` times after a growing, jittered
+    /// pause: each unit of work must therefore be one transaction, or steps each of which may
+    /// run again.
     pub async fn db<T, F>(&self, work: F) -> ActionResult<T>
     where
         T: Send + 'static,
+        F: FnOnce(&mut PgConnection) -> ActionResult<T> + Clone + Send + 'static,
+    {
+        let retries = self.config.database.retries;
+        self.run_db(retries, move |conn| work.clone()(conn)).await
+    }
+
+    /// [`Controller::db`] for work that cannot be cloned: run once, without the retry.
+    pub async fn db_once<T, F>(&self, work: F) -> ActionResult<T>
+    where
+        T: Send + 'static,
         F: FnOnce(&mut PgConnection) -> ActionResult<T> + Send + 'static,
+    {
+        let mut work = Some(work);
+        self.run_db(0, move |conn| match work.take() {
+            Some(work) => work(conn),
+            None => Err(ActionError::Internal("database work run twice".into())),
+        })
+        .await
+    }
+
+    async fn run_db<T, F>(&self, retries: u32, mut work: F) -> ActionResult<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut PgConnection) -> ActionResult<T> + Send + 'static,
     {
         let deadline = Instant::now() + self.pool.connection_timeout();
         let turn = tokio::time::timeout_at(deadline.into(), self.db_turns.clone().acquire_owned())
@@ -104,7 +131,19 @@ impl Controller {
             // Declared before the connection, so dropped after it is back in the pool.
             let _turn = turn;
             let mut conn = pool.get_timeout(deadline.saturating_duration_since(Instant::now()))?;
-            work(&mut conn)
+            let mut attempt = 0;
+            loop {
+                match work(&mut conn) {
+                    Err(ActionError::Database(e))
+                        if attempt < retries && crate::db::retryable(&e) =>
+                    {
+                        attempt += 1;
+                        tracing::info!(error = %e, attempt, "database work retried");
+                        std::thread::sleep(retry_pause(attempt));
+                    }
+                    other => return other,
+                }
+            }
         })
         .await
         .map_err(|e| ActionError::Internal(e.to_string()))?
@@ -115,7 +154,7 @@ impl Controller {
     pub async fn db_as<T, F>(&self, bearer: Bearer, work: F) -> ActionResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&mut PgConnection, Caller) -> ActionResult<T> + Send + 'static,
+        F: FnOnce(&mut PgConnection, Caller) -> ActionResult<T> + Clone + Send + 'static,
     {
         self.db(move |conn| {
             let caller = bearer.caller(conn)?;
@@ -134,6 +173,15 @@ impl Controller {
         })
         .await
     }
+}
+
+/// The pause before the `attempt`th run of work that met a deadlock: 10 ms doubled each
+/// attempt (at most 640 ms), times a random factor between 0.5 and 1.5, so the transactions
+/// that deadlocked do not meet again in step.
+fn retry_pause(attempt: u32) -> std::time::Duration {
+    let base = 10u64 << attempt.min(6);
+    let jitter = rand::random::<u64>() % (base + 1);
+    std::time::Duration::from_millis(base / 2 + jitter)
 }
 
 /// The agent of a node, pinned to its live certificates (two while a renewal is unconfirmed);

@@ -82,6 +82,38 @@ pub fn without_loopback_tls<'a>(url: &'a str, env: &LibpqEnv) -> Cow<'a, str> {
     Cow::Owned(format!("{url}{separator}sslmode=disable"))
 }
 
+/// `url` with each of `params` added that it does not name itself (an operator's own setting in
+/// the URL wins): to a `postgres://` URI as query parameters, to a `key=value` connection string
+/// as more pairs.
+pub fn with_connection_params(url: &str, params: &[(&str, String)]) -> String {
+    let uri = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let named: Vec<&str> = if uri {
+        url.split_once('?')
+            .map_or("", |(_, q)| q)
+            .split('&')
+            .filter_map(|p| p.split_once('=').map(|(k, _)| k))
+            .collect()
+    } else {
+        url.split_whitespace()
+            .filter_map(|p| p.split_once('=').map(|(k, _)| k.trim()))
+            .collect()
+    };
+    let mut out = url.to_string();
+    for (key, value) in params.iter().filter(|(k, _)| !named.contains(k)) {
+        if uri {
+            let separator = match out.split_once('?') {
+                None => "?",
+                Some((_, "")) => "",
+                Some(_) => "&",
+            };
+            out.push_str(&format!("{separator}{key}={value}"));
+        } else {
+            out.push_str(&format!(" {key}={value}"));
+        }
+    }
+    out
+}
+
 /// One host of a URI's host list, port removed and percent-decoded (`[::1]:5432` is `::1`,
 /// `%2Frun%2Fpostgresql` a socket directory).
 fn without_port(hostport: &str) -> String {
@@ -144,6 +176,26 @@ mod tests {
         ] {
             assert_eq!(rewritten(url), url, "{url}");
         }
+    }
+
+    #[test]
+    fn connection_params_are_added_unless_named() {
+        let params = [
+            ("keepalives", "1".to_string()),
+            ("connect_timeout", "10".to_string()),
+        ];
+        assert_eq!(
+            with_connection_params("postgres://h/db", &params),
+            "postgres://h/db?keepalives=1&connect_timeout=10"
+        );
+        assert_eq!(
+            with_connection_params("postgres://h/db?sslmode=disable&connect_timeout=3", &params),
+            "postgres://h/db?sslmode=disable&connect_timeout=3&keepalives=1"
+        );
+        assert_eq!(
+            with_connection_params("host=h dbname=db keepalives=0", &params),
+            "host=h dbname=db keepalives=0 connect_timeout=10"
+        );
     }
 
     #[test]

@@ -200,7 +200,7 @@ pub async fn tarball(
     fingerprint: String,
 ) -> ActionResult<PathBuf> {
     let path = ctl.image_tarball(&fingerprint);
-    ctl.db(move |conn| {
+    ctl.db_once(move |conn| {
         match reader {
             TarballReader::Person(caller) => caller.require(Role::Admin)?,
             TarballReader::NodeCertificate(fp) => {

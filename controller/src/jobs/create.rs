@@ -23,6 +23,32 @@ use crate::error::ActionError;
 use crate::placement::home_size::{self, home_volume};
 use crate::placement::process_limit;
 
+/// The container named `name` on the node when an earlier create of instance `id` made it (its
+/// idempotency key is one of that instance's create items).
+pub async fn own_container(
+    ctl: &Controller,
+    agent: &dyn NodeAgent,
+    id: i64,
+    name: &str,
+) -> Result<Option<cohort_proto::agent::Instance>, ActionError> {
+    let Ok(found) = agent.get_instance(name.to_string()).await else {
+        return Ok(None);
+    };
+    let Some(key) = found.idempotency_key.clone() else {
+        return Ok(None);
+    };
+    let own = ctl
+        .db(move |conn| Ok(OperationItem::made_for(conn, &key, id)?))
+        .await?;
+    if own {
+        tracing::warn!(
+            instance = name,
+            "create found the instance's own container already made; kept"
+        );
+    }
+    Ok(own.then_some(found))
+}
+
 pub async fn run(
     ctl: &Controller,
     item: &OperationItem,
@@ -90,6 +116,23 @@ pub async fn run(
             import_image(ctl, node, agent, &image).await?;
             agent.create_instance(request).await
         }
+        // The name is taken: by this instance's own container, made by an earlier create (a
+        // repair of drift that was not there), it is the instance, made; by anything else the
+        // conflict stands.
+        Err(AgentError::Status {
+            status: 409,
+            message,
+            code,
+            field,
+        }) => match own_container(ctl, agent, id, &instance.name).await? {
+            Some(own) => Ok(own),
+            None => Err(AgentError::Status {
+                status: 409,
+                message,
+                code,
+                field,
+            }),
+        },
         other => other,
     }
     .map_err(ActionError::on_node(&node.name))?;

@@ -3,7 +3,9 @@
 //! request never holds a port or a GPU that others could use. Unless a container the create made
 //! may still be on the node (it could not be removed, or the node could not say): then the
 //! instance keeps its node and port, so that deleting it removes the container there rather
-//! than report success and leave it behind.
+//! than report success and leave it behind. And unless the node holds the instance's own
+//! container, made by an earlier create of it (a repair that met the container it thought
+//! missing): then nothing is freed, since a running container still holds that port and GPU.
 
 use cohort_proto::api::instances::{DesiredState, ObservedState};
 use diesel::prelude::*;
@@ -38,7 +40,15 @@ pub async fn release(ctl: &Controller, item: &OperationItem, why: &str) -> Resul
     }
     let clean = match instance.node_id {
         Some(node_id) => {
-            remove_own_leftover(ctl, node_id, &instance.name, &item.id.to_string()).await
+            match remove_own_leftover(ctl, node_id, id, &instance.name, &item.id.to_string()).await
+            {
+                Leftover::Clean => true,
+                Leftover::Kept => false,
+                Leftover::TheInstance => {
+                    tracing::warn!(instance = %instance.name, "failed create: the node holds the instance's own container; nothing freed");
+                    return Ok(());
+                }
+            }
         }
         None => true,
     };
@@ -59,33 +69,59 @@ pub async fn release(ctl: &Controller, item: &OperationItem, why: &str) -> Resul
     Ok(())
 }
 
-/// Removes what this create left on the node; whether the node is clean of it: true when there
-/// is no container of that name, or one Cohort did not make (left alone), or ours and now
-/// removed; false when ours could not be removed or the node could not say.
-async fn remove_own_leftover(ctl: &Controller, node_id: i64, name: &str, key: &str) -> bool {
+/// What the node holds under the instance's name after a failed create.
+enum Leftover {
+    /// No container of that name, or one Cohort did not make for this instance (left alone),
+    /// or this create's own, now removed.
+    Clean,
+    /// This create's own that could not be removed, or the node could not say.
+    Kept,
+    /// The instance's container, made by an earlier create of it: the instance exists.
+    TheInstance,
+}
+
+/// Removes what this create (key `key`) left on the node, and says what the node holds.
+async fn remove_own_leftover(
+    ctl: &Controller,
+    node_id: i64,
+    instance_id: i64,
+    name: &str,
+    key: &str,
+) -> Leftover {
     let (node, agent) = match ctl.agent_by_node_id(node_id).await {
         Ok(found) => found,
         Err(e) => {
             tracing::warn!(instance = name, error = %e, "failed create: node unreachable, leftover kept");
-            return false;
+            return Leftover::Kept;
         }
     };
-    let ours = match agent.get_instance(name.to_string()).await {
-        Ok(lx) => lx.idempotency_key.as_deref() == Some(key),
-        Err(AgentError::Status { status: 404, .. }) => return true,
+    let found_key = match agent.get_instance(name.to_string()).await {
+        Ok(lx) => lx.idempotency_key,
+        Err(AgentError::Status { status: 404, .. }) => return Leftover::Clean,
         Err(e) => {
             tracing::warn!(instance = name, node = %node.name, error = %e, "failed create: the node could not say what it holds");
-            return false;
+            return Leftover::Kept;
         }
     };
-    if !ours {
-        return true;
+    let Some(found_key) = found_key else {
+        return Leftover::Clean;
+    };
+    if found_key != key {
+        let earlier = ctl
+            .db(move |conn| Ok(OperationItem::made_for(conn, &found_key, instance_id)?))
+            .await;
+        return match earlier {
+            Ok(true) => Leftover::TheInstance,
+            Ok(false) => Leftover::Clean,
+            // Unsure whose it is: keep everything rather than free a running container's GPU.
+            Err(_) => Leftover::Kept,
+        };
     }
     match agent.delete_instance(name.to_string()).await {
-        Ok(()) => true,
+        Ok(()) => Leftover::Clean,
         Err(e) => {
             tracing::warn!(instance = name, node = %node.name, error = %e, "failed create: leftover not removed");
-            false
+            Leftover::Kept
         }
     }
 }

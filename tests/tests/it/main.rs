@@ -39,6 +39,7 @@ mod course_delete;
 mod course_passwords;
 mod course_students;
 mod courses;
+mod db_reliability;
 mod desired_state;
 mod disk_placement;
 mod harness;

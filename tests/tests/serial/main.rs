@@ -7,6 +7,7 @@
 //! - `node_reboot`: shuts down the host's LXD daemon, stopping every test's containers.
 //! - `faults`: each fault fills the machine with a course of systemd containers, and its timings
 //!   hold only when it runs alone.
+//! - `db_faults`: mounts a small loop filesystem for a private PostgreSQL and fills it.
 //! - `packages`: the `.deb`s under systemd, with service start bounds for an otherwise idle host.
 //! - `cli_format`, `observe_agent`, `observe_reclaim`, `portal_admin`, `hostile_student_lxd`:
 //!   set process environment variables (`FAKE_NVML_PROCESSES`, `COHORT_AGENT_NVML_LIBRARY`,
@@ -22,6 +23,7 @@ mod cli_support;
 
 mod cli_format;
 mod controller_gpus;
+mod db_faults;
 mod faults;
 mod hostile_student_lxd;
 mod node_reboot;

@@ -145,16 +145,32 @@ impl Node {
     }
 
     /// Marks `offline` every node not heard from since `cutoff`, keeping the state each had to
+    /// The nodes [`Node::mark_silent_offline`] would take offline, read without a lock (the
+    /// offline check marks their instances first: instances before nodes, see `crate::db`).
+    pub fn silent(conn: &mut PgConnection, cutoff: DateTime<Utc>) -> QueryResult<Vec<i64>> {
+        let cutoff = on_db_clock(cutoff);
+        nodes::table
+            .filter(nodes::state.ne(NodeState::Offline))
+            .filter(
+                nodes::last_heartbeat_at
+                    .lt(cutoff.clone().nullable())
+                    .or(nodes::last_heartbeat_at
+                        .is_null()
+                        .and(nodes::enrolled_at.lt(cutoff))),
+            )
+            .order(nodes::id)
+            .select(nodes::id)
+            .load(conn)
+    }
+
+    /// Marks `offline` every node not heard from since `cutoff`, keeping the state each had to
     /// return to; returns their ids. Only how long ago `cutoff` is on this host's clock counts:
     /// the comparison is made on the database's clock, the one heartbeats are written with.
     pub fn mark_silent_offline(
         conn: &mut PgConnection,
         cutoff: DateTime<Utc>,
     ) -> QueryResult<Vec<i64>> {
-        let ago = (Utc::now() - cutoff).num_milliseconds().max(0);
-        let cutoff = diesel::dsl::sql::<diesel::sql_types::Timestamptz>(&format!(
-            "(now() - interval '{ago} milliseconds')"
-        ));
+        let cutoff = on_db_clock(cutoff);
         diesel::update(
             nodes::table
                 .filter(nodes::state.ne(NodeState::Offline))
@@ -211,4 +227,15 @@ impl Node {
     pub fn names(conn: &mut PgConnection) -> QueryResult<Vec<(i64, String)>> {
         nodes::table.select((nodes::id, nodes::name)).load(conn)
     }
+}
+
+/// `cutoff` (a time on this host's clock) as the same distance into the past on the database's
+/// clock, the one heartbeats are written with.
+fn on_db_clock(
+    cutoff: DateTime<Utc>,
+) -> diesel::expression::SqlLiteral<diesel::sql_types::Timestamptz> {
+    let ago = (Utc::now() - cutoff).num_milliseconds().max(0);
+    diesel::dsl::sql::<diesel::sql_types::Timestamptz>(&format!(
+        "(now() - interval '{ago} milliseconds')"
+    ))
 }

@@ -216,4 +216,19 @@ impl OperationItem {
         ))
         .get_result(conn)
     }
+
+    /// Whether `key` (a container's idempotency key) is the id of a create item of instance
+    /// `instance_id`: the container was made for this very instance, by an earlier create.
+    pub fn made_for(conn: &mut PgConnection, key: &str, instance_id: i64) -> QueryResult<bool> {
+        let Ok(id) = key.parse::<Uuid>() else {
+            return Ok(false);
+        };
+        diesel::select(diesel::dsl::exists(
+            operation_items::table
+                .find(id)
+                .filter(operation_items::instance_id.eq(instance_id))
+                .filter(operation_items::action.eq(StepKind::Create)),
+        ))
+        .get_result(conn)
+    }
 }

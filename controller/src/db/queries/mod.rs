@@ -1,7 +1,7 @@
 //! Queries that span tables or serve one feature as a whole (placement's SQL functions, the
 //! capacity placement's neighbours read, the instance page, the metrics gauges, reclaim's scans,
-//! the backup's reads, the database's clock and the renewal lock), called by the feature
-//! modules; a query on one table is its model's.
+//! the backup's reads, the database's clock and the renewal lock, the pruner's deletes), called
+//! by the feature modules; a query on one table is its model's.
 
 pub mod backup;
 pub mod capacity;
@@ -10,3 +10,4 @@ pub mod metrics;
 pub mod page;
 pub mod placement;
 pub mod reclaim;
+pub mod retention;

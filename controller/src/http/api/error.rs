@@ -53,6 +53,11 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
             "directory_unavailable",
             None,
         ),
+        ActionError::Database(_) if err.database_unavailable().is_some() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            None,
+        ),
         ActionError::Database(_)
         | ActionError::Pki(_)
         | ActionError::Internal(_)
@@ -87,6 +92,10 @@ impl ResponseError for ActionError {
                 retry_after_s.to_string(),
             ));
         }
-        response.json(body(code, self.to_string(), field))
+        let message = match self.database_unavailable() {
+            Some(why) => format!("{why} ({self})"),
+            None => self.to_string(),
+        };
+        response.json(body(code, message, field))
     }
 }
