@@ -231,7 +231,7 @@ async fn run_items(ctl: &Controller, claim: Claim, op: &Operation) -> Result<(),
 async fn fenced<T, F>(ctl: &Controller, claim: Claim, work: F) -> Result<T, ActionError>
 where
     T: Send + 'static,
-    F: FnOnce(&mut diesel::PgConnection) -> Result<T, ActionError> + Send + 'static,
+    F: FnOnce(&mut diesel::PgConnection) -> Result<T, ActionError> + Clone + Send + 'static,
 {
     use diesel::Connection;
     ctl.db(move |conn| {
@@ -369,7 +369,7 @@ pub fn roll_up(items: &[OperationItem]) -> (OperationStatus, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::backoff;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     #[test]
     fn backoff_doubles_up_to_a_minute() {
