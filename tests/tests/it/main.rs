@@ -61,3 +61,4 @@ mod portal_course_limits;
 mod portal_create;
 mod process_limit;
 mod pylxd;
+mod sign_in_burst;
