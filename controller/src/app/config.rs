@@ -44,7 +44,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub auth: AuthConfig,
     pub ldap: LdapConfig,
-    pub agent: AgentClientConfig,
+    pub node_calls: AgentClientConfig,
 }
 
 /// How long the controller waits on a node's agent ([`crate::agent_client`]). A call in flight
@@ -53,17 +53,18 @@ pub struct Config {
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentClientConfig {
-    /// `COHORT_AGENT_CONNECT_TIMEOUT_S`: seconds to reach an agent (TCP and TLS); default 5.
+    /// `COHORT_NODE_CONNECT_TIMEOUT_S`: seconds to reach an agent (TCP and TLS); default 5.
     pub connect_timeout_s: u64,
-    /// `COHORT_AGENT_REQUEST_TIMEOUT_S`: seconds an ordinary call (inventory, reads, settings)
+    /// `COHORT_NODE_REQUEST_TIMEOUT_S`: seconds an ordinary call (inventory, reads, settings)
     /// may take from request to answer; default 30.
     pub request_timeout_s: u64,
-    /// `COHORT_AGENT_DAEMON_TIMEOUT_S`: seconds a call that waits on the node's daemon (create,
-    /// start/stop, delete, snapshots, arrival) may take; default 330, a little over the agent's
-    /// own 300 s wait on LXD, so its answer (504) is heard rather than cut off.
+    /// `COHORT_NODE_DAEMON_TIMEOUT_S`: seconds a call that waits on the node's daemon
+    /// (start/stop, delete, snapshots, arrival, GPUs, SSH keys) may take; default 330, a little
+    /// over the agent's own 300 s wait on LXD, so its answer (504) is heard rather than cut off.
     pub daemon_timeout_s: u64,
-    /// `COHORT_AGENT_TRANSFER_TIMEOUT_S`: seconds a streaming call (backup export and import,
-    /// publish, image import, file transfer) may take in all; default 3600.
+    /// `COHORT_NODE_TRANSFER_TIMEOUT_S`: seconds a streaming call (create, which may fetch the
+    /// image first; backup export and import; publish; image import; file transfer) may take in
+    /// all; default 3600.
     pub transfer_timeout_s: u64,
 }
 
@@ -82,10 +83,10 @@ impl AgentClientConfig {
     /// Every deadline must be at least a second (0 would fail every call at once).
     fn check(&self) -> Result<(), ConfigError> {
         for (setting, value) in [
-            ("agent.connect_timeout_s", self.connect_timeout_s),
-            ("agent.request_timeout_s", self.request_timeout_s),
-            ("agent.daemon_timeout_s", self.daemon_timeout_s),
-            ("agent.transfer_timeout_s", self.transfer_timeout_s),
+            ("node_calls.connect_timeout_s", self.connect_timeout_s),
+            ("node_calls.request_timeout_s", self.request_timeout_s),
+            ("node_calls.daemon_timeout_s", self.daemon_timeout_s),
+            ("node_calls.transfer_timeout_s", self.transfer_timeout_s),
         ] {
             if value == 0 {
                 return Err(ConfigError::Range {
@@ -554,7 +555,7 @@ impl Config {
             });
         }
         self.ldap.check()?;
-        self.agent.check()?;
+        self.node_calls.check()?;
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -673,18 +674,18 @@ impl Config {
             self.auth.metrics_token = Some(token).filter(|t| !t.is_empty());
         }
         self.apply_ldap_env()?;
-        let agent = &mut self.agent;
+        let agent = &mut self.node_calls;
         env_parse(
-            "COHORT_AGENT_CONNECT_TIMEOUT_S",
+            "COHORT_NODE_CONNECT_TIMEOUT_S",
             &mut agent.connect_timeout_s,
         )?;
         env_parse(
-            "COHORT_AGENT_REQUEST_TIMEOUT_S",
+            "COHORT_NODE_REQUEST_TIMEOUT_S",
             &mut agent.request_timeout_s,
         )?;
-        env_parse("COHORT_AGENT_DAEMON_TIMEOUT_S", &mut agent.daemon_timeout_s)?;
+        env_parse("COHORT_NODE_DAEMON_TIMEOUT_S", &mut agent.daemon_timeout_s)?;
         env_parse(
-            "COHORT_AGENT_TRANSFER_TIMEOUT_S",
+            "COHORT_NODE_TRANSFER_TIMEOUT_S",
             &mut agent.transfer_timeout_s,
         )?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
