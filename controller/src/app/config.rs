@@ -797,6 +797,15 @@ mod overcommit_tests {
     }
 
     #[test]
+    fn node_call_deadlines_are_at_least_a_second() {
+        let mut config = Config::default();
+        assert_eq!(config.node_calls.request_timeout_s, 30);
+        config.node_calls.request_timeout_s = 0;
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("node_calls.request_timeout_s"), "{err}");
+    }
+
+    #[test]
     fn the_pool_is_two_connections_a_core_plus_two_and_never_empty() {
         let cores = std::thread::available_parallelism().unwrap().get() as u32;
         let mut config = Config::default();
