@@ -61,7 +61,8 @@ impl TestController {
         let mut config = test_config(db.url(), state.path());
         config.worker.id = Some("test-worker-1".into());
         let pool = cohort_controller::db::pool(db.url(), config.database.pool_size).expect("pool");
-        let agents = agents.unwrap_or_else(|| Arc::new(MtlsConnector::new(&pki, config.node_calls)));
+        let agents =
+            agents.unwrap_or_else(|| Arc::new(MtlsConnector::new(&pki, config.node_calls)));
         let ctl = Arc::new(Controller::new(pool, config, pki, agents));
         TestController { db, state, ctl }
     }
