@@ -85,7 +85,12 @@ pub async fn run(config: &AgentConfig) -> Vec<Check> {
             "install libnvidia-container-tools (NVIDIA's container toolkit repository)",
         ),
     });
-    let inv = crate::gpu::inventory(config.nvml_library.as_deref());
+    // Asked with a deadline: a wedged driver is a finding, not a doctor that never ends.
+    let reader = crate::gpu::reader::NvmlReader::start(
+        config.nvml_library.clone(),
+        crate::gpu::reader::DEADLINE,
+    );
+    let inv = reader.read().await;
     checks.push(match (&inv.unavailable, inv.gpus.len()) {
         (None, n) => check(
             "NVML",

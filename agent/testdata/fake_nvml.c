@@ -4,10 +4,13 @@
  * A100 in MIG mode with one MIG device (slot 0). It answers only the NVML calls the agent makes.
  * Compute processes come from the file named by $FAKE_NVML_PROCESSES, read on every call: one
  * process a line, "<gpu index> <pid> <used bytes>" (a missing file means none).
+ * A wedged driver: while the file named by $FAKE_NVML_HANG_FILE exists, reading a GPU's memory
+ * blocks (until the file is removed).
  * Build: cc -shared -fPIC -o libfake_nvml.so fake_nvml.c */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 #define NVML_SUCCESS 0
@@ -91,6 +94,8 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int len) { r
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len) { return copy_string(name, len, d->name); }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    const char *hang = getenv("FAKE_NVML_HANG_FILE");
+    while (hang && hang[0] && access(hang, F_OK) == 0) usleep(50000);
     m->total = d->total;
     m->used = d->used;
     m->free = d->total - d->used;

@@ -190,7 +190,7 @@ fn main() -> anyhow::Result<()> {
                     pending.join(", ")
                 );
             }
-            let agents = Arc::new(MtlsConnector::new(&pki));
+            let agents = Arc::new(MtlsConnector::new(&pki, config.node_calls));
             let ctl = Arc::new(Controller::new(pool, config, pki, agents));
             actix_web::rt::System::new().block_on(server::serve(ctl))?;
         }

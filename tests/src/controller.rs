@@ -66,7 +66,8 @@ impl TestController {
             &config.database.session(),
         )
         .expect("pool");
-        let agents = agents.unwrap_or_else(|| Arc::new(MtlsConnector::new(&pki)));
+        let agents =
+            agents.unwrap_or_else(|| Arc::new(MtlsConnector::new(&pki, config.node_calls)));
         let ctl = Arc::new(Controller::new(pool, config, pki, agents));
         TestController { db, state, ctl }
     }

@@ -8,6 +8,7 @@ pub mod browser;
 pub mod cluster;
 pub mod controller;
 pub mod db;
+pub mod delay_proxy;
 pub mod fake_agent;
 pub mod gpu_node;
 pub mod images;
@@ -18,6 +19,7 @@ pub mod macvlan;
 pub mod network;
 pub mod observe;
 pub mod pg;
+pub mod portal;
 pub mod ports;
 pub mod ssh;
 

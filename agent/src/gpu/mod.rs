@@ -1,10 +1,12 @@
 //! GPU inventory through NVML (nvml-wrapper): each GPU's uuid, index, name, memory, PCI address
 //! in LXD's form, utilization and MIG devices. A node without NVML has an empty inventory with
 //! the reason, never an error. Also whether the NVIDIA container tools LXD needs are present.
-//! [`Gpus`] is the service the node holds.
+//! [`Gpus`] is the service the node holds; it reads NVML on one thread with a deadline
+//! ([`reader`]).
 
 pub mod attribution;
 mod mig;
+pub mod reader;
 mod service;
 
 use std::ffi::OsStr;

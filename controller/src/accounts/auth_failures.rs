@@ -1,10 +1,13 @@
-//! Failed authentication per source address: a bounded in-memory table of one-minute windows.
-//! A source with `limit` failures (401s) in its window is answered 429, with `Retry-After`, until
-//! the window ends, whatever it presents, so a token or join secret cannot be guessed at speed.
-//! The table holds at most `capacity` sources; when full, finished windows go first, then the
-//! oldest, so a flood from many addresses costs bounded memory.
+//! Failed authentication per key: a bounded in-memory table of one-minute windows. A key with
+//! `limit` failures (401s) in its window is answered 429, with `Retry-After`, until the window
+//! ends, whatever it presents, so a token or join secret cannot be guessed at speed. The API
+//! keys on the source address; portal sign-in on the source and account together, with a much
+//! larger budget for the source alone ([`crate::accounts::sign_in`]), so one student's typos
+//! behind a campus NAT lock out only that student. The table holds at most `capacity` keys;
+//! when full, finished windows go first, then the oldest, so a flood costs bounded memory.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,14 +22,14 @@ struct Window {
 }
 
 #[derive(Debug)]
-pub struct AuthFailures {
+pub struct AuthFailures<K = IpAddr> {
     /// Failures allowed in a window; 0: no limit.
     limit: u32,
     capacity: usize,
-    sources: Mutex<HashMap<IpAddr, Window>>,
+    sources: Mutex<HashMap<K, Window>>,
 }
 
-impl AuthFailures {
+impl<K: Hash + Eq + Clone> AuthFailures<K> {
     pub fn new(limit: u32, capacity: usize) -> Self {
         AuthFailures {
             limit,
@@ -35,34 +38,38 @@ impl AuthFailures {
         }
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Window>> {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<K, Window>> {
         // A panic elsewhere while holding it leaves counts only; they are still good.
         self.sources.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How long `source` must wait before it is heard again, if it has used up its failures.
-    pub fn blocked(&self, source: IpAddr, now: Instant) -> Option<Duration> {
+    pub fn blocked(&self, source: &K, now: Instant) -> Option<Duration> {
         if self.limit == 0 {
             return None;
         }
-        let window = *self.table().get(&source)?;
+        let window = *self.table().get(source)?;
         let ends = window.began + WINDOW;
         (window.failures >= self.limit && now < ends).then(|| ends - now)
     }
 
     /// Counts one failed authentication of `source`.
-    pub fn record(&self, source: IpAddr, now: Instant) {
+    pub fn record(&self, source: K, now: Instant) {
         if self.limit == 0 {
             return;
         }
         self.count(&mut self.table(), source, now);
     }
 
-    fn count(&self, table: &mut HashMap<IpAddr, Window>, source: IpAddr, now: Instant) {
+    fn count(&self, table: &mut HashMap<K, Window>, source: K, now: Instant) {
         if !table.contains_key(&source) && table.len() >= self.capacity {
             table.retain(|_, w| now < w.began + WINDOW);
             if table.len() >= self.capacity {
-                if let Some(oldest) = table.iter().min_by_key(|(_, w)| w.began).map(|(ip, _)| *ip) {
+                if let Some(oldest) = table
+                    .iter()
+                    .min_by_key(|(_, w)| w.began)
+                    .map(|(key, _)| key.clone())
+                {
                     table.remove(&oldest);
                 }
             }
@@ -85,7 +92,7 @@ impl AuthFailures {
     /// source has used up its failures (nothing counted). A success is then [`forgive`]n.
     ///
     /// [`forgive`]: AuthFailures::forgive
-    pub fn attempt(&self, source: IpAddr, now: Instant) -> Result<(), Duration> {
+    pub fn attempt(&self, source: K, now: Instant) -> Result<(), Duration> {
         if self.limit == 0 {
             return Ok(());
         }
@@ -102,8 +109,8 @@ impl AuthFailures {
     }
 
     /// Takes back one failure counted by [`AuthFailures::attempt`] for an attempt that succeeded.
-    pub fn forgive(&self, source: IpAddr) {
-        if let Some(window) = self.table().get_mut(&source) {
+    pub fn forgive(&self, source: &K) {
+        if let Some(window) = self.table().get_mut(source) {
             window.failures = window.failures.saturating_sub(1);
         }
     }
@@ -131,20 +138,20 @@ mod tests {
         let t0 = Instant::now();
         let failures = AuthFailures::new(3, 100);
         for _ in 0..3 {
-            assert_eq!(failures.blocked(ip(1), t0), None);
+            assert_eq!(failures.blocked(&ip(1), t0), None);
             failures.record(ip(1), t0);
         }
-        let wait = failures.blocked(ip(1), t0 + Duration::from_secs(10));
+        let wait = failures.blocked(&ip(1), t0 + Duration::from_secs(10));
         assert_eq!(wait, Some(Duration::from_secs(50)));
-        assert_eq!(failures.blocked(ip(2), t0), None, "another source is not");
+        assert_eq!(failures.blocked(&ip(2), t0), None, "another source is not");
         assert_eq!(
-            failures.blocked(ip(1), t0 + WINDOW),
+            failures.blocked(&ip(1), t0 + WINDOW),
             None,
             "the window ended"
         );
         failures.record(ip(1), t0 + WINDOW);
         assert_eq!(
-            failures.blocked(ip(1), t0 + WINDOW),
+            failures.blocked(&ip(1), t0 + WINDOW),
             None,
             "a new window counts afresh"
         );
@@ -161,7 +168,7 @@ mod tests {
             assert!(failures.len() <= 3);
         }
         // The oldest went first: source 1's failures are forgotten.
-        assert_eq!(failures.blocked(ip(1), t0 + Duration::from_secs(2)), None);
+        assert_eq!(failures.blocked(&ip(1), t0 + Duration::from_secs(2)), None);
         // Finished windows go before live ones.
         let later = t0 + WINDOW + Duration::from_secs(5);
         failures.record(ip(60), later);
@@ -169,7 +176,7 @@ mod tests {
         failures.record(ip(61), later);
         failures.record(ip(62), later);
         assert!(
-            failures.blocked(ip(60), later).is_some(),
+            failures.blocked(&ip(60), later).is_some(),
             "a live window stays"
         );
     }
@@ -181,7 +188,7 @@ mod tests {
         for _ in 0..100 {
             failures.record(ip(1), now);
         }
-        assert_eq!(failures.blocked(ip(1), now), None);
+        assert_eq!(failures.blocked(&ip(1), now), None);
         assert!(failures.is_empty());
     }
 }

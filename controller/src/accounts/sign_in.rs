@@ -1,8 +1,9 @@
 //! Portal sign-in: a username and password checked against the user's argon2id hash (or, for a
 //! roster student who has not set one, the first-login password their instructor was shown),
 //! else against the university's directory ([`crate::accounts::directory`]); a new session on success.
-//! Failures count against the source address like a bad API token ([`crate::accounts::auth_failures`])
-//! and are audited as `failed_sign_in`.
+//! Failures count against the source and account together, and against the source alone with a
+//! much larger budget ([`crate::accounts::auth_failures`]); they are audited as `failed_sign_in`,
+//! repeats aggregated ([`crate::accounts::failure_audit`]).
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -143,21 +144,53 @@ pub fn check_new_password(field: &str, password: &str) -> ActionResult<()> {
     Ok(())
 }
 
+/// Longest part of a username a throttle or audit key keeps (a key per typed name is bounded).
+const KEY_CHARS: usize = 128;
+
+/// Counts a sign-in attempt before anything is checked, against its source and account together
+/// (`auth.failures_per_minute`) and its source alone (the much larger
+/// `auth.sign_in_source_failures_per_minute`): attempts made at once are bounded like those made
+/// one after another, and one student's typos behind a campus NAT lock out that student only.
+/// A throttled attempt counts nowhere; a success is forgiven by [`forgive_attempt`].
+fn count_attempt(ctl: &Controller, source: IpAddr, username: &str) -> ActionResult<()> {
+    let now = Instant::now();
+    let throttled = |wait: std::time::Duration| ActionError::Throttled {
+        retry_after_s: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+    };
+    let account = (source, account_key(username));
+    ctl.sign_in_failures
+        .attempt(account.clone(), now)
+        .map_err(throttled)?;
+    if let Err(wait) = ctl.sign_in_source_failures.attempt(source, now) {
+        ctl.sign_in_failures.forgive(&account);
+        return Err(throttled(wait));
+    }
+    Ok(())
+}
+
+fn forgive_attempt(ctl: &Controller, source: IpAddr, username: &str) {
+    ctl.sign_in_failures
+        .forgive(&(source, account_key(username)));
+    ctl.sign_in_source_failures.forgive(&source);
+}
+
+fn account_key(username: &str) -> String {
+    username.chars().take(KEY_CHARS).collect()
+}
+
 /// Signs `username` in with `password` from `source`: their portal password first, then the
 /// directory when one is configured. A wrong name or password is a 401 that counts against the
-/// source, a source over its limit a 429 before anything is checked.
+/// source and account ([`count_attempt`]), a source or account over its limit a 429 before
+/// anything is checked. The database connection is held only to read the hashes and to write
+/// the outcome, never while argon2 runs ([`verify`]).
 pub async fn password(
     ctl: &Controller,
     username: String,
     password: String,
     source: Option<IpAddr>,
 ) -> ActionResult<NewSession> {
-    // Counted before anything is checked: attempts made at once are bounded by the limit too.
     if let Some(source) = source {
-        if let Err(wait) = ctl.auth_failures.attempt(source, Instant::now()) {
-            let retry_after_s = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            return Err(ActionError::Throttled { retry_after_s });
-        }
+        count_attempt(ctl, source, &username)?;
     }
     let source_text = source.map(|s| s.to_string()).unwrap_or_default();
     let name = username.clone();
@@ -189,24 +222,15 @@ pub async fn password(
         },
     };
     let Some((user, via)) = signed_in else {
-        let name = username.clone();
-        ctl.db(move |conn| {
-            Ok(audit::record(
-                conn,
-                "anonymous",
-                AuditAction::FailedSignIn,
-                AuditObject::Source,
-                &source_text,
-                json!({"path": "/signin", "username": name, "reason": "wrong username or password"}),
-            )?)
-        })
-        .await?;
+        let detail = json!({"path": "/signin", "username": account_key(&username),
+                            "reason": "wrong username or password"});
+        audit_failed(ctl, source_text, &account_key(&username), detail).await?;
         return Err(ActionError::Unauthenticated(
             "wrong username or password".into(),
         ));
     };
     if let Some(source) = source {
-        ctl.auth_failures.forgive(source);
+        forgive_attempt(ctl, source, &username);
     }
     let lifetime = chrono::Duration::minutes(i64::from(ctl.config.auth.session_minutes.max(1)));
     ctl.db(move |conn| {
@@ -362,21 +386,44 @@ pub fn set_password(conn: &mut PgConnection, username: &str, password: &str) -> 
     Ok(())
 }
 
-/// Audits a failed authentication from `source` (an address) as `failed_sign_in`, with `detail`.
+/// Audits a failed authentication from `source` (an address) at `what` (the account or path it
+/// tried) as `failed_sign_in`, with `detail`: its own row when it is the first of that source
+/// and `what` in the minute, else only counted into the minute's summary row
+/// ([`crate::accounts::failure_audit`]), so a flood writes a bounded number of rows.
 pub async fn audit_failed(
     ctl: &Controller,
     source: String,
+    what: &str,
     detail: serde_json::Value,
 ) -> ActionResult<()> {
+    let rows = ctl
+        .failure_audit
+        .admit(&format!("{source} {what}"), Instant::now());
+    if !rows.own && rows.summary.is_none() {
+        return Ok(());
+    }
     ctl.db(move |conn| {
-        Ok(audit::record(
-            conn,
-            "anonymous",
-            AuditAction::FailedSignIn,
-            AuditObject::Source,
-            &source,
-            detail,
-        )?)
+        if let Some(summary) = rows.summary {
+            audit::record(
+                conn,
+                "anonymous",
+                AuditAction::FailedSignIn,
+                AuditObject::Source,
+                "summary",
+                summary,
+            )?;
+        }
+        if rows.own {
+            audit::record(
+                conn,
+                "anonymous",
+                AuditAction::FailedSignIn,
+                AuditObject::Source,
+                &source,
+                detail,
+            )?;
+        }
+        Ok(())
     })
     .await
 }

@@ -19,6 +19,10 @@ pub enum AgentError {
     /// the TLS client could not be built
     #[error("tls setup: {0}")]
     Tls(String),
+    /// the controller knows the node is offline and did not call it (a call would only wait
+    /// out its deadline); tried again once the poller hears from the node
+    #[error("offline: {0}")]
+    Offline(String),
 }
 
 impl AgentError {

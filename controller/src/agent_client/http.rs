@@ -1,5 +1,10 @@
 //! The agent API over HTTPS: each [`super::NodeAgent`] call as its request, and the agent's
 //! answer or refusal decoded.
+//!
+//! Each call has the deadline of its kind ([`AgentClientConfig`]): ordinary calls the client's
+//! short one, so a call in flight when a link goes dark gives its worker permit back within
+//! seconds; calls that wait on the node's daemon ([`HttpAgent::daemon`]) a few minutes; calls
+//! that stream a tarball or a file ([`HttpAgent::transfer`]) an hour.
 
 use cohort_proto::agent::{
     Arrival, AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, ExecSession,
@@ -11,14 +16,12 @@ use cohort_proto::ErrorBody;
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
+use crate::app::config::AgentClientConfig;
+
 use super::{
     AgentError, AgentFuture, AgentSocket, AgentStream, FileDownload, FileMeta, NodeAgent,
     ReceivedTarball, Tunnel,
 };
-
-/// Longest a backup's tarball may take to leave one node or to be imported on another (the
-/// client's usual ten minutes is too short for a large home).
-const TRANSFER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The header that tells the agent how many bytes an answer may stream back.
 const LIMIT_HEADER: &str = "X-Cohort-Limit";
@@ -28,8 +31,10 @@ const TUNNEL_PROTOCOL: &str = "cohort-tunnel";
 
 /// One agent over HTTPS.
 pub(super) struct HttpAgent {
+    /// Its deadline is an ordinary call's (`request_timeout_s`).
     pub(super) client: reqwest::Client,
     pub(super) base: String,
+    pub(super) timeouts: AgentClientConfig,
 }
 
 fn escape(segment: &str) -> String {
@@ -114,6 +119,21 @@ impl HttpAgent {
     fn instance(&self, method: Method, name: &str, rest: &str) -> reqwest::RequestBuilder {
         self.req(method, &format!("/instances/{}{rest}", escape(name)))
     }
+
+    /// A call the agent answers only once the node's daemon has done the work (it waits up to
+    /// 300 s on LXD itself).
+    fn daemon(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.timeout(std::time::Duration::from_secs(
+            self.timeouts.daemon_timeout_s,
+        ))
+    }
+
+    /// A call that streams a tarball or a file, or waits for one to be packed or fetched.
+    fn transfer(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.timeout(std::time::Duration::from_secs(
+            self.timeouts.transfer_timeout_s,
+        ))
+    }
 }
 
 impl NodeAgent for HttpAgent {
@@ -156,18 +176,21 @@ impl NodeAgent for HttpAgent {
         Box::pin(json(self.req(Method::GET, "/instances")))
     }
     fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance> {
-        Box::pin(json(self.req(Method::POST, "/instances").json(&request)))
+        // Creating may fetch the image from the controller first, then waits on the daemon.
+        Box::pin(json(
+            self.transfer(self.req(Method::POST, "/instances").json(&request)),
+        ))
     }
     fn get_instance(&self, name: String) -> AgentFuture<Instance> {
         Box::pin(json(self.instance(Method::GET, &name, "")))
     }
     fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance> {
-        Box::pin(json(
+        Box::pin(json(self.daemon(
             self.instance(Method::PUT, &name, "/state").json(&change),
-        ))
+        )))
     }
     fn delete_instance(&self, name: String) -> AgentFuture<()> {
-        let request = self.instance(Method::DELETE, &name, "");
+        let request = self.daemon(self.instance(Method::DELETE, &name, ""));
         Box::pin(async move {
             match empty(request).await {
                 Err(AgentError::Status { status, .. })
@@ -180,8 +203,12 @@ impl NodeAgent for HttpAgent {
         })
     }
     fn exec(&self, name: String, request: ExecRequest) -> AgentFuture<ExecResult> {
+        // The agent answers once the command has ended: wait as long as it may run.
+        let runs = u64::from(request.timeout_s.unwrap_or(300));
         Box::pin(json(
-            self.instance(Method::POST, &name, "/exec").json(&request),
+            self.instance(Method::POST, &name, "/exec")
+                .timeout(std::time::Duration::from_secs(runs + 30))
+                .json(&request),
         ))
     }
     fn exec_stream(
@@ -245,7 +272,7 @@ impl NodeAgent for HttpAgent {
     }
     fn get_file(&self, name: String, path: String, limit: u64) -> AgentFuture<FileDownload> {
         let request = self
-            .instance(Method::GET, &name, "/files")
+            .transfer(self.instance(Method::GET, &name, "/files"))
             .header(LIMIT_HEADER, limit)
             .query(&[("path", path)]);
         Box::pin(async move {
@@ -270,7 +297,7 @@ impl NodeAgent for HttpAgent {
         meta: FileMeta,
     ) -> AgentFuture<()> {
         let mut request = self
-            .instance(Method::PUT, &name, "/files")
+            .transfer(self.instance(Method::PUT, &name, "/files"))
             .query(&[("path", path)])
             .body(body);
         for (header, value) in [
@@ -289,31 +316,49 @@ impl NodeAgent for HttpAgent {
     }
     fn create_snapshot(&self, name: String, request: CreateSnapshot) -> AgentFuture<Snapshot> {
         Box::pin(json(
-            self.instance(Method::POST, &name, "/snapshots")
-                .json(&request),
+            self.daemon(
+                self.instance(Method::POST, &name, "/snapshots")
+                    .json(&request),
+            ),
         ))
     }
     fn restore_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()> {
         let rest = format!("/snapshots/{}/restore", escape(&snapshot));
-        Box::pin(empty(self.instance(Method::POST, &name, &rest)))
+        Box::pin(empty(self.daemon(self.instance(
+            Method::POST,
+            &name,
+            &rest,
+        ))))
     }
     fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()> {
         let rest = format!("/snapshots/{}", escape(&snapshot));
-        Box::pin(empty(self.instance(Method::DELETE, &name, &rest)))
+        Box::pin(empty(self.daemon(self.instance(
+            Method::DELETE,
+            &name,
+            &rest,
+        ))))
     }
     fn import_image(&self, request: ImportImage) -> AgentFuture<Image> {
-        Box::pin(json(self.req(Method::POST, "/images").json(&request)))
+        Box::pin(json(
+            self.transfer(self.req(Method::POST, "/images").json(&request)),
+        ))
     }
     fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance> {
-        Box::pin(json(self.instance(Method::PATCH, &name, "").json(&request)))
+        Box::pin(json(
+            self.daemon(self.instance(Method::PATCH, &name, "").json(&request)),
+        ))
     }
     fn detach_gpus(&self, name: String) -> AgentFuture<Instance> {
-        Box::pin(json(self.instance(Method::POST, &name, "/gpus/detach")))
+        Box::pin(json(self.daemon(self.instance(
+            Method::POST,
+            &name,
+            "/gpus/detach",
+        ))))
     }
     fn attach_gpus(&self, name: String, request: AttachGpus) -> AgentFuture<Instance> {
-        Box::pin(json(
+        Box::pin(json(self.daemon(
             self.instance(Method::PUT, &name, "/gpus").json(&request),
-        ))
+        )))
     }
     fn publish(
         &self,
@@ -323,11 +368,11 @@ impl NodeAgent for HttpAgent {
     ) -> AgentFuture<ReceivedTarball> {
         use sha2::Digest;
         use tokio::io::AsyncWriteExt;
-        let request = self
-            .instance(Method::POST, &name, "/publish")
-            .json(&request)
-            // Packing a container into an image takes a while.
-            .timeout(std::time::Duration::from_secs(3600));
+        // Packing a container into an image takes a while.
+        let request = self.transfer(
+            self.instance(Method::POST, &name, "/publish")
+                .json(&request),
+        );
         Box::pin(async move {
             let mut response = send(request).await?;
             let reported = header(&response, "X-Cohort-Fingerprint");
@@ -353,41 +398,39 @@ impl NodeAgent for HttpAgent {
         })
     }
     fn export_instance(&self, name: String) -> AgentFuture<AgentStream> {
-        let request = self
-            .instance(Method::POST, &name, "/export")
-            .timeout(TRANSFER_TIMEOUT);
+        let request = self.transfer(self.instance(Method::POST, &name, "/export"));
         Box::pin(async move { Ok(stream_of(send(request).await?)) })
     }
     fn import_instance(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
-        let request = self
-            .instance(Method::POST, &name, "/import")
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(reqwest::Body::wrap_stream(tarball))
-            .timeout(TRANSFER_TIMEOUT);
+        let request = self.transfer(
+            self.instance(Method::POST, &name, "/import")
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .body(reqwest::Body::wrap_stream(tarball)),
+        );
         Box::pin(empty(request))
     }
     fn export_volume(&self, name: String) -> AgentFuture<AgentStream> {
-        let request = self
-            .req(Method::POST, &format!("/volumes/{}/export", escape(&name)))
-            .timeout(TRANSFER_TIMEOUT);
+        let request =
+            self.transfer(self.req(Method::POST, &format!("/volumes/{}/export", escape(&name))));
         Box::pin(async move { Ok(stream_of(send(request).await?)) })
     }
     fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()> {
-        let request = self
-            .req(Method::POST, &format!("/volumes/{}/import", escape(&name)))
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(reqwest::Body::wrap_stream(tarball))
-            .timeout(TRANSFER_TIMEOUT);
+        let request = self.transfer(
+            self.req(Method::POST, &format!("/volumes/{}/import", escape(&name)))
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .body(reqwest::Body::wrap_stream(tarball)),
+        );
         Box::pin(empty(request))
     }
     fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
-        Box::pin(json(
+        Box::pin(json(self.daemon(
             self.instance(Method::PUT, &name, "/arrival").json(&arrival),
-        ))
+        )))
     }
     fn set_ssh(&self, name: String, access: SshAccess) -> AgentFuture<Instance> {
+        // Runs a command in the container.
         Box::pin(json(
-            self.instance(Method::PUT, &name, "/ssh").json(&access),
+            self.daemon(self.instance(Method::PUT, &name, "/ssh").json(&access)),
         ))
     }
     fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance> {
@@ -402,7 +445,7 @@ impl NodeAgent for HttpAgent {
         ))
     }
     fn delete_volume(&self, name: String) -> AgentFuture<()> {
-        let request = self.req(Method::DELETE, &format!("/volumes/{}", escape(&name)));
+        let request = self.daemon(self.req(Method::DELETE, &format!("/volumes/{}", escape(&name))));
         Box::pin(async move {
             match empty(request).await {
                 Err(AgentError::Status { status, .. })

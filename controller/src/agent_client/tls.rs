@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use cohort_tls::{ServerBase, ServerCheck};
 
+use crate::app::config::AgentClientConfig;
 use crate::nodes::pki::Pki;
 
 use super::http::HttpAgent;
@@ -17,10 +18,12 @@ pub struct MtlsConnector {
     identity_pem: Vec<u8>,
     ca_pem: String,
     clients: Mutex<HashMap<AgentTarget, reqwest::Client>>,
+    timeouts: AgentClientConfig,
 }
 
 impl MtlsConnector {
-    pub fn new(pki: &Pki) -> Self {
+    /// A connector whose calls keep to `timeouts` (see [`AgentClientConfig`]).
+    pub fn new(pki: &Pki, timeouts: AgentClientConfig) -> Self {
         let mut identity_pem = pki.client_cert_pem.clone().into_bytes();
         identity_pem.extend_from_slice(pki.ca_pem().as_bytes());
         identity_pem.extend_from_slice(pki.client_key_pem.as_bytes());
@@ -28,6 +31,7 @@ impl MtlsConnector {
             identity_pem,
             ca_pem: pki.ca_pem().to_string(),
             clients: Mutex::new(HashMap::new()),
+            timeouts,
         }
     }
 
@@ -47,10 +51,20 @@ impl MtlsConnector {
             .with_custom_certificate_verifier(verifier)
             .with_client_auth_cert(certs, key)
             .map_err(|e| tls(&e))?;
+        let secs = std::time::Duration::from_secs;
+        // The client's deadline is an ordinary call's; the calls that wait on the daemon or
+        // stream set a longer one of their own (`HttpAgent`). A peer gone dark under one of
+        // those is still found soon: keepalive probes end a connection idle while the daemon
+        // works (a create) in about 25 s, and the user timeout one whose sent bytes go
+        // unacknowledged (a tarball streamed into a dark target) in 30 s.
         reqwest::Client::builder()
             .use_preconfigured_tls(config)
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .timeout(std::time::Duration::from_secs(600))
+            .connect_timeout(secs(self.timeouts.connect_timeout_s))
+            .timeout(secs(self.timeouts.request_timeout_s))
+            .tcp_keepalive(secs(10))
+            .tcp_keepalive_interval(secs(5))
+            .tcp_keepalive_retries(3)
+            .tcp_user_timeout(secs(30))
             .build()
             .map_err(|e| tls(&e))
     }
@@ -69,6 +83,7 @@ impl AgentConnector for MtlsConnector {
         };
         Ok(Arc::new(HttpAgent {
             client,
+            timeouts: self.timeouts,
             base: format!("{}/v1", target.url.trim_end_matches('/')),
         }))
     }

@@ -44,6 +44,60 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub auth: AuthConfig,
     pub ldap: LdapConfig,
+    pub node_calls: AgentClientConfig,
+}
+
+/// How long the controller waits on a node's agent ([`crate::agent_client`]). A call in flight
+/// when a link goes dark must not hold a worker permit for minutes: ordinary calls get a short
+/// deadline, only the calls that wait on the node's daemon or stream a tarball a long one.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentClientConfig {
+    /// `COHORT_NODE_CONNECT_TIMEOUT_S`: seconds to reach an agent (TCP and TLS); default 5.
+    pub connect_timeout_s: u64,
+    /// `COHORT_NODE_REQUEST_TIMEOUT_S`: seconds an ordinary call (inventory, reads, settings)
+    /// may take from request to answer; default 30.
+    pub request_timeout_s: u64,
+    /// `COHORT_NODE_DAEMON_TIMEOUT_S`: seconds a call that waits on the node's daemon
+    /// (start/stop, delete, snapshots, arrival, GPUs, SSH keys) may take; default 330, a little
+    /// over the agent's own 300 s wait on LXD, so its answer (504) is heard rather than cut off.
+    pub daemon_timeout_s: u64,
+    /// `COHORT_NODE_TRANSFER_TIMEOUT_S`: seconds a streaming call (create, which may fetch the
+    /// image first; backup export and import; publish; image import; file transfer) may take in
+    /// all; default 3600.
+    pub transfer_timeout_s: u64,
+}
+
+impl Default for AgentClientConfig {
+    fn default() -> Self {
+        AgentClientConfig {
+            connect_timeout_s: 5,
+            request_timeout_s: 30,
+            daemon_timeout_s: 330,
+            transfer_timeout_s: 3600,
+        }
+    }
+}
+
+impl AgentClientConfig {
+    /// Every deadline must be at least a second (0 would fail every call at once).
+    fn check(&self) -> Result<(), ConfigError> {
+        for (setting, value) in [
+            ("node_calls.connect_timeout_s", self.connect_timeout_s),
+            ("node_calls.request_timeout_s", self.request_timeout_s),
+            ("node_calls.daemon_timeout_s", self.daemon_timeout_s),
+            ("node_calls.transfer_timeout_s", self.transfer_timeout_s),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Range {
+                    setting,
+                    rule: "at least 1",
+                    value: "0".into(),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How much of a request or of an instance's output one call may move.
@@ -92,6 +146,16 @@ pub struct AuthConfig {
     /// `COHORT_AUTH_FAILURE_SOURCES`: source addresses the failure table remembers at once (oldest
     /// forgotten first), so a flood from many addresses cannot grow it; default 10000.
     pub failure_sources: usize,
+    /// `COHORT_SIGN_IN_SOURCE_FAILURES_PER_MINUTE`: failed portal sign-ins one source address may
+    /// have in a minute, over all accounts, before its sign-ins are answered 429; default 600, 0
+    /// turns it off. A portal sign-in is limited per source and account by
+    /// `failures_per_minute`, so one student's typos behind a campus NAT lock out only that
+    /// student; this much larger budget bounds a guesser trying many accounts.
+    pub sign_in_source_failures_per_minute: u32,
+    /// `COHORT_AUDIT_FAILURES_PER_MINUTE`: `failed_sign_in` rows written a minute; a source's
+    /// repeats on the same account or path in that minute, and failures past this many, are
+    /// counted into one summary row instead ([`crate::accounts::failure_audit`]); default 60.
+    pub audit_failures_per_minute: u32,
     /// `COHORT_METRICS_TOKEN`: the bearer token Prometheus scrapes `/metrics` with; an admin's API
     /// token works too. Unset: only admin tokens; default unset.
     pub metrics_token: Option<String>,
@@ -106,6 +170,8 @@ impl Default for AuthConfig {
             token_max_days: 365,
             failures_per_minute: 20,
             failure_sources: 10_000,
+            sign_in_source_failures_per_minute: 600,
+            audit_failures_per_minute: 60,
             metrics_token: None,
             session_minutes: 480,
         }
@@ -569,6 +635,7 @@ impl Config {
                 value: "0".into(),
             });
         }
+        self.node_calls.check()?;
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -704,10 +771,32 @@ impl Config {
             &mut self.auth.failure_sources,
         )?;
         env_parse("COHORT_SESSION_MINUTES", &mut self.auth.session_minutes)?;
+        env_parse(
+            "COHORT_SIGN_IN_SOURCE_FAILURES_PER_MINUTE",
+            &mut self.auth.sign_in_source_failures_per_minute,
+        )?;
+        env_parse(
+            "COHORT_AUDIT_FAILURES_PER_MINUTE",
+            &mut self.auth.audit_failures_per_minute,
+        )?;
         if let Ok(token) = std::env::var("COHORT_METRICS_TOKEN") {
             self.auth.metrics_token = Some(token).filter(|t| !t.is_empty());
         }
         self.apply_ldap_env()?;
+        let agent = &mut self.node_calls;
+        env_parse(
+            "COHORT_NODE_CONNECT_TIMEOUT_S",
+            &mut agent.connect_timeout_s,
+        )?;
+        env_parse(
+            "COHORT_NODE_REQUEST_TIMEOUT_S",
+            &mut agent.request_timeout_s,
+        )?;
+        env_parse("COHORT_NODE_DAEMON_TIMEOUT_S", &mut agent.daemon_timeout_s)?;
+        env_parse(
+            "COHORT_NODE_TRANSFER_TIMEOUT_S",
+            &mut agent.transfer_timeout_s,
+        )?;
         if let Ok(id) = std::env::var("COHORT_WORKER_ID") {
             self.worker.id = Some(id);
         }
@@ -818,6 +907,15 @@ mod overcommit_tests {
         assert!(err.contains("ldap.search_base"), "{err}");
         config.ldap.search_base = "ou=people,dc=uni,dc=edu".into();
         assert!(config.check().is_ok());
+    }
+
+    #[test]
+    fn node_call_deadlines_are_at_least_a_second() {
+        let mut config = Config::default();
+        assert_eq!(config.node_calls.request_timeout_s, 30);
+        config.node_calls.request_timeout_s = 0;
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("node_calls.request_timeout_s"), "{err}");
     }
 
     #[test]

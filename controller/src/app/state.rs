@@ -1,6 +1,7 @@
 //! The controller as the library sees it: the database pool, configuration, CA and the way to
 //! reach agents. Every action takes it; handlers, the worker and the poller share one.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +11,8 @@ use tokio::sync::Semaphore;
 
 use crate::accounts::auth::{Bearer, Caller};
 use crate::accounts::auth_failures::AuthFailures;
-use crate::agent_client::{AgentConnector, AgentTarget, NodeAgent};
+use crate::accounts::failure_audit::FailureAudit;
+use crate::agent_client::{AgentConnector, AgentError, AgentTarget, NodeAgent};
 use crate::app::config::Config;
 use crate::app::metrics::Metrics;
 use crate::db::models::node::Node;
@@ -19,6 +21,7 @@ use crate::db::DbPool;
 use crate::error::{ActionError, ActionResult};
 use crate::instances::page_cache::PageCache;
 use crate::nodes::pki::Pki;
+use cohort_proto::api::nodes::NodeState;
 
 pub struct Controller {
     pub pool: DbPool,
@@ -36,10 +39,16 @@ pub struct Controller {
     pub capacity_freed: tokio::sync::Notify,
     /// Pages of `GET /instances` served again while unchanged.
     pub pages: Arc<PageCache>,
-    /// Failed authentications by source address, to answer 429 past the limit.
+    /// Failed authentications by source address, to answer 429 past the limit (the API).
     pub auth_failures: AuthFailures,
     /// The background loops' last ticks and deaths, for `/healthz`.
     pub loops: crate::app::loops::Loops,
+    /// Failed portal sign-ins by source and account (`auth.failures_per_minute`)...
+    pub sign_in_failures: AuthFailures<(IpAddr, String)>,
+    /// ... and by source alone (`auth.sign_in_source_failures_per_minute`).
+    pub sign_in_source_failures: AuthFailures<IpAddr>,
+    /// Which failed authentications are written to the audit log.
+    pub failure_audit: FailureAudit,
 }
 
 impl Controller {
@@ -59,6 +68,15 @@ impl Controller {
                 config.auth.failures_per_minute,
                 config.auth.failure_sources,
             ),
+            sign_in_failures: AuthFailures::new(
+                config.auth.failures_per_minute,
+                config.auth.failure_sources,
+            ),
+            sign_in_source_failures: AuthFailures::new(
+                config.auth.sign_in_source_failures_per_minute,
+                config.auth.failure_sources,
+            ),
+            failure_audit: FailureAudit::new(config.auth.audit_failures_per_minute),
             pages,
             metrics,
             db_turns: Arc::new(Semaphore::new(pool.max_size() as usize)),
@@ -163,7 +181,8 @@ impl Controller {
         .await
     }
 
-    /// The agent of a node (by id), pinned to its live certificate.
+    /// The agent of a node (by id), pinned to its live certificate; refused at once while the
+    /// node is offline ([`connect_node`]).
     pub async fn agent_by_node_id(&self, node_id: i64) -> ActionResult<(Node, Arc<dyn NodeAgent>)> {
         let agents = self.agents.clone();
         self.db(move |conn| {
@@ -185,12 +204,25 @@ fn retry_pause(attempt: u32) -> std::time::Duration {
 }
 
 /// The agent of a node, pinned to its live certificates (two while a renewal is unconfirmed);
-/// a node whose certificates were revoked or have expired cannot be reached.
+/// a node whose certificates were revoked or have expired cannot be reached. A node the poller
+/// has marked offline is refused at once (an [`AgentError::Offline`], which a job retries
+/// later): a call to it would only hold a worker permit or a request until its deadline. The
+/// poller itself reaches offline nodes through [`connect_pinned`], which is how they come back.
 pub fn connect_node(
     agents: &dyn AgentConnector,
     conn: &mut PgConnection,
     node: &Node,
 ) -> ActionResult<Arc<dyn NodeAgent>> {
+    if node.state == NodeState::Offline {
+        let silent = node.last_heartbeat_at.map_or_else(
+            || "the node has never answered".to_string(),
+            |at| format!("the node has not answered since {}", at.to_rfc3339()),
+        );
+        return Err(ActionError::Agent {
+            node: node.name.clone(),
+            source: AgentError::Offline(format!("{silent}; its agent is not called until it does")),
+        });
+    }
     connect_pinned(agents, node, &NodeCertificate::live(conn, &node.name)?)
 }
 

@@ -67,3 +67,4 @@ mod portal_create;
 mod process_limit;
 mod pylxd;
 mod renewal_race;
+mod sign_in_burst;

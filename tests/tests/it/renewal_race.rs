@@ -22,12 +22,8 @@ fn controller(cluster: &Cluster, pki: &Arc<Pki>, id: &str) -> Arc<Controller> {
     config.database.pool_size = 4;
     config.server.node_cert_lifetime_s = 3600;
     let pool = cohort_controller::db::pool(&cluster.db_url, 4).expect("pool");
-    Arc::new(Controller::new(
-        pool,
-        config,
-        pki.clone(),
-        Arc::new(MtlsConnector::new(pki)),
-    ))
+    let agents = Arc::new(MtlsConnector::new(pki, config.node_calls));
+    Arc::new(Controller::new(pool, config, pki.clone(), agents))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

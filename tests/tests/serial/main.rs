@@ -13,6 +13,8 @@
 //!   set process environment variables (`FAKE_NVML_PROCESSES`, `COHORT_AGENT_NVML_LIBRARY`,
 //!   `COHORT_RECLAIM_*`, `COHORT_AGENT_MAX_SNAPSHOTS`) that every agent or controller started
 //!   afterwards in this process inherits.
+//! - `link_faults`: partitions a lab node with nftables, sets `FAKE_NVML_HANG_FILE`, and times
+//!   sign-ins and a slow link that hold only on an otherwise quiet machine.
 //! - `controller_gpus`: loads the test NVML library in this process after setting
 //!   `FAKE_NVML_ALL_MIG`, and reads `FAKE_NVML_PROCESSES` as the others leave it.
 
@@ -26,6 +28,7 @@ mod controller_gpus;
 mod db_faults;
 mod faults;
 mod hostile_student_lxd;
+mod link_faults;
 mod node_reboot;
 mod observe_agent;
 mod observe_reclaim;

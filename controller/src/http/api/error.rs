@@ -42,6 +42,10 @@ pub fn classify(err: &ActionError) -> (StatusCode, &str, Option<&str>) {
             source: AgentError::Status { status: 504, .. },
             ..
         } => (StatusCode::GATEWAY_TIMEOUT, "timeout", None),
+        ActionError::Agent {
+            source: AgentError::Offline(_),
+            ..
+        } => (StatusCode::SERVICE_UNAVAILABLE, "node_offline", None),
         ActionError::Agent { .. } => (StatusCode::BAD_GATEWAY, "agent_error", None),
         ActionError::Pool(_) => (
             StatusCode::SERVICE_UNAVAILABLE,

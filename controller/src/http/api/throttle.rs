@@ -1,7 +1,8 @@
 //! The middleware in front of every authenticated route: a source address that failed to
 //! authenticate too often is answered 429 with `Retry-After` before anything else is read
 //! ([`crate::accounts::auth_failures`]); every failed authentication (a 401, whatever the route or
-//! credential: bearer token, join secret) is counted and audited as `failed_sign_in`.
+//! credential: bearer token, join secret) is counted and audited as `failed_sign_in` (repeats
+//! of a source on one path aggregated: [`crate::accounts::failure_audit`]).
 //!
 //! The source is the TCP peer, never a forwarded-for header a client could write: behind a
 //! reverse proxy every caller is the proxy's address.
@@ -27,7 +28,7 @@ pub async fn throttle(
     let (Some(ctl), Some(source)) = (ctl, source) else {
         return next.call(req).await;
     };
-    if let Some(wait) = ctl.auth_failures.blocked(source, Instant::now()) {
+    if let Some(wait) = ctl.auth_failures.blocked(&source, Instant::now()) {
         let retry_after_s = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         return Ok(req.error_response(ActionError::Throttled { retry_after_s }));
     }
@@ -40,9 +41,10 @@ pub async fn throttle(
             .error()
             .map(ToString::to_string)
             .unwrap_or_default();
+        let what = format!("{method} {path}");
         let detail = json!({"method": method, "path": path, "reason": reason});
         let source = source.to_string();
-        let recorded = crate::accounts::sign_in::audit_failed(&ctl, source, detail).await;
+        let recorded = crate::accounts::sign_in::audit_failed(&ctl, source, &what, detail).await;
         if let Err(error) = recorded {
             tracing::warn!(%error, "auditing a failed sign-in failed");
         }
