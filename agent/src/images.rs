@@ -173,6 +173,9 @@ impl Images {
         match self.lxd.get_image(&req.fingerprint).await {
             Ok(held) => {
                 tracing::info!(fingerprint = %req.fingerprint, alias = %req.alias, "image already here; not downloading it again");
+                if held.aliases.iter().any(|a| a.name == req.alias) {
+                    return Ok(held.into());
+                }
                 self.set_alias(&req.alias, &held.fingerprint).await?;
                 return Ok(self.lxd.get_image(&held.fingerprint).await?.into());
             }

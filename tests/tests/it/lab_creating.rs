@@ -5,7 +5,8 @@
 //! asks again while the daemon still creates. Before the fix the retry took the half-made
 //! container for made (a host key written into a root filesystem still being unpacked, a start
 //! refused as "busy", attempts spent towards `error`); now the retry waits on the daemon's
-//! operation. The class ends complete: each student one running container whose host key is
+//! operation, and the controller counts no attempt for it (no step retried as a failure, from
+//! its metrics). The class ends complete: each student one running container whose host key is
 //! the one the controller recorded, sshd up, every file owned inside the container's range, no
 //! item retried as a failure, nothing else on the node.
 
@@ -44,6 +45,39 @@ async fn a_retry_waits_for_the_daemons_create_instead_of_acting_on_a_half_made_c
     assert!(
         log.contains("LXD still creates the instance"),
         "no create outlasted the agent's 1 s wait, so nothing was tested:\n{log}"
+    );
+    // A create still running is a wait, never a failed attempt: no step was retried.
+    let metrics = lab.cluster.scrape(&lab.cluster.admin_token).await;
+    let steps = |outcome: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.contains("operation_steps") && l.contains(&format!("outcome=\"{outcome}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    eprintln!(
+        "steps: {} retried, {} waited; {} waits of the agent ran out, {} retries waited on a create",
+        steps("retry"),
+        steps("wait"),
+        log.matches("LXD still creates the instance").count(),
+        log.matches("waiting for the daemon's create of it").count()
+    );
+    let warnings: Vec<String> = lab
+        .cluster
+        .controller_log()
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        steps("retry"),
+        0,
+        "a step was retried as a failure (a create still running counted as a failed attempt):\n{}\n{log}",
+        warnings.join("\n")
+    );
+    assert!(
+        log.contains("waiting for the daemon's create of it"),
+        "no retry waited on the daemon's create:\n{log}"
     );
     let items = done["items"].as_array().cloned().unwrap_or_default();
     for item in &items {

@@ -7,6 +7,7 @@
 //! - `node_reboot`: shuts down the host's LXD daemon, stopping every test's containers.
 //! - `faults`: each fault fills the machine with a course of systemd containers, and its timings
 //!   hold only when it runs alone.
+//! - `move_faults`: partitions a lab node in the middle of a move's copy; heavy (two daemons).
 //! - `packages`: the `.deb`s under systemd, with service start bounds for an otherwise idle host.
 //! - `cli_format`, `observe_agent`, `observe_reclaim`, `portal_admin`, `hostile_student_lxd`:
 //!   set process environment variables (`FAKE_NVML_PROCESSES`, `COHORT_AGENT_NVML_LIBRARY`,
@@ -24,6 +25,7 @@ mod cli_format;
 mod controller_gpus;
 mod faults;
 mod hostile_student_lxd;
+mod move_faults;
 mod node_reboot;
 mod observe_agent;
 mod observe_reclaim;
