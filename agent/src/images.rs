@@ -109,7 +109,9 @@ impl Images {
             if path.extension().is_some_and(|e| e == "partial") {
                 match std::fs::remove_file(&path) {
                     Ok(()) => swept += 1,
-                    Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot remove a stale download"),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot remove a stale download")
+                    }
                 }
             }
         }

@@ -215,7 +215,7 @@ impl Instances {
                     None => Err(e.into()),
                 }
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 
@@ -230,7 +230,12 @@ impl Instances {
             .await
         {
             Err(crate::lxd::LxdError::Timeout { .. }) => {
-                tracing::warn!(instance = name, operation, seconds, "LXD still creates the instance; a retry waits for it");
+                tracing::warn!(
+                    instance = name,
+                    operation,
+                    seconds,
+                    "LXD still creates the instance; a retry waits for it"
+                );
                 Err(InstanceError::StillCreating {
                     instance: name.to_string(),
                     seconds,
@@ -258,7 +263,11 @@ impl Instances {
         };
         match operation {
             Some(operation) => {
-                tracing::info!(instance = name, operation, "waiting for the daemon's create of it");
+                tracing::info!(
+                    instance = name,
+                    operation,
+                    "waiting for the daemon's create of it"
+                );
                 self.wait_daemon_create(name, &operation).await
             }
             None => Ok(()),

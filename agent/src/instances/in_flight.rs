@@ -48,7 +48,11 @@ impl InFlight {
 
     /// The create operation of `name` still remembered, if any.
     pub fn operation(&self, name: &str) -> Option<String> {
-        self.creates.lock().expect("creates lock").get(name).cloned()
+        self.creates
+            .lock()
+            .expect("creates lock")
+            .get(name)
+            .cloned()
     }
 
     /// `name`'s create operation has finished.
@@ -75,7 +79,10 @@ mod tests {
         let other = tokio::time::timeout(Duration::from_secs(1), in_flight.turn("other")).await;
         assert!(other.is_ok(), "another key is not held up");
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!waiting.is_finished(), "the second caller waits for the first");
+        assert!(
+            !waiting.is_finished(),
+            "the second caller waits for the first"
+        );
         drop(first);
         tokio::time::timeout(Duration::from_secs(1), waiting)
             .await
@@ -87,7 +94,10 @@ mod tests {
     fn a_create_is_remembered_until_it_finished() {
         let in_flight = InFlight::default();
         in_flight.started("a", "/1.0/operations/x");
-        assert_eq!(in_flight.operation("a").as_deref(), Some("/1.0/operations/x"));
+        assert_eq!(
+            in_flight.operation("a").as_deref(),
+            Some("/1.0/operations/x")
+        );
         in_flight.finished("a");
         assert_eq!(in_flight.operation("a"), None);
     }

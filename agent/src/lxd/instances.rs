@@ -227,7 +227,8 @@ impl Lxd {
         &self,
         instance: &InstancesPost,
     ) -> Result<Option<String>, LxdError> {
-        let body = bytes::Bytes::from(serde_json::to_vec(instance).expect("a create body serialises"));
+        let body =
+            bytes::Bytes::from(serde_json::to_vec(instance).expect("a create body serialises"));
         let headers = [(
             hyper::header::CONTENT_TYPE.as_str(),
             "application/json".to_string(),

@@ -106,9 +106,14 @@ impl Lxd {
             let creating = op["description"]
                 .as_str()
                 .is_some_and(|d| d.starts_with("Creating"));
-            let names_it = op["resources"]["instances"]
-                .as_array()
-                .is_some_and(|r| r.iter().any(|u| u.as_str().is_some_and(|u| u.starts_with(&instance) && u[instance.len()..].chars().next().is_none_or(|c| c == '?'))));
+            let names_it = op["resources"]["instances"].as_array().is_some_and(|r| {
+                r.iter().any(|u| {
+                    u.as_str().is_some_and(|u| {
+                        u.starts_with(&instance)
+                            && u[instance.len()..].chars().next().is_none_or(|c| c == '?')
+                    })
+                })
+            });
             let id = op["id"].as_str()?;
             (creating && names_it).then(|| operation_url(id))
         }))

@@ -22,7 +22,8 @@ const STUDENTS: [&str; 2] = ["s0", "s1"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retry_waits_for_the_daemons_create_instead_of_acting_on_a_half_made_container() {
     let begun = Instant::now();
-    let phase = |what: &str| eprintln!("[creating {:>5.1} s] {what}", begun.elapsed().as_secs_f64());
+    let phase =
+        |what: &str| eprintln!("[creating {:>5.1} s] {what}", begun.elapsed().as_secs_f64());
     let mut lab = Lab::start(&[]).await;
     lab.agent_env = vec![("COHORT_AGENT_CREATE_WAIT_S".into(), "1".into())];
     lab.add_node("east").await;
@@ -51,7 +52,9 @@ async fn a_retry_waits_for_the_daemons_create_instead_of_acting_on_a_half_made_c
     let steps = |outcome: &str| -> u64 {
         metrics
             .lines()
-            .filter(|l| l.contains("operation_steps") && l.contains(&format!("outcome=\"{outcome}\"")))
+            .filter(|l| {
+                l.contains("operation_steps") && l.contains(&format!("outcome=\"{outcome}\""))
+            })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64
     };
@@ -95,7 +98,10 @@ async fn a_retry_waits_for_the_daemons_create_instead_of_acting_on_a_half_made_c
         .iter()
         .map(|s| format!("{COURSE}-{s},RUNNING"))
         .collect();
-    assert_eq!(names, expected, "one running container per student, nothing else");
+    assert_eq!(
+        names, expected,
+        "one running container per student, nothing else"
+    );
     for s in STUDENTS {
         let name = format!("{COURSE}-{s}");
         let inst: Value = lab
@@ -103,10 +109,23 @@ async fn a_retry_waits_for_the_daemons_create_instead_of_acting_on_a_half_made_c
             .admin(M::GET, &format!("/instances/{name}"), None)
             .await;
         assert_eq!(inst["observed_state"], "running", "{inst}");
-        let recorded = inst["ssh_host_key"].as_str().expect("a host key").to_string();
-        let inside = node.lxc(&["exec", &name, "--", "cat", "/etc/ssh/ssh_host_ed25519_key.pub"]);
+        let recorded = inst["ssh_host_key"]
+            .as_str()
+            .expect("a host key")
+            .to_string();
+        let inside = node.lxc(&[
+            "exec",
+            &name,
+            "--",
+            "cat",
+            "/etc/ssh/ssh_host_ed25519_key.pub",
+        ]);
         let key = |k: &str| k.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-        assert_eq!(key(&inside), key(&recorded), "{name}'s host key is the recorded one");
+        assert_eq!(
+            key(&inside),
+            key(&recorded),
+            "{name}'s host key is the recorded one"
+        );
         let unowned = node.lxc(&[
             "exec", &name, "--", "find", "/", "-xdev", "(", "-nouser", "-o", "-nogroup", ")",
             "-print", "-quit",
@@ -123,6 +142,10 @@ async fn a_retry_waits_for_the_daemons_create_instead_of_acting_on_a_half_made_c
         }
     }
     let orphans: Value = lab.cluster.admin(M::GET, "/orphans", None).await;
-    assert_eq!(orphans.as_array().map(Vec::len).unwrap_or(0), 0, "{orphans}");
+    assert_eq!(
+        orphans.as_array().map(Vec::len).unwrap_or(0),
+        0,
+        "{orphans}"
+    );
     phase("checked");
 }

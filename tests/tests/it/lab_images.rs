@@ -57,7 +57,10 @@ async fn stale_downloads_are_swept_and_an_image_is_downloaded_once_per_node() {
         downloads_made, 1,
         "the image was downloaded {downloads_made} times for one node ({asked} asks):\n{log}"
     );
-    assert!(asked > 1, "the creates never asked together, so nothing was tested:\n{log}");
+    assert!(
+        asked > 1,
+        "the creates never asked together, so nothing was tested:\n{log}"
+    );
     let left: Vec<_> = std::fs::read_dir(lab.nodes[0].state_dir().join("images"))
         .expect("images dir")
         .flatten()

@@ -59,7 +59,11 @@ async fn a_move_keeps_the_targets_copy_when_the_source_has_none() {
         .to_string();
     let other = if first == "east" { "west" } else { "east" }.to_string();
     let (src, dst) = {
-        let a = lab.nodes.iter().position(|n| n.name == first).expect("node");
+        let a = lab
+            .nodes
+            .iter()
+            .position(|n| n.name == first)
+            .expect("node");
         (&lab.nodes[a], &lab.nodes[1 - a])
     };
     src.lxc(&[
@@ -118,12 +122,19 @@ async fn a_move_keeps_the_targets_copy_when_the_source_has_none() {
     };
     assert_eq!(done["status"], "success", "{done}");
     let inst = instance(&lab).await;
-    assert_eq!(inst["node"], other.as_str(), "the database names the copy's node: {inst}");
+    assert_eq!(
+        inst["node"],
+        other.as_str(),
+        "the database names the copy's node: {inst}"
+    );
     assert_eq!(inst["observed_state"], "running", "{inst}");
     let dst = lab.nodes.iter().find(|n| n.name == other).expect("node");
     assert_eq!(holds(dst), (true, true));
     let read = dst.lxc(&["exec", INSTANCE, "--", "cat", "/etc/cohort-test"]);
-    assert_eq!(read, "root-bytes\n", "the root disk is the one that was copied");
+    assert_eq!(
+        read, "root-bytes\n",
+        "the root disk is the one that was copied"
+    );
     let src = lab.nodes.iter().find(|n| n.name == first).expect("node");
     assert_eq!(holds(src), (false, false), "{first} keeps nothing of it");
     phase("kept and adopted");

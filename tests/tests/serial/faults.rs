@@ -209,7 +209,10 @@ async fn controller_then_agent_killed_mid_provision_completes() {
     cluster.nodes[0].restart();
     cluster.restart_controller();
     assert_complete(&cluster, (&teacher, "fb", &op), CLASS, started).await;
-    eprintln!("controller then agent kill: whole test {:?}", started.elapsed());
+    eprintln!(
+        "controller then agent kill: whole test {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -40,7 +40,11 @@ async fn node_of(lab: &Lab) -> String {
 /// Runs `start` (a move or an evacuation of the container, away from the node it is on) and
 /// partitions the other node while the copy runs; after the heal and the operation's end, the
 /// container runs on exactly one node with its home, the one the database names.
-async fn partitioned_during_copy(lab: &Lab, what: &str, start: impl std::future::Future<Output = Value>) {
+async fn partitioned_during_copy(
+    lab: &Lab,
+    what: &str,
+    start: impl std::future::Future<Output = Value>,
+) {
     let from = node_of(lab).await;
     let source = lab.nodes.iter().find(|n| n.name == from).expect("node");
     let target = lab.nodes.iter().find(|n| n.name != from).expect("node");
@@ -49,14 +53,23 @@ async fn partitioned_during_copy(lab: &Lab, what: &str, start: impl std::future:
     // The copy is under way once the source has stopped the container for its export.
     let deadline = Instant::now() + Duration::from_secs(60);
     while holding(source).0.as_deref() != Some("STOPPED") {
-        assert!(Instant::now() < deadline, "{what}: the source never stopped the container");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the source never stopped the container"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     target.partition();
     tokio::time::sleep(PARTITION).await;
     target.heal();
-    let done = lab.cluster.wait_operation(&id, Duration::from_secs(240)).await;
-    eprintln!("{what}: the operation ended {} ({})", done["status"], done["error"]);
+    let done = lab
+        .cluster
+        .wait_operation(&id, Duration::from_secs(240))
+        .await;
+    eprintln!(
+        "{what}: the operation ended {} ({})",
+        done["status"], done["error"]
+    );
 
     // Running on exactly one node, with its home there, the node the database names.
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -90,7 +103,12 @@ async fn partitioned_during_copy(lab: &Lab, what: &str, start: impl std::future:
 async fn a_partitioned_target_during_a_move_or_an_evacuation_leaves_one_running_copy() {
     let _alone = crate::alone().await;
     let begun = Instant::now();
-    let phase = |what: &str| eprintln!("[move faults {:>5.1} s] {what}", begun.elapsed().as_secs_f64());
+    let phase = |what: &str| {
+        eprintln!(
+            "[move faults {:>5.1} s] {what}",
+            begun.elapsed().as_secs_f64()
+        )
+    };
     let mut lab = Lab::start(&[]).await;
     lab.add_node("east").await;
     lab.add_node("west").await;
@@ -116,7 +134,11 @@ async fn a_partitioned_target_during_a_move_or_an_evacuation_leaves_one_running_
     let from = node_of(&lab).await;
     let path = format!("/nodes/{from}/evacuate");
     let body = json!({"policy": "move"});
-    partitioned_during_copy(&lab, "evacuation", lab.cluster.admin(M::POST, &path, Some(body)))
-        .await;
+    partitioned_during_copy(
+        &lab,
+        "evacuation",
+        lab.cluster.admin(M::POST, &path, Some(body)),
+    )
+    .await;
     phase("evacuation with its target partitioned");
 }
