@@ -45,6 +45,10 @@ pub struct AgentConfig {
     /// Seconds to wait for sshd to answer on a new instance's port. Default 120.
     #[serde(default = "default_ssh_ready_timeout")]
     pub ssh_ready_timeout_s: u64,
+    /// Seconds the agent waits for the daemon to create an instance before it answers 503
+    /// `creating` (the daemon goes on; a retry waits on the same create). Default 300.
+    #[serde(default = "default_create_wait")]
+    pub create_wait_s: u64,
     /// Path of `libnvidia-ml.so`. Default: the system's `libnvidia-ml.so` via the loader.
     #[serde(default)]
     pub nvml_library: Option<PathBuf>,
@@ -85,6 +89,9 @@ fn default_ssh_listen() -> String {
 }
 fn default_ssh_ready_timeout() -> u64 {
     120
+}
+fn default_create_wait() -> u64 {
+    300
 }
 fn default_max_snapshots() -> usize {
     10
@@ -135,7 +142,7 @@ impl AgentConfig {
 
     /// Overrides from `COHORT_AGENT_NODE_NAME`, `_LISTEN`, `_STATE_DIR`, `_LXD_SOCKET`,
     /// `_LXD_PROJECT`, `_STORAGE_POOL`, `_SSH_LISTEN`, `_MAX_CONCURRENT_CREATES`,
-    /// `_SSH_READY_TIMEOUT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`, `_SHIFT_BEFORE_FIRST_START`,
+    /// `_SSH_READY_TIMEOUT_S`, `_CREATE_WAIT_S`, `_NVML_LIBRARY`, `_METRICS_LISTEN`, `_SHIFT_BEFORE_FIRST_START`,
     /// `_MAX_SNAPSHOTS`, `_NETWORK_MODE`, `_NETWORK_NAME`, `_NETWORK_SUBNET`, `_NETWORK_SSH_ADDRESS`.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         fn parsed<T: std::str::FromStr>(var: &str, value: String) -> Result<T, ConfigError>
@@ -175,6 +182,9 @@ impl AgentConfig {
         }
         if let Some(v) = get(&var("SSH_READY_TIMEOUT_S")) {
             self.ssh_ready_timeout_s = parsed(&var("SSH_READY_TIMEOUT_S"), v)?;
+        }
+        if let Some(v) = get(&var("CREATE_WAIT_S")) {
+            self.create_wait_s = parsed(&var("CREATE_WAIT_S"), v)?;
         }
         if let Some(v) = get(&var("NVML_LIBRARY")) {
             self.nvml_library = Some(v.into());

@@ -3,7 +3,14 @@
 //! is streamed to a file beside the agent's state, hashed as it arrives, checked against the
 //! expected SHA-256 before LXD sees it, and streamed from there into LXD: an image is never
 //! whole in the agent's memory, whatever its size.
+//!
+//! One image is downloaded once per node at a time: a class's creates all ask for the image
+//! a node lacks at once, and each would fetch it again; the others wait for the first and find
+//! it in LXD. A download killed with the agent leaves its `.partial` file, which nothing would
+//! ever read again: those are swept when the agent starts.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -73,6 +80,8 @@ pub struct Images {
     key_path: std::path::PathBuf,
     cert_path: std::path::PathBuf,
     ca_path: std::path::PathBuf,
+    /// One lock per image (its fingerprint) while an import of it runs or waits.
+    imports: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
 }
 
 impl Images {
@@ -83,7 +92,51 @@ impl Images {
             key_path: config.key_path(),
             cert_path: config.cert_path(),
             ca_path: config.ca_path(),
+            imports: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Removes the `.partial` downloads a killed agent left (no import runs yet at start); how
+    /// many went.
+    pub fn sweep_partials(&self) -> usize {
+        let dir = self.state_dir.join("images");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return 0;
+        };
+        let mut swept = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "partial") {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => swept += 1,
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot remove a stale download")
+                    }
+                }
+            }
+        }
+        if swept > 0 {
+            tracing::info!(swept, dir = %dir.display(), "removed downloads a killed agent left");
+        }
+        swept
+    }
+
+    /// Waits for the turn of image `fingerprint`: one import of it at a time on this node.
+    async fn import_turn(&self, fingerprint: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut imports = self.imports.lock().expect("imports lock");
+            imports.retain(|_, weak| weak.strong_count() > 0);
+            let key = fingerprint.to_ascii_lowercase();
+            match imports.get(&key).and_then(Weak::upgrade) {
+                Some(lock) => lock,
+                None => {
+                    let lock = Arc::new(tokio::sync::Mutex::new(()));
+                    imports.insert(key, Arc::downgrade(&lock));
+                    lock
+                }
+            }
+        };
+        lock.lock_owned().await
     }
 
     pub async fn images(&self) -> Result<Vec<Image>, LxdError> {
@@ -113,9 +166,25 @@ impl Images {
         Ok(self.lxd.get_image(&fingerprint).await?.into())
     }
 
-    /// Downloads `req.url` to disk, checks its SHA-256, then imports it from there.
+    /// Downloads `req.url` to disk, checks its SHA-256, then imports it from there; unless LXD
+    /// has the image already (an import of it that ran while this one waited its turn): then
+    /// only the alias is pointed at it.
     pub async fn import_image(&self, req: &ImportImage) -> Result<Image, ImageError> {
         check_alias(&req.alias)?;
+        let _turn = self.import_turn(&req.fingerprint).await;
+        match self.lxd.get_image(&req.fingerprint).await {
+            Ok(held) => {
+                tracing::info!(fingerprint = %req.fingerprint, alias = %req.alias, "image already here; not downloading it again");
+                if held.aliases.iter().any(|a| a.name == req.alias) {
+                    return Ok(held.into());
+                }
+                self.set_alias(&req.alias, &held.fingerprint).await?;
+                return Ok(self.lxd.get_image(&held.fingerprint).await?.into());
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(url = %req.url, fingerprint = %req.fingerprint, "downloading image");
         let dir = self.state_dir.join("images");
         std::fs::create_dir_all(&dir).map_err(|e| ImageError::Download {
             url: req.url.clone(),

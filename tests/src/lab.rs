@@ -43,6 +43,8 @@ pub struct LabNode {
     dir: PathBuf,
     daemon: Option<Child>,
     agent: Option<Child>,
+    /// Extra environment of the agent (a test setting), kept for its restarts.
+    agent_env: Vec<(String, String)>,
 }
 
 /// A controller on the host and the nodes on the test network. Fields drop in order: the
@@ -50,6 +52,8 @@ pub struct LabNode {
 pub struct Lab {
     pub nodes: Vec<LabNode>,
     pub cluster: Cluster,
+    /// Extra environment of the agents of nodes added from now on (a test setting).
+    pub agent_env: Vec<(String, String)>,
     net: LabNet,
 }
 
@@ -213,6 +217,7 @@ impl Lab {
         Lab {
             nodes: Vec::new(),
             cluster,
+            agent_env: Vec::new(),
             net,
         }
     }
@@ -261,6 +266,7 @@ impl Lab {
             dir,
             daemon: None,
             agent: None,
+            agent_env: self.agent_env.clone(),
         };
         node.start_daemon();
         node.lxc(&["storage", "create", "cohort", "dir"]);
@@ -365,7 +371,8 @@ impl LabNode {
         self.dir.join("lxd")
     }
 
-    fn state_dir(&self) -> PathBuf {
+    /// The agent's state directory (key, certificates, downloads under `images/`).
+    pub fn state_dir(&self) -> PathBuf {
         self.dir.join("agent")
     }
 
@@ -380,6 +387,11 @@ impl LabNode {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `lxc` against the node's own daemon; its output, whatever its status.
+    pub fn lxc_output(&self, args: &[&str]) -> std::process::Output {
+        lxc_in(&self.lxd_dir(), args)
     }
 
     fn start_daemon(&mut self) {
@@ -419,6 +431,7 @@ impl LabNode {
             .env("COHORT_LOG", "info,cohort_agent=debug")
             .env("COHORT_AGENT_NETWORK_MODE", "none")
             .env("COHORT_AGENT_LXD_SOCKET", &socket)
+            .envs(self.agent_env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::from(log.try_clone().expect("log fd")))
             .stderr(Stdio::from(log))
             .spawn()
@@ -503,6 +516,12 @@ impl LabNode {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Kills the agent (-9) and starts it again; the daemon runs on.
+    pub fn restart_agent(&mut self) {
+        self.kill_agent();
+        self.start_agent();
     }
 
     /// The node's reboot: the agent dies, the daemon shuts down (stopping its containers as a

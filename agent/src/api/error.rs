@@ -120,6 +120,9 @@ impl From<InstanceError> for ApiError {
             InstanceError::Conflict(message) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }
+            e @ InstanceError::StillCreating { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "creating", e.to_string())
+            }
             e @ (InstanceError::SshNotReady { .. } | InstanceError::ExecTimeout { .. }) => {
                 ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", e.to_string())
             }

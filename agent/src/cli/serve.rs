@@ -34,6 +34,8 @@ pub async fn run(config_path: &Path) -> anyhow::Result<i32> {
         );
     }
     let node = Arc::new(Node::connect(config).await?);
+    // This process owns the state directory now: a `.partial` there is a killed run's.
+    node.images.sweep_partials();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;

@@ -1,7 +1,9 @@
 //! Creating an instance, idempotently: the request is checked, the name looked up (same key and
 //! spec: carry on from wherever the last attempt stopped; otherwise a conflict), the source and
 //! home volume made sure of, the instance created (with its own SSH host key written in) and
-//! started, the user provisioned, and the instance reported once sshd answers. Creates beyond `max_concurrent_creates` wait their turn.
+//! started, the user provisioned, and the instance reported once sshd answers. Creates beyond
+//! `max_concurrent_creates` wait their turn; calls with one idempotency key run one at a time,
+//! and a create the daemon still runs is waited on, never acted on ([`super::in_flight`]).
 
 use cohort_proto::agent::{CreateInstance, Instance, InstanceSource};
 
@@ -41,12 +43,16 @@ impl Instances {
                 ssh.listen_address = network.listen_for(&ssh.listen_address);
             }
         }
+        // One call per key at a time: a retry never acts beside the call it retries.
+        let _turn = self.in_flight.turn(&req.idempotency_key).await;
         let permit = self
             .creates
             .clone()
             .acquire_owned()
             .await
             .expect("create semaphore is never closed");
+        // A container the daemon is still making is not one to act on: wait for it first.
+        self.finish_daemon_create(&req.name).await?;
         let lx = self.lxd_instance(&req.name).await?;
         if let Some(existing) = &lx {
             same_request(existing, req, &plan)?;
@@ -182,7 +188,15 @@ impl Instances {
             }
             None => None,
         };
-        let made = self.lxd.create_instance(&body).await;
+        let made = self.lxd.begin_create_instance(&body).await;
+        let made = match made {
+            Ok(Some(operation)) => {
+                self.in_flight.started(&req.name, &operation);
+                self.wait_daemon_create(&req.name, &operation).await
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.into()),
+        };
         if let (Some(network), Some(address)) = (&network, address) {
             self.network.release_address(network, address).await;
             // The new container's rules (its policy, or none left from an address's last holder)
@@ -191,7 +205,7 @@ impl Instances {
         }
         match made {
             Ok(_) => Ok(Created::Made { host_key }),
-            Err(e)
+            Err(InstanceError::Lxd(e))
                 if e.lxd_message()
                     .is_some_and(|m| m.contains("already exists")) =>
             {
@@ -201,7 +215,62 @@ impl Instances {
                     None => Err(e.into()),
                 }
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits (up to `create_wait_s`) for the daemon's create of `name`, `operation`: done,
+    /// failed (LXD undid it), or still going (`StillCreating`, the operation kept for the retry).
+    async fn wait_daemon_create(&self, name: &str, operation: &str) -> Result<(), InstanceError> {
+        let seconds = self.config.create_wait_s;
+        let what = format!("creating instance {name}");
+        match self
+            .lxd
+            .wait_for(operation, &what, std::time::Duration::from_secs(seconds))
+            .await
+        {
+            Err(crate::lxd::LxdError::Timeout { .. }) => {
+                tracing::warn!(
+                    instance = name,
+                    operation,
+                    seconds,
+                    "LXD still creates the instance; a retry waits for it"
+                );
+                Err(InstanceError::StillCreating {
+                    instance: name.to_string(),
+                    seconds,
+                })
+            }
+            // Gone from the daemon's list: it finished a while ago (LXD keeps a finished
+            // operation a few seconds); what it left is looked up next.
+            Err(e) if e.is_not_found() => {
+                self.in_flight.finished(name);
+                Ok(())
+            }
+            other => {
+                self.in_flight.finished(name);
+                other.map(|_| ()).map_err(Into::into)
+            }
+        }
+    }
+
+    /// Before a create acts on `name`: waits for a create of it the daemon still runs, the one
+    /// this agent started or, after a restart, one found in the daemon's running operations.
+    async fn finish_daemon_create(&self, name: &str) -> Result<(), InstanceError> {
+        let operation = match self.in_flight.operation(name) {
+            Some(operation) => Some(operation),
+            None => self.lxd.running_create_of(name).await?,
+        };
+        match operation {
+            Some(operation) => {
+                tracing::info!(
+                    instance = name,
+                    operation,
+                    "waiting for the daemon's create of it"
+                );
+                self.wait_daemon_create(name, &operation).await
+            }
+            None => Ok(()),
         }
     }
 

@@ -23,6 +23,12 @@ pub enum InstanceError {
         address: String,
         seconds: u64,
     },
+    /// the daemon still creates the instance after the agent's wait (503 `creating`): asked
+    /// again, the agent waits on the same create
+    #[error(
+        "LXD is still creating instance {instance} after {seconds}s; ask again to wait for it"
+    )]
+    StillCreating { instance: String, seconds: u64 },
     /// the command ran past its timeout (504)
     #[error("command in {instance} did not finish within {seconds}s")]
     ExecTimeout { instance: String, seconds: u64 },

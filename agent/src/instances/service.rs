@@ -25,6 +25,8 @@ pub struct Instances {
     pub(crate) images: Arc<Images>,
     /// Permits for concurrent creates (`max_concurrent_creates`).
     pub(crate) creates: Arc<Semaphore>,
+    /// The daemon's creates that outlasted a wait, and one turn per idempotency key.
+    pub(crate) in_flight: super::InFlight,
     /// Held while a snapshot is checked for room and made (`snapshot_room`).
     pub(crate) snapshot_lock: tokio::sync::Mutex<()>,
     /// The exec sessions relayed to far clients (`exec_session`).
@@ -53,6 +55,7 @@ impl Instances {
             idmap,
             images,
             creates,
+            in_flight: Default::default(),
             snapshot_lock: tokio::sync::Mutex::new(()),
             exec_sessions: Default::default(),
             file_helper_retries: AtomicU64::new(0),

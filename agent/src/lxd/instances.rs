@@ -220,6 +220,28 @@ impl Lxd {
             .map(|_| ())
     }
 
+    /// `POST /1.0/instances` without waiting for it: the daemon's operation (its URL) when it
+    /// answered async, as it does, for the caller to wait on ([`Lxd::wait_for`]) and, when
+    /// that wait runs out, to wait on again later rather than take the instance for made.
+    pub async fn begin_create_instance(
+        &self,
+        instance: &InstancesPost,
+    ) -> Result<Option<String>, LxdError> {
+        let body =
+            bytes::Bytes::from(serde_json::to_vec(instance).expect("a create body serialises"));
+        let headers = [(
+            hyper::header::CONTENT_TYPE.as_str(),
+            "application/json".to_string(),
+        )];
+        match self
+            .answer(Method::POST, "/1.0/instances", &headers, body)
+            .await?
+        {
+            super::envelope::Answer::Sync(_) => Ok(None),
+            super::envelope::Answer::Async { operation, .. } => Ok(Some(operation)),
+        }
+    }
+
     /// `PATCH /1.0/instances/{name}`: only what `patch` names changes.
     pub async fn patch_instance(&self, name: &str, patch: &InstancePut) -> Result<(), LxdError> {
         self.send_json(Method::PATCH, &instance_url(name), patch)

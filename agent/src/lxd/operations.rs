@@ -85,6 +85,40 @@ impl Lxd {
         }
     }
 
+    /// Waits for the operation at URL `operation` (as LXD answered it) until it finishes or
+    /// `timeout` passes (`LxdError::Timeout`, the operation still running).
+    pub async fn wait_for(
+        &self,
+        operation: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<Value, LxdError> {
+        self.wait(operation, what, timeout).await
+    }
+
+    /// The URL of a running operation of the project that creates instance `name`, if any:
+    /// found again after the agent restarted, where it no longer knows what it started.
+    pub async fn running_create_of(&self, name: &str) -> Result<Option<String>, LxdError> {
+        let listed = self.get("/1.0/operations?recursion=1").await?;
+        let instance = format!("/1.0/instances/{}", encode(name));
+        let running = listed.get("running").and_then(Value::as_array);
+        Ok(running.into_iter().flatten().find_map(|op| {
+            let creating = op["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("Creating"));
+            let names_it = op["resources"]["instances"].as_array().is_some_and(|r| {
+                r.iter().any(|u| {
+                    u.as_str().is_some_and(|u| {
+                        u.starts_with(&instance)
+                            && u[instance.len()..].chars().next().is_none_or(|c| c == '?')
+                    })
+                })
+            });
+            let id = op["id"].as_str()?;
+            (creating && names_it).then(|| operation_url(id))
+        }))
+    }
+
     /// `GET /1.0/operations/{id}/wait?timeout=N`: the operation once it has finished or
     /// `timeout_s` seconds have passed, whichever is first.
     pub async fn wait_operation(&self, id: &str, timeout_s: u32) -> Result<Operation, LxdError> {

@@ -1,5 +1,6 @@
 //! The `create` step: the agent makes the container from the catalog image with its limits,
-//! GPUs, SSH access, home volume and network policy.
+//! GPUs, SSH access, home volume and network policy. A create the daemon still runs after the
+//! agent's wait (503 `creating`) is waited for, not counted as a failed attempt.
 
 use cohort_proto::agent::{CreateInstance, InstanceSource, Limits};
 use cohort_proto::api::instances::DesiredState;
@@ -48,6 +49,9 @@ pub async fn own_container(
     }
     Ok(own.then_some(found))
 }
+
+/// How soon a create the node's daemon still runs is asked after again.
+const STILL_CREATING_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub async fn run(
     ctl: &Controller,
@@ -115,6 +119,17 @@ pub async fn run(
             tracing::warn!(node = %node.name, image = %image.alias, "image alias missing on the node; importing it again");
             import_image(ctl, node, agent, &image).await?;
             agent.create_instance(request).await
+        }
+        // The node's daemon still creates it past the agent's wait: not a failure, and no
+        // attempt spent; asked again, the agent waits on that same create.
+        Err(AgentError::Status {
+            status: 503,
+            code,
+            message,
+            ..
+        }) if code == "creating" => {
+            tracing::info!(node = %node.name, instance = %instance.name, %message, "still being created; looking again later");
+            return Ok(StepOutcome::Wait(STILL_CREATING_RECHECK));
         }
         // The name is taken: by this instance's own container, made by an earlier create (a
         // repair of drift that was not there), it is the instance, made; by anything else the

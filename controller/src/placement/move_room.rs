@@ -13,6 +13,7 @@ use crate::app::config::PlacementConfig;
 use crate::db::models::gpu_allocation::GpuAllocation;
 use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
+use crate::db::models::orphan::Orphan;
 use crate::db::queries::capacity;
 use crate::error::{ActionError, ActionResult};
 use crate::placement::gpu_slots;
@@ -102,6 +103,10 @@ pub fn commit(
             || ActionError::NoCapacity(format!("node {} has no free SSH port", to.name)),
         )?;
         GpuAllocation::release(conn, id)?;
+        // The container of its name on `to` is its own copy, which a poll may have listed as an
+        // orphan between the copy and now (or, for a copy kept from before a restored backup,
+        // long since): it is this instance's from now on, its port with it.
+        Orphan::delete(conn, to.id, &instance.name)?;
         Instance::move_to(conn, id, to.id, port)?;
         if instance.gpu_count > 0 {
             let moved = Instance::find(conn, id)?;

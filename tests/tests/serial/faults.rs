@@ -3,7 +3,8 @@
 //! in the middle of provisioning a course of [`STUDENTS`]. After the fault the operation must
 //! complete with exactly one container per student in LXD, one distinct port per instance (the
 //! same port in the database and in LXD's proxy device), no GPU slot held, and no operation left
-//! unfinished. The three run one at a time (each starts [`STUDENTS`] systemd containers).
+//! unfinished. The three run one at a time (each starts [`STUDENTS`] systemd containers). Issue
+//! 42 adds both kills in one run: the controller, then the agent, on a class of eight.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -31,9 +32,9 @@ const OVERCOMMIT: [(&str, &str); 2] = [
     ("COHORT_DISK_OVERCOMMIT", "2"),
 ];
 
-/// Course `code` with [`STUDENTS`] students (no keys: each gets a password), its provision
+/// Course `code` with `students` students (no keys: each gets a password), its provision
 /// started; returns the instructor's token and the operation id.
-async fn start_provision(cluster: &Cluster, code: &str) -> (String, String) {
+async fn start_provision(cluster: &Cluster, code: &str, students: usize) -> (String, String) {
     cluster.import_base_image("cohort/base").await;
     let teacher = cluster.user("prof", "instructor").await;
     let res = cluster
@@ -52,7 +53,7 @@ async fn start_provision(cluster: &Cluster, code: &str) -> (String, String) {
         res.text().await.unwrap_or_default()
     );
     let mut roster = String::from("username,name,email,ssh_key\n");
-    for i in 0..STUDENTS {
+    for i in 0..students {
         roster.push_str(&format!("s{i:02},Student {i},,\n"));
     }
     let res = cluster
@@ -72,11 +73,11 @@ async fn start_provision(cluster: &Cluster, code: &str) -> (String, String) {
     (teacher, id)
 }
 
-/// Waits until [`FAULT_AFTER`] containers exist in the node's LXD project: the fault then lands
+/// Waits until `after` containers exist in the node's LXD project: the fault then lands
 /// with the provision well under way.
-async fn until_under_way(cluster: &Cluster) {
+async fn until_under_way(cluster: &Cluster, after: usize) {
     let deadline = Instant::now() + Duration::from_secs(600);
-    while cluster.nodes[0].lxd.instance_names().len() < FAULT_AFTER {
+    while cluster.nodes[0].lxd.instance_names().len() < after {
         assert!(
             Instant::now() < deadline,
             "provisioning never got under way:\n{}",
@@ -98,8 +99,13 @@ struct Counts {
     unfinished: i64,
 }
 
-/// Everything the fault must not have broken.
-async fn assert_complete(cluster: &Cluster, teacher: &str, code: &str, op: &str, started: Instant) {
+/// Everything the fault must not have broken, for a course of `count` students.
+async fn assert_complete(
+    cluster: &Cluster,
+    (teacher, code, op): (&str, &str, &str),
+    count: usize,
+    started: Instant,
+) {
     let done = cluster.wait_operation(op, PROVISION_LIMIT).await;
     assert_eq!(
         done["status"],
@@ -113,9 +119,9 @@ async fn assert_complete(cluster: &Cluster, teacher: &str, code: &str, op: &str,
     // LXD holds exactly one running container per student.
     let listed = lxd.lxc(&["list", "-f", "csv", "-c", "ns"]);
     let names: Vec<&str> = listed.lines().filter_map(|l| l.split(',').next()).collect();
-    let expected: HashSet<String> = (0..STUDENTS).map(|i| format!("{code}-s{i:02}")).collect();
+    let expected: HashSet<String> = (0..count).map(|i| format!("{code}-s{i:02}")).collect();
     let unique: HashSet<String> = names.iter().map(|n| n.to_string()).collect();
-    assert_eq!(names.len(), STUDENTS, "{listed}");
+    assert_eq!(names.len(), count, "{listed}");
     assert_eq!(unique, expected, "{listed}");
     assert!(listed.lines().all(|l| l.ends_with(",RUNNING")), "{listed}");
 
@@ -129,7 +135,7 @@ async fn assert_complete(cluster: &Cluster, teacher: &str, code: &str, op: &str,
         .await
         .expect("students json");
     let students = students.as_array().expect("students");
-    assert_eq!(students.len(), STUDENTS);
+    assert_eq!(students.len(), count);
     let range = cluster.nodes[0].ssh_ports.first()..=cluster.nodes[0].ssh_ports.last();
     let mut ports = HashSet::new();
     for s in students {
@@ -153,8 +159,8 @@ async fn assert_complete(cluster: &Cluster, teacher: &str, code: &str, op: &str,
     )
     .get_result(&mut conn)
     .expect("counts");
-    assert_eq!(counts.instances, STUDENTS as i64);
-    assert_eq!(counts.ports, STUDENTS as i64);
+    assert_eq!(counts.instances, count as i64);
+    assert_eq!(counts.ports, count as i64);
     assert_eq!(counts.gpu_slots, 0);
     assert_eq!(counts.unfinished, 0);
 }
@@ -164,12 +170,12 @@ async fn agent_killed_mid_provision_completes_without_duplicates() {
     let _alone = crate::alone().await;
     let started = Instant::now();
     let mut cluster = Cluster::start_configured(1, None, &OVERCOMMIT).await;
-    let (teacher, op) = start_provision(&cluster, "fa").await;
-    until_under_way(&cluster).await;
+    let (teacher, op) = start_provision(&cluster, "fa", STUDENTS).await;
+    until_under_way(&cluster, FAULT_AFTER).await;
     cluster.nodes[0].kill();
     tokio::time::sleep(Duration::from_secs(3)).await;
     cluster.nodes[0].restart();
-    assert_complete(&cluster, &teacher, "fa", &op, started).await;
+    assert_complete(&cluster, (&teacher, "fa", &op), STUDENTS, started).await;
     eprintln!("agent kill: whole test {:?}", started.elapsed());
 }
 
@@ -178,11 +184,35 @@ async fn controller_killed_mid_provision_resumes_and_completes() {
     let _alone = crate::alone().await;
     let started = Instant::now();
     let mut cluster = Cluster::start_configured(1, None, &OVERCOMMIT).await;
-    let (teacher, op) = start_provision(&cluster, "fc").await;
-    until_under_way(&cluster).await;
+    let (teacher, op) = start_provision(&cluster, "fc", STUDENTS).await;
+    until_under_way(&cluster, FAULT_AFTER).await;
     cluster.restart_controller();
-    assert_complete(&cluster, &teacher, "fc", &op, started).await;
+    assert_complete(&cluster, (&teacher, "fc", &op), STUDENTS, started).await;
     eprintln!("controller kill: whole test {:?}", started.elapsed());
+}
+
+/// Issue 42: the controller `kill -9`ed, then the agent, both in the middle of one provision (a
+/// small class: it runs in about a minute); both start again and the class ends complete, with
+/// nothing made or given twice and no operation left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn controller_then_agent_killed_mid_provision_completes() {
+    const CLASS: usize = 8;
+    let _alone = crate::alone().await;
+    let started = Instant::now();
+    let mut cluster = Cluster::start_configured(1, None, &OVERCOMMIT).await;
+    let (teacher, op) = start_provision(&cluster, "fb", CLASS).await;
+    until_under_way(&cluster, 2).await;
+    cluster.controller.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.nodes[0].kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.nodes[0].restart();
+    cluster.restart_controller();
+    assert_complete(&cluster, (&teacher, "fb", &op), CLASS, started).await;
+    eprintln!(
+        "controller then agent kill: whole test {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -191,12 +221,12 @@ async fn postgres_restarted_mid_provision_reconnects_and_completes() {
     let started = Instant::now();
     let pg = PrivatePg::start();
     let cluster = Cluster::start_configured(1, Some(&pg.url()), &OVERCOMMIT).await;
-    let (teacher, op) = start_provision(&cluster, "fp").await;
-    until_under_way(&cluster).await;
+    let (teacher, op) = start_provision(&cluster, "fp", STUDENTS).await;
+    until_under_way(&cluster, FAULT_AFTER).await;
     pg.stop_server();
     tokio::time::sleep(Duration::from_secs(5)).await;
     pg.start_server();
-    assert_complete(&cluster, &teacher, "fp", &op, started).await;
+    assert_complete(&cluster, (&teacher, "fp", &op), STUDENTS, started).await;
     eprintln!("postgres restart: whole test {:?}", started.elapsed());
 }
 

@@ -8,6 +8,7 @@
 //! - `faults`: each fault fills the machine with a course of systemd containers, and its timings
 //!   hold only when it runs alone.
 //! - `db_faults`: mounts a small loop filesystem for a private PostgreSQL and fills it.
+//! - `move_faults`: partitions a lab node in the middle of a move's copy; heavy (two daemons).
 //! - `packages`: the `.deb`s under systemd, with service start bounds for an otherwise idle host.
 //! - `cli_format`, `observe_agent`, `observe_reclaim`, `portal_admin`, `hostile_student_lxd`:
 //!   set process environment variables (`FAKE_NVML_PROCESSES`, `COHORT_AGENT_NVML_LIBRARY`,
@@ -29,6 +30,7 @@ mod db_faults;
 mod faults;
 mod hostile_student_lxd;
 mod link_faults;
+mod move_faults;
 mod node_reboot;
 mod observe_agent;
 mod observe_reclaim;

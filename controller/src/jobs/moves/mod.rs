@@ -5,7 +5,10 @@
 //! 1. Copy ([`transfer`]): the container is stopped on the source, and it and its home are
 //!    exported and imported on the target. A failure here, or a target found without room,
 //!    deletes what reached the target and starts the source again: the database never named the
-//!    target, and nothing on the source was changed but the stop.
+//!    target, and nothing on the source was changed but the stop. Before it, both agents are
+//!    asked where complete copies really are ([`copies`]): the database may be stale (a backup
+//!    restored from mid-move, a second run), and a copy found only on the target is kept and
+//!    the database pointed at it; with none anywhere nothing is deleted and an admin is asked.
 //! 2. Commit ([`crate::placement::move_room`]): one transaction makes the instance the target's, its port allocated
 //!    there and the source's freed, its GPU slots moved. The source's copies are still there.
 //! 3. Settle: the target makes the imported container its own (SSH forward on its address and
@@ -23,8 +26,10 @@ use diesel::prelude::*;
 
 use crate::jobs::StepKind;
 
+pub mod copies;
 pub mod transfer;
 
+use self::copies::Holder;
 use self::transfer::Side;
 use super::gpus::attachment;
 use super::{Job, StepOutcome};
@@ -102,19 +107,49 @@ pub async fn run(
             node: &target,
             agent: target_agent.as_ref(),
         };
-        if let Err(e) = transfer::copy(&instance.name, home, &from, &to).await {
-            transfer::undo(&instance.name, home, running, &from, &to).await;
-            return Err(e);
-        }
-        match commit(ctl, op, instance, &source, &target, true).await {
-            Ok(()) => {}
-            Err(ActionError::NoCapacity(why)) => {
-                transfer::undo(&instance.name, home, running, &from, &to).await;
-                return Ok(StepOutcome::Failed(why));
+        // The database may be stale (a restored backup, a second run): where the copies
+        // really are decides, and the last copy is never deleted.
+        match copies::locate(&instance.name, home, &from, &to).await? {
+            Holder::Source | Holder::Both => {
+                if let Err(e) = transfer::copy(&instance.name, home, &from, &to).await {
+                    transfer::undo(&instance.name, home, running, &from, &to).await;
+                    return Err(e);
+                }
+                match commit(ctl, op, instance, &source, &target, true).await {
+                    Ok(()) => {}
+                    Err(ActionError::NoCapacity(why)) => {
+                        transfer::undo(&instance.name, home, running, &from, &to).await;
+                        return Ok(StepOutcome::Failed(why));
+                    }
+                    Err(e) => {
+                        transfer::undo(&instance.name, home, running, &from, &to).await;
+                        return Err(e);
+                    }
+                }
             }
-            Err(e) => {
-                transfer::undo(&instance.name, home, running, &from, &to).await;
-                return Err(e);
+            // The move got past its copy before: the target's copy is kept and the database
+            // named it (no room check: it holds that room already); settling goes on below.
+            Holder::Target => {
+                tracing::warn!(instance = %instance.name, source = %source.name, target = %target.name,
+                               "its only complete copy is on the move's target already; keeping it");
+                match commit(ctl, op, instance, &source, &target, false).await {
+                    Ok(()) => {}
+                    Err(ActionError::NoCapacity(why)) => {
+                        return Ok(StepOutcome::Failed(format!(
+                            "its only complete copy is on node {}, kept there, but the database \
+                             cannot name that node ({why}): an admin must make room",
+                            target.name
+                        )))
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Holder::Neither => {
+                return Ok(StepOutcome::Failed(format!(
+                    "neither node {} nor node {} holds a complete copy of its container; \
+                     nothing was deleted: an admin must find its data before it can move",
+                    source.name, target.name
+                )))
             }
         }
     }
@@ -230,6 +265,11 @@ async fn move_back(
     to: &Side<'_>,
     why: ActionError,
 ) -> Result<StepOutcome, ActionError> {
+    // Moving back is only for a source that still holds its copy; otherwise the target's is
+    // the only one and settling there is retried.
+    if !copies::complete(&instance.name, instance.course_id.is_some(), from).await? {
+        return Err(why);
+    }
     tracing::warn!(instance = %instance.name, node = %to.node.name, error = %why, "a moved container did not run on its new node; moving it back");
     // No room check: the source held it a moment ago, and an evacuating source takes no one
     // else (only a port is taken again, the one it had when free).

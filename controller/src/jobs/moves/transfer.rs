@@ -1,7 +1,8 @@
 //! The bytes of a move: a stopped container's backup and its home volume's, piped from the
 //! source node's agent into the target node's, streamed (never whole in the controller's
 //! memory), under a deadline for the whole and for any silence of the source; and the undoing
-//! of a copy that did not finish, so the student keeps the container on the source.
+//! of a copy that did not finish, so the student keeps the container on the source (never the
+//! deletion of the last copy: see [`super::copies`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -136,11 +137,27 @@ pub async fn remove_copies(name: &str, home: bool, side: &Side<'_>) -> Result<()
 }
 
 /// After a copy that failed or was refused: what reached `to` goes, and the container on `from`
-/// (untouched but for the stop) runs again when it ran before. Failures are logged: the step's
-/// own error is what the operation reports, and a retry undoes again.
+/// (untouched but for the stop) runs again when it ran before. `to`'s copy goes only while
+/// `from` still holds a complete one, asked of its agent then (a second run of the move may have
+/// finished and cleared `from` meanwhile): the last copy is never deleted. Failures are logged:
+/// the step's own error is what the operation reports, and a retry undoes again.
 pub async fn undo(name: &str, home: bool, running: bool, from: &Side<'_>, to: &Side<'_>) {
-    if let Err(e) = remove_copies(name, home, to).await {
-        tracing::warn!(instance = name, node = %to.node.name, error = %e, "cannot remove a failed move's copy");
+    match super::copies::complete(name, home, from).await {
+        Ok(true) => {
+            if let Err(e) = remove_copies(name, home, to).await {
+                tracing::warn!(instance = name, node = %to.node.name, error = %e, "cannot remove a failed move's copy");
+            }
+        }
+        Ok(false) => {
+            tracing::warn!(instance = name, source = %from.node.name, target = %to.node.name,
+                           "the source holds no complete copy any more; the target's is kept");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(instance = name, node = %from.node.name, error = %e,
+                           "cannot tell whether the source still holds its copy; the target's is kept");
+            return;
+        }
     }
     if running {
         let start = StateChange {
