@@ -3,7 +3,7 @@
 //! else against the university's directory ([`crate::accounts::directory`]); a new session on success.
 //! Failures count against the source and account together, and against the source alone with a
 //! much larger budget ([`crate::accounts::auth_failures`]); they are audited as `failed_sign_in`,
-//! repeats aggregated ([`crate::accounts::failure_audit`]).
+//! a flood past the minute's cap summed up in one row ([`crate::accounts::failure_audit`]).
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -387,9 +387,9 @@ pub fn set_password(conn: &mut PgConnection, username: &str, password: &str) -> 
 }
 
 /// Audits a failed authentication from `source` (an address) at `what` (the account or path it
-/// tried) as `failed_sign_in`, with `detail`: its own row when it is the first of that source
-/// and `what` in the minute, else only counted into the minute's summary row
-/// ([`crate::accounts::failure_audit`]), so a flood writes a bounded number of rows.
+/// tried) as `failed_sign_in`, with `detail`: its own row while the minute's cap of rows lasts,
+/// else only counted into the minute's summary row ([`crate::accounts::failure_audit`]), so a
+/// flood writes a bounded number of rows.
 pub async fn audit_failed(
     ctl: &Controller,
     source: String,
@@ -424,6 +424,26 @@ pub async fn audit_failed(
             )?;
         }
         Ok(())
+    })
+    .await
+}
+
+/// Writes the failure summary of a window that ended with no failure after it (see
+/// [`crate::accounts::failure_audit`]); the controller's beat calls it every few seconds.
+pub async fn flush_failure_summary(ctl: &Controller) -> ActionResult<bool> {
+    let Some(summary) = ctl.failure_audit.ended(Instant::now()) else {
+        return Ok(false);
+    };
+    ctl.db(move |conn| {
+        audit::record(
+            conn,
+            "anonymous",
+            AuditAction::FailedSignIn,
+            AuditObject::Source,
+            "summary",
+            summary.clone(),
+        )?;
+        Ok(true)
     })
     .await
 }

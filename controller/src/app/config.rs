@@ -152,9 +152,9 @@ pub struct AuthConfig {
     /// `failures_per_minute`, so one student's typos behind a campus NAT lock out only that
     /// student; this much larger budget bounds a guesser trying many accounts.
     pub sign_in_source_failures_per_minute: u32,
-    /// `COHORT_AUDIT_FAILURES_PER_MINUTE`: `failed_sign_in` rows written a minute; a source's
-    /// repeats on the same account or path in that minute, and failures past this many, are
-    /// counted into one summary row instead ([`crate::accounts::failure_audit`]); default 60.
+    /// `COHORT_AUDIT_FAILURES_PER_MINUTE`: `failed_sign_in` rows written a minute; failures past
+    /// this many are counted, by source and account or path, into one summary row written when
+    /// the minute ends ([`crate::accounts::failure_audit`]); default 60.
     pub audit_failures_per_minute: u32,
     /// `COHORT_METRICS_TOKEN`: the bearer token Prometheus scrapes `/metrics` with; an admin's API
     /// token works too. Unset: only admin tokens; default unset.

@@ -56,6 +56,19 @@ pub fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
         .map_err(|e| tls(&e))
 }
 
+/// The loop that writes the failed sign-ins' summary of each minute that ended quietly.
+const FAILURE_SUMMARY: &str = "failure_summary";
+
+async fn failure_summaries(ctl: Arc<Controller>) {
+    crate::app::fixed_rate::on_beat(Duration::from_secs(10), || async {
+        ctl.loops.tick(FAILURE_SUMMARY);
+        if let Err(e) = crate::accounts::sign_in::flush_failure_summary(&ctl).await {
+            tracing::warn!(error = %e, "writing the failed sign-ins' summary failed");
+        }
+    })
+    .await;
+}
+
 /// Starts the background loops and serves until the process ends.
 pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     let tls = tls_config(&ctl.pki)?;
@@ -73,6 +86,7 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
     supervise(ctl.clone(), page_cache::LOOP, allow(30), |ctl| {
         page_cache::run(ctl, Duration::from_secs(30))
     });
+    supervise(ctl.clone(), FAILURE_SUMMARY, allow(10), failure_summaries);
     let listen = ctl.config.server.listen;
     let lxd = ctl
         .config

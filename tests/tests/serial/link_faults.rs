@@ -316,7 +316,7 @@ async fn a_class_provisions_and_a_student_moves_over_a_slow_link() {
         .as_array()
         .expect("items")
         .iter()
-        .map(|i| format!("{}: {}", i["target"], i["attempts"]))
+        .map(|i| format!("{}: {} ({})", i["target"], i["attempts"], i["error"]))
         .collect();
     for i in 0..3 {
         let name = format!("slow-slows{i}");

@@ -87,7 +87,10 @@ impl Operation {
     /// unfinished, due, either unclaimed or with an expired lease, and holding no item of an
     /// instance that an earlier-created unfinished operation still holds (operations on one
     /// instance run in the order they were asked for: a start and a stop sent 10 ms apart never
-    /// run in reverse). Every time is the database's clock, so controllers whose clocks differ
+    /// run in reverse). Access steps (a network policy, SSH keys, a revoked login: see
+    /// `crate::jobs::access`) neither wait nor hold others back: each applies what the database
+    /// says at the time it runs, so their order does not matter, and a key added while the node
+    /// is down waits for the node, not for another operation. Every time is the database's clock, so controllers whose clocks differ
     /// never take each other's leases early. SKIP LOCKED lets workers claim side by side.
     pub fn claim(
         conn: &mut PgConnection,
@@ -110,6 +113,8 @@ impl Operation {
                    WHERE mine.operation_id = o.id \
                      AND mine.status IN ('pending', 'running') \
                      AND mine.instance_id IS NOT NULL \
+                     AND mine.action NOT IN ('apply_network_policy', 'apply_ssh_keys', 'revoke_login') \
+                     AND theirs.action NOT IN ('apply_network_policy', 'apply_ssh_keys', 'revoke_login') \
                      AND earlier.status IN ('pending', 'running') \
                      AND (earlier.created_at, earlier.id) < (o.created_at, o.id)) \
                ORDER BY o.created_at \

@@ -1,8 +1,8 @@
 //! The middleware in front of every authenticated route: a source address that failed to
 //! authenticate too often is answered 429 with `Retry-After` before anything else is read
 //! ([`crate::accounts::auth_failures`]); every failed authentication (a 401, whatever the route or
-//! credential: bearer token, join secret) is counted and audited as `failed_sign_in` (repeats
-//! of a source on one path aggregated: [`crate::accounts::failure_audit`]).
+//! credential: bearer token, join secret) is counted and audited as `failed_sign_in` (a flood
+//! past the minute's cap summed up in one row: [`crate::accounts::failure_audit`]).
 //!
 //! The source is the TCP peer, never a forwarded-for header a client could write: behind a
 //! reverse proxy every caller is the proxy's address.
