@@ -304,14 +304,14 @@ async fn two_controllers_provision_move_and_renew_each_item_once() {
     assert_eq!(seen, expected, "{holdings:?}");
     let target = holdings.iter().find(|(n, _)| *n == to).expect("target");
     assert!(target.1.contains_key(MOVER), "{holdings:?}");
-    let created: Vec<(String, HashMap<String, String>, HashMap<String, usize>)> = lab
+    let created: Vec<(String, HashMap<String, usize>)> = lab
         .nodes
         .iter()
         .zip(&watches)
-        .map(|(n, w)| (n.name.clone(), held(n), w.created()))
+        .map(|(n, w)| (n.name.clone(), w.created()))
         .collect();
     let mut made: HashMap<String, usize> = HashMap::new();
-    for (node, _, counts) in &created {
+    for (node, counts) in &created {
         for (name, n) in counts {
             assert_eq!(*n, 1, "{name} created {n} times on {node}: {created:?}");
             *made.entry(name.clone()).or_insert(0) += 1;
