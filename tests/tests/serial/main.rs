@@ -16,6 +16,8 @@
 //!   afterwards in this process inherits.
 //! - `link_faults`: partitions a lab node with nftables, sets `FAKE_NVML_HANG_FILE`, and times
 //!   sign-ins and a slow link that hold only on an otherwise quiet machine.
+//! - `two_controllers`: a second controller process on the lab's database beside its own, both
+//!   polling every second through a provision, a move and a renewal; heavy (two daemons).
 //! - `controller_gpus`: loads the test NVML library in this process after setting
 //!   `FAKE_NVML_ALL_MIG`, and reads `FAKE_NVML_PROCESSES` as the others leave it.
 
@@ -36,6 +38,7 @@ mod observe_agent;
 mod observe_reclaim;
 mod packages;
 mod portal_admin;
+mod two_controllers;
 
 /// One serial test at a time, across every runtime of this process.
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
