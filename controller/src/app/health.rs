@@ -43,7 +43,7 @@ pub async fn clock_skew(ctl: &Controller) -> ActionResult<ClockSkew> {
     let here = sent + (back - sent) / 2;
     let skew_ms = (here - db_now).num_milliseconds();
     let limit_ms = ctl.config.server.max_clock_skew_s.saturating_mul(1000) as i64;
-    ctl.metrics.clock_skew_ms.set(skew_ms);
+    ctl.metrics.clock_skew.set(skew_ms as f64 / 1000.0);
     Ok(ClockSkew {
         skew_ms,
         ok: skew_ms.abs() <= limit_ms,

@@ -81,8 +81,8 @@ pub struct Metrics {
     pub node_pool: Family<PoolLabels, Gauge>,
     pub instance_pages: Family<OutcomeLabels, Counter>,
     pub node_certificate_expiry: Family<CertificateLabels, Gauge>,
-    /// This host's clock minus the database's at the last check, in milliseconds.
-    pub clock_skew_ms: Gauge,
+    /// This host's clock minus the database's at the last check, in seconds.
+    pub clock_skew: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -104,7 +104,7 @@ impl Default for Metrics {
             node_pool: Family::default(),
             instance_pages: Family::default(),
             node_certificate_expiry: Family::default(),
-            clock_skew_ms: Gauge::default(),
+            clock_skew: Gauge::default(),
         };
         registry.register(
             "http_requests",
@@ -170,10 +170,10 @@ impl Default for Metrics {
             m.node_certificate_expiry.clone(),
         );
         registry.register(
-            "clock_skew_milliseconds",
+            "clock_skew_seconds",
             "This host's clock minus the database's at the last /healthz or start (positive: \
              ahead); Cohort compares times on the database's clock",
-            m.clock_skew_ms.clone(),
+            m.clock_skew.clone(),
         );
         Metrics { registry, ..m }
     }

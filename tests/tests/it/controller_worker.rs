@@ -32,6 +32,8 @@ struct Calls {
     refused: Vec<String>,
     /// Refused creates that leave their container behind: name -> the create's key.
     left_behind: HashMap<String, String>,
+    /// Names whose create answers 409: a container of that name is already there.
+    taken: Vec<String>,
     /// Deletes that fail this many more times, by name.
     failing_deletes: HashMap<String, u32>,
     deletes: Vec<String>,
@@ -75,6 +77,14 @@ impl NodeAgent for FakeAgents {
         let calls = self.0.clone();
         Box::pin(async move {
             let mut c = calls.lock().unwrap();
+            if c.taken.contains(&request.name) {
+                return Err(AgentError::Status {
+                    status: 409,
+                    code: "conflict".into(),
+                    message: format!("an instance named {} already exists", request.name),
+                    field: Some("name".into()),
+                });
+            }
             if c.refused.contains(&request.name) {
                 if c.left_behind.contains_key(&request.name) {
                     c.left_behind
@@ -524,4 +534,70 @@ async fn an_unknown_step_or_operation_kind_is_an_error_when_read() {
         "{}",
         chain(&e)
     );
+}
+
+/// Issue 42, defect 4: a repair of drift that was not there (a create enqueued, with a new key,
+/// for a container a finished create already made, as a stale poll did) meets the name taken.
+/// The container is the instance's own (its key is that earlier create's item), so the repair is
+/// done and the instance keeps its node, port and GPU slot: nothing is freed for another to take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_repair_meeting_the_instances_own_container_keeps_its_port_and_gpu() {
+    use cohort_controller::db::models::instance::Instance as Row;
+    use cohort_controller::db::schema::gpu_allocations;
+    use cohort_controller::jobs::{enqueue, payload, Job, Step, StepKind};
+    use diesel::prelude::*;
+
+    let agents = FakeAgents::default();
+    let t = TestController::with_agents(Arc::new(agents.clone()));
+    t.image("base");
+    let node = t.node("node-g", (25100, 25163), 64, 256, true);
+    t.gpu(&node, "GPU-own-0", 0, "A100", 1);
+    let (admin, _) = t.user("admin", "admin");
+    let with_gpu = ApiCreate {
+        gpus: 1,
+        gpu_share: GpuShare::Exclusive,
+        ..request("own")
+    };
+    instances::create(&t.ctl, admin, with_gpu).await.unwrap();
+    let live = tokio::spawn(worker::run(t.ctl.clone()));
+    all_final(&t, Duration::from_secs(30)).await;
+    let mut conn = t.conn();
+    let before = Row::by_name(&mut conn, "own").unwrap().unwrap();
+    let slots = |conn: &mut diesel::PgConnection| -> i64 {
+        gpu_allocations::table
+            .filter(gpu_allocations::instance_id.eq(before.id))
+            .count()
+            .get_result(conn)
+            .unwrap()
+    };
+    assert_eq!(slots(&mut conn), 1, "the create took the GPU");
+    {
+        let mut c = agents.0.lock().unwrap();
+        let made_by = c.creates[0].clone();
+        c.taken.push("own".into());
+        c.left_behind.insert("own".into(), made_by);
+    }
+    let repair = enqueue(
+        &mut conn,
+        &Job::CreateInstance(payload::Create {
+            repair: Some("drift".into()),
+        }),
+        None,
+        "own",
+        &[Step::new(StepKind::Create, "own", Some(before.id))],
+        None,
+    )
+    .unwrap();
+    let ops = all_final(&t, Duration::from_secs(30)).await;
+    live.abort();
+    let repaired = ops.iter().find(|o| o.id == repair.id).unwrap();
+    assert_eq!(repaired.status, OperationStatus::Success, "{repaired:?}");
+    let after = Row::by_name(&mut conn, "own").unwrap().unwrap();
+    assert_eq!(
+        (after.node_id, after.ssh_port, after.error.clone()),
+        (before.node_id, before.ssh_port, None),
+        "the instance kept its node and port"
+    );
+    assert_eq!(slots(&mut conn), 1, "the instance kept its GPU slot");
+    assert_eq!(agents.0.lock().unwrap().creates.len(), 1, "made once");
 }

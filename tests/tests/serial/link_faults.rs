@@ -326,6 +326,18 @@ async fn a_class_provisions_and_a_student_moves_over_a_slow_link() {
         "[slow link] class provisioned in {:?} (attempts {attempts:?})",
         started.elapsed()
     );
+    if attempts.iter().any(|a| !a.contains(": 1 ")) {
+        let log = cluster.controller_log();
+        let warnings: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("WARN"))
+            .take(40)
+            .collect();
+        eprintln!(
+            "[slow link] the controller's warnings:\n{}",
+            warnings.join("\n")
+        );
+    }
 
     let inst = cluster.admin(M::GET, "/instances/slow-slows0", None).await;
     let from = inst["node"].as_str().expect("node").to_string();
