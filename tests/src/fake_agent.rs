@@ -3,8 +3,8 @@
 //! with `unused()` of the calling module. The trait has no default bodies, so the controller's
 //! real client must answer every call, checked when it compiles.
 
-/// The `NodeAgent` methods about moves, live limits, exec sessions, JupyterLab and certificate
-/// renewal, each answering the module's `unused()`.
+/// The `NodeAgent` methods about moves, live limits, exec (sessions and one-shot), files,
+/// snapshots, JupyterLab and certificate renewal, each answering the module's `unused()`.
 #[macro_export]
 macro_rules! unused_agent_calls {
     () => {
@@ -95,6 +95,69 @@ macro_rules! unused_agent_calls {
             &self,
             _: cohort_proto::agent::InstallCertificate,
         ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::IdentityInfo> {
+            unused()
+        }
+        fn exec(
+            &self,
+            _: String,
+            _: cohort_proto::agent::ExecRequest,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::ExecResult> {
+            unused()
+        }
+        fn exec_stream(
+            &self,
+            _: String,
+            _: cohort_proto::agent::ExecRequest,
+            _: u64,
+        ) -> cohort_controller::agent_client::AgentFuture<
+            cohort_controller::agent_client::AgentStream,
+        > {
+            unused()
+        }
+        fn get_file(
+            &self,
+            _: String,
+            _: String,
+            _: u64,
+        ) -> cohort_controller::agent_client::AgentFuture<
+            cohort_controller::agent_client::FileDownload,
+        > {
+            unused()
+        }
+        fn put_file(
+            &self,
+            _: String,
+            _: String,
+            _: Vec<u8>,
+            _: cohort_controller::agent_client::FileMeta,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn snapshots(
+            &self,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<Vec<cohort_proto::agent::Snapshot>> {
+            unused()
+        }
+        fn create_snapshot(
+            &self,
+            _: String,
+            _: cohort_proto::agent::CreateSnapshot,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::Snapshot> {
+            unused()
+        }
+        fn restore_snapshot(
+            &self,
+            _: String,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn delete_snapshot(
+            &self,
+            _: String,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
             unused()
         }
     };

@@ -8,13 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use cohort_controller::agent_client::{
-    AgentConnector, AgentError, AgentFuture, AgentStream, AgentTarget, FileDownload, FileMeta,
-    NodeAgent, ReceivedTarball,
+    AgentConnector, AgentError, AgentFuture, AgentTarget, NodeAgent, ReceivedTarball,
 };
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, GpuAttachment,
-    GpuInventory, HostFacts, Image, ImportImage, Instance, Inventory, LxdFacts, PublishInstance,
-    Snapshot, SshAccess, StateAction, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, GpuAttachment, GpuInventory, HostFacts, Image, ImportImage,
+    Instance, Inventory, LxdFacts, PublishInstance, SshAccess, StateAction, StateChange,
+    UpdateInstance,
 };
 
 /// What the controller asked of the node.
@@ -218,35 +217,11 @@ impl NodeAgent for GpuNode {
             })
         })
     }
-    fn exec(&self, _: String, _: ExecRequest) -> AgentFuture<ExecResult> {
-        unused()
-    }
-    fn exec_stream(&self, _: String, _: ExecRequest, _: u64) -> AgentFuture<AgentStream> {
-        unused()
-    }
-    fn get_file(&self, _: String, _: String, _: u64) -> AgentFuture<FileDownload> {
-        unused()
-    }
     fn set_network_policy(
         &self,
         _: String,
         _: cohort_proto::agent::NetworkPolicy,
     ) -> AgentFuture<Instance> {
-        unused()
-    }
-    fn put_file(&self, _: String, _: String, _: Vec<u8>, _: FileMeta) -> AgentFuture<()> {
-        unused()
-    }
-    fn snapshots(&self, _: String) -> AgentFuture<Vec<Snapshot>> {
-        unused()
-    }
-    fn create_snapshot(&self, _: String, _: CreateSnapshot) -> AgentFuture<Snapshot> {
-        unused()
-    }
-    fn restore_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
-        unused()
-    }
-    fn delete_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
         unused()
     }
     fn update_instance(&self, _: String, _: UpdateInstance) -> AgentFuture<Instance> {

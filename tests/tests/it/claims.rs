@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cohort_controller::agent_client::{
-    AgentConnector, AgentError, AgentFuture, AgentStream, AgentTarget, FileDownload, FileMeta,
-    NodeAgent, ReceivedTarball,
+    AgentConnector, AgentError, AgentFuture, AgentTarget, NodeAgent, ReceivedTarball,
 };
 use cohort_controller::db::models::operation::Operation;
 use cohort_controller::db::models::operation_item::OperationItem;
@@ -19,8 +18,8 @@ use cohort_controller::instances::manage as instances;
 use cohort_controller::jobs::worker;
 use cohort_e2e::controller::TestController;
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, CreateSnapshot, ExecRequest, ExecResult, Image, ImportImage,
-    Instance, Inventory, PublishInstance, Snapshot, SshAccess, StateChange, UpdateInstance,
+    AttachGpus, CreateInstance, Image, ImportImage, Instance, Inventory, PublishInstance,
+    SshAccess, StateChange, UpdateInstance,
 };
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
 use cohort_proto::api::operations::OperationStatus;
@@ -130,30 +129,6 @@ impl NodeAgent for SlowAgents {
         unused()
     }
     fn get_instance(&self, _: String) -> AgentFuture<Instance> {
-        unused()
-    }
-    fn exec(&self, _: String, _: ExecRequest) -> AgentFuture<ExecResult> {
-        unused()
-    }
-    fn exec_stream(&self, _: String, _: ExecRequest, _: u64) -> AgentFuture<AgentStream> {
-        unused()
-    }
-    fn get_file(&self, _: String, _: String, _: u64) -> AgentFuture<FileDownload> {
-        unused()
-    }
-    fn put_file(&self, _: String, _: String, _: Vec<u8>, _: FileMeta) -> AgentFuture<()> {
-        unused()
-    }
-    fn snapshots(&self, _: String) -> AgentFuture<Vec<Snapshot>> {
-        unused()
-    }
-    fn create_snapshot(&self, _: String, _: CreateSnapshot) -> AgentFuture<Snapshot> {
-        unused()
-    }
-    fn restore_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
-        unused()
-    }
-    fn delete_snapshot(&self, _: String, _: String) -> AgentFuture<()> {
         unused()
     }
 }
