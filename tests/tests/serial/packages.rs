@@ -3,8 +3,9 @@
 //! controller's service starts once `init` has made its CA, logs to the journal, comes back
 //! after `kill -9`, is migrated and restarted by an upgrade, stops, and a purge leaves none of
 //! the package's files (but keeps the lab's CA). The agent's service starts once the node has
-//! joined. The container has no network: its PostgreSQL is this machine's, reached through a
-//! proxy device on the container's loopback.
+//! joined, and waits for a daemon (this container runs none) without restarting. The container
+//! has no network: its PostgreSQL is this machine's, reached through a proxy device on the
+//! container's loopback.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -205,11 +206,25 @@ fn the_packages_install_run_restart_upgrade_and_purge_under_systemd() {
         "cohort-agent join {join_token} --listen 127.0.0.1:9443 \
          --agent-url https://127.0.0.1:9443 --ssh-host 127.0.0.1"
     ));
+    // This container runs no LXD: the agent waits for the daemon's socket, and stays up doing
+    // so (one process, not a restart every 2 s) rather than failing.
     node.ok("systemctl start cohort-agent");
-    node.until("systemctl is-active cohort-agent", Duration::from_secs(30));
     node.until(
-        "journalctl -u cohort-agent --no-pager | grep -q .",
+        "journalctl -u cohort-agent --no-pager | grep -q 'waiting for the daemon'",
         Duration::from_secs(30),
+    );
+    let waiting = node.main_pid("cohort-agent");
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(
+        node.sh("systemctl is-active cohort-agent").1.trim(),
+        "active"
+    );
+    assert_eq!(
+        node.main_pid("cohort-agent"),
+        waiting,
+        "the agent restarted while it waited for the daemon: {}",
+        node.sh("journalctl -u cohort-agent --no-pager | tail -n 10")
+            .1
     );
 
     // An upgrade: the new packages migrate and restart the controller, restart the agent.
