@@ -101,6 +101,28 @@ pub fn refused(field: &str, e: InstanceError) -> ApiError {
     }
 }
 
+/// A delete the daemon will not do while the instance is protected
+/// (`security.protection.delete`, set by an admin with `lxc`): a 409 with the daemon's words,
+/// which the controller's worker takes as final (an admin must lift the protection), where any
+/// other refusal of a delete stays a 502 the worker tries again.
+pub fn delete_refused(e: InstanceError) -> ApiError {
+    match e {
+        InstanceError::Lxd(
+            LxdError::Api {
+                status: 400 | 403,
+                message,
+                ..
+            }
+            | LxdError::Operation { message, .. },
+        ) if message.to_lowercase().contains("is protected") => ApiError::new(
+            StatusCode::CONFLICT,
+            "protected",
+            format!("the node's daemon refused the delete: {message}"),
+        ),
+        other => other.into(),
+    }
+}
+
 impl From<InstanceError> for ApiError {
     fn from(e: InstanceError) -> Self {
         match e {

@@ -74,7 +74,10 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         }
         (&M::GET, ["v1", "instances", name]) => ok(&node.instances.instance(name).await?),
         (&M::DELETE, ["v1", "instances", name]) => {
-            node.instances.delete_instance(name).await?;
+            node.instances
+                .delete_instance(name)
+                .await
+                .map_err(super::error::delete_refused)?;
             no_content()
         }
         (&M::PATCH, ["v1", "instances", name]) => {

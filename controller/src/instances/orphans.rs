@@ -16,6 +16,7 @@ use crate::db::models::audit;
 use crate::db::models::image::Image;
 use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
+use crate::db::models::operation_item::OperationItem;
 use crate::db::models::orphan::Orphan;
 use crate::db::models::user::User;
 use crate::error::{ActionError, ActionResult};
@@ -95,7 +96,17 @@ pub async fn delete(
         })
         .await?;
     let op = settle(ctl, op_id, SETTLE).await?;
-    let why = op.error.clone().unwrap_or_default();
+    // A step still trying says why in its item (the node unreachable, say), the operation only
+    // once it ends.
+    let why = match op.error.clone() {
+        Some(why) => why,
+        None => ctl
+            .db(move |conn| Ok(OperationItem::for_operation(conn, op_id)?))
+            .await?
+            .into_iter()
+            .find_map(|item| item.error)
+            .unwrap_or_else(|| "no attempt has ended yet".into()),
+    };
     match op.status {
         OperationStatus::Success => Ok(()),
         OperationStatus::Failure | OperationStatus::Cancelled => Err(ActionError::Agent {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::ErrorBody;
 use diesel::prelude::*;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -192,4 +193,78 @@ async fn containers_without_a_record_are_reported_keep_their_ports_and_are_adopt
         .wait_operation(op["id"].as_str().expect("id"), Duration::from_secs(300))
         .await;
     assert_eq!(done["status"], "success", "{done}");
+}
+
+/// Deleting an orphan answers with its outcome: the node's refusal is a 502 carrying the
+/// daemon's reason, and the orphan stays listed; a node that does not answer within the request's
+/// wait is a 504 naming the operation, which goes on and deletes the container once the node is
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_orphan_delete_refused_is_502_and_one_waiting_for_its_node_is_504() {
+    let mut cluster = Cluster::start(1).await;
+    cluster.import_base_image("cohort/base").await;
+    cluster.user("prof", "instructor").await;
+    created(&cluster, "kept-1").await;
+    forget(&cluster, "kept-1");
+    until_orphans(&cluster, &["kept-1"]).await;
+
+    // The daemon refuses: deletion protection, set by an admin with `lxc`.
+    let lxd = &cluster.nodes[0].lxd;
+    lxd.lxc(&["config", "set", "kept-1", "security.protection.delete=true"]);
+    let res = cluster
+        .request(
+            Method::DELETE,
+            "/orphans/node1/kept-1",
+            &cluster.admin_token,
+        )
+        .send()
+        .await
+        .expect("answer");
+    let status = res.status();
+    let body: ErrorBody = res.json().await.expect("a JSON error");
+    assert_eq!(status, 502, "{body:?}");
+    assert_eq!(body.error.code, "agent_error", "{body:?}");
+    let reason = body.error.message.to_lowercase();
+    assert!(
+        reason.contains("kept-1") && reason.contains("protect"),
+        "the daemon's reason: {body:?}"
+    );
+    until_orphans(&cluster, &["kept-1"]).await;
+    assert!(lxd.instance_names().contains(&"kept-1".to_string()));
+
+    // The node does not answer: 504 naming the operation, which finishes once it is back.
+    cluster.nodes[0]
+        .lxd
+        .lxc(&["config", "unset", "kept-1", "security.protection.delete"]);
+    cluster.nodes[0].kill();
+    let res = cluster
+        .request(
+            Method::DELETE,
+            "/orphans/node1/kept-1",
+            &cluster.admin_token,
+        )
+        .send()
+        .await
+        .expect("answer");
+    let status = res.status();
+    let body: ErrorBody = res.json().await.expect("a JSON error");
+    assert_eq!(status, 504, "{body:?}");
+    let op_id = body
+        .error
+        .message
+        .split_whitespace()
+        .skip_while(|w| *w != "operation")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the message names the operation: {body:?}"))
+        .to_string();
+    cluster.nodes[0].restart();
+    let done = cluster
+        .wait_operation(&op_id, Duration::from_secs(180))
+        .await;
+    assert_eq!(done["status"], "success", "{done}");
+    assert!(!cluster.nodes[0]
+        .lxd
+        .instance_names()
+        .contains(&"kept-1".to_string()));
+    until_orphans(&cluster, &[]).await;
 }
