@@ -206,15 +206,7 @@ pub async fn create(
             let image = Image::lookup(conn, &req.image)?
                 .ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
             validate::disk_for_image("disk_gib", req.disk_gib.unwrap_or(10), image.size_bytes)?;
-            if req.gpus.unwrap_or(0) > 0 && !image.gpu_ready {
-                return Err(ActionError::conflict(
-                    Some("image"),
-                    format!(
-                        "image {} is not marked GPU-ready (cohort.gpu_ready); a course with GPUs needs one that is",
-                        req.image
-                    ),
-                ));
-            }
+            crate::images::check_gpu_ready(&image, req.gpus.unwrap_or(0), &req.image)?;
             let course = Course::insert(
                 conn,
                 &NewCourse {

@@ -2,8 +2,8 @@
 //! database with the controller's real poller, placement and worker (the node's agent faked at
 //! its trait seam, [`GpuNode`], reporting the test NVML library's GPUs): a sharing course's
 //! `gpu_memory_mib` (or, by default, the card's memory over `gpu_share`) reaches every create as
-//! the GPU's `memory_cap_bytes`; a bad setting is a 400 naming the field; and a course asking for
-//! GPUs on an image not marked GPU-ready is a 409 naming `image`.
+//! the GPU's `memory_cap_bytes`; a bad setting is a 400 naming the field; and a course or an
+//! instance asking for GPUs on an image not marked GPU-ready is a 409 naming `image`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -119,6 +119,15 @@ async fn a_sharing_courses_gpu_memory_reaches_the_node_as_each_containers_cap() 
             "{extra}: {body}"
         );
     }
+
+    // An instance asking for a GPU on the plain image: the same 409.
+    let plain = json!({"name": "lone", "image": "plain", "gpus": 1});
+    let (status, body) = call!(&app, &admin, "POST", "/instances", json_body(plain));
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (409, &json!("image")),
+        "{body}"
+    );
 
     // Set: 8 GiB each. Unset: the card's memory over gpu_share 2.
     for (code, extra, student) in [
