@@ -71,20 +71,6 @@ pub async fn run(config: &AgentConfig) -> Vec<Check> {
         checks.push(sysctl_check(Path::new("/proc/sys"), key, *want));
     }
     checks.push(idmap_check(Path::new("/etc/subuid")));
-    checks.push(match crate::gpu::find_on_path("nvidia-container-cli") {
-        Some(p) => check(
-            "NVIDIA container tools",
-            Level::Ok,
-            p.display().to_string(),
-            "",
-        ),
-        None => check(
-            "NVIDIA container tools",
-            Level::Warn,
-            "nvidia-container-cli not on PATH: nvidia.runtime cannot work, no GPU containers here",
-            "install libnvidia-container-tools (NVIDIA's container toolkit repository)",
-        ),
-    });
     // Asked with a deadline: a wedged driver is a finding, not a doctor that never ends.
     let reader = crate::gpu::reader::NvmlReader::start(
         config.nvml_library.clone(),
@@ -108,6 +94,14 @@ pub async fn run(config: &AgentConfig) -> Vec<Check> {
             "install the NVIDIA driver (libnvidia-ml.so) or set nvml_library",
         ),
     });
+    let toolkit = crate::gpu::find_on_path("nvidia-container-cli");
+    checks.push(crate::doctor_gpus::toolkit(
+        toolkit.as_deref(),
+        inv.gpus.len(),
+    ));
+    let smi = crate::gpu::find_on_path("nvidia-smi");
+    checks.extend(crate::doctor_gpus::persistence(&inv, smi.as_deref()));
+    checks.extend(crate::doctor_gpus::mig(&inv));
     checks
 }
 

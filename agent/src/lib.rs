@@ -4,6 +4,7 @@
 pub mod api;
 pub mod config;
 pub mod doctor;
+pub mod doctor_gpus;
 pub mod enroll;
 pub mod gpu;
 pub mod guest;

@@ -4,6 +4,7 @@
  * A100 in MIG mode with one MIG device (slot 0). It answers only the NVML calls the agent makes.
  * Compute processes come from the file named by $FAKE_NVML_PROCESSES, read on every call: one
  * process a line, "<gpu index> <pid> <used bytes>" (a missing file means none).
+ * GPU 0's utilisation: the number in the file named by $FAKE_NVML_UTILIZATION when there is one.
  * A wedged driver: while the file named by $FAKE_NVML_HANG_FILE exists, reading a GPU's memory
  * blocks (until the file is removed).
  * Build: cc -shared -fPIC -o libfake_nvml.so fake_nvml.c */
@@ -113,7 +114,11 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
 }
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    const char *path = getenv("FAKE_NVML_UTILIZATION");
+    FILE *f = path && d->index == 0 ? fopen(path, "r") : NULL;
     u->gpu = d->util;
+    if (f && fscanf(f, "%u", &u->gpu) != 1) u->gpu = d->util;
+    if (f) fclose(f);
     u->memory = d->util / 2;
     return NVML_SUCCESS;
 }

@@ -64,7 +64,7 @@ fn doctor_reports_this_machine() {
         nvml.contains("WARN") && nvml.contains("NVML could not be loaded"),
         "{nvml}"
     );
-    assert!(row(&table, "NVIDIA container tools").contains("WARN"));
+    assert!(row(&table, "NVIDIA container toolkit").contains("WARN"));
 }
 
 /// Runs `lxc` on this machine's LXD; its stdout, or a panic with its stderr.

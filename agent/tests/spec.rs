@@ -25,11 +25,13 @@ fn request() -> CreateInstance {
                 uuid: "GPU-1".into(),
                 pci_address: Some("0000:3b:00.0".into()),
                 mig_uuid: None,
+                memory_cap_bytes: None,
             },
             GpuAttachment {
                 uuid: "GPU-2".into(),
                 pci_address: Some("0000:af:00.0".into()),
                 mig_uuid: Some("MIG-4a3b1c2d-0000-4000-8000-000000000001".into()),
+                memory_cap_bytes: None,
             },
         ],
         ssh: Some(SshAccess {

@@ -349,6 +349,10 @@ pub struct GpuAttachment {
     pub pci_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig_uuid: Option<String>,
+    /// On a GPU shared with other containers: the most GPU memory each process in this one may
+    /// allocate through libcuda (the cap the agent installs; see docs/gpus.md). None: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_cap_bytes: Option<u64>,
 }
 
 /// The student's login inside the container and the host port that reaches its sshd.

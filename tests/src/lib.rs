@@ -7,6 +7,7 @@ pub mod agent;
 pub mod browser;
 pub mod cluster;
 pub mod controller;
+pub mod cuda;
 pub mod db;
 pub mod delay_proxy;
 pub mod fake_agent;

@@ -1,4 +1,4 @@
-//! The `cohort-agent` command line: `join`, `serve`, `doctor`, `gpus`. Each verb is one file; they
+//! The `cohort-agent` command line: `join`, `serve`, `doctor`, `gpus`, `cap-library`. Each verb is one file; they
 //! use anyhow, the library does not.
 
 mod doctor;
@@ -60,6 +60,12 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Write the GPU memory cap library built with this agent (the one it installs into
+    /// containers sharing a GPU) to PATH, for `scripts/gpu-check` on a host without Cohort.
+    CapLibrary {
+        /// Where to write it.
+        path: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,6 +108,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         } => {
             let config = config_or_default(config.as_deref())?;
             gpus::run(format, nvml_library.or(config.nvml_library))
+        }
+        Command::CapLibrary { path } => {
+            std::fs::write(&path, cohort_agent::guest::cuda_cap::LIBRARY)?;
+            Ok(0)
         }
     }
 }

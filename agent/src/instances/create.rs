@@ -97,6 +97,10 @@ impl Instances {
             if own_range {
                 drop(daemon.take());
             }
+            // Before the first start, so no process of the container runs without it.
+            if let Some(cap) = crate::guest::cuda_cap::cap_of(&req.gpus) {
+                self.install_cuda_cap(&req.name, cap).await?;
+            }
             if req.start {
                 if plan.ssh.is_some() {
                     match (made_key, existing) {

@@ -305,6 +305,15 @@ pub(crate) fn check_gpu(i: usize, gpu: &GpuAttachment) -> Result<(), InstanceErr
             ));
         }
     }
+    if gpu
+        .memory_cap_bytes
+        .is_some_and(|cap| cap < crate::guest::cuda_cap::MIN_CAP_BYTES)
+    {
+        return Err(InstanceError::invalid(
+            format!("{field}.memory_cap_bytes"),
+            "must be at least 64 MiB",
+        ));
+    }
     if let Some(mig) = &gpu.mig_uuid {
         let ok = mig.starts_with("MIG-")
             && mig[4..]

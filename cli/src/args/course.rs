@@ -142,6 +142,9 @@ pub struct CourseCreate {
     /// "exclusive" or N: how many students may share one GPU
     #[arg(long, value_name = "exclusive|N")]
     pub gpu_share: Option<String>,
+    /// Sharing GPUs: each student's GPU memory cap, e.g. 8GiB (default: the card's over N)
+    #[arg(long, value_name = "SIZE")]
+    pub gpu_memory: Option<String>,
     /// Most processes in each student's container (limits.processes)
     #[arg(long)]
     pub processes: Option<u32>,

@@ -131,6 +131,20 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
     if req.gpus.is_some_and(|g| g > 16) {
         return Err(ActionError::invalid("gpus", "must be 0 to 16"));
     }
+    if let Some(mib) = req.gpu_memory_mib {
+        if req.gpus.unwrap_or(0) == 0 || req.gpu_share.unwrap_or(1) < 2 {
+            return Err(ActionError::invalid(
+                "gpu_memory_mib",
+                "caps a GPU shared by several students: only with gpus and gpu_share > 1",
+            ));
+        }
+        if !(64..=1 << 20).contains(&mib) {
+            return Err(ActionError::invalid(
+                "gpu_memory_mib",
+                "must be 64 to 1048576 (MiB)",
+            ));
+        }
+    }
     // At most a year; 0 is refused rather than read as "at once".
     for (field, v) in [
         ("idle_gpu_minutes", req.idle_gpu_minutes),
@@ -192,6 +206,7 @@ pub async fn create(
             let image = Image::lookup(conn, &req.image)?
                 .ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
             validate::disk_for_image("disk_gib", req.disk_gib.unwrap_or(10), image.size_bytes)?;
+            crate::images::check_gpu_ready(&image, req.gpus.unwrap_or(0), &req.image)?;
             let course = Course::insert(
                 conn,
                 &NewCourse {
@@ -212,6 +227,7 @@ pub async fn create(
                     gpu_share_count: req.gpu_share.filter(|n| *n > 1).map(|n| n as i32),
                     processes: req.processes.map(|n| n as i32),
                     home_mib: req.home_mib.map(|n| n as i32),
+                    gpu_memory_mib: req.gpu_memory_mib.map(|n| n as i64),
                     starts_at: starts,
                     ends_at: ends,
                 },
@@ -265,6 +281,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         gpu_share_count: c.gpu_share_count.map(|n| n as u32),
         processes: c.processes.map(|n| n as u32),
         home_mib: c.home_mib.map(|n| n as u64),
+        gpu_memory_mib: c.gpu_memory_mib.map(|n| n as u64),
         jupyter_instructors: c.jupyter_instructors,
         starts_at: c.starts_at,
         ends_at: c.ends_at,

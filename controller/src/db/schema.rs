@@ -67,6 +67,7 @@ diesel::table! {
         processes -> Nullable<Int4>,
         home_mib -> Nullable<Int4>,
         jupyter_instructors -> Bool,
+        gpu_memory_mib -> Nullable<Int8>,
     }
 }
 

@@ -101,7 +101,7 @@ impl ImageUpload {
         }
         // Nothing is stored unless it is an image: the temporary file goes with `self`.
         let upload = self.file.path().to_path_buf();
-        tokio::task::spawn_blocking(move || crate::images::format::check(&upload))
+        let facts = tokio::task::spawn_blocking(move || crate::images::format::check(&upload))
             .await
             .map_err(|e| ActionError::Internal(e.to_string()))?
             .map_err(|e| match e {
@@ -122,7 +122,8 @@ impl ImageUpload {
                         fingerprint: &fingerprint,
                         alias: &query.alias,
                         description: query.description.as_deref().unwrap_or(""),
-                        gpu_ready: query.gpu_ready.unwrap_or(false),
+                        // The image's own `cohort.gpu_ready` unless the admin says otherwise.
+                        gpu_ready: query.gpu_ready.or(facts.gpu_ready).unwrap_or(false),
                         size_bytes: size,
                         created_by: Some(caller.user.id),
                     },

@@ -5,7 +5,8 @@
 //! as are compressions the controller cannot read.
 //!
 //! Only tar headers are read (the POSIX ustar layout, GNU long names and pax `path` records),
-//! and only until both parts have been seen.
+//! and only until both parts have been seen. Of `metadata.yaml` the check keeps what the catalog
+//! records from it: the `cohort.gpu_ready` property ([`ImageFacts`]).
 
 use std::io::{self, BufReader, Read};
 use std::path::Path;
@@ -30,8 +31,27 @@ const MAX_SCANNED: u64 = 64 << 30;
 /// Most bytes of `metadata.yaml` read.
 const MAX_METADATA: u64 = 1 << 20;
 
-/// Checks the file at `path` (blocking).
-pub fn check(path: &Path) -> Result<(), ImageFormatError> {
+/// What an image's own metadata says that the catalog records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// Its `cohort.gpu_ready` property (`"true"` or `"false"`), where it has one.
+    pub gpu_ready: Option<bool>,
+}
+
+/// The `cohort.gpu_ready` property in a `metadata.yaml` text (under `properties:`).
+fn gpu_ready(metadata: &str) -> Option<bool> {
+    metadata.lines().find_map(|l| {
+        let value = l.trim().strip_prefix("cohort.gpu_ready:")?;
+        match value.trim().trim_matches(|c| c == '"' || c == '\'') {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }
+    })
+}
+
+/// Checks the file at `path` (blocking), and returns what its metadata says.
+pub fn check(path: &Path) -> Result<ImageFacts, ImageFormatError> {
     let mut magic = [0u8; 6];
     let n = std::fs::File::open(path)?.read(&mut magic)?;
     let file = BufReader::new(std::fs::File::open(path)?);
@@ -50,7 +70,7 @@ fn not_image(why: impl Into<String>) -> ImageFormatError {
 
 /// Walks the tar headers until `metadata.yaml` (checked) and `rootfs/` have both been seen. A
 /// stream that ends early or does not decompress is no image either.
-fn scan(stream: impl Read) -> Result<(), ImageFormatError> {
+fn scan(stream: impl Read) -> Result<ImageFacts, ImageFormatError> {
     let mut entries = 0u64;
     scan_entries(stream, &mut entries).map_err(|e| match e {
         ImageFormatError::Io(e) if entries == 0 => {
@@ -61,8 +81,9 @@ fn scan(stream: impl Read) -> Result<(), ImageFormatError> {
     })
 }
 
-fn scan_entries(stream: impl Read, entries: &mut u64) -> Result<(), ImageFormatError> {
+fn scan_entries(stream: impl Read, entries: &mut u64) -> Result<ImageFacts, ImageFormatError> {
     let mut stream = stream.take(MAX_SCANNED);
+    let mut facts = ImageFacts::default();
     let (mut metadata, mut rootfs) = (false, false);
     let mut long_name: Option<String> = None;
     let mut block = [0u8; 512];
@@ -99,13 +120,14 @@ fn scan_entries(stream: impl Read, entries: &mut u64) -> Result<(), ImageFormatE
             if !text.lines().any(|l| l.starts_with("architecture:")) {
                 return Err(not_image("metadata.yaml names no architecture"));
             }
+            facts.gpu_ready = gpu_ready(&text);
             metadata = true;
         } else {
             skip(&mut stream, padded)?;
             rootfs |= name == "rootfs" || name.starts_with("rootfs/");
         }
         if metadata && rootfs {
-            return Ok(());
+            return Ok(facts);
         }
     }
     match (metadata, rootfs) {
@@ -239,7 +261,7 @@ mod tests {
         out
     }
 
-    fn checked(bytes: &[u8]) -> Result<(), ImageFormatError> {
+    fn checked(bytes: &[u8]) -> Result<ImageFacts, ImageFormatError> {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), bytes).unwrap();
         check(file.path())
@@ -260,5 +282,22 @@ mod tests {
         let bad = tar(&[("metadata.yaml", b"x: 1\n", b'0'), ("rootfs/", b"", b'5')]);
         assert!(err(&bad).contains("no architecture"));
         assert!(err(b"\xfd7zXZ\0rest").contains("xz-compressed"));
+    }
+
+    #[test]
+    fn the_gpu_ready_property_is_read_from_the_metadata() {
+        let facts = |meta: &[u8]| {
+            checked(&tar(&[
+                ("metadata.yaml", meta, b'0'),
+                ("rootfs/", b"", b'5'),
+            ]))
+            .unwrap()
+            .gpu_ready
+        };
+        let ready = b"architecture: x86_64\nproperties:\n  cohort.gpu_ready: \"true\"\n";
+        assert_eq!(facts(ready), Some(true));
+        let not = b"architecture: x86_64\nproperties:\n  cohort.gpu_ready: \"false\"\n";
+        assert_eq!(facts(not), Some(false));
+        assert_eq!(facts(b"architecture: x86_64\n"), None);
     }
 }

@@ -184,6 +184,7 @@ fn create_tx(
         }
         let image = Image::lookup(conn, &req.image)?
             .ok_or_else(|| ActionError::invalid("image", format!("no image {}", req.image)))?;
+        crate::images::check_gpu_ready(&image, req.gpus, &req.image)?;
         let pinned = match &req.node {
             Some(name) => Some(
                 Node::by_name(conn, name)?

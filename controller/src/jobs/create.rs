@@ -63,7 +63,8 @@ pub async fn run(
     let (owner_id, image_id, id) = (instance.owner_id, instance.image_id, instance.id);
     let course_id = instance.course_id;
     let (row, placement) = (instance.clone(), ctl.config.placement.clone());
-    let (owner, keys, image, gpus, network_policy, cap, home_mib) = ctl
+    let gpu_row = instance.clone();
+    let (owner, keys, image, gpus, network_policy, cap, home_mib, gpu_memory) = ctl
         .db(move |conn| {
             Ok((
                 User::find(conn, owner_id)?,
@@ -79,6 +80,7 @@ pub async fn run(
                     Some(course) => Some(home_size::mib_of(conn, course, &placement)?),
                     None => None,
                 },
+                super::gpus::course_gpu_memory(conn, &gpu_row)?,
             ))
         })
         .await?;
@@ -100,7 +102,10 @@ pub async fn run(
             memory_mib: instance.memory_mib as u64,
             disk_gib: instance.disk_gib as u64,
         },
-        gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
+        gpus: gpus
+            .iter()
+            .map(|(g, _)| attachment(g, instance, gpu_memory))
+            .collect(),
         ssh: ssh_access(&owner, &keys, instance, node),
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         home_mib,

@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use cohort_proto::agent::{AttachGpus, GpuAttachment, StateAction, StateChange};
+use cohort_proto::api::instances::GpuShare;
 
 use super::outcome::StepOutcome;
 use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
+use crate::db::models::course::Course;
 use crate::db::models::gpu::Gpu;
 use crate::db::models::gpu_allocation::GpuAllocation;
 use crate::db::models::instance::Instance;
@@ -17,8 +19,13 @@ use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
 use crate::placement::gpu_slots;
 
-/// How the agent pins an allocated GPU.
-pub(crate) fn attachment(g: &Gpu) -> GpuAttachment {
+/// How the agent pins an allocated GPU, and the GPU memory cap of `instance` on it
+/// (`gpu_memory_mib`: its course's setting).
+pub(crate) fn attachment(
+    g: &Gpu,
+    instance: &Instance,
+    gpu_memory_mib: Option<i64>,
+) -> GpuAttachment {
     GpuAttachment {
         uuid: g.uuid.clone(),
         // A MIG instance keeps its parent's PCI address (its row holds the parent's): LXD picks
@@ -26,6 +33,34 @@ pub(crate) fn attachment(g: &Gpu) -> GpuAttachment {
         // than one card, as every card does on a node of several GPUs when `pci` is left out.
         pci_address: Some(g.pci_address.clone()),
         mig_uuid: g.mig_parent.as_ref().map(|_| g.uuid.clone()),
+        memory_cap_bytes: memory_cap(g, instance, gpu_memory_mib),
+    }
+}
+
+/// A container sharing a whole card gets its course's `gpu_memory`, or else an equal part of
+/// the card: its memory over the course's `--gpu-share N` (outside a course, the GPU's
+/// `share_limit`). A MIG instance has its own memory, and an exclusive GPU is all the
+/// container's: no cap.
+fn memory_cap(g: &Gpu, instance: &Instance, gpu_memory_mib: Option<i64>) -> Option<u64> {
+    if g.mig_parent.is_some() || instance.gpu_share == GpuShare::Exclusive {
+        return None;
+    }
+    let sharers = instance.gpu_share_count.unwrap_or(g.share_limit);
+    if sharers < 2 || g.memory_bytes <= 0 {
+        return None;
+    }
+    let even = g.memory_bytes as u64 / sharers as u64;
+    Some(gpu_memory_mib.map_or(even, |mib| (mib as u64) << 20))
+}
+
+/// The course's `gpu_memory` setting of `instance` (None outside a course or unset).
+pub(crate) fn course_gpu_memory(
+    conn: &mut diesel::PgConnection,
+    instance: &Instance,
+) -> diesel::QueryResult<Option<i64>> {
+    match instance.course_id {
+        Some(id) => Course::gpu_memory_of(conn, id),
+        None => Ok(None),
     }
 }
 
@@ -103,15 +138,23 @@ pub async fn take_gpus_again(
                     .await
                     .map_err(ActionError::on_node(&node.name))?;
             }
-            let id = instance.id;
-            let gpus = ctl
-                .db(move |conn| Ok(GpuAllocation::for_instance(conn, id)?))
+            let (id, row) = (instance.id, instance.clone());
+            let (gpus, gpu_memory) = ctl
+                .db(move |conn| {
+                    Ok((
+                        GpuAllocation::for_instance(conn, id)?,
+                        course_gpu_memory(conn, &row)?,
+                    ))
+                })
                 .await?;
             agent
                 .attach_gpus(
                     instance.name.clone(),
                     AttachGpus {
-                        gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
+                        gpus: gpus
+                            .iter()
+                            .map(|(g, _)| attachment(g, instance, gpu_memory))
+                            .collect(),
                     },
                 )
                 .await

@@ -79,6 +79,11 @@ pub struct CreateCourse {
     /// `COHORT_DEFAULT_HOME_GIB`. A student who fills it gets ENOSPC in their own container.
     #[serde(default)]
     pub home_mib: Option<u64>,
+    /// Sharing GPUs (`gpu_share` > 1): the most GPU memory each process in a student's
+    /// container may allocate, in MiB (64 to 1048576); default the card's memory over
+    /// `gpu_share`. Enforced by the cap library the agent installs (docs/gpus.md).
+    #[serde(default)]
+    pub gpu_memory_mib: Option<u64>,
     /// `YYYY-MM-DD` or RFC 3339.
     #[serde(default)]
     pub starts: Option<String>,
@@ -128,6 +133,10 @@ pub struct Course {
     /// controller's `COHORT_DEFAULT_HOME_GIB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_mib: Option<u64>,
+    /// Sharing: each student's GPU memory cap in MiB, when the course sets it (otherwise the
+    /// card's memory over `gpu_share_count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_mib: Option<u64>,
     /// Whether the course's instructors may open its students' JupyterLab through the portal
     /// (default false: the student only).
     #[serde(default)]

@@ -31,6 +31,8 @@ pub struct ImportImageQuery {
     pub alias: String,
     #[serde(default)]
     pub description: Option<String>,
+    /// Whether GPU courses and instances may use it; default the image's own
+    /// `cohort.gpu_ready` property (metadata.yaml), else false.
     #[serde(default)]
     pub gpu_ready: Option<bool>,
     /// The image runs JupyterLab for its student (`images/jupyter`): the portal offers it.

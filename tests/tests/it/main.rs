@@ -42,6 +42,8 @@ mod courses;
 mod db_reliability;
 mod desired_state;
 mod disk_placement;
+mod gpu_cap;
+mod gpu_check;
 mod harness;
 mod hostile_callers;
 mod instance_config;

@@ -36,6 +36,9 @@ pub struct Course {
     pub home_mib: Option<i32>,
     /// Whether its instructors may open its students' JupyterLab through the portal.
     pub jupyter_instructors: bool,
+    /// Sharing: the GPU memory cap of each student's container in MiB; `None`: the card's
+    /// memory over `gpu_share_count`.
+    pub gpu_memory_mib: Option<i64>,
 }
 
 #[derive(Debug, Insertable)]
@@ -54,6 +57,7 @@ pub struct NewCourse<'a> {
     pub gpu_share_count: Option<i32>,
     pub processes: Option<i32>,
     pub home_mib: Option<i32>,
+    pub gpu_memory_mib: Option<i64>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
 }
@@ -72,6 +76,14 @@ impl Course {
             .select(Course::as_select())
             .first(conn)
             .optional()
+    }
+
+    /// The GPU memory cap course `id` sets for its students' containers (MiB), if any.
+    pub fn gpu_memory_of(conn: &mut PgConnection, id: i64) -> QueryResult<Option<i64>> {
+        courses::table
+            .find(id)
+            .select(courses::gpu_memory_mib)
+            .first(conn)
     }
 
     /// Every course, or those one instructor teaches.

@@ -212,19 +212,23 @@ async fn commit(
 
 /// Step 3: `side` makes the imported container its own and starts it if it is wanted running.
 async fn settle(ctl: &Controller, instance: &Instance, side: &Side<'_>) -> Result<(), ActionError> {
-    let (owner_id, id) = (instance.owner_id, instance.id);
-    let (owner, keys, gpus) = ctl
+    let (owner_id, id, row) = (instance.owner_id, instance.id, instance.clone());
+    let (owner, keys, gpus, gpu_memory) = ctl
         .db(move |conn| {
             Ok((
                 User::find(conn, owner_id)?,
                 SshKey::for_user(conn, owner_id)?,
                 GpuAllocation::for_instance(conn, id)?,
+                crate::jobs::gpus::course_gpu_memory(conn, &row)?,
             ))
         })
         .await?;
     let arrival = Arrival {
         ssh: ssh_access(&owner, &keys, instance, side.node),
-        gpus: gpus.iter().map(|(g, _)| attachment(g)).collect(),
+        gpus: gpus
+            .iter()
+            .map(|(g, _)| attachment(g, instance, gpu_memory))
+            .collect(),
     };
     let node = side.node.name.clone();
     side.agent

@@ -1,0 +1,1 @@
+ALTER TABLE courses DROP COLUMN gpu_memory_mib;

@@ -1,0 +1,165 @@
+//! The GPU memory cap of a container sharing its GPU, end to end on a real daemon (LXD, and
+//! Incus in `incus::`): the agent makes the container with a capped GPU and installs the cap
+//! before its first boot; then, with the test libcuda standing where `nvidia.runtime` puts the
+//! real one (this machine has no GPU, so the GPU device and runtime are taken off before the
+//! start), a real program in the container allocates through every path to the driver.
+
+use std::collections::BTreeMap;
+
+use cohort_e2e::agent::TestAgent;
+use cohort_e2e::cuda::{build_fake_cuda_and_probe, probe_report};
+use cohort_e2e::lxd::TestDaemon;
+use cohort_e2e::TestLxd;
+use cohort_proto::agent::{CreateInstance, GpuAttachment, InstanceSource, Limits};
+
+const GIB: u64 = 1 << 30;
+
+fn capped(name: &str) -> CreateInstance {
+    CreateInstance {
+        idempotency_key: format!("op-{name}"),
+        name: name.into(),
+        source: InstanceSource::Image {
+            alias: "cohort/base".into(),
+        },
+        limits: Limits {
+            cpu: 1,
+            memory_mib: 256,
+            disk_gib: 2,
+        },
+        gpus: vec![GpuAttachment {
+            uuid: "GPU-0f1e2d3c-0000-4000-8000-00000000140e".into(),
+            pci_address: Some("0000:af:00.0".into()),
+            mig_uuid: None,
+            memory_cap_bytes: Some(GIB),
+        }],
+        ssh: None,
+        home_volume: None,
+        home_mib: None,
+        config: BTreeMap::new(),
+        start: false,
+        network_policy: None,
+    }
+}
+
+async fn a_real_program_is_held_to_the_cap_on(daemon: TestDaemon) {
+    let started = std::time::Instant::now();
+    let lxd = TestLxd::on(daemon);
+    let agent = TestAgent::start(&lxd).await;
+    let name = "gpu-cap";
+    let resp = agent
+        .controller()
+        .post(agent.url("/v1/instances"))
+        .json(&capped(name))
+        .send()
+        .await
+        .expect("POST /v1/instances");
+    let status = resp.status();
+    assert_eq!(
+        status,
+        201,
+        "create: {}",
+        resp.text().await.unwrap_or_default()
+    );
+    // What nvidia.runtime would do, without a GPU: no device, the test libcuda in its place.
+    // (The runtime first: with it set, the daemon refuses every other change on this host.)
+    lxd.lxc(&["config", "unset", name, "nvidia.runtime"]);
+    lxd.lxc(&["config", "device", "remove", name, "cohort-gpu0"]);
+    lxd.lxc(&["start", name]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (lib, probe) = build_fake_cuda_and_probe(dir.path());
+    let target = |path: &str| format!("{name}{path}");
+    lxd.lxc(&[
+        "file",
+        "push",
+        lib.to_str().unwrap(),
+        &target("/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+    ]);
+    lxd.lxc(&[
+        "file",
+        "push",
+        probe.to_str().unwrap(),
+        &target("/usr/local/bin/cuda-cap-probe"),
+    ]);
+
+    // The cap's files: the container's root owns them and nobody else may write them.
+    let owners = lxd.lxc(&[
+        "exec",
+        name,
+        "--",
+        "stat",
+        "-c",
+        "%n %u %a",
+        "/etc/ld.so.preload",
+        "/etc/cohort/cuda-cap.conf",
+        "/usr/lib/cohort/libcohort_cuda_cap.so",
+    ]);
+    for line in owners.lines() {
+        assert!(line.ends_with(" 0 644"), "not root's 0644: {line}");
+    }
+    let raise = lxd.lxc_output(&[
+        "exec",
+        name,
+        "--",
+        "runuser",
+        "-u",
+        "nobody",
+        "--",
+        "sh",
+        "-c",
+        "echo limit_bytes=99999999999 > /etc/cohort/cuda-cap.conf",
+    ]);
+    assert!(!raise.status.success(), "a user rewrote the cap");
+
+    // A student's process (not root), 8 GiB on the card, a 1 GiB cap.
+    let out = lxd.lxc(&[
+        "exec",
+        name,
+        "--env",
+        "FAKE_CUDA_TOTAL_BYTES=8589934592",
+        "--",
+        "runuser",
+        "-u",
+        "nobody",
+        "--",
+        "/usr/local/bin/cuda-cap-probe",
+    ]);
+    let seen = probe_report(&out);
+    let expect = [
+        ("total_mib", "1024"),
+        ("free_mib", "1024"),
+        ("alloc_2g", "2"),
+        ("alloc_512m", "0"),
+        ("free_after_512m_mib", "512"),
+        ("procaddress_768m", "2"),
+        ("dlsym_768m", "2"),
+        ("managed_768m", "2"),
+        ("pitch_768m", "2"),
+        ("create_768m", "2"),
+        ("array_768m", "2"),
+        ("free_512m", "0"),
+        ("procaddress_768m_after_free", "0"),
+        ("free_after_768m_mib", "256"),
+    ];
+    for (key, want) in expect {
+        assert_eq!(
+            seen.get(key).map(String::as_str),
+            Some(want),
+            "{key} on {daemon:?}; the probe printed:\n{out}"
+        );
+    }
+    eprintln!("gpu cap on {daemon:?}: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_program_in_a_sharing_container_is_held_to_its_gpu_memory_cap() {
+    a_real_program_is_held_to_the_cap_on(TestDaemon::Lxd).await;
+}
+
+mod incus {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_real_program_in_a_sharing_container_is_held_to_its_gpu_memory_cap() {
+        a_real_program_is_held_to_the_cap_on(TestDaemon::Incus).await;
+    }
+}
