@@ -42,6 +42,7 @@ mod courses;
 mod db_reliability;
 mod desired_state;
 mod disk_placement;
+mod gpu_usage_retention;
 mod harness;
 mod hostile_callers;
 mod instance_config;

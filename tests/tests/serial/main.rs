@@ -30,6 +30,7 @@ mod cli_format;
 mod controller_gpus;
 mod db_faults;
 mod faults;
+mod gpu_usage;
 mod hostile_student_lxd;
 mod link_faults;
 mod move_faults;
