@@ -290,7 +290,11 @@ async fn gpu_time_is_accounted_on_lxd_and_incus_and_a_context_at_zero_percent_is
         "usage", "lab:", "--course", "gpu1", "--by", "student", "--format", "csv",
     ]);
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 2, "one line a student, as lxc prints CSV (no header): {csv}");
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line a student, as lxc prints CSV (no header): {csv}"
+    );
     let bob_line: Vec<&str> = lines
         .iter()
         .find(|l| l.starts_with("bob,"))
