@@ -3,14 +3,21 @@
  * GPU 1 is an L40S without MIG support, or, when $FAKE_NVML_ALL_MIG is set (not "0"), a second
  * A100 in MIG mode with one MIG device (slot 0). It answers only the NVML calls the agent makes.
  * Compute processes come from the file named by $FAKE_NVML_PROCESSES, read on every call: one
- * process a line, "<gpu index> <pid> <used bytes>" (a missing file means none).
- * GPU 0's utilisation: the number in the file named by $FAKE_NVML_UTILIZATION when there is one.
+ * process a line, "<gpu index> <pid> <used bytes> [<SM utilisation %>]" (a missing file means
+ * none). Per-process utilisation (nvmlDeviceGetProcessUtilization) is "not supported" unless some
+ * line has the fourth column; then, as NVML does, only processes above 0 % have a sample.
+ * A script over time: the file named by $FAKE_NVML_GPUS, also read on every call, sets a GPU's
+ * utilisation and memory used, one GPU a line, "<gpu index> <utilisation %> <memory used bytes>"
+ * (a GPU without a line keeps its built-in figures). A test rewrites either file to move on.
+ * GPU 0's utilisation alone: the number in the file named by $FAKE_NVML_UTILIZATION, when there
+ * is one, overrides both (what scripts/gpu-check --fake writes).
  * A wedged driver: while the file named by $FAKE_NVML_HANG_FILE exists, reading a GPU's memory
  * blocks (until the file is removed).
  * Build: cc -shared -fPIC -o libfake_nvml.so fake_nvml.c */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int nvmlReturn_t;
@@ -57,6 +64,26 @@ static struct fake_device second_a100 = {"GPU-0f1e2d3c-0000-4000-8000-00000000a1
                                          {&mig10, 0, 0}};
 static int initialised;
 
+/* The line of $FAKE_NVML_GPUS for whole GPU `d`, if any: 1 with its figures, else 0. */
+static int scripted_gpu(nvmlDevice_t d, unsigned int *util, unsigned long long *used) {
+    const char *path = getenv("FAKE_NVML_GPUS");
+    FILE *f = (path && d->bus_id[0]) ? fopen(path, "r") : NULL;
+    char line[256];
+    unsigned int gpu, u;
+    unsigned long long m;
+    int found = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%u %u %llu", &gpu, &u, &m) == 3 && gpu == d->index) {
+            *util = u > 100 ? 100 : u;
+            *used = m > d->total ? d->total : m;
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
     if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
     if (strlen(src) + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -97,9 +124,12 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len) { r
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
     const char *hang = getenv("FAKE_NVML_HANG_FILE");
     while (hang && hang[0] && access(hang, F_OK) == 0) usleep(50000);
+    unsigned int util = d->util;
+    unsigned long long used = d->used;
+    scripted_gpu(d, &util, &used);
     m->total = d->total;
-    m->used = d->used;
-    m->free = d->total - d->used;
+    m->used = used;
+    m->free = d->total - used;
     return NVML_SUCCESS;
 }
 
@@ -114,12 +144,16 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
 }
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    unsigned int util = d->util;
+    unsigned long long used = d->used;
+    scripted_gpu(d, &util, &used);
     const char *path = getenv("FAKE_NVML_UTILIZATION");
     FILE *f = path && d->index == 0 ? fopen(path, "r") : NULL;
-    u->gpu = d->util;
-    if (f && fscanf(f, "%u", &u->gpu) != 1) u->gpu = d->util;
+    unsigned int fixed;
+    if (f && fscanf(f, "%u", &fixed) == 1) util = fixed;
     if (f) fclose(f);
-    u->memory = d->util / 2;
+    u->gpu = util;
+    u->memory = util / 2;
     return NVML_SUCCESS;
 }
 
@@ -162,24 +196,49 @@ typedef struct {
     unsigned int gpuInstanceId, computeInstanceId;
 } nvmlProcessInfo_t;
 
-/* Fills up to `room` entries of `out` (when not NULL) with `d`'s processes; returns how many. */
-static unsigned int read_processes(nvmlDevice_t d, nvmlProcessInfo_t *out, unsigned int room) {
+/* One line of the processes file: its GPU, PID, memory and utilisation (-1: no fourth column). */
+struct fake_process { unsigned int gpu, pid; unsigned long long used; int util; };
+
+/* Calls `each` with every process of whole GPU `d` in the processes file; returns how many, and
+ * sets *any_util when some line of the file (any GPU) has a utilisation column. */
+static unsigned int scan_processes(nvmlDevice_t d, void (*each)(const struct fake_process *, void *), void *arg,
+                                   int *any_util) {
     const char *path = getenv("FAKE_NVML_PROCESSES");
     FILE *f = path ? fopen(path, "r") : NULL;
-    unsigned int n = 0, gpu, pid;
-    unsigned long long used;
+    char line[256];
+    unsigned int n = 0;
+    if (any_util) *any_util = 0;
     if (!f) return 0;
-    while (fscanf(f, "%u %u %llu", &gpu, &pid, &used) == 3) {
-        if (gpu != d->index || !d->bus_id[0]) continue; /* whole GPUs only, never MIG devices */
-        if (out && n < room) {
-            out[n].pid = pid;
-            out[n].usedGpuMemory = used;
-            out[n].gpuInstanceId = out[n].computeInstanceId = 0xFFFFFFFF;
-        }
+    while (fgets(line, sizeof line, f)) {
+        struct fake_process p;
+        int fields = sscanf(line, "%u %u %llu %d", &p.gpu, &p.pid, &p.used, &p.util);
+        if (fields < 3) continue;
+        if (fields < 4) p.util = -1;
+        else if (any_util) *any_util = 1;
+        if (p.gpu != d->index || !d->bus_id[0]) continue; /* whole GPUs only, never MIG devices */
+        if (each) each(&p, arg);
         n++;
     }
     fclose(f);
     return n;
+}
+
+struct fill { nvmlProcessInfo_t *out; unsigned int room, n; };
+
+static void fill_one(const struct fake_process *p, void *arg) {
+    struct fill *f = arg;
+    if (f->out && f->n < f->room) {
+        f->out[f->n].pid = p->pid;
+        f->out[f->n].usedGpuMemory = p->used;
+        f->out[f->n].gpuInstanceId = f->out[f->n].computeInstanceId = 0xFFFFFFFF;
+    }
+    f->n++;
+}
+
+/* Fills up to `room` entries of `out` (when not NULL) with `d`'s processes; returns how many. */
+static unsigned int read_processes(nvmlDevice_t d, nvmlProcessInfo_t *out, unsigned int room) {
+    struct fill f = {out, room, 0};
+    return scan_processes(d, fill_one, &f, NULL);
 }
 
 static nvmlReturn_t running_processes(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos) {
@@ -197,4 +256,39 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned in
 }
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos) {
     return running_processes(d, count, infos);
+}
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+struct samples { nvmlProcessUtilizationSample_t *out; unsigned int room, n; unsigned long long now; };
+
+static void sample_one(const struct fake_process *p, void *arg) {
+    struct samples *s = arg;
+    if (p->util <= 0) return; /* NVML samples only processes above 0 % */
+    if (s->out && s->n < s->room) {
+        s->out[s->n].pid = p->pid;
+        s->out[s->n].timeStamp = s->now;
+        s->out[s->n].smUtil = p->util > 100 ? 100 : (unsigned int)p->util;
+        s->out[s->n].memUtil = s->out[s->n].smUtil / 2;
+        s->out[s->n].encUtil = s->out[s->n].decUtil = 0;
+    }
+    s->n++;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *count, unsigned long long lastSeenTimeStamp) {
+    struct samples s = {utilization, utilization ? *count : 0, 0, (unsigned long long)time(NULL) * 1000000ULL};
+    int any_util;
+    (void)lastSeenTimeStamp;
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    scan_processes(d, sample_one, &s, &any_util);
+    if (!any_util) return NVML_ERROR_NOT_SUPPORTED;
+    *count = s.n;
+    if (!utilization || s.n > s.room) return NVML_ERROR_INSUFFICIENT_SIZE;
+    return NVML_SUCCESS;
 }

@@ -24,5 +24,6 @@ pub mod jobs;
 pub mod nodes;
 pub mod placement;
 pub mod reclaim;
+pub mod usage;
 pub mod validate;
 pub mod views;

@@ -178,6 +178,34 @@ pub struct GpuInventory {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_version: Option<String>,
     pub gpus: Vec<Gpu>,
+    /// Each container's use of these GPUs, from its attributed processes (issue 43): what the
+    /// controller's GPU-time accounting and idle detection read.
+    #[serde(default)]
+    pub instances: Vec<InstanceGpuUse>,
+}
+
+/// One container's use of the node's GPUs, summed from the processes attributed to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceGpuUse {
+    pub instance: String,
+    /// The GPUs its processes run on.
+    pub gpus: Vec<InstanceGpu>,
+}
+
+/// One container's use of one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceGpu {
+    pub uuid: String,
+    /// Its share of the GPU's time, 0 to 100: the GPU's own utilisation when its processes are
+    /// the GPU's only ones, else their per-process SM utilisation summed; `None` when NVML gives
+    /// neither.
+    pub utilization_percent: Option<u32>,
+    /// GPU memory its processes hold.
+    pub memory_used_bytes: u64,
+    /// Its compute processes; each holds a CUDA context.
+    pub processes: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -217,6 +245,10 @@ pub struct GpuProcess {
     /// The instance (of this agent's LXD project) whose cgroup holds the process; `None` for a
     /// process on the host or in another project.
     pub instance: Option<String>,
+    /// Its SM utilisation in percent (`nvmlDeviceGetProcessUtilization`), when NVML samples per
+    /// process; 0 for a process NVML sampled none of (it reports only processes above 0 %).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_percent: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

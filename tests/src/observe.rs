@@ -79,7 +79,17 @@ pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 /// through the PID namespace of the container's init (not through cgroups, which the code under
 /// test reads).
 pub fn start_sleep_in(project: &str, instance: &str) -> u32 {
-    let out = crate::lxd::lxc(&[
+    start_sleep_via(&|args| crate::lxd::lxc(args), project, instance)
+}
+
+/// [`start_sleep_in`] for `instance` of `lxd`'s project, on its daemon (LXD or Incus).
+pub fn start_sleep_on(lxd: &crate::TestLxd, instance: &str) -> u32 {
+    start_sleep_via(&|args| lxd.daemon().run(args), lxd.project(), instance)
+}
+
+/// [`start_sleep_in`] with `lxc` running the client of the container's daemon.
+fn start_sleep_via(lxc: &dyn Fn(&[&str]) -> String, project: &str, instance: &str) -> u32 {
+    let out = lxc(&[
         "exec",
         instance,
         "--project",
@@ -90,7 +100,7 @@ pub fn start_sleep_in(project: &str, instance: &str) -> u32 {
         "sleep 3600 >/dev/null 2>&1 </dev/null & echo $!",
     ]);
     let inner: u32 = out.trim().parse().expect("pid inside the container");
-    let state = crate::lxd::lxc(&[
+    let state = lxc(&[
         "query",
         &format!("/1.0/instances/{instance}/state?project={project}"),
     ]);

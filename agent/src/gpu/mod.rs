@@ -2,12 +2,14 @@
 //! in LXD's form, utilization and MIG devices. A node without NVML has an empty inventory with
 //! the reason, never an error. Also whether the NVIDIA container tools LXD needs are present.
 //! [`Gpus`] is the service the node holds; it reads NVML on one thread with a deadline
-//! ([`reader`]).
+//! ([`reader`]). Each compute process is attributed to its container, and each container's use
+//! of each GPU summed ([`usage`]) for the controller's GPU-time accounting.
 
 pub mod attribution;
 mod mig;
 pub mod reader;
 mod service;
+pub mod usage;
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -36,6 +38,7 @@ pub fn inventory(library: Option<&Path>) -> GpuInventory {
                 )),
                 driver_version: None,
                 gpus: Vec::new(),
+                instances: Vec::new(),
             }
         }
     };
@@ -59,6 +62,7 @@ pub fn inventory(library: Option<&Path>) -> GpuInventory {
         unavailable: (!problems.is_empty()).then(|| problems.join("; ")),
         driver_version: nvml.sys_driver_version().ok(),
         gpus,
+        instances: Vec::new(),
     }
 }
 
@@ -86,19 +90,25 @@ fn describe(
         mig_devices,
         temperature_celsius: device.temperature(TemperatureSensor::Gpu).ok(),
         power_milliwatts: device.power_usage().ok(),
-        processes: device
-            .running_compute_processes()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|p| GpuProcess {
-                pid: p.pid,
-                used_memory_bytes: match p.used_gpu_memory {
-                    UsedGpuMemory::Used(bytes) => Some(bytes),
-                    UsedGpuMemory::Unavailable => None,
-                },
-                instance: None,
-            })
-            .collect(),
+        processes: {
+            let sampled = usage::process_utilization(device);
+            device
+                .running_compute_processes()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| GpuProcess {
+                    pid: p.pid,
+                    used_memory_bytes: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(bytes) => Some(bytes),
+                        UsedGpuMemory::Unavailable => None,
+                    },
+                    instance: None,
+                    utilization_percent: sampled
+                        .as_ref()
+                        .map(|s| s.get(&p.pid).copied().unwrap_or(0)),
+                })
+                .collect()
+        },
     })
 }
 
@@ -111,6 +121,7 @@ pub fn attribute(inventory: &mut GpuInventory, project: &str, instances: &[Strin
             p.instance = attribution::instance_of_pid(proc_root, p.pid, project, instances);
         }
     }
+    inventory.instances = usage::per_instance(&inventory.gpus);
 }
 
 /// NVML's bus id (`00000000:3B:00.0`) in the form LXD's `pci` key takes (`0000:3b:00.0`).

@@ -107,6 +107,7 @@ impl NvmlReader {
                 unavailable: Some(format!("{why}; no reading yet")),
                 driver_version: None,
                 gpus: Vec::new(),
+                instances: Vec::new(),
             },
         }
     }

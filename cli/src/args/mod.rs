@@ -22,6 +22,7 @@ pub mod publish;
 pub mod remote;
 pub mod restore;
 pub mod snapshot;
+pub mod usage;
 pub mod user;
 
 use clap::{Parser, Subcommand};
@@ -97,6 +98,8 @@ pub enum Verb {
     User(user::User),
     /// Read the audit log: who did what, when, and why (Cohort)
     Audit(audit::Audit),
+    /// GPU time (allocated and busy GPU-hours) by student, course, node or day (Cohort)
+    Usage(usage::Usage),
     /// Print a shell completion script
     Completion(completion::Completion),
 }

@@ -23,6 +23,7 @@ pub mod publish;
 pub mod remote;
 pub mod snapshot;
 pub mod trust;
+pub mod usage;
 pub mod user;
 
 use std::io::{BufRead, Write};
@@ -106,6 +107,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Course(args) => return course::run(&session, args).await,
         Verb::User(args) => user::run(&session, args).await?,
         Verb::Audit(args) => audit::run(&session, args).await?,
+        Verb::Usage(args) => usage::run(&session, args).await?,
         Verb::Completion(_) => unreachable!("handled before the configuration is read"),
     }
     Ok(0)

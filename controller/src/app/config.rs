@@ -331,6 +331,9 @@ pub struct DatabaseConfig {
     pub operation_retention_days: u32,
     /// `COHORT_PRUNE_INTERVAL_S`: seconds between two pruning passes; default 3600.
     pub prune_interval_s: u64,
+    /// `COHORT_GPU_USAGE_RETENTION_DAYS`: hourly GPU-time rows older than this are pruned;
+    /// default 400 (a year of reports and the next year's comparison), 0 keeps them.
+    pub gpu_usage_retention_days: u32,
 }
 
 impl DatabaseConfig {
@@ -413,6 +416,9 @@ pub struct PollerConfig {
     /// `COHORT_POLL_PAUSE_AFTER_LISTING_MS`: for tests only: a pause between a node's listing and
     /// its record, so a test can make the listing stale; default 0 (none).
     pub pause_after_listing_ms: u64,
+    /// `COHORT_GPU_IDLE_BELOW_PERCENT`: a container's GPU counts as idle while its busy share
+    /// (utilisation) stays under this, context held or not (see `app::gpu_time`); default 5.
+    pub gpu_idle_below_percent: u32,
 }
 
 /// See [`PollerConfig::drift`].
@@ -492,6 +498,7 @@ impl Default for DatabaseConfig {
             audit_retention_days: 365,
             operation_retention_days: 90,
             prune_interval_s: 3600,
+            gpu_usage_retention_days: 400,
         }
     }
 }
@@ -532,6 +539,7 @@ impl Default for PollerConfig {
             startup_grace_s: 60,
             drift: DriftPolicy::Report,
             pause_after_listing_ms: 0,
+            gpu_idle_below_percent: 5,
         }
     }
 }
@@ -613,6 +621,13 @@ impl Config {
                 value: self.auth.token_days.to_string(),
             });
         }
+        if self.poller.gpu_idle_below_percent > 100 {
+            return Err(ConfigError::Range {
+                setting: "poller.gpu_idle_below_percent",
+                rule: "0 to 100",
+                value: self.poller.gpu_idle_below_percent.to_string(),
+            });
+        }
         if self.server.node_cert_lifetime_s < 30 {
             return Err(ConfigError::Range {
                 setting: "server.node_cert_lifetime_s",
@@ -678,6 +693,10 @@ impl Config {
             &mut db.operation_retention_days,
         )?;
         env_parse("COHORT_PRUNE_INTERVAL_S", &mut db.prune_interval_s)?;
+        env_parse(
+            "COHORT_GPU_USAGE_RETENTION_DAYS",
+            &mut db.gpu_usage_retention_days,
+        )?;
         env_parse("COHORT_LISTEN", &mut self.server.listen)?;
         env_parse("COHORT_STATE_DIR", &mut self.server.state_dir)?;
         env_parse(
@@ -733,6 +752,10 @@ impl Config {
         env_parse(
             "COHORT_POLL_PAUSE_AFTER_LISTING_MS",
             &mut self.poller.pause_after_listing_ms,
+        )?;
+        env_parse(
+            "COHORT_GPU_IDLE_BELOW_PERCENT",
+            &mut self.poller.gpu_idle_below_percent,
         )?;
         env_parse("COHORT_CPU_OVERCOMMIT", &mut self.placement.cpu_overcommit)?;
         env_parse(

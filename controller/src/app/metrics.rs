@@ -83,6 +83,41 @@ pub struct Metrics {
     pub node_certificate_expiry: Family<CertificateLabels, Gauge>,
     /// This host's clock minus the database's at the last check, in seconds.
     pub clock_skew: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// GPU time by course (issue 43), named without this registry's prefix.
+    pub gpu_time: GpuTimeCounters,
+}
+
+type SecondsCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
+/// `cohort_gpu_allocated_seconds_total` and `cohort_gpu_busy_seconds_total` by course: what
+/// this controller's polls added (sum over controllers). Labels stay bounded: per course, never
+/// per student; per-student figures are the usage API's.
+pub struct GpuTimeCounters {
+    registry: Registry,
+    pub allocated: Family<CourseLabels, SecondsCounter>,
+    pub busy: Family<CourseLabels, SecondsCounter>,
+}
+
+impl Default for GpuTimeCounters {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("cohort");
+        let (allocated, busy) = (Family::default(), Family::default());
+        registry.register(
+            "gpu_allocated_seconds",
+            "GPU-seconds a course's containers held a GPU (one per GPU held)",
+            Family::<CourseLabels, SecondsCounter>::clone(&allocated),
+        );
+        registry.register(
+            "gpu_busy_seconds",
+            "GPU-seconds a course's containers kept their GPUs busy (weighted by utilisation)",
+            Family::<CourseLabels, SecondsCounter>::clone(&busy),
+        );
+        GpuTimeCounters {
+            registry,
+            allocated,
+            busy,
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -105,6 +140,7 @@ impl Default for Metrics {
             instance_pages: Family::default(),
             node_certificate_expiry: Family::default(),
             clock_skew: Gauge::default(),
+            gpu_time: GpuTimeCounters::default(),
         };
         registry.register(
             "http_requests",
@@ -188,6 +224,20 @@ impl Metrics {
             .inc();
     }
 
+    /// Adds one poll's GPU time by course.
+    pub fn count_gpu_time(&self, added: &[crate::app::gpu_time::Added]) {
+        for a in added {
+            let l = CourseLabels {
+                course: a.course.clone(),
+            };
+            self.gpu_time
+                .allocated
+                .get_or_create(&l)
+                .inc_by(a.allocated_s);
+            self.gpu_time.busy.get_or_create(&l).inc_by(a.busy_s);
+        }
+    }
+
     /// Sets the gauges read from the database (series gone from it disappear).
     pub fn set_fleet(&self, fleet: &Fleet) {
         let state = |s: &str| StateLabels { state: s.into() };
@@ -242,7 +292,9 @@ impl Metrics {
     /// The Prometheus text exposition format (0.0.4): see [`cohort_proto::metrics`].
     pub fn render(&self) -> String {
         let mut open = String::new();
-        if encode(&mut open, &self.registry).is_err() {
+        if encode(&mut open, &self.registry).is_err()
+            || encode(&mut open, &self.gpu_time.registry).is_err()
+        {
             return String::new();
         }
         cohort_proto::metrics::prometheus_text(&open)

@@ -7,6 +7,7 @@
 pub mod backup;
 pub mod config;
 pub mod fixed_rate;
+pub mod gpu_time;
 pub mod health;
 pub mod loops;
 pub mod metrics;

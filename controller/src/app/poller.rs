@@ -32,6 +32,7 @@ use diesel::prelude::*;
 use tokio::task::JoinHandle;
 
 use crate::app::config::DriftPolicy;
+use crate::app::gpu_time;
 use crate::app::metrics::Metrics;
 use crate::app::renewal;
 use crate::app::state::{connect_pinned, Controller};
@@ -45,6 +46,7 @@ use crate::db::models::node::{Node, NodeFacts};
 use crate::db::models::node_certificate::NodeCertificate;
 use crate::db::models::operation_item::OperationItem;
 use crate::db::models::orphan::Orphan;
+use crate::db::queries::gpu_usage;
 use crate::error::{ActionError, ActionResult};
 use crate::jobs::payload::{ChangeState, Create, Job};
 use crate::jobs::{enqueue, Step, StepKind};
@@ -179,11 +181,29 @@ async fn poll(ctl: &Controller, node: Node) -> ActionResult<()> {
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
     let (inventory, instances) = (Arc::new(inventory), Arc::new(instances));
-    let (n, inv) = (node.clone(), inventory.clone());
-    ctl.db(move |conn| conn.transaction(|conn| record_node(conn, &n, &inv)))
+    let (n, inv, listing) = (node.clone(), inventory.clone(), instances.clone());
+    // GPU time since the node's previous poll, recorded with this poll's heartbeat (issue 43).
+    let cap_s = 3.0 * ctl.config.poller.interval_s.max(1) as f64;
+    let added = ctl
+        .db(move |conn| {
+            conn.transaction(|conn| {
+                let previous = gpu_usage::last_heartbeat_locked(conn, n.id)?;
+                record_node(conn, &n, &inv)?;
+                let now = Utc::now();
+                Ok(gpu_time::account(
+                    conn, &n, previous, now, cap_s, &inv, &listing,
+                )?)
+            })
+        })
         .await?;
+    ctl.metrics.count_gpu_time(&added);
+    let idle_below = ctl.config.poller.gpu_idle_below_percent;
     ctl.db(move |conn| {
-        conn.transaction(|conn| record(conn, &node, &inventory, &instances, &before, policy))
+        conn.transaction(|conn| {
+            record(
+                conn, &node, &inventory, &instances, &before, policy, idle_below,
+            )
+        })
     })
     .await?;
     // A renewal that fails is tried again next poll; the node's current certificate still works.
@@ -275,6 +295,7 @@ fn record(
     seen: &[AgentInstance],
     before: &HashMap<i64, chrono::DateTime<Utc>>,
     policy: DriftPolicy,
+    idle_below_percent: u32,
 ) -> ActionResult<()> {
     let lxd: HashMap<&str, &AgentInstance> = seen.iter().map(|i| (i.name.as_str(), i)).collect();
     let mut known = Instance::on_node(conn, node.id)?;
@@ -294,7 +315,11 @@ fn record(
             .get(instance.name.as_str())
             .map(|f| crate::agent_client::observed(&f.status));
         if let Some(state) = found {
-            InstanceUsage::observe(conn, instance.id, &gpu_use(inv, &instance.name, state))?;
+            let mut used = gpu_use(inv, &instance.name, state);
+            let listed = lxd.get(instance.name.as_str()).copied();
+            used.gpu_busy =
+                gpu_time::Held::of(inv, listed, &instance.name).busy(idle_below_percent);
+            InstanceUsage::observe(conn, instance.id, &used)?;
         }
         let Some(drift) = drift_of(&instance, found) else {
             // Keep a drift reason while the drift lasts (a stopped one stays stopped).
@@ -418,6 +443,7 @@ fn gpu_use(inv: &Inventory, name: &str, state: ObservedState) -> Observed {
         gpus: serde_json::Value::Object(per_gpu),
         gpu_processes: processes,
         gpu_memory_used_bytes: bytes,
+        gpu_busy: processes > 0,
     }
 }
 

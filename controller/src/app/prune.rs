@@ -1,5 +1,5 @@
-//! The pruner: keeps `audit_log` and `operations` (with their items) from growing without
-//! bound. Every `COHORT_PRUNE_INTERVAL_S` it deletes what is past its retention
+//! The pruner: keeps `audit_log`, `operations` (with their items) and the hourly GPU time
+//! (`COHORT_GPU_USAGE_RETENTION_DAYS`) from growing without bound. Every `COHORT_PRUNE_INTERVAL_S` it deletes what is past its retention
 //! (`COHORT_AUDIT_RETENTION_DAYS`, `COHORT_OPERATION_RETENTION_DAYS`; 0 keeps forever) in
 //! batches, each batch its own short transaction under an advisory lock, so one controller
 //! prunes at a time and no batch holds many locks for long.
@@ -35,6 +35,7 @@ pub async fn run(ctl: Arc<Controller>) {
 pub struct Pruned {
     pub audit_rows: usize,
     pub operations: usize,
+    pub gpu_usage_hours: usize,
 }
 
 /// One pass: each table's rows past its retention, a batch at a time, until none is left, the
@@ -56,10 +57,18 @@ pub async fn prune_once(ctl: &Controller) -> ActionResult<Pruned> {
         })
         .await?;
     }
+    if db.gpu_usage_retention_days > 0 {
+        let days = db.gpu_usage_retention_days;
+        pruned.gpu_usage_hours = batches(ctl, AUDIT_BATCH, move |conn| {
+            crate::db::queries::gpu_usage::prune(conn, days, AUDIT_BATCH)
+        })
+        .await?;
+    }
     if pruned != Pruned::default() {
         tracing::info!(
             audit_rows = pruned.audit_rows,
             operations = pruned.operations,
+            gpu_usage_hours = pruned.gpu_usage_hours,
             "pruned"
         );
     }

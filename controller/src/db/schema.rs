@@ -92,6 +92,22 @@ diesel::table! {
 }
 
 diesel::table! {
+    gpu_usage_hours (instance_id, hour) {
+        instance_id -> Int8,
+        hour -> Timestamptz,
+        instance_name -> Text,
+        course_id -> Nullable<Int8>,
+        course_code -> Nullable<Text>,
+        owner_id -> Int8,
+        username -> Text,
+        node_name -> Text,
+        allocated_s -> Float8,
+        busy_s -> Float8,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     gpus (id) {
         id -> Int8,
         node_id -> Int8,
@@ -393,6 +409,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     courses,
     enrollments,
     gpu_allocations,
+    gpu_usage_hours,
     gpus,
     images,
     instance_usage,

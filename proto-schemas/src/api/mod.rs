@@ -11,4 +11,5 @@ pub mod lxd_trust;
 pub mod nodes;
 pub mod operations;
 pub mod orphans;
+pub mod usage;
 pub mod users;

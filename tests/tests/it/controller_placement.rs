@@ -528,6 +528,7 @@ async fn a_page_of_instances_shows_what_each_holds_and_agrees_with_get() {
                                                 "memory_share": 0.5}}),
             gpu_processes: 1,
             gpu_memory_used_bytes: 1024,
+            gpu_busy: true,
         },
     )
     .unwrap();

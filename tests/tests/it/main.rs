@@ -44,6 +44,7 @@ mod desired_state;
 mod disk_placement;
 mod gpu_cap;
 mod gpu_check;
+mod gpu_usage_retention;
 mod harness;
 mod hostile_callers;
 mod instance_config;

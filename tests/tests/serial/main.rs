@@ -31,6 +31,7 @@ mod controller_gpus;
 mod db_faults;
 mod faults;
 mod gpu_memory;
+mod gpu_usage;
 mod hostile_student_lxd;
 mod link_faults;
 mod move_faults;

@@ -41,6 +41,8 @@ pub struct Observed {
     pub gpus: serde_json::Value,
     pub gpu_processes: i32,
     pub gpu_memory_used_bytes: i64,
+    /// Its GPU counts as in use (`app::gpu_time::Held::busy`): `gpu_active_at` moves on.
+    pub gpu_busy: bool,
 }
 
 impl InstanceUsage {
@@ -57,7 +59,7 @@ impl InstanceUsage {
                 instance_usage::gpus.eq(&seen.gpus),
                 instance_usage::gpu_processes.eq(seen.gpu_processes),
                 instance_usage::gpu_memory_used_bytes.eq(seen.gpu_memory_used_bytes),
-                instance_usage::gpu_active_at.eq(stamp(seen.gpu_processes > 0)),
+                instance_usage::gpu_active_at.eq(stamp(seen.gpu_busy)),
                 instance_usage::running_since.eq(stamp(seen.running)),
                 instance_usage::updated_at.eq(db_now()),
             ))
@@ -67,13 +69,11 @@ impl InstanceUsage {
                 instance_usage::gpus.eq(&seen.gpus),
                 instance_usage::gpu_processes.eq(seen.gpu_processes),
                 instance_usage::gpu_memory_used_bytes.eq(seen.gpu_memory_used_bytes),
-                instance_usage::gpu_active_at.eq(diesel::dsl::sql::<Stamp>(
-                    if seen.gpu_processes > 0 {
-                        "now()"
-                    } else {
-                        "instance_usage.gpu_active_at"
-                    },
-                )),
+                instance_usage::gpu_active_at.eq(diesel::dsl::sql::<Stamp>(if seen.gpu_busy {
+                    "now()"
+                } else {
+                    "instance_usage.gpu_active_at"
+                })),
                 instance_usage::running_since.eq(diesel::dsl::sql::<Stamp>(if seen.running {
                     "COALESCE(instance_usage.running_since, now())"
                 } else {

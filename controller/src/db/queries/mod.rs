@@ -6,6 +6,7 @@
 pub mod backup;
 pub mod capacity;
 pub mod coordination;
+pub mod gpu_usage;
 pub mod metrics;
 pub mod page;
 pub mod placement;

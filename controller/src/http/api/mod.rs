@@ -17,6 +17,7 @@ mod operations;
 mod orphans;
 mod routes;
 mod throttle;
+mod usage;
 mod users;
 
 pub use extract::{FileBody, PeerCertificate};

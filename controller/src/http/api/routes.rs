@@ -12,7 +12,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    audit, courses, gpus, images, instances, lxd_trust, meta, nodes, operations, orphans, users,
+    audit, courses, gpus, images, instances, lxd_trust, meta, nodes, operations, orphans, usage,
+    users,
 };
 
 /// A JSON schema of a body, made by the document's generator.
@@ -311,6 +312,11 @@ pub fn routes() -> Vec<Route> {
             "The audit log, newest first (admin: all; instructor: their courses and their \
                      instances); query actor, action, object_kind, object, since, limit, before",
             () -> 200 (p::audit::AuditPage);
+        GET "/usage" => usage::report, auth,
+            "GPU time (allocated and busy GPU-seconds) summed by student, course, node or day \
+                     (student: own; instructor: their courses; admin: all); query course, user, \
+                     since, until, by",
+            () -> 200 (p::usage::UsageReport);
         GET "/operations" => operations::list, auth,
             "The caller's operations (all for admins)",
             () -> 200 (Vec<p::operations::Operation>);

@@ -14,6 +14,7 @@ mod course_network;
 mod courses;
 mod create_container;
 mod error;
+mod gpu_time;
 pub mod i18n;
 mod layout;
 mod session;
@@ -79,6 +80,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             get().to(courses::download),
         )
         .route("/progress/{id}", get().to(courses::progress))
+        .route("/usage", get().to(gpu_time::page))
+        .route("/usage.csv", get().to(gpu_time::csv))
         .route("/admin", get().to(admin::page))
         .route("/admin/nodes/{name}/cordon", post().to(admin_fleet::cordon))
         .route(

@@ -1,0 +1,1 @@
+DROP TABLE gpu_usage_hours;
