@@ -10,7 +10,7 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 26] = [
+const TABLES: [&str; 27] = [
     "api_tokens",
     "audit_log",
     "course_networks",
@@ -20,6 +20,7 @@ const TABLES: [&str; 26] = [
     "gpu_allocations",
     "gpus",
     "images",
+    "instance_activity",
     "instance_usage",
     "instances",
     "inventory_writes",
