@@ -9,6 +9,7 @@
 //! takes the agent's one-second CPU sample); a node that does not answer leaves the pass to
 //! decide on what it knew.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,14 +39,17 @@ pub async fn refresh(ctl: &Controller) -> ActionResult<usize> {
             let mut nodes: HashMap<i64, Option<Arc<dyn NodeAgent>>> = HashMap::new();
             let mut asked = Vec::new();
             for c in reclaim_use::idle_candidates(conn, minute_s)? {
-                if !nodes.contains_key(&c.node_id) {
-                    let node = Node::find(conn, c.node_id)?;
-                    // An offline node is not asked: the pass decides on what it knew.
-                    let agent = connect_node(agents.as_ref(), conn, &node).ok();
-                    nodes.insert(c.node_id, agent);
-                }
-                if let Some(Some(agent)) = nodes.get(&c.node_id) {
-                    asked.push((c, agent.clone()));
+                let agent = match nodes.entry(c.node_id) {
+                    Entry::Occupied(known) => known.get().clone(),
+                    Entry::Vacant(slot) => {
+                        let node = Node::find(conn, c.node_id)?;
+                        // An offline node is not asked: the pass decides on what it knew.
+                        let agent = connect_node(agents.as_ref(), conn, &node).ok();
+                        slot.insert(agent).clone()
+                    }
+                };
+                if let Some(agent) = agent {
+                    asked.push((c, agent));
                 }
             }
             Ok(asked)
