@@ -34,6 +34,7 @@
 //! | `GET /v1/images`                              | `Vec<Image>`                       |
 //! | `POST /v1/images`                             | tarball body, `X-Cohort-Alias` -> [`Image`]; or JSON [`ImportImage`] |
 //! | `GET /v1/metrics`                             | Prometheus text                    |
+//! | `GET /v1/instances/{name}/activity?cpu_percent=N` | [`crate::activity::InstanceActivity`] |
 //! | `GET /v1/identity`                            | [`IdentityInfo`] (the certificate served) |
 //! | `POST /v1/identity/csr`                       | [`IdentityCsr`] (a new key, kept aside) |
 //! | `PUT /v1/identity/certificate`                | [`InstallCertificate`] -> [`IdentityInfo`] |

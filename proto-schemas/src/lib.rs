@@ -3,6 +3,7 @@
 //! constants, no behaviour; the JSON Schema files in `proto-schemas/schemas/` are generated from
 //! them (see `schema`).
 
+pub mod activity;
 pub mod agent;
 pub mod api;
 pub mod enroll;

@@ -31,6 +31,10 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::agent::PublishInstance),
         ),
         ("agent_inventory", schema_for!(crate::agent::Inventory)),
+        (
+            "agent_instance_activity",
+            schema_for!(crate::activity::InstanceActivity),
+        ),
         ("agent_identity", schema_for!(crate::agent::IdentityInfo)),
         ("agent_identity_csr", schema_for!(crate::agent::IdentityCsr)),
         (

@@ -4,7 +4,7 @@
 //! real client must answer every call, checked when it compiles.
 
 /// The `NodeAgent` methods about moves, live limits, exec (sessions and one-shot), files,
-/// snapshots, JupyterLab and certificate renewal, each answering the module's `unused()`.
+/// snapshots, JupyterLab, activity and certificate renewal, each answering the module's `unused()`.
 #[macro_export]
 macro_rules! unused_agent_calls {
     () => {
@@ -73,6 +73,14 @@ macro_rules! unused_agent_calls {
         ) -> cohort_controller::agent_client::AgentFuture<
             cohort_controller::agent_client::AgentSocket,
         > {
+            unused()
+        }
+        fn activity(
+            &self,
+            _: String,
+            _: u32,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::activity::InstanceActivity>
+        {
             unused()
         }
         fn jupyter_tunnel(

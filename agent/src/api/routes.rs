@@ -154,6 +154,15 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let id = id.to_string();
             super::relay::websocket(node, req, &id, &query).await
         }
+        (&M::GET, ["v1", "instances", name, "activity"]) => {
+            let cpu_percent = match query.get("cpu_percent") {
+                Some(p) => p.parse().map_err(|_| {
+                    ApiError::invalid("cpu_percent", "must be a whole percent of one core")
+                })?,
+                None => cohort_proto::activity::DEFAULT_CPU_PERCENT,
+            };
+            ok(&node.instances.activity(name, cpu_percent).await?)
+        }
         (&M::GET, ["v1", "instances", name, "jupyter"]) => {
             super::tunnel::jupyter(node, name, req).await
         }

@@ -18,8 +18,7 @@ use super::error::ApiError;
 use super::stream::{full, Body};
 use crate::node::Node;
 
-/// The port JupyterLab listens on in a Jupyter image (`images/jupyter`).
-pub const JUPYTER_PORT: u16 = 8888;
+pub use crate::instances::activity::jupyter::JUPYTER_PORT;
 /// The protocol the controller asks to switch to.
 pub const PROTOCOL: &str = "cohort-tunnel";
 /// Longest wait for JupyterLab to accept the connection.

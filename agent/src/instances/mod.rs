@@ -3,6 +3,7 @@
 //! the instance side of the node network. All are methods of [`Instances`] (`service`), which
 //! holds the services they use; what goes inside a container is `guest`, ids are `idmap`.
 
+pub mod activity;
 mod arrival;
 mod create;
 mod error;

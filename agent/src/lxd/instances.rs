@@ -39,6 +39,9 @@ pub struct Instance {
 pub struct InstanceState {
     #[serde(default)]
     pub processes: i64,
+    /// The container's init process on the host (0 when it is not running).
+    #[serde(default)]
+    pub pid: i64,
     #[serde(default)]
     pub cpu: Option<Usage>,
     #[serde(default)]

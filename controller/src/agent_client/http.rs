@@ -348,6 +348,17 @@ impl NodeAgent for HttpAgent {
             self.daemon(self.instance(Method::PATCH, &name, "").json(&request)),
         ))
     }
+    fn activity(
+        &self,
+        name: String,
+        cpu_percent: u32,
+    ) -> AgentFuture<cohort_proto::activity::InstanceActivity> {
+        Box::pin(json(self.instance(
+            Method::GET,
+            &name,
+            &format!("/activity?cpu_percent={cpu_percent}"),
+        )))
+    }
     fn detach_gpus(&self, name: String) -> AgentFuture<Instance> {
         Box::pin(json(self.daemon(self.instance(
             Method::POST,

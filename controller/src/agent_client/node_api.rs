@@ -133,6 +133,14 @@ pub trait NodeAgent: Send + Sync {
     fn exec_session_socket(&self, id: String, secret: String) -> AgentFuture<AgentSocket>;
     /// A pipe to the instance's JupyterLab, for the portal's proxy.
     fn jupyter_tunnel(&self, name: String) -> AgentFuture<Tunnel>;
+    /// What the running instance is doing now (terminal input, busy processes at `cpu_percent`
+    /// of a core or more, JupyterLab's kernels and terminals); the reclaimer asks before an
+    /// idle stop. Takes about a second (the agent samples CPU time).
+    fn activity(
+        &self,
+        name: String,
+        cpu_percent: u32,
+    ) -> AgentFuture<cohort_proto::activity::InstanceActivity>;
     /// The certificate the agent serves now.
     fn identity(&self) -> AgentFuture<IdentityInfo>;
     /// Has the agent make its next key; answers the key's CSR.

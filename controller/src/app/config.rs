@@ -277,6 +277,10 @@ pub struct ReclaimConfig {
     /// `COHORT_DELETE_AFTER_END_S`: seconds after a course's end at which its containers (stopped
     /// at the end) are deleted; default 604800 (7 days).
     pub delete_after_end_s: u64,
+    /// `COHORT_RECLAIM_BUSY_CPU_PERCENT`: a container process at this share of one core or
+    /// more (over the agent's one-second sample) is use, and keeps an idle-stop away; default
+    /// 10 (1 to 10000).
+    pub busy_cpu_percent: u32,
 }
 
 impl Default for ReclaimConfig {
@@ -285,7 +289,22 @@ impl Default for ReclaimConfig {
             interval_s: 60,
             minute_s: 60,
             delete_after_end_s: 7 * 24 * 3600,
+            busy_cpu_percent: cohort_proto::activity::DEFAULT_CPU_PERCENT,
         }
+    }
+}
+
+impl ReclaimConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let most = cohort_proto::activity::MAX_CPU_PERCENT;
+        if !(1..=most).contains(&self.busy_cpu_percent) {
+            return Err(ConfigError::Range {
+                setting: "reclaim.busy_cpu_percent",
+                rule: "1 to 10000 (percent of one core)",
+                value: self.busy_cpu_percent.to_string(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -651,6 +670,7 @@ impl Config {
             });
         }
         self.node_calls.check()?;
+        self.reclaim.check()?;
         if self.database.pool_size == 0 {
             return Err(ConfigError::Range {
                 setting: "database.pool_size",
@@ -777,6 +797,10 @@ impl Config {
         env_parse(
             "COHORT_DELETE_AFTER_END_S",
             &mut self.reclaim.delete_after_end_s,
+        )?;
+        env_parse(
+            "COHORT_RECLAIM_BUSY_CPU_PERCENT",
+            &mut self.reclaim.busy_cpu_percent,
         )?;
         env_parse("COHORT_FILE_LIMIT_MIB", &mut self.limits.file_mib)?;
         env_parse(

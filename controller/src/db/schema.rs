@@ -270,6 +270,16 @@ diesel::table! {
 }
 
 diesel::table! {
+    instance_activity (instance_id) {
+        instance_id -> Int8,
+        tty_input_at -> Nullable<Timestamptz>,
+        cpu_busy_at -> Nullable<Timestamptz>,
+        busy_process -> Nullable<Text>,
+        checked_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     notebook_passes (secret_hash) {
         secret_hash -> Bytea,
         ticket -> Bool,
@@ -382,6 +392,7 @@ diesel::joinable!(gpu_allocations -> instances (instance_id));
 diesel::joinable!(gpus -> nodes (node_id));
 diesel::joinable!(images -> users (created_by));
 diesel::joinable!(instance_usage -> instances (instance_id));
+diesel::joinable!(instance_activity -> instances (instance_id));
 diesel::joinable!(instances -> courses (course_id));
 diesel::joinable!(instances -> images (image_id));
 diesel::joinable!(instances -> nodes (node_id));
@@ -412,6 +423,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     gpu_usage_hours,
     gpus,
     images,
+    instance_activity,
     instance_usage,
     instances,
     join_tokens,

@@ -1,9 +1,8 @@
 //! A container's JupyterLab behind the portal: who may reach it (its owner, and its course's
 //! instructor where the course allows it: `PUT /courses/{code}/jupyter`; everyone else, admins
 //! included, is refused, as they have other ways in; the container must be placed on a node
-//! whose agent the controller can reach over mutual TLS), the one-use tickets and the passes
-//! that let a browser in (`crate::http::jupyter` serves them), and the notebook use idle
-//! reclaim counts.
+//! whose agent the controller can reach over mutual TLS), and the one-use tickets and the
+//! passes that let a browser in (`crate::http::jupyter` serves them).
 
 use std::sync::Arc;
 
@@ -14,7 +13,6 @@ use crate::agent_client::NodeAgent;
 use crate::app::state::{connect_node, Controller};
 use crate::db::models::course::Course;
 use crate::db::models::instance::Instance;
-use crate::db::models::instance_usage::InstanceUsage;
 use crate::db::models::node::Node;
 use crate::db::models::notebook_pass::NotebookPass;
 use crate::db::models::user::User;
@@ -114,13 +112,4 @@ pub async fn pass_holder(
 ) -> ActionResult<Option<User>> {
     ctl.db(move |conn| Ok(NotebookPass::holder(conn, &hash, &name)?))
         .await
-}
-
-/// Records that instance `instance_id`'s notebook was used now.
-pub async fn note_use(ctl: &Controller, instance_id: i64) -> ActionResult<()> {
-    ctl.db(move |conn| {
-        InstanceUsage::note_notebook_use(conn, instance_id)?;
-        Ok(())
-    })
-    .await
 }

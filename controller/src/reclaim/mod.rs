@@ -5,7 +5,8 @@
 //! Each stop or delete is an ordinary operation (the worker does it) with the reason kept on the
 //! instance and in the audit log. A pass runs in one transaction under a PostgreSQL advisory
 //! lock, so with two controllers only one acts at a time, and a decision is re-checked against
-//! `desired_state`, so nothing is stopped or deleted twice.
+//! `desired_state`, so nothing is stopped or deleted twice. Before a pass, the nodes are asked
+//! what the containers it would reclaim for idleness are doing ([`activity`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,11 +20,14 @@ use crate::db::enums::{AuditAction, AuditObject, IdleAction};
 use crate::db::models::audit;
 use crate::db::models::course_reclaim::CourseReclaim;
 use crate::db::models::instance::Instance;
+use crate::db::models::instance_activity::InstanceActivity;
 use crate::db::models::instance_usage::InstanceUsage;
 use crate::db::queries::reclaim;
 use crate::error::ActionResult;
 use crate::jobs::payload::{ChangeState, Delete, Job, Reclaimed};
 use crate::jobs::{enqueue, Audit, Step, StepKind};
+
+pub mod activity;
 
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
@@ -47,6 +51,10 @@ pub async fn run(ctl: Arc<Controller>) {
 /// One pass; returns how many stops and deletes it started (0 when another controller holds
 /// the lock).
 pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
+    // What the containers about to be reclaimed are doing, asked of their nodes first.
+    if let Err(e) = activity::refresh(ctl).await {
+        tracing::warn!(error = %e, "asking nodes for containers' activity");
+    }
     let cfg = ctl.config.reclaim.clone();
     ctl.db(move |conn| {
         conn.transaction(|conn| {
@@ -87,8 +95,12 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                 let code = reclaim::course_code(conn, policy.course_id)?;
                 let running = reclaim::running_of_course(conn, policy.course_id)?;
                 for (i, since, gpu_active, detached, notebook_active) in running {
-                    // Notebook use through the portal is use, as GPU use is.
-                    let active = gpu_active.max(notebook_active);
+                    // JupyterLab's kernels and terminals are use, as GPU use is; where the
+                    // course stops idle containers, so are terminal input and busy processes.
+                    let mut active = gpu_active.max(notebook_active);
+                    if policy.idle_action == IdleAction::Stop {
+                        active = active.max(InstanceActivity::in_use_at(conn, i.id)?);
+                    }
                     let Some(since) = since else { continue };
                     if let Some(max) = policy.max_runtime_minutes {
                         if since + minute * max <= now {

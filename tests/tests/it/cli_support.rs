@@ -57,15 +57,20 @@ impl Controller {
     }
 
     pub fn start() -> Self {
-        Self::start_serving(None)
+        Self::start_serving(None, &[])
     }
 
     /// A controller that also serves the LXD-style API (`/1.0`) on a port of a block of its own.
     pub fn start_with_lxd_api() -> Self {
-        Self::start_serving(Some(PortRange::claim()))
+        Self::start_serving(Some(PortRange::claim()), &[])
     }
 
-    fn start_serving(lxd_ports: Option<PortRange>) -> Self {
+    /// A controller with these environment settings besides the usual ones.
+    pub fn start_with_env(extra: &[(&str, &str)]) -> Self {
+        Self::start_serving(None, extra)
+    }
+
+    fn start_serving(lxd_ports: Option<PortRange>, extra: &[(&str, &str)]) -> Self {
         let lxd_address = lxd_ports
             .as_ref()
             .map(|p| format!("127.0.0.1:{}", p.port(0)));
@@ -86,6 +91,7 @@ impl Controller {
         if let Some(lxd) = &lxd_address {
             env.push(("COHORT_LXD_LISTEN", lxd.as_str()));
         }
+        env.extend_from_slice(extra);
         let admin_token = cohort_e2e::controller::init_controller(&env, Some(ADMIN));
         let log = std::fs::File::create(state.path().join("serve.log")).expect("log");
         let mut serve = Command::new(binary("cohort-controller"));
@@ -328,13 +334,31 @@ impl OneNode {
         Self::start_with(Controller::start(), network)
     }
 
+    /// A one-node deployment on `network` (when given) whose controller has `env` besides the
+    /// usual settings.
+    pub fn start_with_env(network: Option<&cohort_e2e::TestNetwork>, env: &[(&str, &str)]) -> Self {
+        Self::start_with(Controller::start_with_env(env), network)
+    }
+
+    /// Like [`OneNode::start_with_env`], without a node network, on `daemon` (LXD or Incus).
+    pub fn start_with_env_on(daemon: cohort_e2e::lxd::TestDaemon, env: &[(&str, &str)]) -> Self {
+        Self::start_in(Controller::start_with_env(env), None, TestLxd::on(daemon))
+    }
+
     /// A one-node deployment whose controller also serves the LXD-style API.
     pub fn start_with_lxd_api() -> Self {
         Self::start_with(Controller::start_with_lxd_api(), None)
     }
 
     fn start_with(controller: Controller, network: Option<&cohort_e2e::TestNetwork>) -> Self {
-        let lxd = TestLxd::new();
+        Self::start_in(controller, network, TestLxd::new())
+    }
+
+    fn start_in(
+        controller: Controller,
+        network: Option<&cohort_e2e::TestNetwork>,
+        lxd: TestLxd,
+    ) -> Self {
         let cli = Cli::admin_of(&controller);
         let agent = Agent::join_on(&controller, &cli, &lxd, "node1", network);
         let started = Instant::now();

@@ -21,6 +21,7 @@ const TABLES: [&str; 27] = [
     "gpu_usage_hours",
     "gpus",
     "images",
+    "instance_activity",
     "instance_usage",
     "instances",
     "inventory_writes",

@@ -72,5 +72,6 @@ mod portal_course_limits;
 mod portal_create;
 mod process_limit;
 mod pylxd;
+mod reclaim_use;
 mod renewal_race;
 mod sign_in_burst;

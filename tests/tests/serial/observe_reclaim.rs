@@ -36,8 +36,9 @@ async fn create_course(cluster: &Cluster, token: &str, body: Value) {
     );
 }
 
-/// Writes `notebook_active_at` of `instance` every 3 s, as the portal's JupyterLab relay does
-/// for each request, until dropped (at most 5 minutes).
+/// Writes `notebook_active_at` of `instance` every 3 s, as the reclaimer does when JupyterLab
+/// reports a kernel executing (tests/tests/it/reclaim_use.rs shows it), until dropped (at most
+/// 5 minutes).
 struct NotebookUse {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     writer: Option<std::thread::JoinHandle<()>>,
@@ -193,8 +194,8 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
     enroll_and_provision(&cluster, &prof, "gpu1", &["alice"]).await;
     let alice_pid = start_sleep_in(&project, "gpu1-alice");
     std::fs::write(&procs, format!("1 {alice_pid} 1073741824\n")).expect("alice on GPU 1");
-    // Bob does nothing; Dan works in JupyterLab, which the portal's relay records as
-    // `notebook_active_at` (tests/tests/jupyter.rs shows the relay writing it), every 3 s here.
+    // Bob does nothing; Dan works in JupyterLab, which the reclaimer records as
+    // `notebook_active_at` (tests/tests/it/reclaim_use.rs), every 3 s here.
     enroll_and_provision(&cluster, &prof, "gpu1", &["bob", "dan"]).await;
     let notebook = NotebookUse::start(&cluster.db_url, "gpu1-dan");
 

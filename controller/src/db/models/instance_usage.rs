@@ -145,13 +145,21 @@ impl InstanceUsage {
             .map(|_| ())
     }
 
-    /// Records that the instance's notebook was used now.
-    pub fn note_notebook_use(conn: &mut PgConnection, instance_id: i64) -> QueryResult<usize> {
+    /// Records JupyterLab's own account of the instance's use: a kernel or terminal active
+    /// `age_s` seconds ago (0: a kernel executing now). Only moves forward.
+    pub fn note_notebook_use(
+        conn: &mut PgConnection,
+        instance_id: i64,
+        age_s: u64,
+    ) -> QueryResult<usize> {
         diesel::sql_query(
-            "INSERT INTO instance_usage (instance_id, notebook_active_at) VALUES ($1, now())
-                     ON CONFLICT (instance_id) DO UPDATE SET notebook_active_at = now()",
+            "INSERT INTO instance_usage (instance_id, notebook_active_at)
+                 VALUES ($1, now() - make_interval(secs => $2))
+             ON CONFLICT (instance_id) DO UPDATE SET notebook_active_at =
+                 GREATEST(instance_usage.notebook_active_at, EXCLUDED.notebook_active_at)",
         )
         .bind::<diesel::sql_types::BigInt, _>(instance_id)
+        .bind::<diesel::sql_types::Double, _>(age_s as f64)
         .execute(conn)
     }
 }

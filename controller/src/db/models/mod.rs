@@ -11,6 +11,7 @@ pub mod gpu;
 pub mod gpu_allocation;
 pub mod image;
 pub mod instance;
+pub mod instance_activity;
 pub mod instance_usage;
 pub mod join_token;
 pub mod lxd_trust;

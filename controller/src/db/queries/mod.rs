@@ -11,4 +11,5 @@ pub mod metrics;
 pub mod page;
 pub mod placement;
 pub mod reclaim;
+pub mod reclaim_use;
 pub mod retention;

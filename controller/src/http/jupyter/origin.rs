@@ -110,7 +110,7 @@ pub async fn serve(
         return Ok(refusal);
     }
     let granted = notebook::authorize(&ctl, Caller::new(holder), name.clone()).await?;
-    super::proxy::relay(req, payload, &ctl, &name, granted).await
+    super::proxy::relay(req, payload, &name, granted).await
 }
 
 /// A request without a live pass: a page is sent the portal's way in (which signs in first

@@ -19,7 +19,6 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::agent_client::Tunnel;
-use crate::app::state::Controller;
 use crate::error::ActionError;
 use crate::instances::notebook::Granted;
 
@@ -109,7 +108,6 @@ mod http_head {
 pub async fn relay(
     req: HttpRequest,
     payload: web::Payload,
-    ctl: &web::Data<Controller>,
     name: &str,
     granted: Granted,
 ) -> Result<HttpResponse, ActionError> {
@@ -119,7 +117,6 @@ pub async fn relay(
         .jupyter_tunnel(name.to_string())
         .await
         .map_err(ActionError::on_node(node))?;
-    crate::http::jupyter::activity::seen(ctl, granted.instance.id);
     let websocket = is_websocket(&req);
     let unreachable = |e: &dyn std::fmt::Display| {
         ActionError::Internal(format!("JupyterLab in {name} did not answer: {e}"))

@@ -1,0 +1,155 @@
+//! Use asked, not inferred (issue 43): before a pass stops a container for idleness, the
+//! reclaimer asks the node what the container is doing: its terminals' last input (SSH
+//! sessions, JupyterLab terminals), its processes above `reclaim.busy_cpu_percent`, and
+//! JupyterLab's own kernels and terminals. What it hears is recorded (`instance_activity`,
+//! `instance_usage.notebook_active_at`) on the database's clock, and the pass then finds the
+//! container in use. Relayed notebook traffic never counts: a tab left open polls by itself.
+//!
+//! Only the containers the pass would otherwise reclaim are asked, all at once (each answer
+//! takes the agent's one-second CPU sample); a node that does not answer leaves the pass to
+//! decide on what it knew.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cohort_proto::activity::InstanceActivity as Seen;
+use futures_util::future::join_all;
+
+use crate::agent_client::NodeAgent;
+use crate::app::state::{connect_node, Controller};
+use crate::db::models::instance_activity::{Heard, InstanceActivity};
+use crate::db::models::instance_usage::InstanceUsage;
+use crate::db::models::node::Node;
+use crate::db::queries::reclaim_use::{self, Candidate};
+use crate::error::ActionResult;
+
+/// Longest wait for one node's answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Asks the nodes about every container the pass would reclaim for idleness and records what
+/// they say; returns how many answered.
+pub async fn refresh(ctl: &Controller) -> ActionResult<usize> {
+    let minute_s = ctl.config.reclaim.minute_s.max(1) as i64;
+    let cpu_percent = ctl.config.reclaim.busy_cpu_percent;
+    let agents = ctl.agents.clone();
+    let asked: Vec<(Candidate, Arc<dyn NodeAgent>)> = ctl
+        .db(move |conn| {
+            let mut nodes: HashMap<i64, Option<Arc<dyn NodeAgent>>> = HashMap::new();
+            let mut asked = Vec::new();
+            for c in reclaim_use::idle_candidates(conn, minute_s)? {
+                let agent = match nodes.entry(c.node_id) {
+                    Entry::Occupied(known) => known.get().clone(),
+                    Entry::Vacant(slot) => {
+                        let node = Node::find(conn, c.node_id)?;
+                        // An offline node is not asked: the pass decides on what it knew.
+                        let agent = connect_node(agents.as_ref(), conn, &node).ok();
+                        slot.insert(agent).clone()
+                    }
+                };
+                if let Some(agent) = agent {
+                    asked.push((c, agent));
+                }
+            }
+            Ok(asked)
+        })
+        .await?;
+    if asked.is_empty() {
+        return Ok(0);
+    }
+    let answers = join_all(asked.iter().map(|(c, agent)| {
+        let call = agent.activity(c.name.clone(), cpu_percent);
+        async move {
+            match tokio::time::timeout(ASK_TIMEOUT, call).await {
+                Ok(Ok(seen)) => Some(seen),
+                Ok(Err(e)) => {
+                    tracing::info!(instance = %c.name, "asking for its activity: {e}");
+                    None
+                }
+                Err(_) => {
+                    tracing::info!(instance = %c.name, "asking for its activity: no answer");
+                    None
+                }
+            }
+        }
+    }))
+    .await;
+    let heard: Vec<(i64, String, Seen)> = asked
+        .into_iter()
+        .zip(answers)
+        .filter_map(|((c, _), seen)| Some((c.id, c.name, seen?)))
+        .collect();
+    let n = heard.len();
+    ctl.db(move |conn| {
+        for (id, name, seen) in &heard {
+            record(conn, *id, name, seen)?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(n)
+}
+
+fn record(conn: &mut diesel::PgConnection, id: i64, name: &str, seen: &Seen) -> ActionResult<()> {
+    let busy = seen.busy_processes.first().map(|p| {
+        format!(
+            "{} (pid {}) at {} % of a core",
+            p.command, p.pid, p.cpu_percent
+        )
+    });
+    if seen.tty_input_age_s.is_some() || busy.is_some() {
+        tracing::debug!(instance = %name, tty_input_age_s = ?seen.tty_input_age_s, busy = ?busy, "activity");
+    }
+    InstanceActivity::record(
+        conn,
+        id,
+        &Heard {
+            tty_input_age_s: seen.tty_input_age_s,
+            busy_process: busy,
+        },
+    )?;
+    if let Some(age) = notebook_age(seen) {
+        InstanceUsage::note_notebook_use(conn, id, age)?;
+    }
+    Ok(())
+}
+
+/// Seconds since JupyterLab's last real use: 0 while a kernel executes, else its kernels' and
+/// terminals' latest `last_activity`.
+fn notebook_age(seen: &Seen) -> Option<u64> {
+    let j = seen.jupyter.as_ref()?;
+    if j.kernels_executing > 0 {
+        return Some(0);
+    }
+    match (j.kernel_activity_age_s, j.terminal_activity_age_s) {
+        (Some(k), Some(t)) => Some(k.min(t)),
+        (k, t) => k.or(t),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cohort_proto::activity::JupyterActivity;
+
+    #[test]
+    fn an_executing_kernel_is_use_now_and_polling_is_nothing() {
+        let mut seen = Seen::default();
+        assert_eq!(notebook_age(&seen), None, "no JupyterLab");
+        seen.jupyter = Some(JupyterActivity::default());
+        assert_eq!(notebook_age(&seen), None, "a tab polling, no kernel");
+        seen.jupyter = Some(JupyterActivity {
+            kernels_executing: 0,
+            kernel_activity_age_s: Some(600),
+            terminal_activity_age_s: Some(30),
+        });
+        assert_eq!(notebook_age(&seen), Some(30));
+        seen.jupyter = Some(JupyterActivity {
+            kernels_executing: 1,
+            kernel_activity_age_s: Some(900),
+            terminal_activity_age_s: None,
+        });
+        assert_eq!(notebook_age(&seen), Some(0));
+    }
+}
