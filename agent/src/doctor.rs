@@ -71,6 +71,9 @@ pub async fn run(config: &AgentConfig) -> Vec<Check> {
         checks.push(sysctl_check(Path::new("/proc/sys"), key, *want));
     }
     checks.push(idmap_check(Path::new("/etc/subuid")));
+    checks.push(lxcfs_check(
+        &std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
+    ));
     // Asked with a deadline: a wedged driver is a finding, not a doctor that never ends.
     let reader = crate::gpu::reader::NvmlReader::start(
         config.nvml_library.clone(),
@@ -188,6 +191,34 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
         ),
     });
     out
+}
+
+/// Where LXD and Incus look for lxcfs when they start.
+pub const LXCFS_DIR: &str = "/var/lib/lxcfs";
+
+/// lxcfs, from `/proc/mounts`' text: mounted where the daemons look for it, containers see their
+/// own memory and CPUs in `/proc` (`free`, `nproc`); without it they see the host's, and a job
+/// that sizes itself from them is killed at the container's limit.
+pub fn lxcfs_check(mounts: &str) -> Check {
+    let mounted = mounts.lines().any(|line| {
+        let mut fields = line.split_whitespace().skip(1);
+        fields.next() == Some(LXCFS_DIR) && fields.next().is_some_and(|t| t == "fuse.lxcfs")
+    });
+    if mounted {
+        check(
+            "lxcfs",
+            Level::Ok,
+            format!("mounted on {LXCFS_DIR}: containers see their own memory and CPUs"),
+            "",
+        )
+    } else {
+        check(
+            "lxcfs",
+            Level::Warn,
+            format!("not mounted on {LXCFS_DIR}: free and /proc/meminfo in containers show the host's memory"),
+            "start lxcfs before LXD/Incus (scripts/setup does), then restart the daemon",
+        )
+    }
 }
 
 /// Compares `/proc/sys/<key>` with the wanted minimum.
@@ -403,5 +434,16 @@ mod tests {
         let no_lxc = first_start_check(concat!("LXD ", "6.1"), &FirstStart::NoLxcSupport, true);
         assert_eq!(no_lxc.level, Level::Warn);
         assert!(no_lxc.detail.contains("liblxc"));
+    }
+
+    #[test]
+    fn lxcfs_counts_only_its_own_mount_where_the_daemons_look() {
+        let mounted = "proc /proc proc rw 0 0\nlxcfs /var/lib/lxcfs fuse.lxcfs rw,nosuid 0 0\n";
+        assert_eq!(lxcfs_check(mounted).level, Level::Ok);
+        let elsewhere = "lxcfs /mnt/lxcfs fuse.lxcfs rw 0 0\ntmpfs /var/lib/lxcfs tmpfs rw 0 0\n";
+        let c = lxcfs_check(elsewhere);
+        assert_eq!(c.level, Level::Warn);
+        assert!(c.fix.contains("scripts/setup"), "{c:?}");
+        assert_eq!(lxcfs_check("").level, Level::Warn);
     }
 }

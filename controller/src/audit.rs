@@ -76,3 +76,21 @@ pub async fn list(ctl: &Controller, caller: Caller, q: AuditQuery) -> ActionResu
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::db::enums::{AuditAction, AuditObject};
+    use crate::http::portal::words::check_audit_words;
+
+    /// The portal shows the log in three languages: every action and object kind it can hold
+    /// has its words there.
+    #[test]
+    fn every_audit_action_and_object_has_the_portals_words() {
+        for a in AuditAction::ALL {
+            check_audit_words(Some(a.as_str()), None);
+        }
+        for o in AuditObject::ALL {
+            check_audit_words(None, Some(o.as_str()));
+        }
+    }
+}

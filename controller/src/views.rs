@@ -110,6 +110,7 @@ pub fn image(conn: &mut PgConnection, i: &Image) -> QueryResult<wire_images::Ima
         size_bytes: i.size_bytes as u64,
         created_at: i.created_at,
         nodes: Image::node_names(conn, i.id)?,
+        jupyter: i.jupyter,
     })
 }
 

@@ -247,3 +247,34 @@ impl Drop for TestAgent {
         self.server.abort();
     }
 }
+
+/// The row of `check` in `cohort-agent doctor`'s table, with the lines its cells wrap over
+/// joined again (cell by cell, with a space), or `None` when no row names it.
+pub fn doctor_row(table: &str, check: &str) -> Option<String> {
+    let cells = |line: &str| -> Vec<String> {
+        // Outer borders `│`, inner ones `┆` (comfy-table's UTF8_FULL_CONDENSED).
+        line.trim()
+            .trim_matches('│')
+            .split(['│', '┆'])
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('│')).collect();
+    let start = lines
+        .iter()
+        .position(|l| cells(l).first().is_some_and(|c| c.contains(check)))?;
+    let mut joined = cells(lines[start]);
+    for line in &lines[start + 1..] {
+        let more = cells(line);
+        if more.first().is_some_and(|c| !c.is_empty()) || more.len() != joined.len() {
+            break;
+        }
+        for (cell, piece) in joined.iter_mut().zip(more) {
+            if !piece.is_empty() {
+                cell.push(' ');
+                cell.push_str(&piece);
+            }
+        }
+    }
+    Some(joined.join(" │ "))
+}

@@ -280,6 +280,22 @@ impl Browser {
         v.as_array().cloned().unwrap_or_default()
     }
 
+    /// Makes the page `width` CSS pixels wide (`height` high) as a phone or a laptop shows it:
+    /// Chromium's device emulation over chromedriver's DevTools command, as a window cannot be
+    /// made narrower than the desktop's minimum.
+    pub async fn viewport(&self, width: u32, height: u32) {
+        self.command(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(
+                json!({"cmd": "Emulation.setDeviceMetricsOverride", "params": {
+                    "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600,
+                }}),
+            ),
+        )
+        .await;
+    }
+
     /// Saves a PNG of the viewport as `target/portal-screenshots/<name>.png`.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
         use base64::Engine;

@@ -1,8 +1,13 @@
-//! `cohort-agent doctor`: the checks as a table; exit code 1 when any FAILs.
+//! `cohort-agent doctor`: the checks as a table; exit code 1 when any FAILs. The table wraps its
+//! cells to the terminal's width, or to 80 columns when the output is not a terminal (a pipe, a
+//! log, an ssh session without a pty), so it reads in any terminal it is pasted into.
 
 use cohort_agent::doctor::{self, Level};
 use cohort_agent::AgentConfig;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Color, Table};
+
+/// Columns when the output is not a terminal whose width is known.
+const WIDTH: u16 = 80;
 
 pub async fn run(config: &AgentConfig) -> anyhow::Result<i32> {
     let checks = doctor::run(config).await;
@@ -11,6 +16,9 @@ pub async fn run(config: &AgentConfig) -> anyhow::Result<i32> {
         .load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_header(["CHECK", "STATUS", "DETAIL", "FIX"]);
+    if table.width().is_none() {
+        table.set_width(WIDTH);
+    }
     for c in &checks {
         let color = match c.level {
             Level::Ok => Color::Green,

@@ -1,5 +1,6 @@
 //! `cohort config`: show and get read the instance as the controller knows it (the keys it passed
-//! plus `limits.cpu`/`limits.memory`, which the agent sets from the limits), in lxc's YAML; set,
+//! plus `limits.cpu`/`limits.memory`, which the agent sets from the limits) with its devices as
+//! its node's daemon holds them (GPU, home volume, NIC, SSH proxy), in lxc's YAML; set,
 //! unset, edit and the device verbs change the live instance with `PATCH /instances/{name}`.
 
 use std::collections::BTreeMap;
@@ -19,6 +20,8 @@ use crate::render;
 #[derive(Debug, Serialize)]
 pub struct Shown {
     pub config: BTreeMap<String, String>,
+    /// As the node's daemon holds them; none while the container is queued (it is nowhere yet).
+    pub devices: BTreeMap<String, BTreeMap<String, String>>,
     /// Cohort makes persistent containers only.
     pub ephemeral: bool,
     /// Snapshots are never stateful.
@@ -36,7 +39,11 @@ pub async fn run(session: &Session, args: Config) -> anyhow::Result<()> {
     match args.command {
         ConfigCommand::Show(show) => {
             let instance = fetch(session, &show.instance).await?;
-            print!("{}", render::yaml(&shown(&instance))?);
+            let mut doc = shown(&instance);
+            if instance.node.is_some() {
+                doc.devices = live(session, &show.instance).await?.devices;
+            }
+            print!("{}", render::yaml(&doc)?);
         }
         ConfigCommand::Get(get) => {
             let instance = fetch(session, &get.instance).await?;
@@ -214,6 +221,7 @@ pub fn shown(instance: &Instance) -> Shown {
     );
     Shown {
         config,
+        devices: BTreeMap::new(),
         ephemeral: false,
         stateful: false,
     }

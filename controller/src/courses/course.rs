@@ -7,7 +7,7 @@ use cohort_proto::api::courses::{
     Course as WireCourse, CourseHome, CourseJupyter, CourseQuota, CreateCourse,
     Student as WireStudent,
 };
-use cohort_proto::api::instances::GpuShare;
+use cohort_proto::api::instances::{GpuShare, ObservedState};
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
@@ -24,6 +24,7 @@ use crate::db::models::image::Image;
 use crate::db::models::instance::Instance;
 use crate::db::models::user::User;
 use crate::error::{ActionError, ActionResult};
+use crate::placement::queue_reason::QUEUED;
 use crate::validate;
 
 /// Longest course code: leaves room for `-<username>` in a 63-character instance name.
@@ -430,6 +431,10 @@ pub async fn students(
                     node: mine.and_then(|(_, n)| n.clone()),
                     ssh_port: mine.and_then(|(i, _)| i.ssh_port).map(|p| p as u16),
                     state: mine.map(|(i, _)| i.observed_state.to_string()),
+                    queue_reason: mine
+                        .filter(|(i, _)| i.observed_state == ObservedState::Queued)
+                        .and_then(|(i, _)| i.error.as_deref())
+                        .map(|e| e.strip_prefix(QUEUED).unwrap_or(e).trim().to_string()),
                 }
             })
             .collect())

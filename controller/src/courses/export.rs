@@ -113,6 +113,44 @@ fn rows(
     Ok(rows)
 }
 
+/// The generated passwords of the course's students who have one waiting, for the page that
+/// shows them right after their roster was imported: shown once, as the first export would show
+/// them, then forgotten (the accounts keep their hashes) and the showing audited.
+pub async fn reveal_passwords(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+) -> ActionResult<Vec<(String, String)>> {
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            let waiting: Vec<(i64, String, String)> = Enrollment::students(conn, course.id)?
+                .into_iter()
+                .filter_map(|s| Some((s.user.id, s.user.username, s.initial_password?)))
+                .collect();
+            if waiting.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids: Vec<i64> = waiting.iter().map(|(id, _, _)| *id).collect();
+            Enrollment::forget_passwords(conn, course.id, &ids)?;
+            let names: Vec<&str> = waiting.iter().map(|(_, name, _)| name.as_str()).collect();
+            audit::record(
+                conn,
+                caller.name(),
+                AuditAction::ShowPasswords,
+                AuditObject::Course,
+                &code,
+                json!({"students": names}),
+            )?;
+            Ok(waiting
+                .into_iter()
+                .map(|(_, name, password)| (name, password))
+                .collect())
+        })
+    })
+    .await
+}
+
 /// The export rendered in `format`.
 pub fn render(rows: &[Endpoint], format: Format) -> String {
     match format {

@@ -215,6 +215,10 @@ pub struct Student {
     pub node: Option<String>,
     pub ssh_port: Option<u16>,
     pub state: Option<String>,
+    /// Why the student's container waits, while it is queued: the reason placement keeps on it
+    /// ("needs 10 GiB of disk; largest free on any node: 3 GiB").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -22,6 +22,10 @@ pub struct Image {
     pub created_at: DateTime<Utc>,
     /// Nodes whose LXD holds it.
     pub nodes: Vec<String>,
+    /// It runs JupyterLab for its student (`images/jupyter`, imported with `jupyter=true`): the
+    /// portal offers JupyterLab in its containers.
+    #[serde(default)]
+    pub jupyter: bool,
 }
 
 /// Query of the import upload.

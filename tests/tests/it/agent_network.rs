@@ -220,11 +220,9 @@ fn doctor(net: &TestNetwork, mode: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The row of `check` in doctor's table.
-fn row<'a>(table: &'a str, check: &str) -> &'a str {
-    table
-        .lines()
-        .find(|l| l.contains(check))
+/// The row of `check` in doctor's table, its cells' wrapped lines joined again.
+fn row(table: &str, check: &str) -> String {
+    cohort_e2e::agent::doctor_row(table, check)
         .unwrap_or_else(|| panic!("no {check} row in\n{table}"))
 }
 

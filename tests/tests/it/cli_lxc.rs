@@ -61,12 +61,19 @@ fn lxc_and_cohort_agree_on_a_one_node_deployment() {
 
     let ours: Value = serde_yaml::from_str(&cli.ok(&["config", "show", "web1"])).unwrap();
     let theirs: Value = serde_yaml::from_str(&lxd.lxc(&["config", "show", "web1"])).unwrap();
-    for key in ["config", "ephemeral", "stateful"] {
+    for key in ["config", "devices", "ephemeral", "stateful"] {
         assert!(
             theirs.get(key).is_some() && ours.get(key).is_some(),
             "{key}"
         );
     }
+    // The same devices as LXD's own `config show` (the NIC, root disk, home, SSH proxy).
+    let names = |doc: &Value| -> Vec<String> {
+        let devices = doc["devices"].as_object().expect("a devices map");
+        devices.keys().cloned().collect()
+    };
+    assert!(!names(&theirs).is_empty(), "{theirs}");
+    assert_eq!(names(&ours), names(&theirs));
     let their_config = theirs["config"].as_object().expect("lxc config map");
     for (key, value) in ours["config"].as_object().expect("cohort config map") {
         assert!(their_config.contains_key(key), "lxc has config key {key}");

@@ -426,8 +426,13 @@ async fn a_student_logs_in_with_the_ssh_command_the_portal_shows() {
         .admin(reqwest::Method::GET, "/instances/web1-ann", None)
         .await;
     assert_eq!(ann["desired_state"], "running", "{ann}");
+    // The teardown asks for a confirmation, then follows its progress on the course page.
+    teacher_browser.click("#teardown-confirm").await;
     teacher_browser.follow("#teardown-course").await;
-    assert_eq!(teacher_browser.url().await, format!("{base}/courses/web1"));
+    assert!(teacher_browser
+        .url()
+        .await
+        .starts_with(&format!("{base}/courses/web1?operation=")));
     let ann = cluster
         .admin(reqwest::Method::GET, "/instances/web1-ann", None)
         .await;

@@ -16,6 +16,7 @@ pub struct Image {
     pub size_bytes: i64,
     pub created_by: Option<i64>,
     pub created_at: DateTime<Utc>,
+    pub jupyter: bool,
 }
 
 #[derive(Debug, Insertable)]

@@ -18,6 +18,7 @@ use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
 use super::session::SignedIn;
+use super::words;
 use crate::accounts::users;
 use crate::app::state::Controller;
 use crate::audit;
@@ -96,8 +97,8 @@ pub(super) async fn render(
                     tr {
                         td { (e.created_at.format("%Y-%m-%d %H:%M:%S UTC")) }
                         td.actor { (e.actor) }
-                        td.action { (e.action) }
-                        td { (e.object_kind) " " (e.object) }
+                        td.action data-action=(e.action) { (words::audit_action(lang, &e.action)) }
+                        td { (words::audit_object(lang, &e.object_kind)) " " (e.object) }
                     }
                 }
             }

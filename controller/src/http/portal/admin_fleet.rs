@@ -16,6 +16,7 @@ use super::error::PortalError;
 use super::i18n::{Lang, Msg};
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
+use super::words;
 use crate::app::state::Controller;
 use crate::error::ActionError;
 use crate::{instances, nodes};
@@ -104,7 +105,7 @@ pub(super) fn fleet(
                 @for n in fleet {
                     tr data-node=(n.name) {
                         th scope="row" { (n.name) }
-                        td.state { (text(&n.state)) }
+                        td.state data-state=(text(&n.state)) { (words::node(lang, n.state)) }
                         td { (n.cores) }
                         td { (gib(n.memory_bytes)) }
                         td { (n.gpus) }
@@ -183,7 +184,7 @@ pub(super) fn queue(lang: Lang, all: &[WireInstance]) -> Markup {
                             td { (i.course.as_deref().unwrap_or("—")) }
                             td { (i.priority) }
                             td { (i.created_at.format("%Y-%m-%d %H:%M UTC")) }
-                            td.reason { (i.error.as_deref().unwrap_or("")) }
+                            td.reason { (i.error.as_deref().map(|e| words::queue_reason(lang, e)).unwrap_or_default()) }
                         }
                     }
                 }

@@ -16,6 +16,7 @@ use super::error::PortalError;
 use super::i18n::{Lang, Msg};
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
+use super::words;
 use crate::accounts::users;
 use crate::app::state::Controller;
 use crate::courses::endpoints::Endpoint;
@@ -23,8 +24,8 @@ use crate::images::catalog;
 use crate::instances::manage;
 use crate::placement::queue_reason::QUEUED;
 
-fn state_name(i: &WireInstance) -> &'static str {
-    i.observed_state.as_str()
+fn state_name(lang: Lang, i: &WireInstance) -> &'static str {
+    words::observed(lang, i.observed_state)
 }
 
 /// The SSH endpoint of an instance that has one, worded as the course endpoints export does.
@@ -89,9 +90,9 @@ pub async fn render_home(
                             tr data-name=(i.name) {
                                 td { a href={ "/containers/" (i.name) } { (i.name) } }
                                 td.status {
-                                    (state_name(i))
+                                    (state_name(lang, i))
                                     @if let Some(why) = queue_reason(i) {
-                                        br; span.queue-reason { (lang.t(Msg::Reason)) ": " (why) }
+                                        br; span.queue-reason { (lang.t(Msg::Reason)) ": " (words::queue_reason(lang, why)) }
                                     }
                                 }
                                 td { (i.node.as_deref().unwrap_or("—")) }
@@ -142,7 +143,7 @@ pub async fn show(
         &i.name,
         html! {
             dl.facts {
-                dt { (lang.t(Msg::Status)) } dd #status { (state_name(&i)) }
+                dt { (lang.t(Msg::Status)) } dd #status { (state_name(lang, &i)) }
                 dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
                 @if let Some(reason) = &i.stop_reason {
                     dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }

@@ -13,17 +13,18 @@ use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
-use super::{course_limits, course_network};
+use super::words;
+use super::{course_limits, course_network, course_roster};
 use crate::app::state::Controller;
 use crate::courses::containers;
 use crate::courses::course;
-use crate::courses::enrol;
 use crate::courses::export;
 use crate::courses::limits;
 use crate::courses::provision;
 use crate::error::ActionError;
 use crate::jobs::operations;
 use cohort_proto::api::courses::{CreateCourse, StudentAction};
+use cohort_proto::api::instances::ObservedState;
 use cohort_proto::api::operations::OperationKind;
 
 pub async fn list(ctl: web::Data<Controller>, s: SignedIn) -> Result<HttpResponse, PortalError> {
@@ -177,15 +178,27 @@ pub async fn student_action(
 
 /// A refused form on the course page, shown at its field in its own section.
 pub(super) enum Refused {
-    /// The roster's field (a row) and message.
-    Roster(String, String),
+    /// The roster form's answer: refused, or what the import did.
+    Roster(course_roster::Answer),
     Limits(course_limits::Refusal),
     Network(course_network::Refusal),
+    /// The teardown form sent without its confirmation.
+    TeardownUnconfirmed,
 }
 
 #[derive(Deserialize)]
 pub struct CourseQuery {
     operation: Option<Uuid>,
+    /// `delete` when the operation is a teardown that deletes the containers.
+    teardown: Option<String>,
+}
+
+/// The operation the page's progress bar follows.
+#[derive(Clone, Copy)]
+pub(super) struct ProgressOf {
+    pub id: Uuid,
+    /// A teardown that deletes (rather than stops) the containers.
+    pub deleting: bool,
 }
 
 /// The course page; `refused` is a form refused at one of its fields.
@@ -193,7 +206,7 @@ pub(super) async fn render(
     ctl: &Controller,
     s: &SignedIn,
     code: String,
-    operation: Option<Uuid>,
+    operation: Option<ProgressOf>,
     status: StatusCode,
     refused: Option<Refused>,
 ) -> Result<HttpResponse, PortalError> {
@@ -207,26 +220,38 @@ pub(super) async fn render(
     let kept = limits::kept_by(ctl, s.caller.clone(), code.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
-    let (roster_error, limits_refusal, network_refusal) = match refused {
-        Some(Refused::Roster(field, message)) => (Some((field, message)), None, None),
+    let teardown_unconfirmed = matches!(refused, Some(Refused::TeardownUnconfirmed));
+    let (roster_answer, limits_refusal, network_refusal) = match refused {
+        Some(Refused::Roster(answer)) => (Some(answer), None, None),
         Some(Refused::Limits(r)) => (None, Some(r), None),
         Some(Refused::Network(r)) => (None, None, Some(r)),
-        None => (None, None, None),
+        Some(Refused::TeardownUnconfirmed) | None => (None, None, None),
     };
-    // The progress bar follows a provision, or new limits applied to the containers.
-    let progress_title = match operation {
-        Some(id) => match operations::get(ctl, s.caller.clone(), id).await {
-            Ok(op) if op.kind == OperationKind::SetCourseLimits => Msg::ApplyingLimits,
-            _ => Msg::Provisioning,
+    // The progress bar follows a provision, a teardown, or new limits applied to the
+    // containers; `done` is what a student's row says once its item has succeeded.
+    let (progress_title, done) = match operation {
+        Some(o) => match operations::get(ctl, s.caller.clone(), o.id).await {
+            Ok(op) if op.kind == OperationKind::SetCourseLimits => (Msg::ApplyingLimits, ""),
+            Ok(op) if op.kind == OperationKind::TeardownCourse => {
+                let word = if operation.is_some_and(|o| o.deleting) {
+                    words::deleted(lang)
+                } else {
+                    words::observed(lang, ObservedState::Stopped)
+                };
+                (Msg::TearingDown, word)
+            }
+            _ => (Msg::Provisioning, words::ready(lang)),
         },
-        None => Msg::Provisioning,
+        None => (Msg::Provisioning, ""),
     };
     let body: Markup = html! {
-        @if let Some(id) = operation {
-            section #progress data-operation=(id) aria-live="polite" {
+        @if let Some(ProgressOf { id, .. }) = operation {
+            section #progress data-operation=(id) data-words=(words::progress_words(lang))
+                data-done=(done) aria-live="polite" {
                 h2 { (lang.t(progress_title)) }
                 progress #progress-bar max="1" value="0" {}
                 span #progress-text {}
+                p #progress-outcome {}
             }
         }
         h2 { (lang.t(Msg::Class)) }
@@ -244,7 +269,12 @@ pub(super) async fn render(
                     tr data-username=(st.username) data-instance=[st.instance.as_deref()] {
                         td { (st.username) }
                         td { (st.name.as_deref().unwrap_or("")) }
-                        td.state { (st.state.as_deref().unwrap_or("—")) }
+                        td.state data-state=[st.state.as_deref()] {
+                            (st.state.as_deref().map(|w| words::observed_name(lang, w)).unwrap_or_else(|| "—".into()))
+                            @if let Some(why) = &st.queue_reason {
+                                br; span.queue-reason { (lang.t(Msg::Reason)) ": " (words::queue_reason(lang, why)) }
+                            }
+                        }
                         td { (st.node.as_deref().unwrap_or("—")) }
                         td { @if let Some(p) = st.ssh_port { (p) } }
                         td.actions {
@@ -266,18 +296,7 @@ pub(super) async fn render(
             input type="hidden" name="csrf" value=(s.csrf);
             button #provision type="submit" { (lang.t(Msg::Provision)) }
         }
-        h2 { (lang.t(Msg::Roster)) }
-        form.stacked method="post" action={ "/courses/" (code) "/roster" } {
-            input type="hidden" name="csrf" value=(s.csrf);
-            label for="roster-file" { (lang.t(Msg::RosterFile)) }
-            input #roster-file type="file" accept=".csv,text/csv" data-fills="roster";
-            label for="roster" { (lang.t(Msg::RosterText)) }
-            textarea #roster name="roster" rows="6" required {}
-            @if let Some((field, message)) = &roster_error {
-                p.error #roster-error role="alert" data-field=(field) { (message) }
-            }
-            button #import-roster type="submit" { (lang.t(Msg::ImportRoster)) }
-        }
+        (course_roster::section(s, &code, roster_answer.as_ref()))
         (course_limits::section(s, &course, &kept, limits_refusal.as_ref()))
         (course_network::section(s, &course, network_refusal.as_ref()))
         h2 { (lang.t(Msg::Teardown)) }
@@ -285,6 +304,10 @@ pub(super) async fn render(
             input type="hidden" name="csrf" value=(s.csrf);
             label { input type="radio" name="mode" value="stop" checked; " " (lang.t(Msg::TeardownStop)) }
             label { input type="radio" name="mode" value="delete"; " " (lang.t(Msg::TeardownDelete)) }
+            label { input #teardown-confirm type="checkbox" name="confirm" value="yes" required; " " (lang.t(Msg::TeardownConfirm)) }
+            @if teardown_unconfirmed {
+                p.error #teardown-error role="alert" { (lang.t(Msg::TeardownUnconfirmed)) }
+            }
             button #teardown-course type="submit" { (lang.t(Msg::Teardown)) }
         }
         h2 { (lang.t(Msg::Downloads)) }
@@ -303,45 +326,11 @@ pub async fn show(
     code: web::Path<String>,
     query: web::Query<CourseQuery>,
 ) -> Result<HttpResponse, PortalError> {
-    render(
-        &ctl,
-        &s,
-        code.into_inner(),
-        query.operation,
-        StatusCode::OK,
-        None,
-    )
-    .await
-}
-
-#[derive(Deserialize)]
-pub struct RosterForm {
-    roster: String,
-}
-
-pub async fn import_roster(
-    ctl: web::Data<Controller>,
-    code: web::Path<String>,
-    CsrfForm(s, form): CsrfForm<RosterForm>,
-) -> Result<HttpResponse, PortalError> {
-    let code = code.into_inner();
-    let outcome = enrol::import(
-        &ctl,
-        s.caller.clone(),
-        code.clone(),
-        form.roster.into_bytes(),
-    )
-    .await;
-    match outcome {
-        Ok(_) => Ok(HttpResponse::SeeOther()
-            .insert_header((header::LOCATION, format!("/courses/{code}")))
-            .finish()),
-        Err(ActionError::Invalid { field, message }) => {
-            let refused = Refused::Roster(field, message);
-            render(&ctl, &s, code, None, StatusCode::BAD_REQUEST, Some(refused)).await
-        }
-        Err(e) => Err(PortalError::Action(s.lang, e)),
-    }
+    let operation = query.operation.map(|id| ProgressOf {
+        id,
+        deleting: query.teardown.as_deref() == Some("delete"),
+    });
+    render(&ctl, &s, code.into_inner(), operation, StatusCode::OK, None).await
 }
 
 #[derive(Deserialize)]

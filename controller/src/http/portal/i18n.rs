@@ -257,6 +257,19 @@ pub enum Msg {
     SshFromList,
     Anywhere,
     SaveNetwork,
+    TearingDown,
+    TeardownConfirm,
+    TeardownUnconfirmed,
+    RosterRefused,
+    RosterRow,
+    RosterPasted,
+    RosterWrong,
+    RosterCreated,
+    RosterEnrolled,
+    RosterAlreadyEnrolled,
+    RosterKeysIgnored,
+    RosterNotInRoster,
+    PasswordsShownOnce,
 }
 
 impl Msg {
@@ -508,6 +521,43 @@ impl Msg {
             ),
             Msg::Anywhere => ("anywhere", "任何地方", "任何地方"),
             Msg::SaveNetwork => ("Save network policy", "儲存網路政策", "保存网络策略"),
+            Msg::RosterRefused => (
+                "Nothing was imported; fix these rows and import again.",
+                "未匯入任何資料；請修正以下各列後重新匯入。",
+                "未导入任何数据；请修正以下各行后重新导入。",
+            ),
+            Msg::RosterRow => ("Row", "列", "行"),
+            Msg::RosterPasted => ("As pasted", "貼上的內容", "粘贴的内容"),
+            Msg::RosterWrong => ("What is wrong", "問題", "问题"),
+            Msg::RosterCreated => ("Accounts created", "已建立的帳號", "已创建的账号"),
+            Msg::RosterEnrolled => ("Students enrolled", "已加入課程的學生", "已加入课程的学生"),
+            Msg::RosterAlreadyEnrolled => ("Already enrolled", "先前已加入", "此前已加入"),
+            Msg::RosterKeysIgnored => (
+                "Existing accounts whose roster key was ignored (they keep their own keys)",
+                "已有帳號、名單中的金鑰被忽略者（保留其原有金鑰）",
+                "已有账号、名单中的密钥被忽略者（保留其原有密钥）",
+            ),
+            Msg::RosterNotInRoster => (
+                "Enrolled but not in this roster (not removed)",
+                "已加入但不在此名單中（未移除）",
+                "已加入但不在此名单中（未移除）",
+            ),
+            Msg::PasswordsShownOnce => (
+                "Generated passwords, shown this once: copy them now and hand each to its student. They are not shown again, on this page or in the endpoint downloads.",
+                "產生的密碼只顯示這一次：請立即複製並交給各個學生。之後不會在此頁面或連線資訊下載中再次顯示。",
+                "生成的密码只显示这一次：请立即复制并交给各个学生。之后不会在此页面或连接信息下载中再次显示。",
+            ),
+            Msg::TearingDown => ("Tearing down the course", "正在結束課程", "正在结束课程"),
+            Msg::TeardownConfirm => (
+                "Yes, tear down every student's container now (running work in them stops)",
+                "是的，立即結束所有學生的容器（其中執行中的工作會停止）",
+                "是的，立即结束所有学生的容器（其中运行中的工作会停止）",
+            ),
+            Msg::TeardownUnconfirmed => (
+                "Nothing was torn down: tick the box to confirm.",
+                "尚未結束任何容器：請勾選方塊以確認。",
+                "尚未结束任何容器：请勾选方框以确认。",
+            ),
         }
     }
 }
@@ -536,5 +586,49 @@ mod tests {
         assert_eq!(Lang::from_accept_language("zh-TW;q=0,en"), Lang::En);
         assert_eq!(Lang::from_accept_language("de, fr"), Lang::En);
         assert_eq!(Lang::from_accept_language(""), Lang::En);
+    }
+
+    /// The Chinese texts of every message are Chinese. Read from this file's catalog, so a
+    /// message added with English (or nothing) in a Chinese place fails here.
+    #[test]
+    fn every_message_is_translated() {
+        let source = include_str!("i18n.rs");
+        let start = source.find("fn texts(self)").expect("the catalog");
+        let end = source[start..].find("#[cfg(test)]").expect("its end") + start;
+        let arms: Vec<&str> = source[start..end].split("Msg::").skip(1).collect();
+        assert!(arms.len() > 100, "{} messages read", arms.len());
+        for arm in arms {
+            let name = arm.split_whitespace().next().unwrap_or_default();
+            let texts = string_literals(arm);
+            assert_eq!(texts.len(), 3, "Msg::{name}: {texts:?}");
+            assert!(!texts[0].is_empty(), "Msg::{name} has no English");
+            for text in &texts[1..] {
+                assert!(
+                    super::super::words::translated(text),
+                    "Msg::{name}: {text:?} is not translated"
+                );
+            }
+        }
+    }
+
+    /// The string literals of a piece of Rust source, escapes left as written.
+    fn string_literals(source: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut chars = source.chars();
+        while let Some(c) = chars.next() {
+            if c != '"' {
+                continue;
+            }
+            let mut text = String::new();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => text.extend(chars.next()),
+                    '"' => break,
+                    c => text.push(c),
+                }
+            }
+            found.push(text);
+        }
+        found
     }
 }

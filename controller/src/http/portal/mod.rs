@@ -11,6 +11,7 @@ mod assets;
 mod containers;
 mod course_limits;
 mod course_network;
+mod course_roster;
 mod courses;
 mod create_container;
 mod error;
@@ -21,6 +22,7 @@ mod session;
 mod sign_in;
 mod students;
 mod tokens;
+pub(crate) mod words;
 
 use actix_web::web::{self, get, post};
 
@@ -71,7 +73,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             "/courses/{code}/students/{username}/{action}",
             post().to(courses::student_action),
         )
-        .route("/courses/{code}/roster", post().to(courses::import_roster))
+        .route("/courses/{code}/roster", post().to(course_roster::import))
         .route("/courses/{code}/limits", post().to(course_limits::set))
         .route("/courses/{code}/network", post().to(course_network::set))
         .route("/courses/{code}/provision", post().to(courses::provision))

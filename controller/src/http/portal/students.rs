@@ -9,6 +9,7 @@ use cohort_proto::api::courses::{StudentSnapshot, Teardown};
 use maud::html;
 use serde::Deserialize;
 
+use super::courses::{render, Refused};
 use super::error::PortalError;
 use super::i18n::Msg;
 use super::layout;
@@ -138,6 +139,9 @@ pub struct TeardownForm {
     /// `stop` (default) or `delete`.
     #[serde(default)]
     mode: String,
+    /// The form's confirmation box: `yes` when ticked.
+    #[serde(default)]
+    confirm: String,
 }
 
 /// Stops, or deletes, every container of the course (homes kept unless deleted with them).
@@ -147,12 +151,22 @@ pub async fn teardown_course(
     CsrfForm(s, form): CsrfForm<TeardownForm>,
 ) -> Result<HttpResponse, PortalError> {
     let code = code.into_inner();
+    if form.confirm != "yes" {
+        let refused = Some(Refused::TeardownUnconfirmed);
+        return render(&ctl, &s, code, None, StatusCode::BAD_REQUEST, refused).await;
+    }
+    let delete = form.mode == "delete";
     let req = Teardown {
-        delete: form.mode == "delete",
+        delete,
         keep_homes: true,
     };
-    containers::teardown(&ctl, s.caller.clone(), code.clone(), req)
+    let op = containers::teardown(&ctl, s.caller.clone(), code.clone(), req)
         .await
         .map_err(|e| PortalError::Action(s.lang, e))?;
-    Ok(back_to(format!("/courses/{code}")))
+    // The course page follows its progress, and says what each container became.
+    let mode = if delete { "delete" } else { "stop" };
+    Ok(back_to(format!(
+        "/courses/{code}?operation={}&teardown={mode}",
+        op.id
+    )))
 }

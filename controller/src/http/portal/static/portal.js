@@ -1,5 +1,30 @@
 // Cohort portal: the copy buttons. Everything else works as plain forms without script.
 "use strict";
+
+// On a narrow screen a table's head is hidden and each row becomes a card: every cell gets its
+// column's heading as `data-label`, which the stylesheet shows before the cell's value. Done here
+// once for every table, so a table added to any page is readable on a phone without more work.
+function labelCells(root) {
+  for (const table of root.querySelectorAll("table")) {
+    const heads = table.tHead ? Array.from(table.tHead.rows[0]?.cells || []) : [];
+    if (!heads.length) continue;
+    for (const body of table.tBodies) {
+      for (const row of body.rows) {
+        let column = 0;
+        for (const cell of row.cells) {
+          const head = heads[column];
+          if (head && !cell.hasAttribute("data-label")) cell.dataset.label = head.textContent.trim();
+          column += cell.colSpan || 1;
+        }
+      }
+    }
+  }
+}
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", () => labelCells(document));
+} else {
+  labelCells(document);
+}
 document.addEventListener("click", async (event) => {
   const button = event.target.closest("button[data-copy]");
   if (!button) return;
@@ -34,28 +59,66 @@ document.addEventListener("drop", async (event) => {
   area.value = await event.dataTransfer.files[0].text();
 });
 
-// Live progress of a provision (or of new limits applied): the operation is polled until it
-// ends; during a provision each student's row shows its item's state.
+// Live progress of a provision, a teardown or new limits applied: the operation is polled until
+// it ends. Each student's row shows its item's state (what it became once done, `data-done`), and
+// the outcome line counts what succeeded, failed or still waits in the queue and why: a provision
+// whose last containers wait for room says so instead of looking stuck. Words come from the
+// page (`data-words`), in its language.
 (function () {
   const section = document.getElementById("progress");
   if (!section) return;
   const bar = document.getElementById("progress-bar");
   const text = document.getElementById("progress-text");
+  const outcome = document.getElementById("progress-outcome");
+  const words = JSON.parse(section.dataset.words || "{}");
+  const word = (key) => words[key] || key;
+  const doneWord = section.dataset.done || "";
+  const QUEUED = "queued:";
+  const isFinal = (status) => ["success", "failure", "cancelled"].includes(status);
+  const reasonOf = (item) =>
+    !isFinal(item.status) && (item.error || "").startsWith(QUEUED) ? item.error.slice(QUEUED.length).trim() : null;
+
+  function showRow(item) {
+    const cell = document.querySelector('#students tr[data-instance="' + CSS.escape(item.target) + '"] td.state');
+    if (!cell) return;
+    const reason = reasonOf(item);
+    // Still queued as the page was rendered: the page's own reason is in the reader's language.
+    if (reason !== null && cell.dataset.state === "queued") return;
+    let state = item.status === "success" ? doneWord : reason !== null ? word("queued") : word(item.status);
+    if (item.status === "failure" && item.error) state += ": " + item.error;
+    cell.textContent = state;
+    if (reason) {
+      const why = document.createElement("span");
+      why.className = "queue-reason";
+      why.textContent = reason;
+      cell.append(document.createElement("br"), why);
+    }
+  }
+
   async function poll() {
     const response = await fetch("/progress/" + section.dataset.operation, { cache: "no-store" });
     if (!response.ok) return;
     const op = await response.json();
     bar.max = Math.max(op.progress.total, 1);
     bar.value = op.progress.done;
-    text.textContent = op.progress.done + " / " + op.progress.total + " (" + op.status + ")";
-    // A provision's items are the students' containers being made; other operations (new
-    // limits applied) leave the rows' states to the page.
-    for (const item of op.kind === "provision_course" ? op.items : []) {
-      const row = document.querySelector('#students tr[data-instance="' + CSS.escape(item.target) + '"] td.state');
-      if (row) row.textContent = item.status === "success" ? "ready" : item.status;
-    }
+    text.textContent = op.progress.done + " / " + op.progress.total + " (" + word(op.status) + ")";
+    if (doneWord) op.items.forEach(showRow);
+    const count = (test) => op.items.filter(test).length;
+    const succeeded = count((i) => i.status === "success");
+    const failed = count((i) => i.status === "failure");
+    const cancelled = count((i) => i.status === "cancelled");
+    const queued = count((i) => reasonOf(i) !== null);
+    const parts = [];
+    if (succeeded) parts.push(succeeded + " " + (doneWord || word("success")));
+    if (failed) parts.push(failed + " " + word("failed"));
+    if (cancelled) parts.push(cancelled + " " + word("cancelled"));
+    if (queued) parts.push(queued + " " + word("queued"));
+    // Running, with every unfinished item waiting for room: this is where it stays for now.
+    const waiting = !isFinal(op.status) && queued > 0 && queued === count((i) => !isFinal(i.status));
+    outcome.textContent = parts.join(" · ") + (waiting ? " — " + word("waiting") : "");
+    section.dataset.outcome = isFinal(op.status) ? op.status : waiting ? "waiting" : "";
     section.dataset.status = op.status;
-    if (["pending", "running"].includes(op.status)) setTimeout(poll, 1000);
+    if (!isFinal(op.status)) setTimeout(poll, waiting ? 5000 : 1000);
   }
   poll();
 })();
