@@ -46,6 +46,16 @@ pub fn check(path: &Path) -> Result<(), ImageFormatError> {
     }
 }
 
+/// Whether `metadata.yaml` names an `architecture` at its top level: as a YAML block key, or in
+/// a JSON document (YAML's flow style, which pylxd's own test images write).
+fn names_architecture(text: &str) -> bool {
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str::<serde_json::Value>(text)
+            .is_ok_and(|doc| doc.get("architecture").is_some_and(|a| a.is_string()));
+    }
+    text.lines().any(|l| l.starts_with("architecture:"))
+}
+
 fn not_image(why: impl Into<String>) -> ImageFormatError {
     ImageFormatError::NotImage(why.into())
 }
@@ -98,7 +108,7 @@ fn scan_entries(stream: impl Read, entries: &mut u64) -> Result<(), ImageFormatE
         let name = name.trim_start_matches("./");
         if name == "metadata.yaml" && matches!(header.kind, b'0' | 0) {
             let text = read_text(&mut stream, header.size.min(MAX_METADATA), padded)?;
-            if !text.lines().any(|l| l.starts_with("architecture:")) {
+            if !names_architecture(&text) {
                 return Err(not_image("metadata.yaml names no architecture"));
             }
             metadata = true;
@@ -261,6 +271,14 @@ mod tests {
         assert!(err(&tar(&[("metadata.yaml", meta, b'0')])).contains("no rootfs/"));
         let bad = tar(&[("metadata.yaml", b"x: 1\n", b'0'), ("rootfs/", b"", b'5')]);
         assert!(err(&bad).contains("no architecture"));
+        // metadata.yaml as JSON (YAML's flow style), as pylxd's suite writes it (issue 46).
+        let json_meta: &[u8] =
+            b"{\n    \"architecture\": \"x86_64\",\n    \"creation_date\": 1\n}\n";
+        let flow = tar(&[("metadata.yaml", json_meta, b'0'), ("rootfs/", b"", b'5')]);
+        assert!(checked(&flow).is_ok());
+        let nested: &[u8] = b"{\"properties\": {\"architecture\": \"x86_64\"}}";
+        let nested = tar(&[("metadata.yaml", nested, b'0'), ("rootfs/", b"", b'5')]);
+        assert!(err(&nested).contains("no architecture"));
         // xz, as pylxd's own images come (issue 46); a damaged xz stream is no image.
         let mut xz = xz2::write::XzEncoder::new(Vec::new(), 1);
         std::io::Write::write_all(&mut xz, &good).unwrap();

@@ -70,6 +70,5 @@ mod portal_course_limits;
 mod portal_create;
 mod process_limit;
 mod pylxd;
-mod pylxd_suite;
 mod renewal_race;
 mod sign_in_burst;
