@@ -884,6 +884,32 @@ impl Config {
             .unwrap_or_else(|| format!("https://{}", self.server.listen))
     }
 
+    /// `host:port` of the LXD-style API as clients reach it, written into trust tokens and
+    /// `GET /1.0`: `COHORT_LXD_ADDRESS`, else the listen address, except that a wildcard one
+    /// (`0.0.0.0`, `::`, what the packages listen on) takes the public URL's host, since no
+    /// client can dial a wildcard. None when the API is not served.
+    pub fn lxd_address(&self) -> Option<String> {
+        if let Some(address) = &self.server.lxd_address {
+            return Some(address.clone());
+        }
+        let listen = self.server.lxd_listen?;
+        if !listen.ip().is_unspecified() {
+            return Some(listen.to_string());
+        }
+        let public = self.public_url();
+        let authority = public
+            .split_once("://")
+            .map_or(public.as_str(), |(_, rest)| rest)
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let host = match authority.rsplit_once(':') {
+            Some((host, port)) if port.parse::<u16>().is_ok() => host,
+            _ => authority,
+        };
+        Some(format!("{host}:{}", listen.port()))
+    }
+
     /// The origin a container's JupyterLab is served on: its own host name under the notebook
     /// domain, on the port of the public URL (the listener that serves the portal).
     pub fn notebook_origin(&self, instance: &str) -> String {
@@ -973,5 +999,43 @@ mod overcommit_tests {
         config.database.pool_size = 0;
         let err = config.check().unwrap_err().to_string();
         assert!(err.contains("database.pool_size"), "{err}");
+    }
+}
+
+/// Issue 46: the packages serve the LXD-style API by default, on a port of its own, and the
+/// trust tokens it prints name an address a client can dial.
+#[cfg(test)]
+mod lxd_api_tests {
+    use super::*;
+
+    #[test]
+    fn the_packaged_configuration_serves_the_lxd_api_on_its_own_port() {
+        let shipped =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/debian/controller.toml");
+        let config: Config = toml::from_str(&std::fs::read_to_string(shipped).unwrap()).unwrap();
+        let lxd = config
+            .server
+            .lxd_listen
+            .expect("the package serves the LXD-style API");
+        assert_eq!(lxd.port(), 8444);
+        assert_ne!(lxd.port(), config.server.listen.port());
+    }
+
+    #[test]
+    fn a_wildcard_listener_is_reached_at_the_public_host() {
+        let mut config = Config::default();
+        assert_eq!(config.lxd_address(), None);
+        config.server.lxd_listen = Some("127.0.0.1:8444".parse().unwrap());
+        assert_eq!(config.lxd_address().as_deref(), Some("127.0.0.1:8444"));
+        config.server.lxd_listen = Some("0.0.0.0:8444".parse().unwrap());
+        config.server.public_url = Some("https://lab.example.edu:8443/".into());
+        assert_eq!(
+            config.lxd_address().as_deref(),
+            Some("lab.example.edu:8444")
+        );
+        config.server.public_url = Some("https://[2001:db8::1]".into());
+        assert_eq!(config.lxd_address().as_deref(), Some("[2001:db8::1]:8444"));
+        config.server.lxd_address = Some("lxd.example.edu:443".into());
+        assert_eq!(config.lxd_address().as_deref(), Some("lxd.example.edu:443"));
     }
 }

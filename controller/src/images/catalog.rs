@@ -76,6 +76,18 @@ impl ImageUpload {
         })
     }
 
+    /// An upload without an alias yet, as the LXD-style API takes one (`lxc image import`,
+    /// pylxd): it is catalogued under [`provisional_alias`] until an alias is given.
+    pub fn begin_unnamed(ctl: &Controller, caller: &Caller) -> ActionResult<ImageUpload> {
+        let query = ImportImageQuery {
+            alias: "unnamed".into(),
+            description: None,
+            gpu_ready: None,
+            jupyter: None,
+        };
+        Self::begin(ctl, caller, &query)
+    }
+
     pub fn write(&mut self, chunk: &[u8]) -> ActionResult<()> {
         self.size += chunk.len() as u64;
         if self.size > self.limit {
@@ -109,6 +121,10 @@ impl ImageUpload {
                 other => ActionError::invalid("body", other.to_string()),
             })?;
         let fingerprint = hex::encode(self.hasher.finalize());
+        let mut query = query;
+        if query.alias.is_empty() {
+            query.alias = provisional_alias(&fingerprint);
+        }
         let path = ctl.image_tarball(&fingerprint);
         self.file
             .persist(&path)
@@ -151,6 +167,12 @@ impl ImageUpload {
         })
         .await
     }
+}
+
+/// The alias an image uploaded without one carries (Cohort's images have exactly one) until it
+/// is given one; the LXD-style API shows it as no alias.
+pub fn provisional_alias(fingerprint: &str) -> String {
+    format!("image-{}", &fingerprint[..fingerprint.len().min(12)])
 }
 
 /// Removes an image no instance uses.

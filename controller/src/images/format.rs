@@ -1,5 +1,5 @@
-//! Whether an upload is an LXD image before it is catalogued: a unified tarball (plain or
-//! gzip-compressed, as `images/build`, `lxc publish` and `lxc image export` make them) holding
+//! Whether an upload is an LXD image before it is catalogued: a unified tarball (plain, gzip- or
+//! xz-compressed, as `images/build`, `lxc publish`, `lxc image export` and pylxd make them) holding
 //! `metadata.yaml` with an `architecture`, and a `rootfs/` tree. A split image (metadata and
 //! root filesystem in two files) cannot come in one upload, so it is refused with that reason,
 //! as are compressions the controller cannot read.
@@ -18,7 +18,9 @@ pub enum ImageFormatError {
     #[error("not an LXD image: {0}")]
     NotImage(String),
     /// a compression the controller does not read
-    #[error("{0}-compressed tarballs are not accepted: upload it uncompressed or gzip-compressed")]
+    #[error(
+        "{0}-compressed tarballs are not accepted: upload it uncompressed, gzip- or xz-compressed"
+    )]
     Compression(&'static str),
     /// reading the upload failed
     #[error("reading the upload: {0}")]
@@ -57,11 +59,21 @@ pub fn check(path: &Path) -> Result<ImageFacts, ImageFormatError> {
     let file = BufReader::new(std::fs::File::open(path)?);
     match &magic[..n] {
         [0x1f, 0x8b, ..] => scan(flate2::read::MultiGzDecoder::new(file)),
-        [0xfd, b'7', b'z', b'X', b'Z', 0] => Err(ImageFormatError::Compression("xz")),
+        [0xfd, b'7', b'z', b'X', b'Z', 0] => scan(xz2::read::XzDecoder::new_multi_decoder(file)),
         [0x28, 0xb5, 0x2f, 0xfd, ..] => Err(ImageFormatError::Compression("zstd")),
         [b'B', b'Z', b'h', ..] => Err(ImageFormatError::Compression("bzip2")),
         _ => scan(file),
     }
+}
+
+/// Whether `metadata.yaml` names an `architecture` at its top level: as a YAML block key, or in
+/// a JSON document (YAML's flow style, which pylxd's own test images write).
+fn names_architecture(text: &str) -> bool {
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str::<serde_json::Value>(text)
+            .is_ok_and(|doc| doc.get("architecture").is_some_and(|a| a.is_string()));
+    }
+    text.lines().any(|l| l.starts_with("architecture:"))
 }
 
 fn not_image(why: impl Into<String>) -> ImageFormatError {
@@ -117,7 +129,7 @@ fn scan_entries(stream: impl Read, entries: &mut u64) -> Result<ImageFacts, Imag
         let name = name.trim_start_matches("./");
         if name == "metadata.yaml" && matches!(header.kind, b'0' | 0) {
             let text = read_text(&mut stream, header.size.min(MAX_METADATA), padded)?;
-            if !text.lines().any(|l| l.starts_with("architecture:")) {
+            if !names_architecture(&text) {
                 return Err(not_image("metadata.yaml names no architecture"));
             }
             facts.gpu_ready = gpu_ready(&text);
@@ -281,7 +293,20 @@ mod tests {
         assert!(err(&tar(&[("metadata.yaml", meta, b'0')])).contains("no rootfs/"));
         let bad = tar(&[("metadata.yaml", b"x: 1\n", b'0'), ("rootfs/", b"", b'5')]);
         assert!(err(&bad).contains("no architecture"));
-        assert!(err(b"\xfd7zXZ\0rest").contains("xz-compressed"));
+        // metadata.yaml as JSON (YAML's flow style), as pylxd's suite writes it (issue 46).
+        let json_meta: &[u8] =
+            b"{\n    \"architecture\": \"x86_64\",\n    \"creation_date\": 1\n}\n";
+        let flow = tar(&[("metadata.yaml", json_meta, b'0'), ("rootfs/", b"", b'5')]);
+        assert!(checked(&flow).is_ok());
+        let nested: &[u8] = b"{\"properties\": {\"architecture\": \"x86_64\"}}";
+        let nested = tar(&[("metadata.yaml", nested, b'0'), ("rootfs/", b"", b'5')]);
+        assert!(err(&nested).contains("no architecture"));
+        // xz, as pylxd's own images come (issue 46); a damaged xz stream is no image.
+        let mut xz = xz2::write::XzEncoder::new(Vec::new(), 1);
+        std::io::Write::write_all(&mut xz, &good).unwrap();
+        assert!(checked(&xz.finish().unwrap()).is_ok());
+        assert!(err(b"\xfd7zXZ\0rest").contains("not a tar archive"));
+        assert!(err(b"\x28\xb5\x2f\xfdrest").contains("zstd-compressed"));
     }
 
     #[test]

@@ -46,18 +46,12 @@ pub async fn create_token(
             "only admins trust certificates for other users".into(),
         ));
     }
-    let address = ctl
-        .config
-        .server
-        .lxd_address
-        .clone()
-        .or_else(|| ctl.config.server.lxd_listen.map(|a| a.to_string()))
-        .ok_or_else(|| {
-            ActionError::conflict(
-                None,
-                "the LXD-style API is not served (set COHORT_LXD_LISTEN)",
-            )
-        })?;
+    let address = ctl.config.lxd_address().ok_or_else(|| {
+        ActionError::conflict(
+            None,
+            "the LXD-style API is not served (set COHORT_LXD_LISTEN)",
+        )
+    })?;
     let fingerprint = pem_fingerprint(&ctl.pki.server_cert_pem)
         .ok_or_else(|| ActionError::Internal("server certificate unreadable".into()))?;
     let secret = new_secret();

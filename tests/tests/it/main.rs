@@ -62,6 +62,7 @@ mod lxc_exec;
 mod lxc_files;
 mod lxc_fleet;
 mod lxc_trust;
+mod lxd_clients;
 mod mixed_daemons;
 mod newcomer;
 mod node_certificates;

@@ -13,7 +13,7 @@ use cli_support::{Lxc, OneNode};
 use serde_json::{json, Value};
 
 /// The Python of the virtualenv scripts/setup installs pylxd into.
-fn tools_python() -> std::path::PathBuf {
+pub fn tools_python() -> std::path::PathBuf {
     let python = std::path::Path::new("/opt/cohort-pylxd/bin/python");
     assert!(
         python.exists(),

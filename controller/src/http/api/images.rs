@@ -69,9 +69,14 @@ pub async fn tarball(ctl: Ctl, req: HttpRequest, fingerprint: web::Path<String>)
         None => TarballReader::Person(Caller::extract(&req).await?),
     };
     let path = catalog::tarball(&ctl, reader, fingerprint.into_inner()).await?;
-    let file = tokio::fs::File::open(&path).await?;
+    Ok(tarball_response(&path).await?)
+}
+
+/// A tarball's bytes as the answer, streamed in chunks: tarballs are hundreds of MiB. The REST
+/// API and the LXD-style API's `image export` both answer with it.
+pub async fn tarball_response(path: &std::path::Path) -> std::io::Result<HttpResponse> {
+    let file = tokio::fs::File::open(path).await?;
     let size = file.metadata().await?.len();
-    // Streamed in chunks: tarballs are hundreds of MiB.
     let chunks = futures_util::stream::unfold(file, |mut file| async move {
         let mut buf = vec![0u8; 256 * 1024];
         match file.read(&mut buf).await {

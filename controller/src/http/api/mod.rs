@@ -8,7 +8,7 @@ mod courses;
 mod error;
 mod extract;
 mod gpus;
-mod images;
+pub(crate) mod images;
 mod instances;
 mod lxd_trust;
 mod meta;

@@ -10,7 +10,7 @@ use cohort_proto::api::instances::{Instance, UpdateInstance};
 use serde::Deserialize;
 
 use super::instances::{in_project, shown_config, SHOWN_ONLY};
-use super::operations::accepted_done;
+use super::operations::DoneOperations;
 use super::reply::{LxdError, LxdReply};
 use super::{caller_of, snapshots, Ctl, LxdClient};
 use crate::instances::manage;
@@ -79,6 +79,7 @@ fn difference(
 
 pub async fn put(
     ctl: Ctl,
+    done: web::Data<DoneOperations>,
     client: LxdClient,
     name: web::Path<String>,
     req: HttpRequest,
@@ -87,7 +88,8 @@ pub async fn put(
     let body = body.into_inner();
     let name = name.into_inner();
     if !body.restore.is_empty() {
-        return snapshots::restore(&ctl, client, name, &req, body.restore, body.stateful).await;
+        return snapshots::restore(&ctl, &done, client, name, &req, body.restore, body.stateful)
+            .await;
     }
     if body.profiles.is_some_and(|p| !p.is_empty()) {
         return Err(LxdError::not_supported("profiles"));
@@ -109,8 +111,9 @@ pub async fn put(
         body.config.unwrap_or_else(|| shown_config(&instance)),
         devices,
     )?;
+    let caller_id = caller.user.id;
     if change != UpdateInstance::default() {
         manage::update(&ctl, caller, name.clone(), change).await?;
     }
-    Ok(accepted_done("Updating instance", &name))
+    Ok(done.instance_changed(caller_id, "Updating instance", &name))
 }

@@ -1,14 +1,21 @@
-//! `GET /1.0/images` and `/1.0/images/aliases`: the fleet's images (one alias each in Cohort),
-//! through the action `GET /api/v1/images` uses.
+//! `/1.0/images` and `/1.0/images/aliases`: the fleet's images (one alias each in Cohort),
+//! through the actions of `/api/v1/images`. Admins upload (`lxc image import`, pylxd's
+//! `images.create`), alias, export and delete them here as with `cohort image`; an upload
+//! without an alias is catalogued under a provisional one until `POST /1.0/images/aliases`
+//! names it, as `lxc image import --alias` and pylxd do right after uploading.
 
-use actix_web::{web, HttpRequest};
-use cohort_proto::api::images::Image;
+use actix_web::{web, HttpRequest, HttpResponse};
+use cohort_proto::api::images::{Image, ImagePatch, ImportImageQuery};
+use futures_util::StreamExt;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::instances::Listing;
+use super::operations::DoneOperations;
 use super::reply::{sync, LxdError, LxdReply};
-use super::{Ctl, LxdClient};
-use crate::images::catalog;
+use super::{caller_of, Ctl, LxdClient};
+use crate::error::ActionError;
+use crate::images::catalog::{self, ImageUpload, TarballReader};
 
 /// `api.Image`.
 fn lxd_image(image: &Image) -> Value {
@@ -25,7 +32,11 @@ fn lxd_image(image: &Image) -> Value {
             "description": image.description,
             "cohort.gpu_ready": image.gpu_ready.to_string(),
         },
-        "aliases": [{"name": image.alias, "description": ""}],
+        "aliases": if image.alias == catalog::provisional_alias(&image.fingerprint) {
+            json!([])
+        } else {
+            json!([{"name": image.alias, "description": ""}])
+        },
         "created_at": image.created_at,
         "uploaded_at": image.created_at,
         "last_used_at": image.created_at,
@@ -99,4 +110,146 @@ pub async fn alias(ctl: Ctl, client: LxdClient, name: web::Path<String>) -> LxdR
             )
         })
         .ok_or_else(|| crate::error::ActionError::NotFound("Image alias".into()).into())
+}
+
+/// `POST /1.0/images` with the image in the body (a unified tarball, as `lxc image import FILE`
+/// and pylxd send it): admins only, as `cohort image import`. The upload is stored before the
+/// answer, whose operation is already done and names the fingerprint.
+pub async fn upload(
+    ctl: Ctl,
+    done: web::Data<DoneOperations>,
+    client: LxdClient,
+    req: HttpRequest,
+    mut body: web::Payload,
+) -> LxdReply {
+    let kind = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if kind.starts_with("application/json") {
+        return Err(LxdError::not_supported(
+            "images from another server or an instance here (import a tarball; publish with \
+             cohort image publish)",
+        ));
+    }
+    if kind.starts_with("multipart/") {
+        return Err(LxdError::not_supported(
+            "split images (metadata and root filesystem apart): upload one unified tarball",
+        ));
+    }
+    let caller = caller_of(&ctl, client).await?;
+    let user_id = caller.user.id;
+    let mut upload = ImageUpload::begin_unnamed(&ctl, &caller)?;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| LxdError::BadRequest(format!("Reading the upload: {e}")))?;
+        upload.write(&chunk)?;
+    }
+    let query = ImportImageQuery {
+        alias: String::new(),
+        description: None,
+        gpu_ready: None,
+        jupyter: None,
+    };
+    let image = upload.finish(&ctl, caller, query).await?;
+    Ok(done.answer(
+        user_id,
+        "Downloading image",
+        json!({"images": [format!("/1.0/images/{}", image.fingerprint)]}),
+        json!({"fingerprint": image.fingerprint, "size": image.size_bytes}),
+    ))
+}
+
+/// The one image `wanted` names by fingerprint or unique prefix.
+async fn one(ctl: &Ctl, client: LxdClient, wanted: &str) -> Result<Image, LxdError> {
+    let all = catalog::list(ctl, client.0).await?;
+    let mut found = all
+        .into_iter()
+        .filter(|i| !wanted.is_empty() && i.fingerprint.starts_with(wanted));
+    match (found.next(), found.next()) {
+        (Some(image), None) => Ok(image),
+        (Some(_), Some(_)) => Err(LxdError::BadRequest("More than one image matches".into())),
+        (None, _) => Err(ActionError::NotFound("Image".into()).into()),
+    }
+}
+
+/// `DELETE /1.0/images/{fingerprint}`: admins only, an image no instance uses.
+pub async fn delete(
+    ctl: Ctl,
+    done: web::Data<DoneOperations>,
+    client: LxdClient,
+    fingerprint: web::Path<String>,
+) -> LxdReply {
+    let image = one(&ctl, LxdClient(client.0.clone()), &fingerprint).await?;
+    let caller = caller_of(&ctl, client).await?;
+    let user_id = caller.user.id;
+    catalog::delete(&ctl, caller, image.fingerprint.clone()).await?;
+    Ok(done.answer(
+        user_id,
+        "Deleting image",
+        json!({"images": [format!("/1.0/images/{}", image.fingerprint)]}),
+        json!({}),
+    ))
+}
+
+/// `GET /1.0/images/{fingerprint}/export`: the tarball as it was uploaded (admins only, as the
+/// catalog's tarballs are), so its SHA-256 is the fingerprint.
+pub async fn export(
+    ctl: Ctl,
+    client: LxdClient,
+    fingerprint: web::Path<String>,
+) -> Result<HttpResponse, LxdError> {
+    let image = one(&ctl, LxdClient(client.0.clone()), &fingerprint).await?;
+    let caller = caller_of(&ctl, client).await?;
+    let path = catalog::tarball(
+        &ctl,
+        TarballReader::Person(caller),
+        image.fingerprint.clone(),
+    )
+    .await?;
+    let mut reply = crate::http::api::images::tarball_response(&path)
+        .await
+        .map_err(ActionError::Io)?;
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&format!(
+        "attachment; filename={}.tar.gz",
+        image.fingerprint
+    )) {
+        reply
+            .headers_mut()
+            .insert(actix_web::http::header::CONTENT_DISPOSITION, value);
+    }
+    Ok(reply)
+}
+
+/// `api.ImageAliasesPost`.
+#[derive(Debug, Deserialize)]
+pub struct AliasesPost {
+    name: String,
+    target: String,
+    #[serde(default)]
+    description: String,
+}
+
+/// `POST /1.0/images/aliases`: names an image (admins only). A Cohort image has one alias, so
+/// this names an image uploaded without one; an image named already keeps its alias.
+pub async fn add_alias(ctl: Ctl, client: LxdClient, body: web::Json<AliasesPost>) -> LxdReply {
+    let body = body.into_inner();
+    let _ = body.description;
+    let image = one(&ctl, LxdClient(client.0.clone()), &body.target).await?;
+    if image.alias != catalog::provisional_alias(&image.fingerprint) && image.alias != body.name {
+        return Err(LxdError::not_supported(format!(
+            "a second alias: a Cohort image has one, and this one is {} (rename it with cohort \
+             image rename)",
+            image.alias
+        )));
+    }
+    let caller = caller_of(&ctl, client).await?;
+    catalog::rename(
+        &ctl,
+        caller,
+        image.fingerprint,
+        ImagePatch { alias: body.name },
+    )
+    .await?;
+    Ok(sync(json!({})))
 }

@@ -116,15 +116,20 @@ pub async fn untrusted_bodies_refused(
 pub fn configure(
     ctl: web::Data<Controller>,
     sessions: web::Data<exec_sessions::ExecSessions>,
+    done: web::Data<operations::DoneOperations>,
 ) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg| {
-        let unknown = |_: HttpRequest| async {
-            Err::<actix_web::HttpResponse, _>(LxdError::Action(ActionError::NotFound(
-                "Not Found".into(),
+        // What LXD serves and Cohort does not: LXD's error envelope saying so, with the call.
+        let unknown = |req: HttpRequest| async move {
+            Err::<actix_web::HttpResponse, _>(LxdError::not_supported(format!(
+                "{} {}",
+                req.method(),
+                req.path()
             )))
         };
         cfg.app_data(ctl)
             .app_data(sessions)
+            .app_data(done)
             .app_data(
                 web::JsonConfig::default()
                     .limit(1 << 20)
@@ -136,6 +141,10 @@ pub fn configure(
             .route("/1.0", get().to(server::get))
             .route("/1.0/certificates", get().to(server::certificates))
             .route("/1.0/certificates", post().to(server::add_certificate))
+            .route(
+                "/1.0/certificates/{fingerprint}",
+                get().to(server::certificate),
+            )
             .route("/1.0/projects", get().to(listing::projects))
             .route("/1.0/projects/{name}", get().to(listing::project))
             .route("/1.0/cluster", get().to(listing::cluster))
@@ -173,9 +182,13 @@ pub fn configure(
                 post().to(server::not_supported),
             )
             .route("/1.0/images", get().to(images::list))
+            .route("/1.0/images", post().to(images::upload))
             .route("/1.0/images/aliases", get().to(images::aliases))
+            .route("/1.0/images/aliases", post().to(images::add_alias))
             .route("/1.0/images/aliases/{name:.*}", get().to(images::alias))
             .route("/1.0/images/{fingerprint}", get().to(images::get))
+            .route("/1.0/images/{fingerprint}", delete().to(images::delete))
+            .route("/1.0/images/{fingerprint}/export", get().to(images::export))
             .route("/1.0/operations", get().to(operations::list))
             .route("/1.0/operations/{id}", get().to(operations::get))
             .route("/1.0/operations/{id}/wait", get().to(operations::wait))

@@ -78,15 +78,37 @@ pub fn accepted_as(id: &str, metadata: Value) -> HttpResponse {
         }))
 }
 
-/// LXD's `202 Accepted` for a change that was made before the answer (snapshots): an operation
-/// already succeeded, which the client takes as done without asking about it again. It is not
-/// kept, so `lxc operation show` does not list it afterwards.
-pub fn accepted_done(description: &str, instance: &str) -> HttpResponse {
-    let id = Uuid::new_v4();
-    let now = chrono::Utc::now();
-    accepted_as(
-        &id.to_string(),
-        json!({
+/// How long an operation answered as already done stays readable, and how many are kept: pylxd
+/// reads every operation again after waiting on it, and `lxc operation show` may come later.
+const KEPT_DONE: Duration = Duration::from_secs(300);
+const MAX_DONE: usize = 4096;
+
+/// Operations for changes made before the answer (snapshots, config, image uploads): Cohort's
+/// actions for them finish in the request, so no job records them. They are kept here, in
+/// memory, for [`KEPT_DONE`], readable by the user they were made for.
+#[derive(Default)]
+pub struct DoneOperations(std::sync::Mutex<std::collections::VecDeque<Done>>);
+
+struct Done {
+    at: std::time::Instant,
+    user_id: i64,
+    id: Uuid,
+    operation: Value,
+}
+
+impl DoneOperations {
+    /// LXD's `202 Accepted` naming an operation that already succeeded, which the client takes
+    /// as done; `resources` and `metadata` as LXD gives them for the change.
+    pub fn answer(
+        &self,
+        user_id: i64,
+        description: &str,
+        resources: Value,
+        metadata: Value,
+    ) -> HttpResponse {
+        let id = Uuid::new_v4();
+        let now = chrono::Utc::now();
+        let operation = json!({
             "id": id,
             "class": "task",
             "description": description,
@@ -94,13 +116,51 @@ pub fn accepted_done(description: &str, instance: &str) -> HttpResponse {
             "updated_at": now,
             "status": "Success",
             "status_code": 200,
-            "resources": {"instances": [format!("/1.0/instances/{instance}")]},
-            "metadata": {},
+            "resources": resources,
+            "metadata": metadata,
             "may_cancel": false,
             "err": "",
             "location": "cohort",
-        }),
-    )
+        });
+        if let Ok(mut kept) = self.0.lock() {
+            let now = std::time::Instant::now();
+            while kept
+                .front()
+                .is_some_and(|d| now.duration_since(d.at) > KEPT_DONE || kept.len() >= MAX_DONE)
+            {
+                kept.pop_front();
+            }
+            kept.push_back(Done {
+                at: now,
+                user_id,
+                id,
+                operation: operation.clone(),
+            });
+        }
+        accepted_as(&id.to_string(), operation)
+    }
+
+    /// [`DoneOperations::answer`] for a change to one instance.
+    pub fn instance_changed(
+        &self,
+        user_id: i64,
+        description: &str,
+        instance: &str,
+    ) -> HttpResponse {
+        self.answer(
+            user_id,
+            description,
+            json!({"instances": [format!("/1.0/instances/{instance}")]}),
+            json!({}),
+        )
+    }
+
+    fn get(&self, id: Uuid, user_id: i64) -> Option<Value> {
+        let kept = self.0.lock().ok()?;
+        kept.iter()
+            .find(|d| d.id == id && d.user_id == user_id && d.at.elapsed() <= KEPT_DONE)
+            .map(|d| d.operation.clone())
+    }
 }
 
 fn id_of(raw: &str) -> Result<Uuid, ActionError> {
@@ -133,6 +193,7 @@ pub async fn list(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdReply {
 pub async fn get(
     ctl: Ctl,
     sessions: web::Data<ExecSessions>,
+    done: web::Data<DoneOperations>,
     client: LxdClient,
     id: web::Path<String>,
 ) -> LxdReply {
@@ -140,6 +201,9 @@ pub async fn get(
     let caller = caller_of(&ctl, client).await?;
     if let Some(session) = sessions.get(id, caller.user.id) {
         return Ok(sync(session.lxd_operation()));
+    }
+    if let Some(op) = done.get(id, caller.user.id) {
+        return Ok(sync(op));
     }
     Ok(sync(lxd_operation(
         &operations::get(&ctl, caller, id).await?,
@@ -157,6 +221,7 @@ pub struct WaitQuery {
 pub async fn wait(
     ctl: Ctl,
     sessions: web::Data<ExecSessions>,
+    done: web::Data<DoneOperations>,
     client: LxdClient,
     id: web::Path<String>,
     query: web::Query<WaitQuery>,
@@ -170,6 +235,9 @@ pub async fn wait(
         });
         session.wait(limit).await;
         return Ok(sync(session.lxd_operation()));
+    }
+    if let Some(op) = done.get(id, caller.user.id) {
+        return Ok(sync(op));
     }
     Ok(sync(lxd_operation(
         &operations::wait(&ctl, caller, id, timeout).await?,

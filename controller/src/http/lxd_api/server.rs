@@ -26,6 +26,8 @@ pub const API_EXTENSIONS: &[&str] = &[
     "container_backup",
     // `lxc exec --user/--group/--cwd`.
     "container_exec_user_group_cwd",
+    // A trust token in `trust_token` (Incus's client, LXD 5.21+, pylxd's `authenticate`).
+    "explicit_trust_token",
 ];
 
 /// The server's LXD version as clients compare it: the one whose behaviour this API follows.
@@ -57,13 +59,7 @@ pub async fn get(ctl: Ctl, req: HttpRequest) -> LxdReply {
         "auth_methods": ["tls"],
     });
     if let Some(caller) = trusted {
-        let address = ctl
-            .config
-            .server
-            .lxd_address
-            .clone()
-            .or_else(|| ctl.config.server.lxd_listen.map(|a| a.to_string()))
-            .unwrap_or_default();
+        let address = ctl.config.lxd_address().unwrap_or_default();
         server["auth_user_name"] = json!(caller.name());
         server["auth_user_method"] = json!("tls");
         server["config"] = json!({});
@@ -82,7 +78,8 @@ pub async fn get(ctl: Ctl, req: HttpRequest) -> LxdReply {
             "lxc_features": {},
             "os_name": "Cohort",
             "os_version": env!("CARGO_PKG_VERSION"),
-            "project": "default",
+            // The project the client asked for, as LXD echoes it (pylxd checks it).
+            "project": project_asked(&req),
             "server": "lxd",
             "server_clustered": true,
             "server_event_mode": "full-mesh",
@@ -97,20 +94,62 @@ pub async fn get(ctl: Ctl, req: HttpRequest) -> LxdReply {
     Ok(sync(server))
 }
 
-/// `api.CertificatesPost`: `lxc remote add REMOTE TOKEN` sends the token as `password`.
+/// The `?project=` of a request, `default` without one.
+fn project_asked(req: &HttpRequest) -> String {
+    actix_web::web::Query::<std::collections::HashMap<String, String>>::from_query(
+        req.query_string(),
+    )
+    .ok()
+    .and_then(|q| q.get("project").filter(|p| !p.is_empty()).cloned())
+    .unwrap_or_else(|| "default".into())
+}
+
+/// `api.CertificatesPost`. The 5.0 `lxc remote add REMOTE TOKEN` sends the token as
+/// `password`; Incus's `incus remote add` and LXD 5.21+ send it as `trust_token`; pylxd's
+/// `authenticate` sends either, with the client's own certificate in `certificate`.
 #[derive(Debug, Deserialize)]
 pub struct CertificatesPost {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_is_default")]
     password: String,
-    #[serde(default, rename = "type")]
+    #[serde(default, deserialize_with = "super::null_is_default")]
+    trust_token: String,
+    #[serde(default, rename = "type", deserialize_with = "super::null_is_default")]
     kind: String,
-    /// A certificate other than the caller's own: only LXD admins add those; Cohort trusts
-    /// only the certificate the client proved it holds.
-    #[serde(default)]
+    /// A certificate (base64 DER, PEM armour optional). The client's own is accepted; another
+    /// is refused: only LXD admins add those, and Cohort trusts only the certificate the client
+    /// proved it holds.
+    #[serde(default, deserialize_with = "super::null_is_default")]
     certificate: String,
 }
 
-/// `POST /1.0/certificates`: trusts the connection's certificate with a trust token.
+impl CertificatesPost {
+    /// The token, from whichever field the client put it in.
+    fn token(&self) -> &str {
+        if self.trust_token.is_empty() {
+            &self.password
+        } else {
+            &self.trust_token
+        }
+    }
+
+    /// Whether `certificate` is empty or the DER the connection presented.
+    fn names_only(&self, der: &[u8]) -> bool {
+        use base64::Engine;
+        let body: String = self
+            .certificate
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .flat_map(|l| l.chars().filter(|c| !c.is_whitespace()))
+            .collect();
+        body.is_empty()
+            || base64::engine::general_purpose::STANDARD
+                .decode(body)
+                .is_ok_and(|given| given == der)
+    }
+}
+
+/// `POST /1.0/certificates`: trusts the connection's certificate with a trust token. The answer
+/// names the new entry in `Location`, which pylxd reads.
 pub async fn add_certificate(
     ctl: Ctl,
     req: HttpRequest,
@@ -126,16 +165,54 @@ pub async fn add_certificate(
             body.kind
         )));
     }
-    if !body.certificate.is_empty() {
+    if !body.names_only(&peer.0) {
         return Err(LxdError::not_supported(
             "adding a certificate other than the client's own (use cohort config trust add)",
         ));
     }
-    if body.password.is_empty() {
+    if body.token().is_empty() {
         return Err(ActionError::Forbidden("a trust token is needed".into()).into());
     }
-    lxd_trust::redeem(&ctl, peer.0, body.password.clone()).await?;
-    Ok(sync(json!({})))
+    let fingerprint = peer.fingerprint();
+    lxd_trust::redeem(&ctl, peer.0, body.token().to_string()).await?;
+    let mut reply = sync(json!({}));
+    reply.headers_mut().insert(
+        actix_web::http::header::LOCATION,
+        actix_web::http::header::HeaderValue::from_str(&format!("/1.0/certificates/{fingerprint}"))
+            .map_err(|e| LxdError::BadRequest(e.to_string()))?,
+    );
+    Ok(reply)
+}
+
+/// `api.Certificate` for a trust entry; Cohort does not hand certificates back.
+fn lxd_certificate(fingerprint: &str, name: &str) -> serde_json::Value {
+    json!({"fingerprint": fingerprint, "name": name, "type": "client",
+           "restricted": true, "projects": [], "certificate": ""})
+}
+
+/// `GET /1.0/certificates/{fingerprint}`: one trust entry the caller may see (a unique prefix
+/// of its fingerprint, as LXD takes it).
+pub async fn certificate(
+    ctl: Ctl,
+    client: LxdClient,
+    fingerprint: actix_web::web::Path<String>,
+) -> LxdReply {
+    let wanted = fingerprint.into_inner();
+    let caller = ctl.db(move |conn| client.0.caller(conn)).await?;
+    let entries = lxd_trust::list(&ctl, caller).await?;
+    let mut found = entries.iter().filter_map(|e| {
+        e.fingerprint
+            .as_deref()
+            .filter(|fp| !wanted.is_empty() && fp.starts_with(&wanted))
+            .map(|fp| (fp, &e.name))
+    });
+    match (found.next(), found.next()) {
+        (Some((fp, name)), None) => Ok(sync(lxd_certificate(fp, name))),
+        (Some(_), Some(_)) => Err(LxdError::BadRequest(
+            "More than one certificate matches".into(),
+        )),
+        (None, _) => Err(ActionError::NotFound("Certificate".into()).into()),
+    }
 }
 
 /// `GET /1.0/certificates`: the trust entries the caller may see, as URLs or objects.
@@ -149,10 +226,7 @@ pub async fn certificates(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdR
     Ok(if recursive {
         sync(
             certs
-                .map(|(fp, name)| {
-                    json!({"fingerprint": fp, "name": name, "type": "client",
-                           "restricted": true, "projects": [], "certificate": ""})
-                })
+                .map(|(fp, name)| lxd_certificate(&fp, &name))
                 .collect::<Vec<_>>(),
         )
     } else {

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::instances::{in_project, Listing};
-use super::operations::accepted_done;
+use super::operations::DoneOperations;
 use super::reply::{sync, LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
 use crate::accounts::auth::Caller;
@@ -82,6 +82,7 @@ pub struct SnapshotsPost {
 
 pub async fn create(
     ctl: Ctl,
+    done: web::Data<DoneOperations>,
     client: LxdClient,
     name: web::Path<String>,
     req: HttpRequest,
@@ -96,28 +97,32 @@ pub async fn create(
     }
     let name = name.into_inner();
     let caller = checked(&ctl, client, &name, &req).await?;
+    let caller_id = caller.user.id;
     let request = CreateSnapshot {
         name: body.into_inner().name,
     };
     io::create_snapshot(&ctl, caller, name.clone(), request).await?;
-    Ok(accepted_done("Snapshotting instance", &name))
+    Ok(done.instance_changed(caller_id, "Snapshotting instance", &name))
 }
 
 pub async fn delete(
     ctl: Ctl,
+    done: web::Data<DoneOperations>,
     client: LxdClient,
     path: web::Path<(String, String)>,
     req: HttpRequest,
 ) -> LxdReply {
     let (name, snap) = path.into_inner();
     let caller = checked(&ctl, client, &name, &req).await?;
+    let caller_id = caller.user.id;
     io::delete_snapshot(&ctl, caller, name.clone(), snap).await?;
-    Ok(accepted_done("Deleting snapshot", &name))
+    Ok(done.instance_changed(caller_id, "Deleting snapshot", &name))
 }
 
 /// `lxc restore NAME SNAP`, the `restore` of `PUT /1.0/instances/{name}`.
 pub async fn restore(
     ctl: &Ctl,
+    done: &DoneOperations,
     client: LxdClient,
     name: String,
     req: &HttpRequest,
@@ -143,6 +148,7 @@ pub async fn restore(
     if !snapshots.iter().any(|s| s.name == snap) {
         return Err(ActionError::NotFound(format!("Snapshot {name}/{snap}")).into());
     }
+    let caller_id = caller.user.id;
     io::restore_snapshot(ctl, caller, name.clone(), snap).await?;
-    Ok(accepted_done("Restoring snapshot", &name))
+    Ok(done.instance_changed(caller_id, "Restoring snapshot", &name))
 }

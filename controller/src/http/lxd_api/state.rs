@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::operations::accepted;
 use super::reply::{LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
+use crate::error::ActionError;
 use crate::instances::manage;
 
 /// `api.InstanceStatePut`.
@@ -49,9 +50,15 @@ pub async fn put_state(
     Ok(accepted(&op))
 }
 
-/// LXD refuses to delete a running instance; `lxc delete -f` stops it first, so no force here.
+/// LXD refuses to delete a running instance, with a 400 (`lxc delete -f` stops it first, so no
+/// force here); Cohort's action refuses it as a conflict on `force`.
 pub async fn delete(ctl: Ctl, client: LxdClient, name: web::Path<String>) -> LxdReply {
     let caller = caller_of(&ctl, client).await?;
-    let op = manage::delete(&ctl, caller, name.into_inner(), false).await?;
-    Ok(accepted(&op))
+    match manage::delete(&ctl, caller, name.into_inner(), false).await {
+        Ok(op) => Ok(accepted(&op)),
+        Err(ActionError::Conflict { field, .. }) if field.as_deref() == Some("force") => Err(
+            LxdError::BadRequest("The instance is currently running, stop it first".into()),
+        ),
+        Err(e) => Err(e.into()),
+    }
 }

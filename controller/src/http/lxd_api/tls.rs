@@ -41,13 +41,19 @@ pub async fn serve(ctl: Arc<Controller>, listen: std::net::SocketAddr) -> Result
     let data = web::Data::from(ctl);
     // One set of exec sessions for every worker: a client attaches on other connections.
     let sessions = web::Data::new(super::exec_sessions::ExecSessions::default());
+    // Operations answered as done, readable a while on any worker.
+    let done = web::Data::new(super::operations::DoneOperations::default());
     tracing::info!(%listen, "serving the LXD-style API");
     HttpServer::new(move || {
         App::new()
             .wrap(actix_web::middleware::from_fn(
                 super::untrusted_bodies_refused,
             ))
-            .configure(super::configure(data.clone(), sessions.clone()))
+            .configure(super::configure(
+                data.clone(),
+                sessions.clone(),
+                done.clone(),
+            ))
     })
     .on_connect(|conn, ext| {
         use actix_tls::accept::rustls_0_23::TlsStream;
