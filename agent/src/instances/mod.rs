@@ -5,6 +5,7 @@
 
 mod arrival;
 mod create;
+pub mod datasets;
 mod error;
 mod exec;
 mod exec_session;
