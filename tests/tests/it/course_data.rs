@@ -301,14 +301,23 @@ async fn students_on_lxd_and_incus_read_a_dataset_and_its_new_version() {
         );
     }
 
-    // Staff write; students read what they wrote.
+    // Staff write; the students on the same node read what they wrote (each node holds its
+    // own copy: a change for every node is a new version pushed).
     let wrote = in_prof_box("echo from staff > /data/corpus/staff.txt");
     assert!(
         wrote.status.success(),
         "the instructor's container cannot write: {}",
         String::from_utf8_lossy(&wrote.stderr)
     );
-    for (user, port, _) in &logins {
+    let beside: Vec<_> = logins
+        .iter()
+        .filter(|(_, _, node)| Some(node.as_str()) == prof_box["node"].as_str())
+        .collect();
+    assert!(
+        !beside.is_empty(),
+        "no student beside the instructor's container: {logins:?}"
+    );
+    for (user, port, _) in beside {
         let (ok, out) = ssh(&key, *port, user, "cat /data/corpus/staff.txt");
         assert!(ok && out == "from staff\n", "{user}: {out}");
     }
