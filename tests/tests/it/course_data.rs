@@ -212,17 +212,19 @@ async fn students_on_lxd_and_incus_read_a_dataset_and_its_new_version() {
         })
         .collect();
 
-    // The instructor's own container: staff mount the course's data read-write.
-    let op: Value = cluster
-        .request(Method::POST, "/instances", &teacher)
-        .json(&json!({"name": "prof-box", "image": "cohort/base",
-                      "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}))
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("operation");
+    // The instructor's own container, beside a student (an admin places it there): staff
+    // mount the course's data read-write.
+    let op = cluster
+        .admin(
+            Method::POST,
+            "/instances",
+            Some(
+                json!({"name": "prof-box", "image": "cohort/base", "owner": "prof-data",
+                        "node": logins[0].2,
+                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
+            ),
+        )
+        .await;
     let done = cluster
         .wait_operation(op["id"].as_str().expect("id"), Duration::from_secs(300))
         .await;
