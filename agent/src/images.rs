@@ -226,7 +226,7 @@ impl Images {
     /// An HTTPS client for the controller's image store: this node's certificate as its identity,
     /// the Cohort CA saved at join as the only trust root, and only a server with the controller
     /// role accepted ([`crate::tls::controller_client_config`]): never another node.
-    fn controller_client(&self) -> Result<reqwest::Client, String> {
+    pub(crate) fn controller_client(&self) -> Result<reqwest::Client, String> {
         let read = |path: std::path::PathBuf| {
             std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
         };
@@ -263,7 +263,7 @@ impl Images {
 }
 
 /// Streams `url` into a new file at `path`, hashing as it goes; the hex SHA-256 of what came.
-async fn download_to(
+pub(crate) async fn download_to(
     client: &reqwest::Client,
     url: &str,
     path: &std::path::Path,

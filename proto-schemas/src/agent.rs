@@ -590,3 +590,41 @@ pub struct PublishInstance {
 fn default_daemon() -> String {
     "lxd".into()
 }
+
+/// `POST /v1/datasets`: fetch a dataset tarball from the controller's data store into the
+/// custom volume `volume` (made once; an existing volume is the dataset already here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportDataset {
+    pub url: String,
+    /// Expected SHA-256 of the tarball; the import fails when it differs.
+    pub sha256: String,
+    /// `dataset-<hex>`.
+    pub volume: String,
+}
+
+/// One dataset as an instance mounts it: the volume at `/data/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetMount {
+    pub name: String,
+    pub volume: String,
+    /// Read-write (staff); otherwise read-only.
+    pub writable: bool,
+}
+
+/// `PUT /v1/instances/{name}/datasets`: every dataset the instance mounts; its other
+/// dataset devices go, in the same change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceDatasets {
+    pub mounts: Vec<DatasetMount>,
+}
+
+/// `POST /v1/datasets/prune`: delete the node's dataset volumes not in `keep` that no
+/// instance mounts; answers the volumes deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PruneDatasets {
+    pub keep: Vec<String>,
+}

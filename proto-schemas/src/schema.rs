@@ -52,6 +52,18 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             "agent_exec_session_state",
             schema_for!(crate::agent::ExecSessionState),
         ),
+        (
+            "agent_import_dataset",
+            schema_for!(crate::agent::ImportDataset),
+        ),
+        (
+            "agent_instance_datasets",
+            schema_for!(crate::agent::InstanceDatasets),
+        ),
+        (
+            "agent_prune_datasets",
+            schema_for!(crate::agent::PruneDatasets),
+        ),
         ("api_node", schema_for!(crate::api::nodes::Node)),
         (
             "api_create_join_token",
@@ -84,6 +96,14 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
         (
             "api_image_distribution",
             schema_for!(crate::api::images::ImageDistribution),
+        ),
+        (
+            "api_dataset_pushed",
+            schema_for!(crate::api::course_data::DatasetPushed),
+        ),
+        (
+            "api_data_usage",
+            schema_for!(crate::api::course_data::DataUsage),
         ),
         (
             "api_create_instance",

@@ -105,6 +105,25 @@ macro_rules! unused_agent_calls {
         ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::IdentityInfo> {
             unused()
         }
+        fn import_dataset(
+            &self,
+            _: cohort_proto::agent::ImportDataset,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn set_datasets(
+            &self,
+            _: String,
+            _: cohort_proto::agent::InstanceDatasets,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn prune_datasets(
+            &self,
+            _: cohort_proto::agent::PruneDatasets,
+        ) -> cohort_controller::agent_client::AgentFuture<Vec<String>> {
+            unused()
+        }
         fn exec(
             &self,
             _: String,

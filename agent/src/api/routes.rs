@@ -236,6 +236,20 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             node.instances.delete_volume(name).await?;
             no_content()
         }
+        (&M::POST, ["v1", "datasets"]) => {
+            let body: cohort_proto::agent::ImportDataset = read_json(req).await?;
+            node.instances.import_dataset(&body).await?;
+            no_content()
+        }
+        (&M::POST, ["v1", "datasets", "prune"]) => {
+            let body: cohort_proto::agent::PruneDatasets = read_json(req).await?;
+            ok(&node.instances.prune_datasets(&body).await?)
+        }
+        (&M::PUT, ["v1", "instances", name, "datasets"]) => {
+            let body: cohort_proto::agent::InstanceDatasets = read_json(req).await?;
+            node.instances.set_datasets(name, &body).await?;
+            no_content()
+        }
         (&M::GET, ["v1", "images"]) => ok(&node.images.images().await?),
         (&M::POST, ["v1", "images"]) => {
             let is_json = req

@@ -6,6 +6,7 @@
 pub mod activity;
 mod arrival;
 mod create;
+pub mod datasets;
 mod error;
 mod exec;
 mod exec_session;

@@ -97,6 +97,18 @@ impl Lxd {
         self.get_as(&custom_volume_url(pool, volume)).await
     }
 
+    /// `GET /1.0/storage-pools/{pool}/volumes/custom`: the names of the project's custom volumes.
+    pub async fn get_custom_volume_names(&self, pool: &str) -> Result<Vec<String>, LxdError> {
+        let urls: Vec<String> = self
+            .get_as(&format!("{}/volumes/custom", pool_url(pool)))
+            .await?;
+        Ok(urls
+            .iter()
+            .filter_map(|u| u.split('?').next()?.rsplit('/').next())
+            .map(String::from)
+            .collect())
+    }
+
     /// `POST /1.0/storage-pools/{pool}/volumes`.
     pub async fn create_volume(
         &self,

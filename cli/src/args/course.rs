@@ -36,6 +36,8 @@ pub enum CourseCommand {
     Delete(CourseDelete),
     /// One student's container: start, stop, restart, reset, snapshot, restore; or a new password
     Student(CourseStudent),
+    /// The course's datasets, mounted at /data/NAME in its containers: push, list, rm, quota
+    Data(super::course_data::CourseData),
 }
 
 #[derive(Debug, Args)]

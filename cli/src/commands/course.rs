@@ -131,6 +131,7 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
             client.call(client.request(Method::DELETE, &path)).await
         }
         CourseCommand::Student(student) => run_student(session, student).await,
+        CourseCommand::Data(data) => super::course_data::run(session, data).await,
     }
 }
 

@@ -468,4 +468,29 @@ impl NodeAgent for HttpAgent {
             }
         })
     }
+    fn import_dataset(&self, request: cohort_proto::agent::ImportDataset) -> AgentFuture<()> {
+        Box::pin(empty(
+            self.transfer(self.req(Method::POST, "/datasets").json(&request)),
+        ))
+    }
+    fn set_datasets(
+        &self,
+        name: String,
+        request: cohort_proto::agent::InstanceDatasets,
+    ) -> AgentFuture<()> {
+        Box::pin(empty(
+            self.daemon(
+                self.instance(Method::PUT, &name, "/datasets")
+                    .json(&request),
+            ),
+        ))
+    }
+    fn prune_datasets(
+        &self,
+        request: cohort_proto::agent::PruneDatasets,
+    ) -> AgentFuture<Vec<String>> {
+        Box::pin(json(self.daemon(
+            self.req(Method::POST, "/datasets/prune").json(&request),
+        )))
+    }
 }

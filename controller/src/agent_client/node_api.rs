@@ -143,6 +143,19 @@ pub trait NodeAgent: Send + Sync {
     ) -> AgentFuture<cohort_proto::activity::InstanceActivity>;
     /// The certificate the agent serves now.
     fn identity(&self) -> AgentFuture<IdentityInfo>;
+    /// Makes a dataset's volume from the controller's data store unless the node has it.
+    fn import_dataset(&self, request: cohort_proto::agent::ImportDataset) -> AgentFuture<()>;
+    /// The instance's dataset mounts become these, live.
+    fn set_datasets(
+        &self,
+        name: String,
+        request: cohort_proto::agent::InstanceDatasets,
+    ) -> AgentFuture<()>;
+    /// Deletes the dataset volumes not kept that no instance mounts; their names.
+    fn prune_datasets(
+        &self,
+        request: cohort_proto::agent::PruneDatasets,
+    ) -> AgentFuture<Vec<String>>;
     /// Has the agent make its next key; answers the key's CSR.
     fn identity_csr(&self) -> AgentFuture<IdentityCsr>;
     /// Hands the agent its renewed certificate; it serves it from the next handshake on.

@@ -387,6 +387,12 @@ pub struct ServerConfig {
     pub server_names: Vec<String>,
     /// Largest image upload accepted, in MiB; default 4096.
     pub max_image_mib: u64,
+    /// `COHORT_DATA_DIR`: where course datasets are stored (one tarball per version, named by
+    /// its SHA-256); default `<state_dir>/data`.
+    pub data_dir: Option<PathBuf>,
+    /// `COHORT_DATA_QUOTA_MIB`: what a course's datasets may hold together when an admin set
+    /// no quota for it, in MiB; default 10240.
+    pub data_quota_mib: u64,
     /// `COHORT_NODE_CERT_LIFETIME_S`: how long a node's certificate is valid, in seconds; the
     /// poller renews it at two thirds of its life. Default one year (31536000); at least 30.
     pub node_cert_lifetime_s: u64,
@@ -539,6 +545,8 @@ impl Default for ServerConfig {
             state_dir: PathBuf::from("/var/lib/cohort"),
             server_names: Vec::new(),
             max_image_mib: 4096,
+            data_dir: None,
+            data_quota_mib: 10_240,
             node_cert_lifetime_s: 365 * 86_400,
             lxd_listen: None,
             lxd_address: None,
@@ -719,6 +727,10 @@ impl Config {
         )?;
         env_parse("COHORT_LISTEN", &mut self.server.listen)?;
         env_parse("COHORT_STATE_DIR", &mut self.server.state_dir)?;
+        if let Ok(dir) = std::env::var("COHORT_DATA_DIR") {
+            self.server.data_dir = Some(PathBuf::from(dir));
+        }
+        env_parse("COHORT_DATA_QUOTA_MIB", &mut self.server.data_quota_mib)?;
         env_parse(
             "COHORT_NODE_CERT_LIFETIME_S",
             &mut self.server.node_cert_lifetime_s,

@@ -100,6 +100,20 @@ impl Controller {
         self.config.server.state_dir.join("images")
     }
 
+    /// The course data store (`COHORT_DATA_DIR`).
+    pub fn data_dir(&self) -> PathBuf {
+        self.config
+            .server
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| self.config.server.state_dir.join("data"))
+    }
+
+    /// The stored tarball of the dataset version with this SHA-256.
+    pub fn dataset_tarball(&self, sha256: &str) -> PathBuf {
+        self.data_dir().join(format!("{sha256}.tar"))
+    }
+
     /// The catalog's tarball of the image with this fingerprint.
     pub fn image_tarball(&self, fingerprint: &str) -> PathBuf {
         self.images_dir().join(format!("{fingerprint}.tar"))

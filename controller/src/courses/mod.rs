@@ -6,6 +6,8 @@
 
 pub mod containers;
 pub mod course;
+pub mod data;
+pub mod data_tar;
 pub mod delete;
 pub mod endpoints;
 pub mod enrol;

@@ -41,6 +41,9 @@ pub enum StepKind {
     /// Delete a container no record describes from its node, then its orphan record
     /// ([`crate::jobs::orphans`]).
     DeleteOrphan,
+    /// Bring a course's datasets onto the item's node and mount them in its containers there
+    /// ([`crate::jobs::sync_data`]).
+    SyncData,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -61,6 +64,7 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     ApplySshKeys => "apply_ssh_keys",
     RevokeLogin => "revoke_login",
     DeleteOrphan => "delete_orphan",
+    SyncData => "sync_data",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).
@@ -172,6 +176,10 @@ pub enum AuditAction {
     TrustToken,
     UntrustCertificate,
     Update,
+    PushData,
+    RemoveData,
+    SetDataQuota,
+    SyncData,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -246,6 +254,10 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     TrustToken => "trust_token",
     UntrustCertificate => "untrust_certificate",
     Update => "update",
+    PushData => "push_data",
+    RemoveData => "remove_data",
+    SetDataQuota => "set_data_quota",
+    SyncData => "sync_data",
 });
 
 /// An operation is audited under the name of its step.
@@ -269,6 +281,7 @@ impl From<StepKind> for AuditAction {
             StepKind::ApplySshKeys => AuditAction::ApplySshKeys,
             StepKind::RevokeLogin => AuditAction::RevokeLogin,
             StepKind::DeleteOrphan => AuditAction::DeleteOrphan,
+            StepKind::SyncData => AuditAction::SyncData,
         }
     }
 }

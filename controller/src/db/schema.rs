@@ -68,6 +68,7 @@ diesel::table! {
         home_mib -> Nullable<Int4>,
         jupyter_instructors -> Bool,
         gpu_memory_mib -> Nullable<Int8>,
+        data_quota_mib -> Nullable<Int8>,
     }
 }
 
@@ -382,8 +383,21 @@ diesel::table! {
 }
 
 diesel::joinable!(api_tokens -> users (user_id));
+diesel::table! {
+    course_datasets (id) {
+        id -> Int8,
+        course_id -> Int8,
+        name -> Text,
+        sha256 -> Text,
+        size_bytes -> Int8,
+        pushed_by -> Nullable<Int8>,
+        pushed_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(course_networks -> courses (course_id));
 diesel::joinable!(course_reclaim -> courses (course_id));
+diesel::joinable!(course_datasets -> courses (course_id));
 diesel::joinable!(courses -> images (image_id));
 diesel::joinable!(courses -> users (instructor_id));
 diesel::joinable!(enrollments -> courses (course_id));
@@ -415,6 +429,7 @@ diesel::joinable!(ssh_keys -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
     audit_log,
+    course_datasets,
     course_networks,
     course_reclaim,
     courses,

@@ -156,6 +156,7 @@ pub async fn run(
         other => other,
     }
     .map_err(ActionError::on_node(&node.name))?;
+    super::sync_data::mount_at_create(ctl, node, agent, instance).await?;
     let state = observed(&made.status);
     ctl.db(move |conn| {
         Ok(Instance::set_created(

@@ -31,6 +31,7 @@ pub mod resize;
 pub mod settle;
 pub mod state;
 pub mod step;
+pub mod sync_data;
 pub mod worker;
 
 pub use crate::db::enums::StepKind;

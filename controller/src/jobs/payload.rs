@@ -158,6 +158,8 @@ pub enum Job {
     ApplyLogins(Logins),
     /// Its one item names the orphan (`target`) and its node.
     DeleteOrphan(OrphanOnNode),
+    /// One item per node holding the course's containers.
+    SyncCourseData(OfCourse),
 }
 
 impl Job {
@@ -178,6 +180,7 @@ impl Job {
             Job::SetCourseNetwork(_) => OperationKind::SetCourseNetwork,
             Job::ApplyLogins(_) => OperationKind::ApplyLogins,
             Job::DeleteOrphan(_) => OperationKind::DeleteOrphan,
+            Job::SyncCourseData(_) => OperationKind::SyncCourseData,
         }
     }
 
@@ -190,9 +193,10 @@ impl Job {
             Job::EvacuateNode(p) => serde_json::to_value(p),
             Job::RestoreNode(p) | Job::MoveInstance(p) => serde_json::to_value(p),
             Job::PublishImage(p) => serde_json::to_value(p),
-            Job::ProvisionCourse(p) | Job::SetCourseLimits(p) | Job::SetCourseNetwork(p) => {
-                serde_json::to_value(p)
-            }
+            Job::ProvisionCourse(p)
+            | Job::SetCourseLimits(p)
+            | Job::SetCourseNetwork(p)
+            | Job::SyncCourseData(p) => serde_json::to_value(p),
             Job::ApplyLogins(p) => serde_json::to_value(p),
             Job::DeleteOrphan(p) => serde_json::to_value(p),
             Job::TeardownCourse(p) => serde_json::to_value(p),
@@ -222,6 +226,7 @@ impl Job {
             OperationKind::SetCourseNetwork => Job::SetCourseNetwork(read(p)?),
             OperationKind::ApplyLogins => Job::ApplyLogins(read(p)?),
             OperationKind::DeleteOrphan => Job::DeleteOrphan(read(p)?),
+            OperationKind::SyncCourseData => Job::SyncCourseData(read(p)?),
         })
     }
 

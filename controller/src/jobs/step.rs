@@ -47,6 +47,9 @@ async fn step(
     if item.action == StepKind::DeleteOrphan {
         return orphans::run(ctl, &job, item).await;
     }
+    if item.action == StepKind::SyncData {
+        return super::sync_data::run(ctl, &job, item).await;
+    }
     if access::is_access(item.action) {
         return access::run(ctl, &job, item).await;
     }
@@ -118,7 +121,8 @@ async fn step(
         | StepKind::ApplyNetworkPolicy
         | StepKind::ApplySshKeys
         | StepKind::RevokeLogin
-        | StepKind::DeleteOrphan => {
+        | StepKind::DeleteOrphan
+        | StepKind::SyncData => {
             unreachable!("{} items return before the instance checks", item.action)
         }
     }

@@ -12,6 +12,7 @@
 //! and taken again ([`gpu_slots`]), and the sizes a placed container gets from its course: its
 //! home volume ([`home_size`]) and its process limit ([`process_limit`]).
 
+pub mod data_room;
 pub mod feasible;
 pub mod gpu_slots;
 pub mod home_size;
@@ -83,7 +84,8 @@ pub fn insert(
     pinned: Option<i64>,
     config: &PlacementConfig,
 ) -> QueryResult<(i64, Option<Placement>)> {
-    let ask = Ask::new_row(new)?;
+    let mut ask = Ask::new_row(new)?;
+    ask.disk_gib += data_room::data_gib(conn, new.course_id)?;
     match place_ask(conn, &ask, pinned, config)? {
         Some(p) => Ok((p.instance_id, Some(p))),
         None => {
@@ -116,13 +118,17 @@ pub fn insert_class(
     let Some(first) = news.first() else {
         return Ok(Vec::new());
     };
-    let ask = Ask::new_row(first)?;
-    if news.iter().any(|new| !ask.same_shape(&Ask::of(new, None))) {
+    let mut ask = Ask::new_row(first)?;
+    if news
+        .iter()
+        .any(|new| !ask.same_shape(&Ask::of(new, None)) || new.course_id != first.course_id)
+    {
         return news
             .iter()
             .map(|new| insert(conn, new, None, config))
             .collect();
     }
+    ask.disk_gib += data_room::data_gib(conn, first.course_id)?;
     let rows = news
         .iter()
         .map(|new| {
@@ -170,7 +176,9 @@ pub fn place(
         gpu_count: instance.gpu_count,
         cpu: instance.cpu,
         memory_mib: instance.memory_mib,
-        disk_gib: instance.disk_gib + i64::from(instance.home_gib),
+        disk_gib: instance.disk_gib
+            + i64::from(instance.home_gib)
+            + data_room::data_gib(conn, instance.course_id)?,
         gpu_model: instance.gpu_model.as_deref(),
         exclusive: instance.gpu_share == GpuShare::Exclusive,
         share: instance.gpu_share_count,

@@ -38,6 +38,9 @@ pub enum OperationKind {
     ApplyLogins,
     /// A container no record describes (an orphan) deleted from its node, then its record.
     DeleteOrphan,
+    /// A course's datasets brought to the nodes of its containers and mounted there
+    /// (`cohort course data push|rm`).
+    SyncCourseData,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -56,6 +59,7 @@ crate::named_enum!(OperationKind, "an operation kind" {
     SetCourseNetwork => "set_course_network",
     ApplyLogins => "apply_logins",
     DeleteOrphan => "delete_orphan",
+    SyncCourseData => "sync_course_data",
 });
 
 #[cfg_attr(

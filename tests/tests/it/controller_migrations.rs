@@ -13,6 +13,7 @@ use diesel_migrations::MigrationHarness;
 const TABLES: [&str; 27] = [
     "api_tokens",
     "audit_log",
+    "course_datasets",
     "course_networks",
     "course_reclaim",
     "courses",

@@ -28,6 +28,7 @@ mod cli_support;
 
 mod cli_format;
 mod controller_gpus;
+mod course_data_memory;
 mod db_faults;
 mod faults;
 mod gpu_memory;

@@ -4,6 +4,7 @@
 
 mod audit;
 mod body;
+mod course_data;
 mod courses;
 mod error;
 mod extract;

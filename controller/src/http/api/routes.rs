@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    audit, courses, gpus, images, instances, lxd_trust, meta, nodes, operations, orphans, usage,
-    users,
+    audit, course_data, courses, gpus, images, instances, lxd_trust, meta, nodes, operations,
+    orphans, usage, users,
 };
 
 /// A JSON schema of a body, made by the document's generator.
@@ -299,6 +299,22 @@ pub fn routes() -> Vec<Route> {
         POST "/courses/{code}/teardown" => courses::teardown, auth,
             "Stop or delete every container of the course",
             (p::courses::Teardown) -> 202 (p::operations::Operation);
+        GET "/courses/{code}/data" => course_data::list, auth,
+            "The course's datasets and data quota (staff, admin)",
+            () -> 200 (p::course_data::DataUsage);
+        POST "/courses/{code}/data" => course_data::push, auth,
+            "Push a dataset (?name=NAME[&sha256=HEX]; the body a tar stream): stored once, \
+             mounted at /data/NAME in the course's containers (staff, admin)",
+            () -> 201 (p::course_data::DatasetPushed);
+        DELETE "/courses/{code}/data/{name}" => course_data::remove, auth,
+            "Remove a dataset from the course and its containers (staff, admin)",
+            () -> 200 (p::course_data::DatasetRemoved);
+        PUT "/courses/{code}/data-quota" => course_data::set_quota, auth,
+            "Set the course's data quota in MiB; null for the default (admin)",
+            (p::course_data::DataQuota) -> 200 (p::course_data::DataUsage);
+        GET "/data/{sha256}/tarball" => course_data::tarball, auth,
+            "A dataset version's tarball (node certificate or admin)",
+            () -> 200 ();
         GET "/lxd/trust" => lxd_trust::list, auth,
             "List trusted lxc certificates and pending tokens (own; admin all)",
             () -> 200 (Vec<p::lxd_trust::TrustEntry>);

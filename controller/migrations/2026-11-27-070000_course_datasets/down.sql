@@ -1,0 +1,2 @@
+ALTER TABLE courses DROP COLUMN data_quota_mib;
+DROP TABLE course_datasets;
