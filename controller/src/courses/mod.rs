@@ -5,6 +5,7 @@
 //! operations run are in `crate::jobs`.
 
 pub mod containers;
+pub mod copy;
 pub mod course;
 pub mod delete;
 pub mod endpoints;
@@ -19,3 +20,4 @@ pub mod reissue;
 pub mod reserved;
 pub mod resize;
 pub mod roster;
+pub mod staff;

@@ -172,6 +172,9 @@ pub enum AuditAction {
     TrustToken,
     UntrustCertificate,
     Update,
+    AddStaff,
+    RemoveStaff,
+    CopyCourse,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -246,6 +249,9 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     TrustToken => "trust_token",
     UntrustCertificate => "untrust_certificate",
     Update => "update",
+    AddStaff => "add_staff",
+    RemoveStaff => "remove_staff",
+    CopyCourse => "copy_course",
 });
 
 /// An operation is audited under the name of its step.

@@ -70,4 +70,5 @@ mod portal_create;
 mod process_limit;
 mod pylxd;
 mod renewal_race;
+mod semester;
 mod sign_in_burst;

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod course;
 pub mod course_network;
 pub mod course_reclaim;
+pub mod course_staff;
 pub mod enrollment;
 pub mod gpu;
 pub mod gpu_allocation;

@@ -257,6 +257,10 @@ pub enum Msg {
     SshFromList,
     Anywhere,
     SaveNetwork,
+    RemoveStudent,
+    RemoveStudentWarning,
+    DeleteHome,
+    Staff,
 }
 
 impl Msg {
@@ -508,6 +512,18 @@ impl Msg {
             ),
             Msg::Anywhere => ("anywhere", "任何地方", "任何地方"),
             Msg::SaveNetwork => ("Save network policy", "儲存網路政策", "保存网络策略"),
+            Msg::RemoveStudent => ("Remove from the course", "從課程移除", "从课程移除"),
+            Msg::RemoveStudentWarning => (
+                "Removing unenrols the student and deletes their container; their home directory is kept unless you delete it too.",
+                "移除會讓學生退出課程並刪除其容器；除非一併刪除，否則家目錄會保留。",
+                "移除会让学生退出课程并删除其容器；除非一并删除，否则主目录会保留。",
+            ),
+            Msg::DeleteHome => (
+                "Delete the home directory too (cannot be undone)",
+                "一併刪除家目錄（無法復原）",
+                "一并删除主目录（无法恢复）",
+            ),
+            Msg::Staff => ("Staff", "教學團隊", "教学团队"),
         }
     }
 }
