@@ -162,6 +162,7 @@ mod tests {
             unavailable: None,
             driver_version: None,
             gpus: vec![gpu(0, true, 2), gpu(1, false, 0), gpu(2, true, 0)],
+            instances: Vec::new(),
         };
         let c = mig(&inv).expect("GPUs: a finding");
         assert_eq!(c.level, Level::Warn);
@@ -180,6 +181,7 @@ mod tests {
             unavailable: None,
             driver_version: None,
             gpus: vec![],
+            instances: Vec::new(),
         };
         assert!(mig(&none).is_none() && persistence(&none, None).is_none());
     }

@@ -1,5 +1,6 @@
-//! `cohort course create|list|show|set|limits|roster|provision|endpoints|teardown|delete`, flags as in
-//! DESIGN.md, and `cohort course student ...` for one student's container.
+//! `cohort course create|list|show|set|limits|roster|provision|endpoints|teardown|delete|copy`,
+//! flags as in DESIGN.md, `cohort course student ...` for one student's container and
+//! `cohort course staff add|rm`.
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -38,6 +39,44 @@ pub enum CourseCommand {
     Student(CourseStudent),
     /// The course's datasets, mounted at /data/NAME in its containers: push, list, rm, quota
     Data(super::course_data::CourseData),
+    /// Give other instructors or teaching assistants the course's instructor rights (add|rm)
+    Staff(CourseStaff),
+    /// Make next term's course from this one: same settings and staff, no students
+    Copy(CourseCopy),
+}
+
+#[derive(Debug, Args)]
+pub struct CourseStaff {
+    #[command(subcommand)]
+    pub command: StaffCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StaffCommand {
+    /// Add an account (with the instructor role) to the course's staff
+    Add(StaffTarget),
+    /// Remove an account from the course's staff
+    #[command(visible_alias = "remove")]
+    Rm(StaffTarget),
+}
+
+#[derive(Debug, Args)]
+pub struct StaffTarget {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The staff member's username
+    pub username: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CourseCopy {
+    /// [<remote>:]<code> of the course to copy
+    pub old: String,
+    /// The new course's code
+    pub new: String,
+    /// The new course's title (default: the old one's)
+    #[arg(long)]
+    pub title: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -65,6 +104,25 @@ pub enum StudentCommand {
     /// Issue a new generated password and print it once (only to an account this course's
     /// roster created whose owner never set credentials of their own)
     Password(StudentAccount),
+    /// Unenrol a student and delete their container (the home volume is kept unless
+    /// --delete-home)
+    Remove(StudentRemove),
+}
+
+#[derive(Debug, Args)]
+pub struct StudentRemove {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The student's username
+    pub username: String,
+    /// Delete the student's home volume too
+    #[arg(long)]
+    pub delete_home: bool,
+    /// Don't ask for confirmation (asked only with --delete-home)
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub wait: WaitFlags,
 }
 
 #[derive(Debug, Args)]

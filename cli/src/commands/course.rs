@@ -6,7 +6,8 @@ use std::io::Read;
 
 use anyhow::{bail, Context};
 use cohort_proto::api::courses::{
-    Course as CourseInfo, CreateCourse, IssuedPassword, RosterReport, StudentSnapshot, Teardown,
+    CopyCourse, Course as CourseInfo, CreateCourse, IssuedPassword, RosterReport, StudentSnapshot,
+    Teardown,
 };
 use cohort_proto::api::instances::Snapshot;
 use cohort_proto::api::operations::Operation;
@@ -14,8 +15,8 @@ use reqwest::Method;
 
 use super::{confirm, Session};
 use crate::args::course::{
-    Course, CourseCommand, CourseCreate, CourseStudent, EndpointFormat, StudentCommand,
-    StudentTarget,
+    Course, CourseCommand, CourseCreate, CourseStudent, EndpointFormat, StaffCommand,
+    StudentCommand, StudentRemove, StudentTarget,
 };
 use crate::client::seg;
 use crate::render::{self, Rows};
@@ -132,7 +133,54 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
         }
         CourseCommand::Student(student) => run_student(session, student).await,
         CourseCommand::Data(data) => super::course_data::run(session, data).await,
+        CourseCommand::Staff(staff) => {
+            let (method, target) = match staff.command {
+                StaffCommand::Add(t) => (Method::PUT, t),
+                StaffCommand::Rm(t) => (Method::DELETE, t),
+            };
+            let (client, code) = session.target(&target.code)?;
+            let path = format!("/courses/{}/staff/{}", seg(&code), seg(&target.username));
+            let course: CourseInfo = client.json(client.request(method, &path)).await?;
+            println!("{}", course.staff.join("\n"));
+            Ok(())
+        }
+        CourseCommand::Copy(copy) => {
+            let (client, code) = session.target(&copy.old)?;
+            let body = CopyCourse {
+                code: copy.new,
+                title: copy.title,
+            };
+            let path = format!("/courses/{}/copy", seg(&code));
+            let course: CourseInfo = client.post(&path, &body).await?;
+            println!("{}", course.code);
+            Ok(())
+        }
     }
+}
+
+/// Unenrols a student; their container goes, their home only with `--delete-home`.
+async fn remove_student(session: &Session, args: StudentRemove) -> anyhow::Result<()> {
+    let (client, code) = session.target(&args.code)?;
+    let question = format!(
+        "This will delete {}'s home volume in course {code} for good. Continue?",
+        args.username
+    );
+    if args.delete_home && !args.force && !confirm(&question)? {
+        bail!("Remove aborted");
+    }
+    let path = format!(
+        "/courses/{}/students/{}?delete_home={}",
+        seg(&code),
+        seg(&args.username),
+        args.delete_home
+    );
+    let operation: Operation = client.json(client.request(Method::DELETE, &path)).await?;
+    if !args.wait.resolve(true) {
+        println!("{}", operation.id);
+        return Ok(());
+    }
+    progress::wait(&client, &operation, session.quiet).await?;
+    Ok(())
 }
 
 async fn student_action(
@@ -161,6 +209,7 @@ async fn run_student(session: &Session, args: CourseStudent) -> anyhow::Result<(
         StudentCommand::Stop(t) => student_action(session, t, "stop").await,
         StudentCommand::Restart(t) => student_action(session, t, "restart").await,
         StudentCommand::Reset(t) => student_action(session, t, "reset").await,
+        StudentCommand::Remove(r) => remove_student(session, r).await,
         StudentCommand::Password(account) => {
             let (client, code) = session.target(&account.code)?;
             let path = format!(

@@ -97,12 +97,13 @@ fn student_of(
 }
 
 /// Unenrolls a student and deletes their container: the explicit removal a roster re-import
-/// never does on its own.
+/// never does on its own. Their home volume goes too only with `delete_home`.
 pub async fn remove_student(
     ctl: &Controller,
     caller: Caller,
     code: String,
     username: String,
+    delete_home: bool,
 ) -> ActionResult<WireOperation> {
     caller.require(Role::Instructor)?;
     ctl.db(move |conn| {
@@ -121,6 +122,7 @@ pub async fn remove_student(
                 conn,
                 &payload::Job::DeleteInstance(payload::Delete {
                     force: true,
+                    delete_home,
                     ..Default::default()
                 }),
                 Some(caller.user.id),
@@ -131,7 +133,7 @@ pub async fn remove_student(
                     action: AuditAction::RemoveStudent,
                     object_kind: AuditObject::Course,
                     object: &code,
-                    detail: json!({"student": username}),
+                    detail: json!({"student": username, "delete_home": delete_home}),
                 }),
             )?;
             Ok(views::operation(conn, &op)?)

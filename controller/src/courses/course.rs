@@ -30,15 +30,36 @@ use crate::validate;
 /// Longest course code: leaves room for `-<username>` in a 63-character instance name.
 const MAX_CODE: usize = 40;
 
-/// The course, if the caller may change it (its instructor or an admin).
+/// Whether the caller holds course `course_id`'s instructor rights: they are its instructor or
+/// on its staff, and hold the instructor role (staff rights never lift a role). Every check
+/// of "is this the course's instructor" asks this.
+pub fn teaches(conn: &mut PgConnection, caller: &Caller, course_id: i64) -> QueryResult<bool> {
+    Ok(caller.role >= Role::Instructor
+        && crate::db::models::course_staff::teaches(conn, course_id, caller.user.id)?)
+}
+
+/// The course, if the caller may change it (its instructor, its staff or an admin).
 pub fn writable(conn: &mut PgConnection, caller: &Caller, code: &str) -> ActionResult<Course> {
     let course = Course::by_code(conn, code)?
         .ok_or_else(|| ActionError::NotFound(format!("course {code}")))?;
-    if caller.is_admin() || course.instructor_id == caller.user.id {
+    if caller.is_admin() || teaches(conn, caller, course.id)? {
         Ok(course)
     } else {
         Err(ActionError::Forbidden(format!(
             "course {code} is not yours"
+        )))
+    }
+}
+
+/// The course, if the caller may delete it or hand out its instructor rights: its own
+/// instructor or an admin, never its staff.
+pub fn owned(conn: &mut PgConnection, caller: &Caller, code: &str) -> ActionResult<Course> {
+    let course = writable(conn, caller, code)?;
+    if caller.is_admin() || course.instructor_id == caller.user.id {
+        Ok(course)
+    } else {
+        Err(ActionError::Forbidden(format!(
+            "only the instructor of course {code} or an admin may do this"
         )))
     }
 }
@@ -104,16 +125,20 @@ pub fn check_size(
     Ok(())
 }
 
-fn check_create(req: &CreateCourse) -> ActionResult<()> {
-    validate::instance_name("code", &req.code)?;
-    if req.code.len() > MAX_CODE {
+/// A new course's code and title: a 400 naming the field.
+pub(super) fn check_code_and_title(code: &str, title: &str) -> ActionResult<()> {
+    validate::instance_name("code", code)?;
+    if code.len() > MAX_CODE {
         return Err(ActionError::invalid(
             "code",
             format!("must be at most {MAX_CODE} characters"),
         ));
     }
-    cohort_proto::validate::title(&req.title, 200)
-        .map_err(|e| ActionError::invalid("title", e.0))?;
+    cohort_proto::validate::title(title, 200).map_err(|e| ActionError::invalid("title", e.0))
+}
+
+fn check_create(req: &CreateCourse) -> ActionResult<()> {
+    check_code_and_title(&req.code, &req.title)?;
     validate::text("image", &req.image)?;
     if let Some(model) = &req.gpu_model {
         validate::text("gpu_model", model)?;
@@ -297,6 +322,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         max_runtime_minutes: reclaim.max_runtime_minutes.map(|m| m as u32),
         idle_action: reclaim.idle_action.to_string(),
         network: CourseNetwork::of(conn, c.id)?,
+        staff: crate::db::models::course_staff::usernames(conn, c.id)?,
     })
 }
 

@@ -37,17 +37,23 @@ pub fn dataset_volume(sha256: &str) -> String {
 }
 
 /// Whether `user` may push, replace and remove `course`'s datasets and mounts them read-write:
-/// its staff. The course's instructor (and admins) until staff of their own exist; the one place
-/// that rule is decided.
-pub fn may_write_course_data(user: &User, course: &Course) -> bool {
-    user.role() == Role::Admin || course.instructor_id == user.id
+/// an admin, or its staff (its instructor, or an instructor on its `course staff` list); the one
+/// place that rule is decided.
+pub fn may_write_course_data(
+    conn: &mut PgConnection,
+    user: &User,
+    course: &Course,
+) -> QueryResult<bool> {
+    Ok(user.role() == Role::Admin
+        || (user.role() >= Role::Instructor
+            && crate::db::models::course_staff::teaches(conn, course.id, user.id)?))
 }
 
 /// The course `code` if the caller may write its data.
 fn writable(conn: &mut PgConnection, caller: &Caller, code: &str) -> ActionResult<Course> {
     let course = Course::by_code(conn, code)?
         .ok_or_else(|| ActionError::NotFound(format!("course {code}")))?;
-    if may_write_course_data(&caller.user, &course) {
+    if may_write_course_data(conn, &caller.user, &course)? {
         Ok(course)
     } else {
         Err(ActionError::Forbidden(format!(

@@ -1,5 +1,6 @@
 //! Removing a course for good, once it is torn down: its row, enrollments and reclaim policy go
-//! (its students' accounts stay; they may be in other courses). Only its instructor or an admin,
+//! (its students' accounts stay; they may be in other courses). Only its instructor or an admin
+//! (not its staff),
 //! only after a `teardown --delete` has removed every container, and audited.
 
 use cohort_proto::api::courses::CourseState;
@@ -7,7 +8,7 @@ use cohort_proto::api::users::Role;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::course::{course_instances, writable};
+use super::course::{course_instances, owned};
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
@@ -21,7 +22,7 @@ pub async fn delete(ctl: &Controller, caller: Caller, code: String) -> ActionRes
     caller.require(Role::Instructor)?;
     ctl.db(move |conn| {
         conn.transaction(|conn| {
-            let course = writable(conn, &caller, &code)?;
+            let course = owned(conn, &caller, &code)?;
             // Read again under a lock: the state a teardown just set, never an older one.
             let course = Course::lock(conn, course.id)?;
             if course.state != CourseState::TornDown {

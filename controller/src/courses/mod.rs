@@ -5,6 +5,7 @@
 //! operations run are in `crate::jobs`.
 
 pub mod containers;
+pub mod copy;
 pub mod course;
 pub mod data;
 pub mod data_tar;
@@ -21,3 +22,4 @@ pub mod reissue;
 pub mod reserved;
 pub mod resize;
 pub mod roster;
+pub mod staff;

@@ -1,5 +1,5 @@
 //! Course names are reserved: an instance named `<code>-...`, for `code` an existing course's
-//! code, is made only by that course's provisioning, its instructor or an admin. Otherwise a
+//! code, is made only by that course's provisioning, whoever teaches it or an admin. Otherwise a
 //! student could take `<course>-<classmate>` before the course is provisioned and block that
 //! classmate (or, before provisioning named around such names, the whole class).
 
@@ -15,8 +15,8 @@ fn owning_codes(name: &str) -> Vec<&str> {
     name.match_indices('-').map(|(i, _)| &name[..i]).collect()
 }
 
-/// Refuses `name` to a caller who is neither an admin nor the instructor of every course whose
-/// names it falls under.
+/// Refuses `name` to a caller who is neither an admin nor teaches every course whose names it
+/// falls under.
 pub fn check_instance_name(
     conn: &mut PgConnection,
     caller: &Caller,
@@ -29,9 +29,15 @@ pub fn check_instance_name(
     if codes.is_empty() {
         return Ok(());
     }
-    let holders = Course::instructors_of_codes(conn, &codes)?;
-    match holders.iter().find(|(_, by)| *by != caller.user.id) {
-        Some((code, _)) => Err(ActionError::conflict(
+    let mut not_taught = None;
+    for (id, code) in Course::ids_of_codes(conn, &codes)? {
+        if !super::course::teaches(conn, caller, id)? {
+            not_taught = Some(code);
+            break;
+        }
+    }
+    match not_taught {
+        Some(code) => Err(ActionError::conflict(
             Some("name"),
             format!("instance names starting with {code}- are reserved for course {code}"),
         )),

@@ -180,6 +180,9 @@ pub enum AuditAction {
     RemoveData,
     SetDataQuota,
     SyncData,
+    AddStaff,
+    RemoveStaff,
+    CopyCourse,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -258,6 +261,9 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     RemoveData => "remove_data",
     SetDataQuota => "set_data_quota",
     SyncData => "sync_data",
+    AddStaff => "add_staff",
+    RemoveStaff => "remove_staff",
+    CopyCourse => "copy_course",
 });
 
 /// An operation is audited under the name of its step.

@@ -44,6 +44,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    course_staff (course_id, user_id) {
+        course_id -> Int8,
+        user_id -> Int8,
+        added_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     courses (id) {
         id -> Int8,
         code -> Text,
@@ -398,6 +406,8 @@ diesel::table! {
 diesel::joinable!(course_networks -> courses (course_id));
 diesel::joinable!(course_reclaim -> courses (course_id));
 diesel::joinable!(course_datasets -> courses (course_id));
+diesel::joinable!(course_staff -> courses (course_id));
+diesel::joinable!(course_staff -> users (user_id));
 diesel::joinable!(courses -> images (image_id));
 diesel::joinable!(courses -> users (instructor_id));
 diesel::joinable!(enrollments -> courses (course_id));
@@ -432,6 +442,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     course_datasets,
     course_networks,
     course_reclaim,
+    course_staff,
     courses,
     enrollments,
     gpu_allocations,

@@ -18,7 +18,6 @@ use crate::agent_client::NodeAgent;
 use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
-use crate::db::models::course::Course;
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::image::Image;
 use crate::db::models::instance::{Instance, NewInstance};
@@ -103,18 +102,15 @@ fn check_request(caller: &Caller, req: &CreateInstance) -> ActionResult<Limits> 
     Ok(limits)
 }
 
-/// Whether the caller may act on this instance: its owner, the instructor of its course, or an
+/// Whether the caller may act on this instance: its owner, whoever teaches its course, or an
 /// admin. Anyone else gets 403 (the instance exists; they may not touch it).
 fn authorize(conn: &mut PgConnection, caller: &Caller, instance: &Instance) -> ActionResult<()> {
     if caller.is_admin() || instance.owner_id == caller.user.id {
         return Ok(());
     }
-    if caller.role == Role::Instructor {
-        if let Some(course) = instance.course_id {
-            let instructor = Course::instructor_of(conn, course)?;
-            if instructor == caller.user.id {
-                return Ok(());
-            }
+    if let Some(course) = instance.course_id {
+        if crate::courses::course::teaches(conn, caller, course)? {
+            return Ok(());
         }
     }
     Err(ActionError::Forbidden(format!(

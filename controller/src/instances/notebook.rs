@@ -47,7 +47,7 @@ pub async fn authorize(ctl: &Controller, caller: Caller, name: String) -> Action
     .await
 }
 
-/// Whether `caller` is the instructor of `instance`'s course and the course lets its
+/// Whether `caller` teaches `instance`'s course (instructor or staff) and the course lets its
 /// instructors in.
 fn course_instructor_let_in(
     conn: &mut diesel::PgConnection,
@@ -57,8 +57,8 @@ fn course_instructor_let_in(
     let Some(course_id) = instance.course_id else {
         return Ok(false);
     };
-    let (instructor_id, allowed) = Course::instructor_and_jupyter(conn, course_id)?;
-    Ok(allowed && instructor_id == caller.user.id)
+    let allowed = Course::jupyter_instructors(conn, course_id)?;
+    Ok(allowed && crate::courses::course::teaches(conn, caller, course_id)?)
 }
 
 /// Makes a one-use ticket (hash `hash`, until `expires`) that lets the browser of portal session

@@ -32,6 +32,9 @@ pub struct Delete {
     /// The deleted account that owned it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub former_owner: Option<String>,
+    /// A removed student's home volume goes with the container (`student remove --delete-home`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub delete_home: bool,
 }
 
 /// `change_instance_state`: a start, stop or restart asked for, a student action, a reclaim's
@@ -263,10 +266,15 @@ impl Job {
         }
     }
 
-    /// Whether a `delete` step of this job deletes a course student's home volume too: only a
-    /// course teardown that deletes without `keep_homes`.
+    /// Whether a `delete` step of this job deletes a course student's home volume too: a
+    /// course teardown that deletes without `keep_homes`, or a student removed with
+    /// `delete_home`.
     pub fn wipes_homes(&self) -> bool {
-        matches!(self, Job::TeardownCourse(t) if t.delete && !t.keep_homes)
+        match self {
+            Job::TeardownCourse(t) => t.delete && !t.keep_homes,
+            Job::DeleteInstance(d) => d.delete_home,
+            _ => false,
+        }
     }
 }
 
@@ -355,5 +363,10 @@ mod tests {
         assert!(!teardown(true, true).wipes_homes());
         assert!(!teardown(false, false).wipes_homes());
         assert!(!Job::DeleteInstance(Delete::default()).wipes_homes());
+        assert!(Job::DeleteInstance(Delete {
+            delete_home: true,
+            ..Delete::default()
+        })
+        .wipes_homes());
     }
 }

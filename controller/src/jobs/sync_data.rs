@@ -37,7 +37,7 @@ fn mounts_of(
     }
     let owner = User::find(conn, instance.owner_id)?;
     for course in Course::list(conn, Some(owner.id))? {
-        if !may_write_course_data(&owner, &course) {
+        if !may_write_course_data(conn, &owner, &course)? {
             continue;
         }
         for (d, _) in CourseDataset::of_course(conn, course.id)? {

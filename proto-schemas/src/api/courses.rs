@@ -158,6 +158,10 @@ pub struct Course {
     /// What the students' containers may reach and who may reach their SSH.
     #[serde(default)]
     pub network: NetworkPolicy,
+    /// Other instructors and teaching assistants holding its instructor's rights (all but
+    /// deleting the course and its quota), by username.
+    #[serde(default)]
+    pub staff: Vec<String>,
 }
 
 fn default_idle_action() -> String {
@@ -335,4 +339,16 @@ pub struct KeptLimits {
 pub struct CourseJupyter {
     /// The course's instructors too (default false: the student only).
     pub instructors: bool,
+}
+
+/// `POST /api/v1/courses/{code}/copy`: next term's course, made from this one's settings
+/// (image, limits, network policy, GPU settings, reclaim, home size, staff) with no students.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CopyCourse {
+    /// The new course's code.
+    pub code: String,
+    /// Its title; the old course's when left out.
+    #[serde(default)]
+    pub title: Option<String>,
 }

@@ -10,12 +10,13 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 27] = [
+const TABLES: [&str; 30] = [
     "api_tokens",
     "audit_log",
     "course_datasets",
     "course_networks",
     "course_reclaim",
+    "course_staff",
     "courses",
     "enrollments",
     "gpu_allocations",

@@ -80,4 +80,5 @@ mod process_limit;
 mod pylxd;
 mod reclaim_use;
 mod renewal_race;
+mod semester;
 mod sign_in_burst;

@@ -90,7 +90,7 @@ impl Course {
     pub fn list(conn: &mut PgConnection, instructor: Option<i64>) -> QueryResult<Vec<Course>> {
         let mut query = courses::table.select(Course::as_select()).into_boxed();
         if let Some(id) = instructor {
-            query = query.filter(courses::instructor_id.eq(id));
+            query = query.filter(crate::db::models::course_staff::taught_by(id));
         }
         query.order(courses::code).load(conn)
     }
@@ -189,14 +189,14 @@ impl Course {
             .execute(conn)
     }
 
-    /// The instructor of each course whose code is one of `codes`: (code, instructor id).
-    pub fn instructors_of_codes(
+    /// The courses whose code is one of `codes`: (id, code).
+    pub fn ids_of_codes(
         conn: &mut PgConnection,
         codes: &[&str],
-    ) -> QueryResult<Vec<(String, i64)>> {
+    ) -> QueryResult<Vec<(i64, String)>> {
         courses::table
             .filter(courses::code.eq_any(codes))
-            .select((courses::code, courses::instructor_id))
+            .select((courses::id, courses::code))
             .load(conn)
     }
 
@@ -211,7 +211,8 @@ impl Course {
             .execute(conn)
     }
 
-    /// The codes of the courses account `instructor_id` teaches.
+    /// The codes of the courses account `instructor_id` is the instructor of (not staff of:
+    /// staff rights end with the instructor role on their own).
     pub fn codes_taught_by(
         conn: &mut PgConnection,
         instructor_id: i64,
@@ -222,31 +223,22 @@ impl Course {
             .load(conn)
     }
 
-    /// The courses account `instructor_id` teaches: id, code.
+    /// The courses account `instructor_id` teaches (its own and those it is staff of): id, code.
     pub fn taught_by(
         conn: &mut PgConnection,
         instructor_id: i64,
     ) -> QueryResult<Vec<(i64, String)>> {
         courses::table
-            .filter(courses::instructor_id.eq(instructor_id))
+            .filter(crate::db::models::course_staff::taught_by(instructor_id))
             .select((courses::id, courses::code))
             .load(conn)
     }
 
-    /// The instructor of course `id`.
-    pub fn instructor_of(conn: &mut PgConnection, id: i64) -> QueryResult<i64> {
+    /// Whether course `id` lets whoever teaches it into its students' notebooks.
+    pub fn jupyter_instructors(conn: &mut PgConnection, id: i64) -> QueryResult<bool> {
         courses::table
             .find(id)
-            .select(courses::instructor_id)
-            .first(conn)
-    }
-
-    /// The instructor of course `id`, and whether the course lets its instructors into its
-    /// students' notebooks.
-    pub fn instructor_and_jupyter(conn: &mut PgConnection, id: i64) -> QueryResult<(i64, bool)> {
-        courses::table
-            .find(id)
-            .select((courses::instructor_id, courses::jupyter_instructors))
+            .select(courses::jupyter_instructors)
             .first(conn)
     }
 }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 
-use crate::db::schema::{course_datasets, courses, instances, nodes, users};
+use crate::db::schema::{course_datasets, course_staff, courses, instances, nodes, users};
 
 #[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
 #[diesel(table_name = course_datasets, check_for_backend(diesel::pg::Pg))]
@@ -130,16 +130,13 @@ impl CourseDataset {
     /// The nodes holding the course's containers or its instructor's own (course-less) ones:
     /// where its datasets go. By name.
     pub fn nodes_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<String>> {
-        let instructor = courses::table
-            .find(course_id)
-            .select(courses::instructor_id)
-            .first::<i64>(conn)?;
+        let staff = Self::staff_ids(conn, course_id)?;
         nodes::table
             .inner_join(instances::table.on(instances::node_id.eq(nodes::id.nullable())))
             .filter(instances::desired_state.ne(DELETED))
             .filter(
                 instances::course_id.eq(course_id).or(instances::owner_id
-                    .eq(instructor)
+                    .eq_any(&staff)
                     .and(instances::course_id.is_null())),
             )
             .select(nodes::name)
@@ -148,23 +145,32 @@ impl CourseDataset {
             .load(conn)
     }
 
-    /// The course's containers on node `node_id` (its students'), and its instructor's own
-    /// course-less ones there (staff).
+    /// The course's instructor and the rest of its staff (their course-less containers mount its
+    /// datasets read-write).
+    fn staff_ids(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<i64>> {
+        let instructor = courses::table
+            .find(course_id)
+            .select(courses::instructor_id)
+            .first::<i64>(conn)?;
+        let mut ids = crate::db::models::course_staff::user_ids(conn, course_id)?;
+        ids.push(instructor);
+        Ok(ids)
+    }
+
+    /// The course's containers on node `node_id` (its students'), and its staff's own
+    /// course-less ones there.
     pub fn mounters(
         conn: &mut PgConnection,
         course_id: i64,
         node_id: i64,
     ) -> QueryResult<Vec<Mounter>> {
-        let instructor = courses::table
-            .find(course_id)
-            .select(courses::instructor_id)
-            .first::<i64>(conn)?;
+        let staff = Self::staff_ids(conn, course_id)?;
         let rows: Vec<(String, Option<i64>, i64)> = instances::table
             .filter(instances::node_id.eq(node_id))
             .filter(instances::desired_state.ne(DELETED))
             .filter(
                 instances::course_id.eq(course_id).or(instances::owner_id
-                    .eq(instructor)
+                    .eq_any(&staff)
                     .and(instances::course_id.is_null())),
             )
             .select((instances::name, instances::course_id, instances::owner_id))
@@ -174,7 +180,7 @@ impl CourseDataset {
             .into_iter()
             .map(|(instance, course, owner)| Mounter {
                 instance,
-                staff: course.is_none() && owner == instructor,
+                staff: course.is_none() && staff.contains(&owner),
             })
             .collect())
     }
@@ -197,8 +203,18 @@ impl CourseDataset {
             .select(course_datasets::sha256)
             .distinct()
             .load(conn)?;
+        let listed: Vec<String> = course_datasets::table
+            .inner_join(
+                course_staff::table.on(course_staff::course_id.eq(course_datasets::course_id)),
+            )
+            .inner_join(instances::table.on(instances::owner_id.eq(course_staff::user_id)))
+            .filter(instances::node_id.eq(node_id))
+            .select(course_datasets::sha256)
+            .distinct()
+            .load(conn)?;
         let mut all = students;
         all.extend(staff);
+        all.extend(listed);
         all.sort();
         all.dedup();
         Ok(all)

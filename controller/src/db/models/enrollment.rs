@@ -109,7 +109,7 @@ impl Enrollment {
             enrollments::table
                 .inner_join(courses::table)
                 .filter(enrollments::user_id.eq(user_id))
-                .filter(courses::instructor_id.eq(instructor_id)),
+                .filter(crate::db::models::course_staff::taught_by(instructor_id)),
         ))
         .get_result(conn)
     }

@@ -7,6 +7,7 @@ pub mod course;
 pub mod course_dataset;
 pub mod course_network;
 pub mod course_reclaim;
+pub mod course_staff;
 pub mod enrollment;
 pub mod gpu;
 pub mod gpu_allocation;

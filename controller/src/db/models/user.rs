@@ -82,7 +82,7 @@ impl User {
         use crate::db::schema::{courses, enrollments};
         let students = enrollments::table
             .inner_join(courses::table)
-            .filter(courses::instructor_id.eq(instructor_id))
+            .filter(crate::db::models::course_staff::taught_by(instructor_id))
             .select(enrollments::user_id);
         users::table
             .filter(users::id.eq_any(students).or(users::id.eq(instructor_id)))

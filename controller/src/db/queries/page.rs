@@ -7,7 +7,7 @@ use diesel::sql_types::{Bool, Text};
 
 use crate::db::literal_limit::LiteralLimitDsl;
 use crate::db::models::instance::{self, InstanceRefs, ShownInstance};
-use crate::db::schema::{courses, instances};
+use crate::db::schema::instances;
 
 /// Whose instances a page shows.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +38,7 @@ pub fn instances(
             q = q.filter(
                 instances::owner_id
                     .eq(user)
-                    .or(courses::instructor_id.eq(user)),
+                    .or(crate::db::models::course_staff::taught_by(user)),
             );
         }
     }

@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::courses::{
-    CourseHome, CourseJupyter, CourseLimits, CourseQuota, CreateCourse, EndpointsQuery,
+    CopyCourse, CourseHome, CourseJupyter, CourseLimits, CourseQuota, CreateCourse, EndpointsQuery,
     NetworkPolicy, StudentAction, StudentSnapshot, Teardown,
 };
 use futures_util::StreamExt;
@@ -107,10 +107,32 @@ pub async fn students(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Repl
     Ok(HttpResponse::Ok().json(course::students(&ctl, caller, code.into_inner()).await?))
 }
 
-pub async fn remove_student(ctl: Ctl, caller: Caller, path: web::Path<(String, String)>) -> Reply {
+/// `?delete_home=true|false`, read as text so that anything else is refused at its name.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveStudentQuery {
+    delete_home: Option<String>,
+}
+
+pub async fn remove_student(
+    ctl: Ctl,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    query: ApiQuery<RemoveStudentQuery>,
+) -> Reply {
     let (code, username) = path.into_inner();
+    let delete_home = match query.0.delete_home.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ActionError::invalid(
+                "delete_home",
+                format!("{other:?} is not true or false"),
+            ))
+        }
+    };
     Ok(HttpResponse::Accepted()
-        .json(containers::remove_student(&ctl, caller, code, username).await?))
+        .json(containers::remove_student(&ctl, caller, code, username, delete_home).await?))
 }
 
 pub async fn student_action(
@@ -200,4 +222,24 @@ pub async fn teardown(
 ) -> Reply {
     Ok(HttpResponse::Accepted()
         .json(containers::teardown(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
+pub async fn add_staff(ctl: Ctl, caller: Caller, path: web::Path<(String, String)>) -> Reply {
+    let (code, username) = path.into_inner();
+    Ok(HttpResponse::Ok().json(courses::staff::change(&ctl, caller, code, username, true).await?))
+}
+
+pub async fn remove_staff(ctl: Ctl, caller: Caller, path: web::Path<(String, String)>) -> Reply {
+    let (code, username) = path.into_inner();
+    Ok(HttpResponse::Ok().json(courses::staff::change(&ctl, caller, code, username, false).await?))
+}
+
+pub async fn copy(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<CopyCourse>,
+) -> Reply {
+    Ok(HttpResponse::Created()
+        .json(courses::copy::copy(&ctl, caller, code.into_inner(), req.0).await?))
 }

@@ -272,8 +272,17 @@ pub fn routes() -> Vec<Route> {
             "The course's students and their containers",
             () -> 200 (Vec<p::courses::Student>);
         DELETE "/courses/{code}/students/{username}" => courses::remove_student, auth,
-            "Remove a student and delete their container",
+            "Remove a student and delete their container; their home volume is kept unless query delete_home=true",
             () -> 202 (p::operations::Operation);
+        PUT "/courses/{code}/staff/{username}" => courses::add_staff, auth,
+            "Give an instructor the course's instructor rights but deleting it and its quota (its instructor, admin)",
+            () -> 200 (p::courses::Course);
+        DELETE "/courses/{code}/staff/{username}" => courses::remove_staff, auth,
+            "Take a staff member's rights on the course away (its instructor, admin)",
+            () -> 200 (p::courses::Course);
+        POST "/courses/{code}/copy" => courses::copy, auth,
+            "Make next term's course from this one: its settings and staff, no students (its instructor, admin)",
+            (p::courses::CopyCourse) -> 201 (p::courses::Course);
         // Before `{action}`, which would otherwise take `password` and `snapshots`.
         POST "/courses/{code}/students/{username}/password" => courses::reissue_password, auth,
             "Issue a roster-made student without own credentials a new password (shown once)",

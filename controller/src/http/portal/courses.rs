@@ -299,6 +299,10 @@ pub(super) async fn render(
         (course_roster::section(s, &code, roster_answer.as_ref()))
         (course_limits::section(s, &course, &kept, limits_refusal.as_ref()))
         (course_network::section(s, &course, network_refusal.as_ref()))
+        @if !course.staff.is_empty() {
+            h2 { (lang.t(Msg::Staff)) }
+            ul #staff { @for name in &course.staff { li { (name) } } }
+        }
         h2 { (lang.t(Msg::Teardown)) }
         form.stacked #teardown method="post" action={ "/courses/" (code) "/teardown" } {
             input type="hidden" name="csrf" value=(s.csrf);

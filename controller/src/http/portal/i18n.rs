@@ -270,6 +270,10 @@ pub enum Msg {
     RosterKeysIgnored,
     RosterNotInRoster,
     PasswordsShownOnce,
+    RemoveStudent,
+    RemoveStudentWarning,
+    DeleteHome,
+    Staff,
 }
 
 impl Msg {
@@ -558,6 +562,18 @@ impl Msg {
                 "尚未結束任何容器：請勾選方塊以確認。",
                 "尚未结束任何容器：请勾选方框以确认。",
             ),
+            Msg::RemoveStudent => ("Remove from the course", "從課程移除", "从课程移除"),
+            Msg::RemoveStudentWarning => (
+                "Removing unenrols the student and deletes their container; their home directory is kept unless you delete it too.",
+                "移除會讓學生退出課程並刪除其容器；除非一併刪除，否則家目錄會保留。",
+                "移除会让学生退出课程并删除其容器；除非一并删除，否则主目录会保留。",
+            ),
+            Msg::DeleteHome => (
+                "Delete the home directory too (cannot be undone)",
+                "一併刪除家目錄（無法復原）",
+                "一并删除主目录（无法恢复）",
+            ),
+            Msg::Staff => ("Staff", "教學團隊", "教学团队"),
         }
     }
 }

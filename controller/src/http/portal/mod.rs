@@ -70,6 +70,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             post().to(students::teardown_course),
         )
         .route(
+            "/courses/{code}/students/{username}/remove",
+            post().to(students::remove),
+        )
+        .route(
             "/courses/{code}/students/{username}/{action}",
             post().to(courses::student_action),
         )

@@ -1,6 +1,6 @@
 //! An instructor's page for one student's container in a course: its snapshots (take one,
-//! restore one), reset with a confirmation that says what is lost and what is kept, and the
-//! course's teardown. The same actions as `/api/v1/courses/{code}/students/{username}/...` and
+//! restore one), reset with a confirmation that says what is lost and what is kept, removing
+//! the student (home kept unless asked), and the course's teardown. The same actions as `/api/v1/courses/{code}/students/{username}/...` and
 //! `/api/v1/courses/{code}/teardown`, which refuse anyone but the course's instructors and admins.
 
 use actix_web::http::{header, StatusCode};
@@ -65,6 +65,16 @@ pub async fn page(
             input type="hidden" name="csrf" value=(s.csrf);
             p #reset-warning { (lang.t(Msg::ResetWarning)) }
             button #reset type="submit" { (lang.t(Msg::Reset)) }
+        }
+        h2 { (lang.t(Msg::RemoveStudent)) }
+        form.stacked method="post" action={ (here) "/remove" } {
+            input type="hidden" name="csrf" value=(s.csrf);
+            p #remove-warning { (lang.t(Msg::RemoveStudentWarning)) }
+            label {
+                input #delete-home type="checkbox" name="delete_home" value="yes";
+                " " (lang.t(Msg::DeleteHome))
+            }
+            button #remove-student type="submit" { (lang.t(Msg::RemoveStudent)) }
         }
     };
     Ok(layout::page(
@@ -169,4 +179,25 @@ pub async fn teardown_course(
         "/courses/{code}?operation={}&teardown={mode}",
         op.id
     )))
+}
+
+#[derive(Deserialize)]
+pub struct RemoveForm {
+    /// `yes` when the box to delete the home is ticked (an unticked box sends nothing).
+    #[serde(default)]
+    delete_home: Option<String>,
+}
+
+/// Removes the student from the course: their container goes, their home only if asked.
+pub async fn remove(
+    ctl: web::Data<Controller>,
+    path: web::Path<StudentPage>,
+    CsrfForm(s, form): CsrfForm<RemoveForm>,
+) -> Result<HttpResponse, PortalError> {
+    let StudentPage { code, username } = path.into_inner();
+    let delete_home = form.delete_home.is_some();
+    containers::remove_student(&ctl, s.caller.clone(), code.clone(), username, delete_home)
+        .await
+        .map_err(|e| PortalError::Action(s.lang, e))?;
+    Ok(back_to(format!("/courses/{code}")))
 }

@@ -1,0 +1,2 @@
+DROP TRIGGER inventory_write ON course_staff;
+DROP TABLE course_staff;
