@@ -10,7 +10,10 @@ use base64::Engine;
 
 fn agent(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cohort-agent"));
-    cmd.args(args).env_remove("COHORT_AGENT_NVML_LIBRARY");
+    // Wide enough that no row of doctor's table wraps (a pipe gets 80 columns otherwise).
+    cmd.args(args)
+        .env_remove("COHORT_AGENT_NVML_LIBRARY")
+        .env("COLUMNS", "400");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -44,6 +47,7 @@ fn doctor_reports_this_machine() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cohort-agent"));
     cmd.arg("doctor")
         .env_remove("COHORT_AGENT_NVML_LIBRARY")
+        .env("COLUMNS", "400")
         .env("COHORT_AGENT_NETWORK_MODE", "none");
     for var in ["COHORT_AGENT_LXD_SOCKET", "LXD_DIR", "INCUS_DIR"] {
         cmd.env_remove(var);

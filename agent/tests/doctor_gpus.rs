@@ -24,6 +24,8 @@ fn doctor_on_a_gpu_node_without_the_toolkit_says_what_to_install() {
         .arg("--nvml-library")
         .arg(&lib)
         .env("COHORT_AGENT_NETWORK_MODE", "none")
+        // One line a row: wide enough that doctor's table does not wrap.
+        .env("COLUMNS", "400")
         // Only the system's tools: no nvidia-container-cli, no nvidia-smi on this machine.
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .output()

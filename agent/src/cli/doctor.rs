@@ -1,12 +1,13 @@
 //! `cohort-agent doctor`: the checks as a table; exit code 1 when any FAILs. The table wraps its
-//! cells to the terminal's width, or to 80 columns when the output is not a terminal (a pipe, a
-//! log, an ssh session without a pty), so it reads in any terminal it is pasted into.
+//! cells to the terminal's width, or, when the output is not a terminal (a pipe, a log, an ssh
+//! session without a pty), to `COLUMNS` where set (as `ls` and `ps` do) and else 80 columns, so
+//! it reads in any terminal it is pasted into.
 
 use cohort_agent::doctor::{self, Level};
 use cohort_agent::AgentConfig;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Color, Table};
 
-/// Columns when the output is not a terminal whose width is known.
+/// Columns when the output is not a terminal whose width is known and `COLUMNS` is not set.
 const WIDTH: u16 = 80;
 
 pub async fn run(config: &AgentConfig) -> anyhow::Result<i32> {
@@ -17,7 +18,8 @@ pub async fn run(config: &AgentConfig) -> anyhow::Result<i32> {
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_header(["CHECK", "STATUS", "DETAIL", "FIX"]);
     if table.width().is_none() {
-        table.set_width(WIDTH);
+        let columns = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok());
+        table.set_width(columns.filter(|c| *c >= 40).unwrap_or(WIDTH));
     }
     for c in &checks {
         let color = match c.level {

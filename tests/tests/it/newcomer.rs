@@ -5,6 +5,7 @@
 fn doctor() -> String {
     let out = std::process::Command::new(cohort_e2e::cluster::agent_binary())
         .arg("doctor")
+        .env_remove("COLUMNS")
         .env("COHORT_AGENT_NODE_NAME", "doctor")
         .env("COHORT_AGENT_LXD_SOCKET", cohort_e2e::lxd::socket_path())
         .output()
