@@ -112,6 +112,16 @@ impl Cluster {
         answered(upload.body(bytes), 201, "image import").await
     }
 
+    /// [`Cluster::import_base_image`] marked GPU-ready by the admin (`?gpu_ready=true`): what a
+    /// course or container asking for GPUs needs.
+    pub async fn import_gpu_ready_base_image(&self, alias: &str) -> Value {
+        let tarball = crate::images::base_tarball();
+        let bytes = tokio::fs::read(&tarball).await.expect("read tarball");
+        let path = format!("/images?alias={alias}&gpu_ready=true");
+        let upload = self.request(Method::POST, &path, &self.admin_token);
+        answered(upload.body(bytes), 201, "image import").await
+    }
+
     /// Creates a user with `role` and returns an API token for them.
     pub async fn user(&self, username: &str, role: &str) -> String {
         self.admin(

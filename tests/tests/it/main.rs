@@ -75,7 +75,6 @@ mod orphans;
 mod portal;
 mod portal_course_limits;
 mod portal_create;
-mod portal_readable;
 mod process_limit;
 mod pylxd;
 mod reclaim_use;

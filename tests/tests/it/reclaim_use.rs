@@ -353,7 +353,8 @@ c.load_connection_file()
 c.start_channels()
 # Queued by ZeroMQ until the kernel (still starting, perhaps) reads it.
 c.execute("import time; time.sleep(600)")
-for _ in range(120):
+# A kernel starts slowly on a loaded machine: up to 3 minutes.
+for _ in range(360):
     kernels = json.load(urllib.request.urlopen(base + "/kernels", timeout=5))
     if any(k["execution_state"] == "busy" for k in kernels):
         break

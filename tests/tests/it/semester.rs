@@ -228,7 +228,7 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_students() {
     let cluster = Cluster::start(0).await;
-    cluster.import_base_image("cohort/base").await;
+    cluster.import_gpu_ready_base_image("cohort/base").await;
     let prof = cluster.user("prof-cp", "instructor").await;
     let ta = cluster.user("ta-cp", "instructor").await;
     call(

@@ -41,6 +41,7 @@ mod observe_agent;
 mod observe_reclaim;
 mod packages;
 mod portal_admin;
+mod portal_readable;
 mod two_controllers;
 
 /// One serial test at a time, across every runtime of this process.

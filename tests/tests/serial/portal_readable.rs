@@ -110,6 +110,8 @@ async fn shown_words(browser: &Browser) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_portal_is_readable_on_a_phone_and_in_chinese_and_says_why_students_wait() {
+    // Three Chromium sessions and a provisioning class: run alone, not beside the `it` tests.
+    let _alone = crate::alone().await;
     let cluster = Cluster::start(1).await;
     cluster.import_base_image("cohort/base").await;
     let prof = cluster.user("prof", "instructor").await;
