@@ -84,7 +84,7 @@ async fn a_hostile_student_is_bounded_on_a_real_node() {
     // holds this one test alone.
     std::env::set_var("COHORT_AGENT_MAX_SNAPSHOTS", MAX_SNAPSHOTS.to_string());
     let cluster = Cluster::start(1).await;
-    cluster.import_base_image("cohort/base").await;
+    cluster.import_gpu_ready_base_image("cohort/base").await;
     let prof = cluster.user("prof", "instructor").await;
     let carol = cluster.user("carol", "student").await;
     cluster.user("erin", "student").await;
