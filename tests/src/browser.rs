@@ -37,7 +37,7 @@ impl Browser {
             .spawn()
             .expect("start chromedriver (chromium-driver; run scripts/setup)");
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
+            .timeout(Duration::from_secs(90))
             .build()
             .expect("http client");
         let base = format!("http://127.0.0.1:{port}");
@@ -95,13 +95,25 @@ impl Browser {
             .command(
                 reqwest::Method::POST,
                 "/timeouts",
-                Some(json!({"implicit": 10_000, "pageLoad": 30_000, "script": 30_000})),
+                Some(json!({"implicit": 10_000, "pageLoad": 60_000, "script": 30_000})),
             )
             .await;
         browser
     }
 
     async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        self.try_command(method.clone(), path, body)
+            .await
+            .unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"))
+    }
+
+    /// A WebDriver command; its error (as WebDriver words it) instead of a panic.
+    async fn try_command(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Value> {
         let mut req = self
             .http
             .request(method.clone(), format!("{}{path}", self.session));
@@ -116,9 +128,42 @@ impl Browser {
             .await
             .unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"));
         if resp["value"]["error"].is_string() {
-            panic!("WebDriver {method} {path}: {}", resp["value"]);
+            return Err(resp["value"].clone());
         }
-        resp["value"].clone()
+        Ok(resp["value"].clone())
+    }
+
+    /// Clicks the first element matching `css` once there is one that takes the click, trying
+    /// for up to `within` (a page that renders late or redraws what was found: JupyterLab on a
+    /// busy machine); panics with WebDriver's last words after that.
+    pub async fn click_when_ready(&self, css: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let clicked = async {
+                let found = self
+                    .try_command(
+                        reqwest::Method::POST,
+                        "/element",
+                        Some(json!({"using": "css selector", "value": css})),
+                    )
+                    .await?;
+                let id = found[ELEMENT_KEY].as_str().unwrap_or_default().to_string();
+                self.try_command(
+                    reqwest::Method::POST,
+                    &format!("/element/{id}/click"),
+                    Some(json!({})),
+                )
+                .await
+            }
+            .await;
+            match clicked {
+                Ok(_) => return,
+                Err(e) if Instant::now() > deadline => {
+                    panic!("no {css} to click in {within:?}: {e}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
     }
 
     /// Signs in on `base`'s sign-in page with the portal's form.
@@ -230,13 +275,13 @@ impl Browser {
         .await;
     }
 
-    /// Clicks what leads to another page (a link, a form's button) and waits, up to 30 s, until
+    /// Clicks what leads to another page (a link, a form's button) and waits, up to 60 s, until
     /// the new page has loaded.
     pub async fn follow(&self, css: &str) {
         self.run("window.__cohortOldPage = true; return true;")
             .await;
         self.click(css).await;
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let loaded = self
                 .run(
@@ -248,7 +293,7 @@ impl Browser {
             }
             assert!(
                 Instant::now() < deadline,
-                "no new page 30 s after clicking {css}"
+                "no new page 60 s after clicking {css}"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -193,7 +193,10 @@ async fn in_the_browser(
     );
     // A new notebook from the launcher, a cell that prints the hostname, run.
     browser
-        .click(".jp-LauncherCard[data-category='Notebook']")
+        .click_when_ready(
+            ".jp-LauncherCard[data-category='Notebook']",
+            Duration::from_secs(90),
+        )
         .await;
     // The kernel's state comes over its websocket: "Idle" in the status bar is the kernel
     // ready, and the notebook loaded (keys sent before would be lost).
@@ -206,7 +209,9 @@ async fn in_the_browser(
             == true
     );
     eprintln!("Open JupyterLab to kernel ready: {:?}", opened.elapsed());
-    browser.click(".jp-Cell .cm-content").await;
+    browser
+        .click_when_ready(".jp-Cell .cm-content", Duration::from_secs(30))
+        .await;
     browser
         .keys(
             ".jp-Cell .cm-content",
@@ -221,7 +226,10 @@ async fn in_the_browser(
         "the cell holds the code"
     );
     browser
-        .click("[data-command='notebook:run-cell-and-select-next']")
+        .click_when_ready(
+            "[data-command='notebook:run-cell-and-select-next']",
+            Duration::from_secs(30),
+        )
         .await;
     // The cell runs once the kernel is ready: the first output is the kernel's start included.
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -239,9 +247,13 @@ async fn in_the_browser(
         opened.elapsed()
     );
     assert_eq!(browser.text(".jp-OutputArea-output").await, "host:nb1-ann");
-    browser.click("[data-command='docmanager:save']").await;
+    browser
+        .click_when_ready("[data-command='docmanager:save']", Duration::from_secs(30))
+        .await;
     // A first save of an untitled notebook asks for its name: the one it has.
-    browser.click(".jp-Dialog-button.jp-mod-accept").await;
+    browser
+        .click_when_ready(".jp-Dialog-button.jp-mod-accept", Duration::from_secs(30))
+        .await;
     browser.screenshot("jupyter-notebook-en").await;
 
     // The notebook is in her home, output and all (read over SSH).
