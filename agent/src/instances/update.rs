@@ -121,8 +121,9 @@ impl Instances {
 
     /// `PUT /v1/instances/{name}/gpus`: the GPUs the controller gave the instance back after
     /// releasing them (an idle stop or a detach) replace its `cohort-gpu*` devices, with the
-    /// NVIDIA runtime on. Sent while the instance is stopped (a MIG device cannot be hot-plugged);
-    /// the same list again changes nothing, so a retried step is harmless.
+    /// NVIDIA runtime on, and a shared GPU's memory cap installed first. Sent while the instance is
+    /// stopped (a MIG device cannot be hot-plugged); the same list again changes nothing, so a
+    /// retried step is harmless.
     pub async fn attach_gpus(
         &self,
         name: &str,
@@ -137,6 +138,11 @@ impl Instances {
             Err(e) if e.is_not_found() => return Err(InstanceError::instance_missing(name, &e)),
             Err(e) => return Err(e.into()),
         };
+        // The cap before the GPU: a container that gets a shared GPU back (or its first one, on
+        // demand) never runs a process on it without its memory cap, whatever it was made with.
+        if let Some(cap) = crate::guest::cuda_cap::cap_of(&req.gpus) {
+            self.install_cuda_cap(name, cap).await?;
+        }
         let mut devices = current.devices();
         devices.retain(|dev, _| !dev.starts_with(super::DEVICE_GPU_PREFIX));
         devices.extend(super::spec::gpu_devices(&req.gpus));

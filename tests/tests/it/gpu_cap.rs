@@ -10,9 +10,18 @@ use cohort_e2e::agent::TestAgent;
 use cohort_e2e::cuda::{build_fake_cuda_and_probe, probe_report};
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::TestLxd;
-use cohort_proto::agent::{CreateInstance, GpuAttachment, InstanceSource, Limits};
+use cohort_proto::agent::{AttachGpus, CreateInstance, GpuAttachment, InstanceSource, Limits};
 
 const GIB: u64 = 1 << 30;
+
+fn shared_gpu(cap_bytes: u64) -> GpuAttachment {
+    GpuAttachment {
+        uuid: "GPU-0f1e2d3c-0000-4000-8000-00000000140e".into(),
+        pci_address: Some("0000:af:00.0".into()),
+        mig_uuid: None,
+        memory_cap_bytes: Some(cap_bytes),
+    }
+}
 
 fn capped(name: &str) -> CreateInstance {
     CreateInstance {
@@ -26,12 +35,7 @@ fn capped(name: &str) -> CreateInstance {
             memory_mib: 256,
             disk_gib: 2,
         },
-        gpus: vec![GpuAttachment {
-            uuid: "GPU-0f1e2d3c-0000-4000-8000-00000000140e".into(),
-            pci_address: Some("0000:af:00.0".into()),
-            mig_uuid: None,
-            memory_cap_bytes: Some(GIB),
-        }],
+        gpus: vec![shared_gpu(GIB)],
         ssh: None,
         home_volume: None,
         home_mib: None,
@@ -155,8 +159,81 @@ async fn a_real_program_in_a_sharing_container_is_held_to_its_gpu_memory_cap() {
     a_real_program_is_held_to_the_cap_on(TestDaemon::Lxd).await;
 }
 
+/// A container made without a GPU and given a shared one later (back after an idle detach, or
+/// its first on demand) gets the cap with it, and a later attach with another cap rewrites it.
+async fn a_gpu_attached_later_brings_its_cap_on(daemon: TestDaemon) {
+    let lxd = TestLxd::on(daemon);
+    let agent = TestAgent::start(&lxd).await;
+    let name = "gpu-cap-later";
+    let mut req = capped(name);
+    req.gpus.clear();
+    let resp = agent
+        .controller()
+        .post(agent.url("/v1/instances"))
+        .json(&req)
+        .send()
+        .await
+        .expect("POST /v1/instances");
+    assert_eq!(
+        resp.status(),
+        201,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
+    let read = |path: &str| {
+        let out = lxd.lxc_output(&["file", "pull", &format!("{name}{path}"), "-"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    assert_eq!(read("/etc/cohort/cuda-cap.conf"), None, "no GPU, no cap");
+    for cap in [GIB, 2 * GIB] {
+        let resp = agent
+            .controller()
+            .put(agent.url(&format!("/v1/instances/{name}/gpus")))
+            .json(&AttachGpus {
+                gpus: vec![shared_gpu(cap)],
+            })
+            .send()
+            .await
+            .expect("PUT gpus");
+        // This machine has no NVIDIA container toolkit, so the daemon refuses the GPU device
+        // itself (any other answer is a failure); the cap goes in before the device is asked for.
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        assert!(
+            status == 200
+                || (status == 502 && text.contains("NVIDIA container tools couldn't be found")),
+            "{daemon:?}: {status} {text}"
+        );
+        let conf = read("/etc/cohort/cuda-cap.conf").expect("the cap file after the attach");
+        assert!(
+            conf.contains(&format!("limit_bytes={cap}\n")),
+            "{daemon:?}: {conf}"
+        );
+        let preload = read("/etc/ld.so.preload").expect("ld.so.preload");
+        assert_eq!(
+            preload
+                .matches("/usr/lib/cohort/libcohort_cuda_cap.so")
+                .count(),
+            1,
+            "{preload}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_attached_later_brings_its_cap() {
+    a_gpu_attached_later_brings_its_cap_on(TestDaemon::Lxd).await;
+}
+
 mod incus {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gpu_attached_later_brings_its_cap() {
+        a_gpu_attached_later_brings_its_cap_on(TestDaemon::Incus).await;
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_real_program_in_a_sharing_container_is_held_to_its_gpu_memory_cap() {
