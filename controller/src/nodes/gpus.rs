@@ -33,6 +33,12 @@ pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireGpu>
     .await
 }
 
+/// The GPU models present in the fleet, for a create form's choice (any signed-in user: a model
+/// name is no secret, and a student picks from it).
+pub async fn models(ctl: &Controller) -> ActionResult<Vec<String>> {
+    ctl.db(|conn| Ok(Gpu::present_models(conn)?)).await
+}
+
 /// Sets the share limit. Lowering it under a slot in use is refused: the allocation's foreign
 /// key cascades the new limit and its CHECK fails, so the database itself refuses.
 pub async fn update(

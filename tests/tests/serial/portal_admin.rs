@@ -69,6 +69,40 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
             );
         }
         browser.goto(&format!("{base}/")).await;
+        if who == "lin" {
+            // The create form offers GPUs within a student's allowance (1), a model to choose
+            // where the fleet has several, and a GPU asked for on an image not marked
+            // GPU-ready is refused at the image, nothing made.
+            let most = browser
+                .run("return document.getElementById('new-gpus').max")
+                .await;
+            assert_eq!(most, "1", "the GPU field's limit");
+            let mut models: Vec<&str> = gpus
+                .iter()
+                .map(|g| g["model"].as_str().expect("model"))
+                .collect();
+            models.sort();
+            models.dedup();
+            let offered = if models.len() > 1 {
+                browser.count("#new-gpu-model option").await - 1
+            } else {
+                models.len()
+            };
+            assert_eq!(offered, models.len(), "one choice a model: {models:?}");
+            for (field, value) in [
+                ("#new-name", "lin-gpu"),
+                ("#new-memory_mib", "256"),
+                ("#new-disk_gib", "2"),
+                ("#new-gpus", "1"),
+            ] {
+                browser.type_into(field, value).await;
+            }
+            browser.follow("#create-container-button").await;
+            let refused = browser.text("#image-error").await;
+            assert!(refused.contains("GPU-ready"), "{refused}");
+            let all = cluster.admin(Method::GET, "/instances", None).await;
+            assert_eq!(all.as_array().map(Vec::len), Some(0), "{all}");
+        }
         browser.follow(".signout button").await;
     }
 

@@ -68,6 +68,16 @@ impl Gpu {
             .optional()
     }
 
+    /// The models of the GPUs present in the fleet, each once, in order.
+    pub fn present_models(conn: &mut PgConnection) -> QueryResult<Vec<String>> {
+        gpus::table
+            .filter(gpus::present)
+            .select(gpus::model)
+            .distinct()
+            .order(gpus::model)
+            .load(conn)
+    }
+
     /// Every GPU with its number of live allocations.
     pub fn list_with_use(conn: &mut PgConnection) -> QueryResult<Vec<(Gpu, i64)>> {
         let all = gpus::table

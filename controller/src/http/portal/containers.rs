@@ -22,6 +22,7 @@ use crate::app::state::Controller;
 use crate::courses::endpoints::Endpoint;
 use crate::images::catalog;
 use crate::instances::manage;
+use crate::nodes::gpus;
 use crate::placement::queue_reason::QUEUED;
 
 fn state_name(lang: Lang, i: &WireInstance) -> &'static str {
@@ -68,6 +69,9 @@ pub async fn render_home(
     let catalog = catalog::list(ctl, s.bearer.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
+    let gpu_models = gpus::models(ctl)
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
     let mine = &me.instances;
     Ok(layout::page(
         status,
@@ -102,7 +106,7 @@ pub async fn render_home(
                     }
                 }
             }
-            (create_container::section(s, &catalog, mine.len(), refusal))
+            (create_container::section(s, &catalog, &gpu_models, mine.len(), refusal))
         },
     ))
 }

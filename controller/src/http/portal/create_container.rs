@@ -31,6 +31,10 @@ pub struct NewContainerForm {
     memory_mib: String,
     #[serde(default)]
     disk_gib: String,
+    #[serde(default)]
+    gpus: String,
+    #[serde(default)]
+    gpu_model: String,
 }
 
 /// A refused form: what was typed, and the form's field the refusal concerns (`form` for the
@@ -49,6 +53,8 @@ fn form_field(field: &str) -> &'static str {
         "limits.cpu" => "cpu",
         "limits.memory_mib" => "memory_mib",
         "limits.disk_gib" => "disk_gib",
+        "gpus" => "gpus",
+        "gpu_model" => "gpu_model",
         _ => "form",
     }
 }
@@ -74,16 +80,28 @@ fn request(form: &NewContainerForm) -> Result<CreateInstance, ActionError> {
         )?,
         disk_gib: number("limits.disk_gib", &form.disk_gib, DEFAULT_LIMITS.disk_gib)?,
     };
+    let gpus = u32::try_from(number("gpus", &form.gpus, 0)?)
+        .map_err(|_| ActionError::invalid("gpus", "is too large"))?;
+    let gpu_model = Some(form.gpu_model.trim()).filter(|m| !m.is_empty());
     // Through the wire type's own decoding, so the form gets the API's defaults for the rest.
     let json = serde_json::json!({
         "name": form.name.trim(), "image": form.image.trim(), "limits": limits,
+        "gpus": gpus, "gpu_model": gpu_model,
     });
     serde_json::from_value(json).map_err(|e| ActionError::invalid("name", e.to_string()))
 }
 
 /// The section on the containers page: the caller's allowance and the form, or why there is no
-/// form (a student who owns the most containers a student may, an empty catalog).
-pub fn section(s: &SignedIn, images: &[Image], owned: usize, refusal: Option<&Refusal>) -> Markup {
+/// form (a student who owns the most containers a student may, an empty catalog). GPUs are
+/// offered where the fleet has any (`gpu_models`, the models present), within the allowance,
+/// and a model to choose where it has several.
+pub fn section(
+    s: &SignedIn,
+    images: &[Image],
+    gpu_models: &[String],
+    owned: usize,
+    refusal: Option<&Refusal>,
+) -> Markup {
     let lang = s.lang;
     let allowance = manage::allowance(s.caller.role);
     let typed = refusal.map(|r| &r.form);
@@ -136,6 +154,26 @@ pub fn section(s: &SignedIn, images: &[Image], owned: usize, refusal: Option<&Re
                         input id={ "new-" (name) } name=(name) type="number" min="1" placeholder=(default)
                             value=[typed.map(|f| match name { "cpu" => &f.cpu, "memory_mib" => &f.memory_mib, _ => &f.disk_gib })];
                         (error(name))
+                    }
+                    @if !gpu_models.is_empty() {
+                        label for="new-gpus" {
+                            (lang.t(Msg::GpuCount))
+                            @if let Some((_, _, _, most)) = allowance { " (" (lang.t(Msg::AtMost)) " " (most) ")" }
+                        }
+                        input #new-gpus name="gpus" type="number" min="0"
+                            max=[allowance.map(|a| a.3)] placeholder="0"
+                            value=[typed.map(|f| &f.gpus)];
+                        (error("gpus"))
+                        @if gpu_models.len() > 1 {
+                            label for="new-gpu-model" { (lang.t(Msg::GpuModel)) }
+                            select #new-gpu-model name="gpu_model" {
+                                option value="" { (lang.t(Msg::AnyGpuModel)) }
+                                @for m in gpu_models {
+                                    option value=(m) selected[typed.is_some_and(|f| &f.gpu_model == m)] { (m) }
+                                }
+                            }
+                            (error("gpu_model"))
+                        }
                     }
                     button #create-container-button type="submit" { (lang.t(Msg::CreateContainer)) }
                 }
