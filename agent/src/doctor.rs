@@ -73,6 +73,7 @@ pub async fn run(config: &AgentConfig) -> Vec<Check> {
     checks.push(idmap_check(Path::new("/etc/subuid")));
     checks.push(lxcfs_check(
         &std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
+        lxcfs_answers(),
     ));
     // Asked with a deadline: a wedged driver is a finding, not a doctor that never ends.
     let reader = crate::gpu::reader::NvmlReader::start(
@@ -196,15 +197,35 @@ async fn lxd_checks(config: &AgentConfig) -> Vec<Check> {
 /// Where LXD and Incus look for lxcfs when they start.
 pub const LXCFS_DIR: &str = "/var/lib/lxcfs";
 
-/// lxcfs, from `/proc/mounts`' text: mounted where the daemons look for it, containers see their
-/// own memory and CPUs in `/proc` (`free`, `nproc`); without it they see the host's, and a job
-/// that sizes itself from them is killed at the container's limit.
-pub fn lxcfs_check(mounts: &str) -> Check {
+/// Whether lxcfs's mount answers a read (within 5 s): a mount whose process died is still in
+/// `/proc/mounts` but answers "Transport endpoint is not connected".
+fn lxcfs_answers() -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let read = std::fs::read(format!("{LXCFS_DIR}/proc/meminfo")).is_ok_and(|b| !b.is_empty());
+        let _ = tx.send(read);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(5))
+        .unwrap_or(false)
+}
+
+/// lxcfs, from `/proc/mounts`' text and whether its mount `answers` a read: mounted where the
+/// daemons look for it and alive, containers see their own memory and CPUs in `/proc` (`free`,
+/// `nproc`); without it they see the host's, and a job that sizes itself from them is killed at
+/// the container's limit.
+pub fn lxcfs_check(mounts: &str, answers: bool) -> Check {
     let mounted = mounts.lines().any(|line| {
         let mut fields = line.split_whitespace().skip(1);
         fields.next() == Some(LXCFS_DIR) && fields.next().is_some_and(|t| t == "fuse.lxcfs")
     });
-    if mounted {
+    if mounted && !answers {
+        check(
+            "lxcfs",
+            Level::Warn,
+            format!("mounted on {LXCFS_DIR} but not answering (its process died): containers started now see the host's memory"),
+            "umount -l /var/lib/lxcfs, start lxcfs again (scripts/setup does both)",
+        )
+    } else if mounted {
         check(
             "lxcfs",
             Level::Ok,
@@ -439,11 +460,14 @@ mod tests {
     #[test]
     fn lxcfs_counts_only_its_own_mount_where_the_daemons_look() {
         let mounted = "proc /proc proc rw 0 0\nlxcfs /var/lib/lxcfs fuse.lxcfs rw,nosuid 0 0\n";
-        assert_eq!(lxcfs_check(mounted).level, Level::Ok);
+        assert_eq!(lxcfs_check(mounted, true).level, Level::Ok);
+        let dead = lxcfs_check(mounted, false);
+        assert_eq!(dead.level, Level::Warn);
+        assert!(dead.detail.contains("not answering"), "{}", dead.detail);
         let elsewhere = "lxcfs /mnt/lxcfs fuse.lxcfs rw 0 0\ntmpfs /var/lib/lxcfs tmpfs rw 0 0\n";
-        let c = lxcfs_check(elsewhere);
+        let c = lxcfs_check(elsewhere, true);
         assert_eq!(c.level, Level::Warn);
         assert!(c.fix.contains("scripts/setup"), "{c:?}");
-        assert_eq!(lxcfs_check("").level, Level::Warn);
+        assert_eq!(lxcfs_check("", false).level, Level::Warn);
     }
 }

@@ -142,6 +142,21 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd_on(daemon: Test
         "2",
         "limits.cpu seen inside"
     );
+    // lxcfs (started by scripts/setup) gives the container its own /proc/meminfo: `free` and a
+    // job sizing itself from it see the 384 MiB limit, not the host's memory.
+    let meminfo = exec(
+        &agent,
+        "life-1",
+        json!({"command": ["grep", "MemTotal", "/proc/meminfo"]}),
+    )
+    .await;
+    let meminfo = b64(&meminfo.stdout_base64);
+    let total_kib: u64 = meminfo
+        .split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or_else(|| panic!("MemTotal in {meminfo:?}"));
+    assert_eq!(total_kib, 384 * 1024, "{daemon:?}: the limit seen inside");
 
     let stopped = state(&agent, "life-1", "stop").await;
     assert_eq!(stopped.status, "Stopped");
