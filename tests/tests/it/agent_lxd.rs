@@ -439,7 +439,13 @@ async fn exec_files_and_snapshots_on(daemon: TestDaemon) {
                "stdin_base64": base64::engine::general_purpose::STANDARD.encode("from stdin\n")}),
     )
     .await;
-    assert_eq!(out.exit_code, 3);
+    assert_eq!(
+        out.exit_code,
+        3,
+        "{daemon:?}: stdout {:?}, stderr {:?}",
+        b64(&out.stdout_base64),
+        b64(&out.stderr_base64)
+    );
     assert_eq!(b64(&out.stdout_base64), "out\nfrom stdin\n");
     assert_eq!(b64(&out.stderr_base64), "err\n");
     let env = exec(

@@ -98,7 +98,7 @@ async fn one_student(code: &str, key: &SshKey) -> (Cluster, String, u16) {
 }
 
 fn logs_in(key: &SshKey, port: u16, cmd: &str) -> String {
-    let out = key.run_when_up("127.0.0.1", port, "stu", cmd, Duration::from_secs(90));
+    let out = key.run_when_up("127.0.0.1", port, "stu", cmd, Duration::from_secs(180));
     assert!(
         out.status.success(),
         "login refused: {}",
@@ -220,6 +220,17 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
     assert!(volumes(&cluster).contains("custom,home-homes1-stu"));
     run_op(&cluster, "/courses/homes1/provision", &teacher, json!({})).await;
     key.forget_hosts();
+    // The new container's port is the one the placement gives it now, not necessarily the old.
+    let students = call(
+        &cluster,
+        Method::GET,
+        "/courses/homes1/students",
+        &teacher,
+        None,
+        200,
+    )
+    .await;
+    let port = students[0]["ssh_port"].as_u64().expect("ssh port") as u16;
     assert_eq!(logs_in(&key, port, "cat ~/keep.txt"), "kept\n");
 
     // Plain --delete: the volume goes too.
