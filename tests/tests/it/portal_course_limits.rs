@@ -252,4 +252,70 @@ async fn an_instructor_changes_a_courses_limits_and_network_from_its_page() {
         .await
         .starts_with("\"::/0\""));
     assert_eq!(course(&cluster).await["network"], network);
+
+    // A dataset uploaded from the page (the file streamed as the request's body): a file that is
+    // not a tarball is refused beside the file field and stored nowhere; a tarball is listed on
+    // the page and by the API with the SHA-256 of the file sent.
+    let dir = tempfile::tempdir().expect("dir");
+    let not_tar = dir.path().join("notes.txt");
+    std::fs::write(&not_tar, vec![b'x'; 4096]).expect("file");
+    let tar_path = dir.path().join("corpus.tar");
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_path("hello.txt").expect("path");
+    h.set_size(9);
+    h.set_mode(0o644);
+    h.set_cksum();
+    tar.append(&h, &b"uploaded\n"[..]).expect("append");
+    let bytes = tar.into_inner().expect("tar");
+    std::fs::write(&tar_path, &bytes).expect("tar file");
+    let sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&bytes))
+    };
+    let upload = |file: std::path::PathBuf| {
+        let browser = &browser;
+        async move {
+            browser.type_into("#dataset-name", "corpus").await;
+            browser
+                .keys("#dataset-file", file.to_str().expect("path"))
+                .await;
+            browser.click("#dataset-upload-button").await;
+        }
+    };
+    upload(not_tar).await;
+    let mut refused = String::new();
+    for _ in 0..100 {
+        refused = browser
+            .run("const e = document.getElementById('dataset-body-error'); return e.hidden ? '' : e.textContent;")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if !refused.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(!refused.is_empty(), "no refusal at the file field");
+    let none = cluster.admin(Method::GET, "/courses/lab1/data", None).await;
+    assert_eq!(none["datasets"], json!([]), "{none}");
+    browser.goto(&format!("{base}/courses/lab1")).await;
+    upload(tar_path).await;
+    let row = "#datasets tr[data-dataset=corpus]";
+    let mut listed = 0;
+    for _ in 0..30 {
+        listed = browser.count(row).await;
+        if listed == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(listed, 1, "the uploaded dataset on the page");
+    assert_eq!(
+        browser.text(&format!("{row} td:nth-child(3)")).await,
+        sha[..12]
+    );
+    let data = cluster.admin(Method::GET, "/courses/lab1/data", None).await;
+    assert_eq!(data["datasets"][0]["sha256"], sha.as_str(), "{data}");
 }

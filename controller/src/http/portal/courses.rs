@@ -14,7 +14,7 @@ use super::i18n::Msg;
 use super::layout;
 use super::session::{CsrfForm, SignedIn};
 use super::words;
-use super::{course_limits, course_network, course_roster};
+use super::{course_data, course_limits, course_network, course_roster};
 use crate::app::state::Controller;
 use crate::courses::containers;
 use crate::courses::course;
@@ -220,6 +220,7 @@ pub(super) async fn render(
     let kept = limits::kept_by(ctl, s.caller.clone(), code.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
+    let data_usage = course_data::usage_for(ctl, s, &code).await;
     let teardown_unconfirmed = matches!(refused, Some(Refused::TeardownUnconfirmed));
     let (roster_answer, limits_refusal, network_refusal) = match refused {
         Some(Refused::Roster(answer)) => (Some(answer), None, None),
@@ -299,6 +300,7 @@ pub(super) async fn render(
         (course_roster::section(s, &code, roster_answer.as_ref()))
         (course_limits::section(s, &course, &kept, limits_refusal.as_ref()))
         (course_network::section(s, &course, network_refusal.as_ref()))
+        (course_data::section(s, &code, data_usage.as_ref()))
         @if !course.staff.is_empty() {
             h2 { (lang.t(Msg::Staff)) }
             ul #staff { @for name in &course.staff { li { (name) } } }

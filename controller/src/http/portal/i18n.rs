@@ -277,6 +277,17 @@ pub enum Msg {
     RemoveStudentWarning,
     DeleteHome,
     Staff,
+    Datasets,
+    DataUsed,
+    Size,
+    Version,
+    PushedBy,
+    DatasetName,
+    DatasetFile,
+    Upload,
+    Uploading,
+    Uploaded,
+    UploadNeedsScript,
 }
 
 impl Msg {
@@ -580,6 +591,17 @@ impl Msg {
                 "一并删除主目录（无法恢复）",
             ),
             Msg::Staff => ("Staff", "教學團隊", "教学团队"),
+            Msg::Datasets => ("Datasets", "資料集", "数据集"),
+            Msg::DataUsed => ("Data used", "已用資料空間", "已用数据空间"),
+            Msg::Size => ("Size", "大小", "大小"),
+            Msg::Version => ("Version", "版本", "版本"),
+            Msg::PushedBy => ("Pushed by", "上傳者", "上传者"),
+            Msg::DatasetName => ("Dataset name (mounted at /data/NAME)", "資料集名稱（掛載於 /data/名稱）", "数据集名称（挂载于 /data/名称）"),
+            Msg::DatasetFile => ("Tar file", "Tar 檔案", "Tar 文件"),
+            Msg::Upload => ("Upload", "上傳", "上传"),
+            Msg::Uploading => ("Uploading…", "上傳中…", "上传中…"),
+            Msg::Uploaded => ("Uploaded; reaching the nodes.", "已上傳，正在送往各節點。", "已上传，正在送往各节点。"),
+            Msg::UploadNeedsScript => ("Uploading here needs JavaScript; or use", "此處上傳需要 JavaScript；或使用", "此处上传需要 JavaScript；或使用"),
         }
     }
 }

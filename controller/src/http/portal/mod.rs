@@ -9,6 +9,7 @@ mod admin_fleet;
 mod admin_users;
 mod assets;
 mod containers;
+mod course_data;
 mod course_limits;
 mod course_network;
 mod course_roster;
@@ -78,6 +79,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             post().to(courses::student_action),
         )
         .route("/courses/{code}/roster", post().to(course_roster::import))
+        .route("/courses/{code}/data", post().to(course_data::upload))
         .route("/courses/{code}/limits", post().to(course_limits::set))
         .route("/courses/{code}/network", post().to(course_network::set))
         .route("/courses/{code}/provision", post().to(courses::provision))

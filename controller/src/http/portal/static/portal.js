@@ -122,3 +122,54 @@ document.addEventListener("drop", async (event) => {
   }
   poll();
 })();
+
+// A dataset upload: the chosen file is sent as the request's body (streamed by the browser, so
+// several GB go through), with a progress bar, and the answer's refusal shown at its field.
+document.addEventListener("submit", (event) => {
+  const form = event.target.closest("form#dataset-upload");
+  if (!form) return;
+  event.preventDefault();
+  const name = form.querySelector("#dataset-name").value.trim();
+  const file = form.querySelector("#dataset-file").files[0];
+  if (!file) return;
+  const bar = form.querySelector("#dataset-progress");
+  const status = form.querySelector("#dataset-status");
+  const button = form.querySelector("#dataset-upload-button");
+  for (const error of form.querySelectorAll("p.error")) {
+    error.hidden = true;
+    error.textContent = "";
+  }
+  const xhr = new XMLHttpRequest();
+  xhr.open("POST", form.action + "?name=" + encodeURIComponent(name));
+  xhr.setRequestHeader("x-cohort-csrf", form.dataset.csrf);
+  xhr.setRequestHeader("content-type", "application/x-tar");
+  bar.hidden = false;
+  bar.value = 0;
+  status.textContent = form.dataset.sending;
+  button.disabled = true;
+  xhr.upload.onprogress = (e) => {
+    if (e.lengthComputable && e.total > 0) bar.value = e.loaded / e.total;
+  };
+  const refused = (message, field) => {
+    const at = form.querySelector("#dataset-" + field + "-error") || form.querySelector("#dataset-form-error");
+    at.textContent = message;
+    at.hidden = false;
+    status.textContent = "";
+    button.disabled = false;
+  };
+  xhr.onload = () => {
+    if (xhr.status === 201) {
+      bar.value = 1;
+      status.textContent = form.dataset.done;
+      window.setTimeout(() => window.location.reload(), 1500);
+      return;
+    }
+    let error = {};
+    try {
+      error = JSON.parse(xhr.responseText).error || {};
+    } catch (_) {}
+    refused(error.message || xhr.statusText || String(xhr.status), error.field || "form");
+  };
+  xhr.onerror = () => refused(xhr.statusText || "the upload failed", "form");
+  xhr.send(file);
+});
