@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use cohort_agent::identity::{Identity, IdentityFiles};
 use cohort_proto::agent::{
-    GpuInventory, HostFacts, Image, Instance, InstanceState, Inventory, Limits, LxdFacts,
+    GpuAttachment, GpuInventory, HostFacts, Image, Instance, InstanceState, Inventory, Limits,
+    LxdFacts,
 };
 use diesel::connection::SimpleConnection;
 use http_body_util::Full;
@@ -44,6 +45,29 @@ pub struct Outcome {
     pub lateness_max_s: f64,
     /// Requests for anything but the inventory and the instance list.
     pub other_requests: u64,
+    /// Instances with GPU time accounted (rows of `gpu_usage_hours`), and their allocated
+    /// GPU-seconds in all: proof that the accounting ran when containers hold GPUs.
+    pub accounted_instances: i64,
+    pub allocated_gpu_seconds: f64,
+}
+
+/// What `gpu_usage_hours` holds after the run.
+fn accounted(url: &str) -> Result<(i64, f64)> {
+    use diesel::{Connection, QueryableByName, RunQueryDsl};
+    #[derive(QueryableByName)]
+    struct Sum {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+        #[diesel(sql_type = diesel::sql_types::Double)]
+        allocated: f64,
+    }
+    let mut conn = diesel::PgConnection::establish(url)?;
+    let sum: Sum = diesel::sql_query(
+        "SELECT count(DISTINCT instance_id) AS n, coalesce(sum(allocated_s), 0)::float8 AS allocated
+         FROM gpu_usage_hours",
+    )
+    .get_result(&mut conn)?;
+    Ok((sum.n, sum.allocated))
 }
 
 /// What one simulated agent answers, serialised once, and when it was asked for its inventory.
@@ -61,8 +85,10 @@ fn instance_name(i: u32, c: u32) -> String {
     format!("{}-c{c:02}", node_name(i))
 }
 
-/// The answers of node `i`: a GPU server with `containers` running containers.
-fn agent(i: u32, containers: u32) -> Result<Agent> {
+/// The answers of node `i`: a GPU server with `containers` running containers, of which the
+/// first `gpu_containers` each hold one of its four GPUs and run a process on it at 50 %.
+fn agent(i: u32, containers: u32, gpu_containers: u32) -> Result<Agent> {
+    let gpu_of = |c: u32| format!("GPU-{i:04}-{}", c % 4);
     let name = node_name(i);
     let inventory = Inventory {
         node_name: name.clone(),
@@ -90,6 +116,11 @@ fn agent(i: u32, containers: u32) -> Result<Agent> {
                 "memory_total_bytes": 85_899_345_920u64, "memory_used_bytes": 1u64 << 30,
                 "pci_address": format!("0000:{:02x}:00.0", g + 1), "utilization_percent": 10,
                 "mig_enabled": false, "mig_devices": []
+            })).collect::<Vec<_>>(),
+            "instances": (0..gpu_containers.min(containers)).map(|c| json!({
+                "instance": instance_name(i, c),
+                "gpus": [{"uuid": gpu_of(c), "utilization_percent": 50,
+                          "memory_used_bytes": 2u64 << 30, "processes": 1}]
             })).collect::<Vec<_>>()
         }))?,
         nvidia_runtime: true,
@@ -112,7 +143,16 @@ fn agent(i: u32, containers: u32) -> Result<Agent> {
                 memory_mib: 4096,
                 disk_gib: 20,
             }),
-            gpus: Vec::new(),
+            gpus: if c < gpu_containers {
+                vec![GpuAttachment {
+                    uuid: gpu_of(c),
+                    pci_address: Some(format!("0000:{:02x}:00.0", c % 4 + 1)),
+                    mig_uuid: None,
+                    memory_cap_bytes: None,
+                }]
+            } else {
+                Vec::new()
+            },
             ssh_port: Some(20000 + c as u16),
             ssh_listen: Some("127.0.0.1".into()),
             address: None,
@@ -223,7 +263,7 @@ fn seed(url: &str, containers: u32) -> Result<()> {
         .context("vacuum the seeded fleet")
 }
 
-pub fn run(agents: u32, containers: u32, seconds: u64) -> Result<Outcome> {
+pub fn run(agents: u32, containers: u32, seconds: u64, gpu_containers: u32) -> Result<Outcome> {
     let interval_s = cohort_controller::app::config::PollerConfig::default().interval_s;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
@@ -286,7 +326,7 @@ pub fn run(agents: u32, containers: u32, seconds: u64) -> Result<Outcome> {
                 Arc::new(identity),
                 &ca_pem,
             )?);
-            let agent = Arc::new(agent(i, containers)?);
+            let agent = Arc::new(agent(i, containers, gpu_containers)?);
             tokio::spawn(serve(listener, tls, agent.clone(), other.clone()));
             served.push(agent);
         }
@@ -340,6 +380,11 @@ pub fn run(agents: u32, containers: u32, seconds: u64) -> Result<Outcome> {
         late.sort_by(f64::total_cmp);
         let polls = late.len() - served.len();
         ensure!(polls > 0, "no polls in the window");
+        let (accounted_instances, allocated_gpu_seconds) = accounted(&cluster.db_url)?;
+        ensure!(
+            (accounted_instances > 0) == (gpu_containers > 0),
+            "{accounted_instances} instances accounted with {gpu_containers} GPU containers a node"
+        );
         let log = cluster.controller_log();
         let errors = log.lines().filter(|l| l.contains("ERROR")).count();
         ensure!(errors == 0, "the controller logged {errors} errors");
@@ -353,6 +398,8 @@ pub fn run(agents: u32, containers: u32, seconds: u64) -> Result<Outcome> {
             lateness_p99_s: late[((late.len() - 1) as f64 * 0.99).round() as usize].max(0.0),
             lateness_max_s: late.last().copied().unwrap_or_default().max(0.0),
             other_requests: other.load(Ordering::Relaxed),
+            accounted_instances,
+            allocated_gpu_seconds,
         })
     })
 }

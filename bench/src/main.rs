@@ -4,7 +4,7 @@
 //!   cohort-bench placement [--nodes 1000] [--placements 100000] [--processes 2] [--threads 8]
 //!                          [--batch 1]
 //!   cohort-bench api [--instances 10000] [--connections 64] [--seconds 20] [--page 100]
-//!   cohort-bench fleet [--agents 1000] [--containers 10] [--seconds 60]
+//!   cohort-bench fleet [--agents 1000] [--containers 10] [--seconds 60] [--gpu-containers 0]
 
 mod api;
 mod fleet;
@@ -81,6 +81,10 @@ enum Bench {
         /// How long the controller is measured once every agent was polled.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Of each agent's containers, how many hold a GPU and run on it (issue 43's GPU-time
+        /// accounting: each poll adds their allocated and busy GPU-seconds); 0 for none.
+        #[arg(long, default_value_t = 0)]
+        gpu_containers: u32,
     },
 }
 
@@ -156,10 +160,11 @@ fn main() -> Result<()> {
             agents,
             containers,
             seconds,
+            gpu_containers,
         } => {
-            let out = fleet::run(agents, containers, seconds)?;
+            let out = fleet::run(agents, containers, seconds, gpu_containers)?;
             println!(
-                "| fleet | {agents} agents over mutual TLS, {containers} containers each, polled every {} s, {:.0} s | {} polls | controller CPU {:.1} % of a core | controller memory {:.1} MiB | poll lateness p99 {:.2} s, max {:.2} s | load generator CPU {:.1} %, {} other requests |",
+                "| fleet | {agents} agents over mutual TLS, {containers} containers each ({gpu_containers} on a GPU), polled every {} s, {:.0} s | {} polls | controller CPU {:.1} % of a core | controller memory {:.1} MiB | poll lateness p99 {:.2} s, max {:.2} s | load generator CPU {:.1} %, {} other requests | GPU time accounted for {} instances, {:.0} GPU-s |",
                 out.interval_s,
                 out.seconds,
                 out.polls,
@@ -169,6 +174,8 @@ fn main() -> Result<()> {
                 out.lateness_max_s,
                 out.generator_cpu_percent,
                 out.other_requests,
+                out.accounted_instances,
+                out.allocated_gpu_seconds,
             );
         }
     }
