@@ -11,6 +11,8 @@
  * (a GPU without a line keeps its built-in figures). A test rewrites either file to move on.
  * GPU 0's utilisation alone: the number in the file named by $FAKE_NVML_UTILIZATION, when there
  * is one, overrides both (what scripts/gpu-check --fake writes).
+ * More GPUs: $FAKE_NVML_COUNT (3 to 8) adds L40S cards after the two above, each its own UUID
+ * and PCI address (benchmarks of a full GPU server).
  * A wedged driver: while the file named by $FAKE_NVML_HANG_FILE exists, reading a GPU's memory
  * blocks (until the file is removed).
  * Build: cc -shared -fPIC -o libfake_nvml.so fake_nvml.c */
@@ -52,7 +54,10 @@ static struct fake_device mig2 = {"MIG-4a3b1c2d-0000-4000-8000-000000000002", "N
                                   "", 2, 0, 0, 0, 0, 10 * GIB, 0, 0, 0, {0}};
 static struct fake_device l40s = {"GPU-0f1e2d3c-0000-4000-8000-00000000140e", "NVIDIA L40S", "00000000:AF:00.0", 1,
                                   0xaf, 5, 35, 80000, 48 * GIB, 2 * GIB, 0, 0, {0}};
-static struct fake_device gpus[2] = {
+#define MAX_GPUS 8
+static unsigned int gpu_count = 2;
+static char extra_uuid[MAX_GPUS][48], extra_bus[MAX_GPUS][32];
+static struct fake_device gpus[MAX_GPUS] = {
     {"GPU-0f1e2d3c-0000-4000-8000-00000000a100", "NVIDIA A100-SXM4-40GB", "00000000:3B:00.0", 0, 0x3b, 37, 41, 250000,
      40 * GIB, 1 * GIB, 1, 1, {&mig0, 0, &mig2}},
     {0},
@@ -93,7 +98,19 @@ static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
 
 nvmlReturn_t nvmlInit_v2(void) {
     const char *all_mig = getenv("FAKE_NVML_ALL_MIG");
+    const char *count = getenv("FAKE_NVML_COUNT");
     gpus[1] = (all_mig && all_mig[0] && strcmp(all_mig, "0") != 0) ? second_a100 : l40s;
+    gpu_count = 2;
+    if (count && atoi(count) > 2) gpu_count = atoi(count) > MAX_GPUS ? MAX_GPUS : (unsigned int)atoi(count);
+    for (unsigned int i = 2; i < gpu_count; i++) {
+        snprintf(extra_uuid[i], sizeof extra_uuid[i], "GPU-0f1e2d3c-0000-4000-8000-0000000014%02x", i);
+        snprintf(extra_bus[i], sizeof extra_bus[i], "00000000:%02X:00.0", 0xb0 + i);
+        gpus[i] = l40s;
+        gpus[i].uuid = extra_uuid[i];
+        gpus[i].bus_id = extra_bus[i];
+        gpus[i].index = i;
+        gpus[i].bus = 0xb0 + i;
+    }
     initialised = 1;
     return NVML_SUCCESS;
 }
@@ -106,13 +123,13 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len) {
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
     if (!initialised) return NVML_ERROR_UNINITIALIZED;
-    *count = 2;
+    *count = gpu_count;
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
     if (!initialised) return NVML_ERROR_UNINITIALIZED;
-    if (index >= 2 || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= gpu_count || !device) return NVML_ERROR_INVALID_ARGUMENT;
     *device = &gpus[index];
     return NVML_SUCCESS;
 }

@@ -4,10 +4,12 @@
 //!   cohort-bench placement [--nodes 1000] [--placements 100000] [--processes 2] [--threads 8]
 //!                          [--batch 1]
 //!   cohort-bench api [--instances 10000] [--connections 64] [--seconds 20] [--page 100]
+//!   cohort-bench gpu-sample [--gpus 8] [--containers 200] [--samples 200]
 //!   cohort-bench fleet [--agents 1000] [--containers 10] [--seconds 60] [--gpu-containers 0]
 
 mod api;
 mod fleet;
+mod gpu_sample;
 mod placement;
 
 use anyhow::Result;
@@ -70,6 +72,16 @@ enum Bench {
         /// 100 nodes polled every 10 s is 10); each changes what a page shows.
         #[arg(long, default_value_t = 10)]
         writes_per_second: u32,
+    },
+    /// The agent's GPU sample (NVML, attribution, per-container use) at a full GPU server.
+    GpuSample {
+        #[arg(long, default_value_t = 8)]
+        gpus: u32,
+        /// Containers, each a cgroup with a process on a GPU.
+        #[arg(long, default_value_t = 200)]
+        containers: u32,
+        #[arg(long, default_value_t = 200)]
+        samples: u32,
     },
     /// The controller polling simulated agents over mutual TLS at its default interval.
     Fleet {
@@ -154,6 +166,21 @@ fn main() -> Result<()> {
                 out.controller_cpu_ms,
                 out.postgres_cpu_ms,
                 out.client_cpu_ms,
+            );
+        }
+        Bench::GpuSample {
+            gpus,
+            containers,
+            samples,
+        } => {
+            let out = gpu_sample::run(gpus, containers, samples)?;
+            let interval_s = cohort_controller::app::config::PollerConfig::default().interval_s;
+            println!(
+                "| gpu-sample | {gpus} GPUs, {containers} containers each with a process on one ({} attributed), {} samples | {:.2} ms of CPU a sample | {:.3} % of a core at one sample every {interval_s} s |",
+                out.attributed,
+                out.samples,
+                out.cpu_ms_per_sample,
+                out.cpu_ms_per_sample / (interval_s as f64 * 1000.0) * 100.0,
             );
         }
         Bench::Fleet {
