@@ -1,10 +1,13 @@
 //! The `delete` step: the container (absent is fine), its home volume when a teardown says so,
-//! then its row, which frees its port and GPU slots.
+//! then its row, which frees its port and GPU slots. A queued instance has no node, but its home
+//! may outlive an earlier container (a teardown that kept homes, then a re-provision that
+//! queued): every node is asked to delete it, so a deleted course leaves no volume behind.
 
 use super::outcome::StepOutcome;
 use super::Job;
 use crate::app::state::Controller;
 use crate::db::models::instance::Instance;
+use crate::db::models::node::Node;
 use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
 use crate::placement::home_size::home_volume;
@@ -32,9 +35,26 @@ pub async fn run(
                 .await
                 .map_err(ActionError::on_node(&node.name))?;
         }
+    } else if instance.course_id.is_some() && job.wipes_homes() {
+        wipe_home_anywhere(ctl, &instance.name).await?;
     }
     let id = instance.id;
     ctl.db(move |conn| Ok(Instance::delete(conn, id)?)).await?;
     ctl.capacity_freed.notify_waiters();
     Ok(StepOutcome::Done)
+}
+
+/// Deletes course home `home-<name>` wherever it is: every node is asked (absent is fine there).
+/// A node that does not answer fails the step, which the worker retries: a home is not left
+/// behind because its node was away when its course went.
+async fn wipe_home_anywhere(ctl: &Controller, name: &str) -> Result<(), ActionError> {
+    let nodes = ctl.db(|conn| Ok(Node::list(conn)?)).await?;
+    for node in nodes {
+        let (node, agent) = ctl.agent_by_node_id(node.id).await?;
+        agent
+            .delete_volume(home_volume(name))
+            .await
+            .map_err(ActionError::on_node(&node.name))?;
+    }
+    Ok(())
 }

@@ -249,6 +249,66 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
     assert!(!left.contains("home-homes1-stu"), "{left}");
 }
 
+/// Issue 46: a home kept by a teardown outlives its container; when the re-provisioned container
+/// is still queued (its node cordoned) and the course is torn down with `--delete`, the home goes
+/// too, though the queued instance names no node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queued_students_kept_home_goes_with_a_deleting_teardown() {
+    let key = SshKey::generate();
+    let (cluster, teacher, _port) = one_student("homes2", &key).await;
+    run_op(
+        &cluster,
+        "/courses/homes2/teardown",
+        &teacher,
+        json!({"delete": true, "keep_homes": true}),
+    )
+    .await;
+    assert!(volumes(&cluster).contains("custom,home-homes2-stu"));
+    cluster
+        .admin(Method::POST, "/nodes/node1/cordon", None)
+        .await;
+    let op = call(
+        &cluster,
+        Method::POST,
+        "/courses/homes2/provision",
+        &teacher,
+        Some(json!({})),
+        202,
+    )
+    .await;
+    // Queued: the student's instance has no node while node1 is cordoned.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let students = call(
+            &cluster,
+            Method::GET,
+            "/courses/homes2/students",
+            &teacher,
+            None,
+            200,
+        )
+        .await;
+        if students[0]["state"] == "queued" || students[0]["queue_reason"].is_string() {
+            assert!(students[0]["node"].is_null(), "{students}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never queued: {students} ({op})"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    run_op(
+        &cluster,
+        "/courses/homes2/teardown",
+        &teacher,
+        json!({"delete": true}),
+    )
+    .await;
+    let left = volumes(&cluster);
+    assert!(!left.contains("home-homes2-stu"), "{left}");
+}
+
 /// The critical attack of issue 25: instructor B lists instructor A's student in B's own roster
 /// with B's key. A roster gives credentials only to accounts it creates, so after a routine
 /// restart of the student's container in A's course B's key is refused there (and in B's own
