@@ -110,7 +110,7 @@ pub fn pass(
                     ),
                 });
             } else if used >= WARN_SHARE * limit
-                && student.warned_limit_hours.map_or(true, |l| l < limit)
+                && student.warned_limit_hours.is_none_or(|l| l < limit)
             {
                 StudentBudget::mark_warned(conn, budget.course_id, i.owner_id, start, limit)?;
                 audit::record(
