@@ -43,6 +43,31 @@ pub enum CourseCommand {
     Staff(CourseStaff),
     /// Make next term's course from this one: same settings and staff, no students
     Copy(CourseCopy),
+    /// Grant one student extra GPU hours for the current budget period (its instructor, admin)
+    Grant(CourseGrant),
+}
+
+#[derive(Debug, Args)]
+pub struct CourseGrant {
+    /// [<remote>:]<code>
+    pub code: String,
+    /// The student's username
+    pub user: String,
+    /// Extra GPU hours, e.g. 2 or 0.5
+    #[arg(allow_hyphen_values = true)]
+    pub hours: String,
+}
+
+/// A course's GPU budget, counted on allocated GPU time.
+#[derive(Debug, Args)]
+pub struct BudgetFlags {
+    /// GPU hours each student may hold a GPU per --budget-period (e.g. 10 or 0.5; "none" in
+    /// `course set` removes the budget). Told at 80 %, GPU detached at 100 %
+    #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
+    pub gpu_hours_per_student: Option<String>,
+    /// The budget's period: week (default; from Monday 00:00 UTC), month or course
+    #[arg(long, value_name = "week|month|course")]
+    pub budget_period: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -231,6 +256,8 @@ pub struct CourseCreate {
     pub idle_action: Option<String>,
     #[command(flatten)]
     pub network: NetworkFlags,
+    #[command(flatten)]
+    pub budget: BudgetFlags,
 }
 
 /// The students' network: where their containers may connect, and who may reach their SSH.
@@ -258,6 +285,8 @@ pub struct CourseSet {
     pub jupyter_instructors: Option<bool>,
     #[command(flatten)]
     pub network: NetworkFlags,
+    #[command(flatten)]
+    pub budget: BudgetFlags,
 }
 
 #[derive(Debug, Args)]

@@ -66,6 +66,7 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
             render::print(list.format, &rows, &courses)
         }
         CourseCommand::Set(set) => super::course_network::set(session, set).await,
+        CourseCommand::Grant(grant) => super::course_budget::grant(session, grant).await,
         CourseCommand::Limits(limits) => super::course_limits::set(session, limits).await,
         CourseCommand::Show(show) => {
             let (client, code) = session.target(&show.code)?;
@@ -305,6 +306,10 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         max_runtime_minutes: args.max_runtime_minutes,
         idle_action: args.idle_action,
         network: super::course_network::policy(&Default::default(), &args.network)?,
+        gpu_hours_per_student: super::course_budget::hours_flag(
+            args.budget.gpu_hours_per_student.as_deref(),
+        )?,
+        budget_period: args.budget.budget_period,
     })
 }
 

@@ -60,13 +60,18 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
         }),
     };
     let network = args.network.egress.is_some() || args.network.ssh_from.is_some();
-    if home.is_none() && args.jupyter_instructors.is_none() && !network {
+    let budget = super::course_budget::set_request(&args.budget)?;
+    if home.is_none() && args.jupyter_instructors.is_none() && !network && budget.is_none() {
         bail!(
-            "nothing to set: give --home-size, --jupyter-instructors, --egress and/or --ssh-from"
+            "nothing to set: give --home-size, --jupyter-instructors, --egress, --ssh-from, \
+             --gpu-hours-per-student and/or --budget-period"
         );
     }
     let (client, code) = session.target(&args.code)?;
     let path = format!("/courses/{}", seg(&code));
+    if let Some(budget) = budget {
+        super::course_budget::set(&client, &path, budget).await?;
+    }
     if let Some(home) = home {
         let _: CourseInfo = client.put(&format!("{path}/home"), &home).await?;
     }

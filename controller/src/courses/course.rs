@@ -184,6 +184,13 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
         check_network(policy)?;
     }
     idle_action(req)?;
+    if req.gpu_hours_per_student.is_none() && req.budget_period.is_some() {
+        return Err(ActionError::invalid(
+            "budget_period",
+            "a budget period needs gpu_hours_per_student",
+        ));
+    }
+    super::budget::checked(req.gpu_hours_per_student, req.budget_period.as_deref())?;
     Ok(())
 }
 
@@ -271,6 +278,11 @@ pub async fn create(
             if let Some(policy) = &req.network {
                 CourseNetwork::set(conn, course.id, policy)?;
             }
+            super::budget::write(
+                conn,
+                course.id,
+                super::budget::checked(req.gpu_hours_per_student, req.budget_period.as_deref())?,
+            )?;
             audit::record(
                 conn,
                 caller.name(),
@@ -293,6 +305,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
     };
     let students = Enrollment::students(conn, c.id)?.len() as u32;
     let reclaim = CourseReclaim::of(conn, c.id)?.unwrap_or_default();
+    let (gpu_hours_per_student, budget_period) = super::budget::shown(conn, c.id)?;
     Ok(WireCourse {
         code: c.code.clone(),
         title: c.title.clone(),
@@ -323,6 +336,8 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         idle_action: reclaim.idle_action.to_string(),
         network: CourseNetwork::of(conn, c.id)?,
         staff: crate::db::models::course_staff::usernames(conn, c.id)?,
+        gpu_hours_per_student,
+        budget_period,
     })
 }
 

@@ -4,6 +4,7 @@
 //! instance naming, endpoint formats, generated passwords). The job steps a course's
 //! operations run are in `crate::jobs`.
 
+pub mod budget;
 pub mod containers;
 pub mod copy;
 pub mod course;

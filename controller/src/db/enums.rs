@@ -183,6 +183,9 @@ pub enum AuditAction {
     AddStaff,
     RemoveStaff,
     CopyCourse,
+    SetBudget,
+    GrantGpuHours,
+    BudgetWarning,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -264,6 +267,9 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     AddStaff => "add_staff",
     RemoveStaff => "remove_staff",
     CopyCourse => "copy_course",
+    SetBudget => "set_budget",
+    GrantGpuHours => "grant_gpu_hours",
+    BudgetWarning => "budget_warning",
 });
 
 /// An operation is audited under the name of its step.

@@ -436,9 +436,29 @@ diesel::joinable!(portal_sessions -> users (user_id));
 diesel::joinable!(sign_in_passwords -> users (user_id));
 diesel::joinable!(ssh_keys -> users (user_id));
 
+diesel::table! {
+    course_budgets (course_id) {
+        course_id -> Int8,
+        gpu_hours_per_student -> Float8,
+        budget_period -> Text,
+    }
+}
+
+diesel::table! {
+    student_budgets (course_id, user_id, period_start) {
+        course_id -> Int8,
+        user_id -> Int8,
+        period_start -> Timestamptz,
+        granted_hours -> Float8,
+        warned_at -> Nullable<Timestamptz>,
+        warned_limit_hours -> Nullable<Float8>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
     audit_log,
+    course_budgets,
     course_datasets,
     course_networks,
     course_reclaim,
@@ -465,5 +485,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     portal_sessions,
     sign_in_passwords,
     ssh_keys,
+    student_budgets,
     users,
 );

@@ -28,6 +28,7 @@ use crate::jobs::payload::{ChangeState, Delete, Job, Reclaimed};
 use crate::jobs::{enqueue, Audit, Step, StepKind};
 
 pub mod activity;
+pub mod budget;
 
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
@@ -56,11 +57,11 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
         tracing::warn!(error = %e, "asking nodes for containers' activity");
     }
     let cfg = ctl.config.reclaim.clone();
-    ctl.db(move |conn| {
+    let done = ctl.db(move |conn| {
         conn.transaction(|conn| {
             let locked = reclaim::try_lock(conn)?;
             if !locked {
-                return Ok(0);
+                return Ok((0, Vec::new()));
             }
             // The database's clock: usage times are written with it.
             let now = crate::db::queries::coordination::clock(conn)?;
@@ -134,10 +135,16 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                     }
                 }
             }
-            Ok(acted)
+
+            // GPU budgets: told at 80 %, detached at 100 %.
+            let (detached, notices) = budget::pass(conn, now, ACTOR)?;
+            Ok((acted + detached, notices))
         })
     })
-    .await
+    .await?;
+    let (acted, notices) = done;
+    budget::tell(ctl, notices).await;
+    Ok(acted)
 }
 
 fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
@@ -156,7 +163,12 @@ fn stop(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> Qu
 
 /// `idle_action = detach`: the container keeps running; the worker has its node remove the
 /// `cohort-gpu*` devices, then releases the GPU slots (see `jobs::gpus::detach`).
-fn detach(conn: &mut PgConnection, i: &Instance, course: &str, reason: &str) -> QueryResult<()> {
+pub(crate) fn detach(
+    conn: &mut PgConnection,
+    i: &Instance,
+    course: &str,
+    reason: &str,
+) -> QueryResult<()> {
     InstanceUsage::set_detached(conn, i.id, reason)?;
     tracing::info!(instance = %i.name, %reason, "reclaim: detaching GPUs");
     let job = Job::DetachGpus(Reclaimed {

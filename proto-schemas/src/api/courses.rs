@@ -106,6 +106,63 @@ pub struct CreateCourse {
     /// and `ssh_from` CIDRs (default anywhere).
     #[serde(default)]
     pub network: Option<NetworkPolicy>,
+    /// GPU hours each student may hold a GPU per `budget_period` (more than 0, at most 10000;
+    /// decimals allowed); default no budget. At 80 % the student is told, at 100 % their GPU is
+    /// detached (the container keeps running).
+    #[serde(default)]
+    pub gpu_hours_per_student: Option<GpuHours>,
+    /// `week` (from Monday 00:00 UTC), `month` or `course` (the whole course); default `week`.
+    #[serde(default)]
+    pub budget_period: Option<String>,
+}
+
+/// Hours of GPU time, decimals allowed (`0.5`). Always finite: the controller refuses others.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize, JsonSchema)]
+pub struct GpuHours(pub f64);
+
+// The controller admits finite values only, for which equality is total.
+impl Eq for GpuHours {}
+
+/// `PUT /courses/{code}/budget` (its instructor, staff or an admin): the course's GPU budget;
+/// `gpu_hours_per_student: null` removes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseBudget {
+    #[serde(default)]
+    pub gpu_hours_per_student: Option<GpuHours>,
+    /// `week`, `month` or `course`; default `week`.
+    #[serde(default)]
+    pub budget_period: Option<String>,
+}
+
+/// `POST /courses/{code}/grants` (its instructor, staff or an admin): extra GPU hours for one
+/// student in the current budget period, audited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrantHours {
+    pub username: String,
+    /// More than 0, at most 10000.
+    pub hours: GpuHours,
+}
+
+/// One student's GPU budget in the current period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StudentBudget {
+    pub course: String,
+    pub username: String,
+    /// `week`, `month` or `course`.
+    pub period: String,
+    pub period_start: DateTime<Utc>,
+    /// The course's hours per student.
+    pub budget_hours: GpuHours,
+    /// Granted on top in this period.
+    pub granted_hours: GpuHours,
+    /// Allocated GPU hours this period.
+    pub used_hours: GpuHours,
+    /// When the student was told of the 80 % mark this period.
+    #[serde(default)]
+    pub warned_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -162,6 +219,12 @@ pub struct Course {
     /// deleting the course and its quota), by username.
     #[serde(default)]
     pub staff: Vec<String>,
+    /// GPU hours per student and `budget_period`, counted on allocated GPU time; absent = no
+    /// budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours_per_student: Option<GpuHours>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_period: Option<String>,
 }
 
 fn default_idle_action() -> String {

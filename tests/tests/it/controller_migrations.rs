@@ -10,9 +10,10 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 30] = [
+const TABLES: [&str; 32] = [
     "api_tokens",
     "audit_log",
+    "course_budgets",
     "course_datasets",
     "course_networks",
     "course_reclaim",
@@ -40,6 +41,7 @@ const TABLES: [&str; 30] = [
     "portal_sessions",
     "sign_in_passwords",
     "ssh_keys",
+    "student_budgets",
     "users",
 ];
 

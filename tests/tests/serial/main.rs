@@ -20,6 +20,8 @@
 //!   polling every second through a provision, a move and a renewal; heavy (two daemons).
 //! - `controller_gpus`: loads the test NVML library in this process after setting
 //!   `FAKE_NVML_ALL_MIG`, and reads `FAKE_NVML_PROCESSES` as the others leave it.
+//! - `gpu_budget`: sets `FAKE_NVML_*` and `COHORT_AGENT_NVML_LIBRARY` for its agents, as
+//!   `gpu_usage` does.
 
 use std::ffi::OsString;
 
@@ -31,6 +33,7 @@ mod controller_gpus;
 mod course_data_memory;
 mod db_faults;
 mod faults;
+mod gpu_budget;
 mod gpu_memory;
 mod gpu_usage;
 mod hostile_student_lxd;

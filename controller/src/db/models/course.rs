@@ -139,6 +139,13 @@ impl Course {
     }
 
     /// The course, its row locked until the transaction ends.
+    pub fn find(conn: &mut PgConnection, id: i64) -> QueryResult<Course> {
+        courses::table
+            .find(id)
+            .select(Course::as_select())
+            .first(conn)
+    }
+
     pub fn lock(conn: &mut PgConnection, id: i64) -> QueryResult<Course> {
         courses::table
             .find(id)

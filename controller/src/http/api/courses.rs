@@ -73,6 +73,28 @@ pub async fn set_jupyter(
     Ok(HttpResponse::Ok().json(course::set_jupyter(&ctl, caller, code.into_inner(), req.0).await?))
 }
 
+pub async fn set_budget(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<cohort_proto::api::courses::CourseBudget>,
+) -> Reply {
+    Ok(
+        HttpResponse::Ok()
+            .json(courses::budget::set(&ctl, caller, code.into_inner(), req.0).await?),
+    )
+}
+
+pub async fn grant_hours(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<cohort_proto::api::courses::GrantHours>,
+) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(courses::budget::grant(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
 pub async fn set_network(
     ctl: Ctl,
     caller: Caller,

@@ -262,6 +262,12 @@ pub fn routes() -> Vec<Route> {
         PUT "/courses/{code}/jupyter" => courses::set_jupyter, auth,
             "Let a course's instructors open its students' JupyterLab through the portal (instructors: true), or only each student (false, the default)",
             (p::courses::CourseJupyter) -> 200 (p::courses::Course);
+        PUT "/courses/{code}/budget" => courses::set_budget, auth,
+            "Set a course's GPU budget: gpu_hours_per_student per budget_period (week, month, course), counted on allocated GPU time; null hours remove it (its instructor, staff, admin)",
+            (p::courses::CourseBudget) -> 200 (p::courses::Course);
+        POST "/courses/{code}/grants" => courses::grant_hours, auth,
+            "Grant one student extra GPU hours for the current budget period, audited (its instructor, staff, admin)",
+            (p::courses::GrantHours) -> 200 (p::courses::StudentBudget);
         PUT "/courses/{code}/network" => courses::set_network, auth,
             "Set a course's network policy (egress, ssh_from); applied to its running containers at once",
             (p::courses::NetworkPolicy) -> 200 (p::courses::Course);

@@ -142,15 +142,27 @@ pub async fn show(
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let running = i.observed_state == ObservedState::Running;
+    let budgets = crate::courses::budget::mine(&ctl, s.bearer.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
+    let budget = budgets
+        .iter()
+        .find(|b| i.course.as_deref() == Some(b.course.as_str()));
     Ok(layout::ok(
         &s,
         &i.name,
         html! {
+            @if let Some(b) = budget {
+                (budget_banner(lang, b))
+            }
             dl.facts {
                 dt { (lang.t(Msg::Status)) } dd #status { (state_name(lang, &i)) }
                 dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
                 @if let Some(reason) = &i.stop_reason {
                     dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }
+                }
+                @if let Some(reason) = &i.gpu_detach_reason {
+                    dt { (lang.t(Msg::GpusDetachedBecause)) } dd #gpu-detach-reason { (reason) }
                 }
             }
             @if jupyter && running {
@@ -184,6 +196,25 @@ pub async fn show(
             (actions(lang, &s, &i.name))
         },
     ))
+}
+
+/// The student's GPU budget at 80 % or more of its limit: a banner saying so, with the hours.
+fn budget_banner(lang: Lang, b: &cohort_proto::api::courses::StudentBudget) -> Markup {
+    use crate::reclaim::budget::{hours, WARN_SHARE};
+    let limit = b.budget_hours.0 + b.granted_hours.0;
+    let used = b.used_hours.0;
+    let (id, msg) = if used >= limit {
+        ("budget-used-up", Msg::GpuBudgetUsedUp)
+    } else if used >= WARN_SHARE * limit {
+        ("budget-warning", Msg::GpuBudgetWarning)
+    } else {
+        return html! {};
+    };
+    html! {
+        p.banner id=(id) role="status" {
+            (lang.t(msg)) ": " span.used { (hours(used)) } " / " span.limit { (hours(limit)) }
+        }
+    }
 }
 
 #[derive(Deserialize)]

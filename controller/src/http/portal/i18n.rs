@@ -140,6 +140,9 @@ pub enum Msg {
     Restart,
     Back,
     StoppedBecause,
+    GpusDetachedBecause,
+    GpuBudgetWarning,
+    GpuBudgetUsedUp,
     OpenJupyter,
     JupyterNeedsRunning,
     StoppedSince,
@@ -346,6 +349,17 @@ impl Msg {
             Msg::Restart => ("Restart", "重新啟動", "重启"),
             Msg::Back => ("Back", "返回", "返回"),
             Msg::StoppedBecause => ("Stopped because", "停止原因", "停止原因"),
+            Msg::GpusDetachedBecause => ("GPUs detached because", "GPU 卸除原因", "GPU 卸载原因"),
+            Msg::GpuBudgetWarning => (
+                "You have used 80 % of your GPU hours; at 100 % the GPU is detached (your container keeps running). GPU hours used",
+                "您已用掉 80% 的 GPU 時數；用完時 GPU 會被卸除（容器繼續執行）。已用 GPU 時數",
+                "您已用掉 80% 的 GPU 时数；用完时 GPU 会被卸载（容器继续运行）。已用 GPU 时数",
+            ),
+            Msg::GpuBudgetUsedUp => (
+                "Your GPU hours are used up: the GPU was detached (your container keeps running). Your instructor can grant more. GPU hours used",
+                "您的 GPU 時數已用完：GPU 已卸除（容器繼續執行）。授課教師可核發更多時數。已用 GPU 時數",
+                "您的 GPU 时数已用完：GPU 已卸载（容器继续运行）。授课教师可授予更多时数。已用 GPU 时数",
+            ),
             Msg::OpenJupyter => ("Open JupyterLab", "開啟 JupyterLab", "打开 JupyterLab"),
             Msg::JupyterNeedsRunning => (
                 "JupyterLab runs in your container, which is not running: start it to open JupyterLab.",

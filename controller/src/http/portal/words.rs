@@ -229,6 +229,9 @@ fn audit_action_texts(name: &str) -> Option<Texts> {
         "trust_token" => ("create trust token", "建立信任權杖", "创建信任令牌"),
         "untrust_certificate" => ("remove trusted certificate", "移除信任憑證", "移除信任证书"),
         "update" => ("update", "更新", "更新"),
+        "set_budget" => ("set GPU budget", "設定 GPU 預算", "设置 GPU 预算"),
+        "grant_gpu_hours" => ("grant GPU hours", "核發 GPU 時數", "授予 GPU 时数"),
+        "budget_warning" => ("GPU budget warning", "GPU 預算警告", "GPU 预算警告"),
         _ => return None,
     })
 }

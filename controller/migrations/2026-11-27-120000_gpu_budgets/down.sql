@@ -1,0 +1,2 @@
+DROP TABLE student_budgets;
+DROP TABLE course_budgets;
