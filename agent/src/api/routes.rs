@@ -154,6 +154,19 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let id = id.to_string();
             super::relay::websocket(node, req, &id, &query).await
         }
+        (&M::GET, ["v1", "instances", name, "lxd-state"]) => {
+            ok(&node.instances.lxd_state(name).await?)
+        }
+        (&M::GET, ["v1", "lxd-states"]) => ok(&node.instances.lxd_states().await?),
+        (&M::GET, ["v1", "instances", name, "console-log"]) => {
+            let log = node.instances.console_log(name).await?;
+            let mut resp = Response::new(full(log));
+            resp.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            Ok(resp)
+        }
         (&M::GET, ["v1", "instances", name, "activity"]) => {
             let cpu_percent = match query.get("cpu_percent") {
                 Some(p) => p.parse().map_err(|_| {

@@ -105,15 +105,33 @@ impl Instances {
         let lx = self
             .lxd_instance(name)
             .await?
-            .ok_or_else(|| InstanceError::NotFound {
-                field: None,
-                message: format!(
-                    "instance {name} not found in LXD project {}",
-                    self.lxd.project()
-                ),
-            })?;
+            .ok_or_else(|| not_found(name, self.lxd.project()))?;
         let ready = self.ready_now(&lx).await;
         Ok(lx.into_instance(ready))
+    }
+
+    /// LXD's own state object of one instance (`lxc list`'s addresses and usage through the
+    /// controller's LXD-style API): read, never changed.
+    pub async fn lxd_state(&self, name: &str) -> Result<serde_json::Value, InstanceError> {
+        self.lxd_instance(name)
+            .await?
+            .ok_or_else(|| not_found(name, self.lxd.project()))?;
+        Ok(self.lxd.get_instance_state_raw(name).await?)
+    }
+
+    /// LXD's state objects of every instance of the project, by name, in one LXD call.
+    pub async fn lxd_states(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, serde_json::Value>, InstanceError> {
+        Ok(self.lxd.get_instance_states_raw().await?)
+    }
+
+    /// The console log LXD keeps of a container (`lxc console --show-log`).
+    pub async fn console_log(&self, name: &str) -> Result<bytes::Bytes, InstanceError> {
+        self.lxd_instance(name)
+            .await?
+            .ok_or_else(|| not_found(name, self.lxd.project()))?;
+        Ok(self.lxd.get_console_log(name).await?)
     }
 
     /// Every instance of the project, with state, in one LXD call.
@@ -125,6 +143,13 @@ impl Instances {
             .zip(ready)
             .map(|(lx, r)| lx.into_instance(r))
             .collect())
+    }
+}
+
+fn not_found(name: &str, project: &str) -> InstanceError {
+    InstanceError::NotFound {
+        field: None,
+        message: format!("instance {name} not found in LXD project {project}"),
     }
 }
 

@@ -195,6 +195,31 @@ impl Lxd {
         self.get_as("/1.0/instances?recursion=2").await
     }
 
+    /// `GET /1.0/instances/{name}/state`, as LXD words it (addresses per interface, usage), for
+    /// the controller's LXD-style API to pass on unchanged.
+    pub async fn get_instance_state_raw(&self, name: &str) -> Result<Value, LxdError> {
+        self.get(&format!("{}/state", instance_url(name))).await
+    }
+
+    /// `GET /1.0/instances/{name}/console`: the container's console log as LXD keeps it.
+    pub async fn get_console_log(&self, name: &str) -> Result<bytes::Bytes, LxdError> {
+        Ok(self
+            .get_raw(&format!("{}/console", instance_url(name)))
+            .await?
+            .bytes)
+    }
+
+    /// Every instance's `state` as LXD words it, by name, from one `recursion=2` listing.
+    pub async fn get_instance_states_raw(&self) -> Result<BTreeMap<String, Value>, LxdError> {
+        let listing = self.get("/1.0/instances?recursion=2").await?;
+        Ok(listing
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| Some((i["name"].as_str()?.to_string(), i.get("state")?.clone())))
+            .collect())
+    }
+
     /// `GET /1.0/instances`: the names of the project's instances.
     pub async fn get_instance_names(&self) -> Result<Vec<String>, LxdError> {
         let urls: Vec<String> = self.get_as("/1.0/instances").await?;

@@ -348,6 +348,22 @@ impl NodeAgent for HttpAgent {
             self.daemon(self.instance(Method::PATCH, &name, "").json(&request)),
         ))
     }
+    fn lxd_state(&self, name: String) -> AgentFuture<serde_json::Value> {
+        Box::pin(json(self.instance(Method::GET, &name, "/lxd-state")))
+    }
+    fn lxd_states(&self) -> AgentFuture<std::collections::BTreeMap<String, serde_json::Value>> {
+        Box::pin(json(self.req(Method::GET, "/lxd-states")))
+    }
+    fn console_log(&self, name: String) -> AgentFuture<bytes::Bytes> {
+        let request = self.instance(Method::GET, &name, "/console-log");
+        Box::pin(async move {
+            send(request)
+                .await?
+                .bytes()
+                .await
+                .map_err(|e| AgentError::Decode(e.to_string()))
+        })
+    }
     fn activity(
         &self,
         name: String,

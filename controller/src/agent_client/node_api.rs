@@ -160,6 +160,33 @@ pub trait NodeAgent: Send + Sync {
     fn identity_csr(&self) -> AgentFuture<IdentityCsr>;
     /// Hands the agent its renewed certificate; it serves it from the next handshake on.
     fn install_certificate(&self, request: InstallCertificate) -> AgentFuture<IdentityInfo>;
+    /// LXD's own state object of an instance (addresses per interface, usage), passed through
+    /// for the LXD-style API. Agents that do not offer it (test fakes) refuse it.
+    fn lxd_state(&self, name: String) -> AgentFuture<serde_json::Value> {
+        let _ = name;
+        not_offered("lxd-state")
+    }
+    /// LXD's state objects of every instance on the node, by name.
+    fn lxd_states(&self) -> AgentFuture<std::collections::BTreeMap<String, serde_json::Value>> {
+        not_offered("lxd-states")
+    }
+    /// The console log LXD keeps of a container (`lxc console --show-log`).
+    fn console_log(&self, name: String) -> AgentFuture<bytes::Bytes> {
+        let _ = name;
+        not_offered("console-log")
+    }
+}
+
+/// The answer of a [`NodeAgent`] for a call it does not offer.
+fn not_offered<T: Send + 'static>(call: &'static str) -> AgentFuture<T> {
+    Box::pin(async move {
+        Err(AgentError::Status {
+            status: 501,
+            code: "not_offered".into(),
+            message: format!("this agent does not offer {call}"),
+            field: None,
+        })
+    })
 }
 
 /// A byte pipe through the agent to an instance's JupyterLab (the agent's fixed port only).

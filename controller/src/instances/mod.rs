@@ -5,6 +5,7 @@
 //! ([`notebook`]).
 
 pub mod io;
+pub mod lxd_live;
 pub mod manage;
 pub mod moves;
 pub mod notebook;

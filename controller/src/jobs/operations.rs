@@ -36,7 +36,7 @@ pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireOper
 }
 
 /// Longest and default wait.
-const MAX_WAIT_S: u32 = 300;
+pub const MAX_WAIT_S: u32 = 300;
 const DEFAULT_WAIT_S: u32 = 30;
 
 /// Answers once the operation is final or `timeout` seconds have passed. Polls the database, so

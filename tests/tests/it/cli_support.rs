@@ -350,6 +350,11 @@ impl OneNode {
         Self::start_with(Controller::start_with_lxd_api(), None)
     }
 
+    /// A one-node deployment serving the LXD-style API whose node is on `network`.
+    pub fn start_with_lxd_api_on(network: &cohort_e2e::TestNetwork) -> Self {
+        Self::start_with(Controller::start_with_lxd_api(), Some(network))
+    }
+
     fn start_with(controller: Controller, network: Option<&cohort_e2e::TestNetwork>) -> Self {
         Self::start_in(controller, network, TestLxd::new())
     }

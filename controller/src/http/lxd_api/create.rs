@@ -78,6 +78,12 @@ pub async fn create(
     if !body.kind.is_empty() && body.kind != "container" {
         return Err(LxdError::not_supported("virtual machines"));
     }
+    if body.source.kind == "copy" || body.source.kind == "migration" {
+        return Err(LxdError::not_supported(
+            "copying instances (lxc copy): Cohort makes instances from images; publish one with \
+             cohort image publish and launch from it",
+        ));
+    }
     if body.source.kind != "image" || !body.source.server.is_empty() {
         return Err(LxdError::not_supported(
             "instances from anything but an image of this server",

@@ -1,7 +1,7 @@
 //! `GET /1.0/instances` and `/1.0/instances/{name}`: Cohort's instances as LXD instances, in
 //! LXD projects named after their courses (`default` for those of no course).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use actix_web::HttpRequest;
 use cohort_proto::api::instances::{Instance, InstancePage, ObservedState};
@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 
 use super::reply::{sync, LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
-use crate::accounts::auth::Bearer;
+use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
-use crate::instances::manage;
+use crate::instances::{lxd_live, manage};
 
 /// Pages read at most for one listing: 100 pages of 1000 instances.
 const MAX_PAGES: usize = 100;
@@ -101,18 +101,19 @@ pub fn lxd_instance(i: &Instance, full: bool) -> Value {
         "project": project_of(i),
     });
     if full {
-        value["state"] = lxd_state(i);
+        value["state"] = lxd_state(i, None);
         value["snapshots"] = json!([]);
         value["backups"] = json!([]);
     }
     value
 }
 
-/// `api.InstanceState` as far as the controller knows it: status only; usage figures are not
-/// kept, so they are zero (which `lxc` shows as absent) rather than guessed.
-pub fn lxd_state(i: &Instance) -> Value {
+/// `api.InstanceState`: LXD's own, as the instance's node reads it now (`live`), or else as far
+/// as the controller knows it: status only, usage figures zero (which `lxc` shows as absent)
+/// rather than guessed.
+pub fn lxd_state(i: &Instance, live: Option<&Value>) -> Value {
     let (status, code) = status(&i.observed_state);
-    json!({
+    let mut state = json!({
         "status": status,
         "status_code": code,
         "disk": {},
@@ -121,7 +122,42 @@ pub fn lxd_state(i: &Instance) -> Value {
         "pid": 0,
         "processes": 0,
         "cpu": {"usage": 0},
-    })
+    });
+    if let (Some(Value::Object(live)), Some(shown)) = (live, state.as_object_mut()) {
+        for (key, value) in live {
+            // LXD answers `null` for what a stopped container does not have.
+            if !value.is_null() {
+                shown.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    state
+}
+
+/// An instance with its live state, when its node gave one: the instance's status follows the
+/// state's (LXD's own word, newer than what Cohort recorded).
+fn with_live_state(i: &Instance, live: Option<&Value>) -> Value {
+    let mut value = lxd_instance(i, true);
+    let state = lxd_state(i, live);
+    if live.is_some() {
+        value["status"] = state["status"].clone();
+        value["status_code"] = state["status_code"].clone();
+    }
+    value["state"] = state;
+    value
+}
+
+/// LXD's live state of one instance, or `None` (queued, or its node did not answer: the
+/// recorded state is shown then).
+async fn live_state_of(ctl: &Controller, caller: Caller, i: &Instance) -> Option<Value> {
+    i.node.as_ref()?;
+    match lxd_live::state(ctl, caller, i.name.clone()).await {
+        Ok(state) => Some(state),
+        Err(e) => {
+            tracing::info!(instance = %i.name, error = %e, "no live state for an LXD-style read");
+            None
+        }
+    }
 }
 
 /// The query of a listing: `recursion`, `project`, `all-projects`.
@@ -172,7 +208,22 @@ pub async fn list(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdReply {
                 })
                 .collect::<Vec<_>>(),
         ),
-        r => sync(chosen.map(|i| lxd_instance(i, r >= 2)).collect::<Vec<_>>()),
+        1 => sync(chosen.map(|i| lxd_instance(i, false)).collect::<Vec<_>>()),
+        _ => {
+            // `lxc list`'s default columns (addresses) ask for states: each node's, at once.
+            let chosen: Vec<&Instance> = chosen.collect();
+            let nodes: BTreeSet<String> = chosen.iter().filter_map(|i| i.node.clone()).collect();
+            let live = lxd_live::states_on(&ctl, nodes.into_iter().collect()).await?;
+            sync(
+                chosen
+                    .into_iter()
+                    .map(|i| {
+                        let key = i.node.clone().map(|n| (n, i.name.clone()));
+                        with_live_state(i, key.and_then(|k| live.get(&k)))
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        }
     })
 }
 
@@ -185,7 +236,13 @@ pub async fn get(
     let recursion = Listing::of(&req).recursion;
     let caller = caller_of(&ctl, LxdClient(client.0.clone())).await?;
     let instance = in_project(&ctl, client, name.into_inner(), &req).await?;
-    let mut shown = lxd_instance(&instance, recursion >= 1);
+    // `lxc info` reads the full instance: its state as its node's LXD gives it now.
+    let mut shown = if recursion >= 1 {
+        let live = live_state_of(&ctl, caller.clone(), &instance).await;
+        with_live_state(&instance, live.as_ref())
+    } else {
+        lxd_instance(&instance, false)
+    };
     // One instance shows the devices its node's LXD holds (`lxc config device list|show`, and
     // what a `PUT` of it removes); a listing shows none, asking no node.
     if instance.node.is_some() {
@@ -217,6 +274,8 @@ pub async fn state(
     name: actix_web::web::Path<String>,
     req: HttpRequest,
 ) -> LxdReply {
+    let caller = caller_of(&ctl, LxdClient(client.0.clone())).await?;
     let instance = in_project(&ctl, client, name.into_inner(), &req).await?;
-    Ok(sync(lxd_state(&instance)))
+    let live = live_state_of(&ctl, caller, &instance).await;
+    Ok(sync(lxd_state(&instance, live.as_ref())))
 }

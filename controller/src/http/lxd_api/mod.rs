@@ -10,9 +10,11 @@ mod exec;
 mod exec_relay;
 pub mod exec_sessions;
 mod files;
+mod fleet;
 mod images;
 mod instances;
 mod listing;
+mod moving;
 mod operations;
 mod reply;
 mod server;
@@ -195,7 +197,31 @@ pub fn configure(
             .route("/1.0/operations/{id}/websocket", get().to(exec::websocket))
             .route("/1.0/events", get().to(events::events))
             .route("/1.0/profiles", get().to(server::not_supported))
-            .route("/1.0/networks", get().to(server::not_supported))
+            .route("/1.0/networks", get().to(fleet::networks))
+            .route("/1.0/networks", post().to(fleet::network_change))
+            .route("/1.0/networks/{name}", get().to(fleet::network_get))
+            .route("/1.0/networks/{name}", web::to(fleet::network_change))
+            .route("/1.0/storage-pools", get().to(fleet::pools))
+            .route("/1.0/storage-pools", post().to(fleet::pool_change))
+            .route("/1.0/storage-pools/{name}", get().to(fleet::pool_get))
+            .route(
+                "/1.0/storage-pools/{name}/resources",
+                get().to(fleet::pool_resources),
+            )
+            .route("/1.0/storage-pools/{name}", web::to(fleet::pool_change))
+            .route("/1.0/instances/{name}", post().to(moving::post))
+            .route(
+                "/1.0/instances/{name}/console",
+                get().to(moving::console_log),
+            )
+            .route(
+                "/1.0/instances/{name}/console",
+                post().to(moving::console_attach),
+            )
+            .route(
+                "/1.0/instances/{name}/console",
+                delete().to(moving::console_clear),
+            )
             .route("/1.0/virtual-machines", get().to(server::not_supported))
             .default_service(web::to(unknown));
     }

@@ -52,9 +52,33 @@ pub fn lxd_operation(op: &Operation) -> Value {
         "resources": {"instances": instances},
         "metadata": {},
         "may_cancel": false,
-        "err": op.error.clone().unwrap_or_default(),
+        "err": error_of(op),
         "location": "cohort",
     })
+}
+
+/// The `err` of an operation that did not succeed: its own error, else its first failed step's,
+/// else what happened to it. pylxd raises with this text when a wait ends in `Failure`, so it
+/// is never empty there.
+fn error_of(op: &Operation) -> String {
+    if let Some(error) = op.error.as_ref().filter(|e| !e.is_empty()) {
+        return error.clone();
+    }
+    let step = op
+        .items
+        .iter()
+        .filter_map(|i| Some((i, i.error.as_ref().filter(|e| !e.is_empty())?)))
+        .next();
+    match (op.status, step) {
+        (OperationStatus::Failure | OperationStatus::Cancelled, Some((item, error))) => {
+            format!("{}: {error}", item.target)
+        }
+        (OperationStatus::Failure, None) => format!("the operation on {} failed", op.target),
+        (OperationStatus::Cancelled, None) => {
+            format!("the operation on {} was cancelled", op.target)
+        }
+        _ => String::new(),
+    }
 }
 
 /// LXD's `202 Accepted` naming the operation that carries the change.
@@ -212,8 +236,9 @@ pub async fn get(
 
 #[derive(Debug, Deserialize)]
 pub struct WaitQuery {
-    /// Seconds; LXD's -1 (the client's default) is "as long as it takes", bounded here by the
-    /// action's own limit.
+    /// Seconds; LXD's -1, or none (the clients' default: pylxd sends none), is "as long as it
+    /// takes", bounded here by the action's longest wait, not its default one (30 s): a
+    /// client that takes a wait's answer as the end would go on while the change still runs.
     #[serde(default)]
     timeout: Option<i64>,
 }
@@ -239,7 +264,47 @@ pub async fn wait(
     if let Some(op) = done.get(id, caller.user.id) {
         return Ok(sync(op));
     }
+    let timeout = timeout.map_or(operations::MAX_WAIT_S, |t| t.min(operations::MAX_WAIT_S));
     Ok(sync(lxd_operation(
-        &operations::wait(&ctl, caller, id, timeout).await?,
+        &operations::wait(&ctl, caller, id, Some(timeout)).await?,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operation(status: OperationStatus, error: Option<&str>, step: Option<&str>) -> Operation {
+        serde_json::from_value(json!({
+            "id": Uuid::nil(),
+            "kind": "delete_instance",
+            "status": status,
+            "created_by": "ann",
+            "target": "py1",
+            "progress": {"total": 1, "done": 0, "failed": 1},
+            "items": [{
+                "id": Uuid::nil(), "target": "py1", "node": "node1", "ssh_port": null,
+                "status": status, "attempts": 1, "error": step,
+            }],
+            "error": error,
+            "created_at": "2026-11-27T00:00:00Z",
+            "updated_at": "2026-11-27T00:00:00Z",
+        }))
+        .expect("an operation")
+    }
+
+    #[test]
+    fn an_operation_that_did_not_succeed_always_says_why() {
+        let failed = |error, step| lxd_operation(&operation(OperationStatus::Failure, error, step));
+        assert_eq!(failed(Some("no room"), Some("step"))["err"], "no room");
+        assert_eq!(
+            failed(None, Some("agent answered 500"))["err"],
+            "py1: agent answered 500"
+        );
+        assert_eq!(failed(None, None)["err"], "the operation on py1 failed");
+        let cancelled = lxd_operation(&operation(OperationStatus::Cancelled, None, None));
+        assert_eq!(cancelled["err"], "the operation on py1 was cancelled");
+        let done = lxd_operation(&operation(OperationStatus::Success, None, None));
+        assert_eq!(done["err"], "");
+    }
 }

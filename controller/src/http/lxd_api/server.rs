@@ -28,6 +28,12 @@ pub const API_EXTENSIONS: &[&str] = &[
     "container_exec_user_group_cwd",
     // A trust token in `trust_token` (Incus's client, LXD 5.21+, pylxd's `authenticate`).
     "explicit_trust_token",
+    // `lxc network list|show`, `lxc storage list|show|info` (read-only fleet views).
+    "network",
+    "storage",
+    "resources",
+    // `lxc console --show-log`.
+    "console",
 ];
 
 /// The server's LXD version as clients compare it: the one whose behaviour this API follows.
