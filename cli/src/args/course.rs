@@ -43,6 +43,8 @@ pub enum CourseCommand {
     Staff(CourseStaff),
     /// Make next term's course from this one: same settings and staff, no students
     Copy(CourseCopy),
+    /// Export every student's home as a .tar.gz kept for download (--list, --download DIR)
+    Archive(super::course_archive::CourseArchiveArgs),
 }
 
 #[derive(Debug, Args)]
@@ -343,6 +345,10 @@ pub struct CourseTeardown {
     /// Keep the students' home volumes when deleting
     #[arg(long)]
     pub keep_homes: bool,
+    /// First archive every student's home for download (as `course archive`); a home whose
+    /// archive failed is kept
+    #[arg(long)]
+    pub archive: bool,
     /// Don't ask for confirmation
     #[arg(long)]
     pub force: bool,

@@ -4,6 +4,8 @@
 //! instance naming, endpoint formats, generated passwords). The job steps a course's
 //! operations run are in `crate::jobs`.
 
+pub mod archive;
+pub mod archive_sweep;
 pub mod containers;
 pub mod copy;
 pub mod course;

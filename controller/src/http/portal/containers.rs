@@ -69,6 +69,9 @@ pub async fn render_home(
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let mine = &me.instances;
+    let archives = crate::courses::archive::mine(ctl, s.caller.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
     Ok(layout::page(
         status,
         lang,
@@ -103,6 +106,7 @@ pub async fn render_home(
                 }
             }
             (create_container::section(s, &catalog, mine.len(), refusal))
+            (super::archives::section(lang, &archives))
         },
     ))
 }

@@ -274,6 +274,10 @@ pub enum Msg {
     RemoveStudentWarning,
     DeleteHome,
     Staff,
+    MyArchives,
+    ArchivesNote,
+    KeptUntil,
+    ArchiveHomes,
 }
 
 impl Msg {
@@ -574,6 +578,18 @@ impl Msg {
                 "一并删除主目录（无法恢复）",
             ),
             Msg::Staff => ("Staff", "教學團隊", "教学团队"),
+            Msg::MyArchives => ("My archived work", "我的封存作業", "我的归档作业"),
+            Msg::ArchivesNote => (
+                "Your home directory as it was when the course was archived, as a .tar.gz file.",
+                "課程封存時您的家目錄，為 .tar.gz 檔案。",
+                "课程归档时您的主目录，为 .tar.gz 文件。",
+            ),
+            Msg::KeptUntil => ("Kept until", "保留至", "保留至"),
+            Msg::ArchiveHomes => (
+                "Archive every student's home first (each student can download it)",
+                "先封存每位學生的家目錄（學生可下載）",
+                "先归档每位学生的主目录（学生可下载）",
+            ),
         }
     }
 }

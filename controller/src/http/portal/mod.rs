@@ -7,6 +7,7 @@ mod account;
 mod admin;
 mod admin_fleet;
 mod admin_users;
+mod archives;
 mod assets;
 mod containers;
 mod course_limits;
@@ -76,6 +77,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/courses/{code}/students/{username}/{action}",
             post().to(courses::student_action),
+        )
+        .route(
+            "/courses/{code}/archive/{username}",
+            get().to(archives::download),
         )
         .route("/courses/{code}/roster", post().to(course_roster::import))
         .route("/courses/{code}/limits", post().to(course_limits::set))
