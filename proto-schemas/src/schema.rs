@@ -106,6 +106,14 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::api::course_data::DataUsage),
         ),
         (
+            "api_archive_course",
+            schema_for!(crate::api::course_archives::ArchiveCourse),
+        ),
+        (
+            "api_course_archive",
+            schema_for!(crate::api::course_archives::CourseArchive),
+        ),
+        (
             "api_create_instance",
             schema_for!(crate::api::instances::CreateInstance),
         ),

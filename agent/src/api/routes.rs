@@ -103,6 +103,12 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
         (&M::POST, ["v1", "volumes", name, "export"]) => {
             tarball(node.instances.export_volume(name).await?)
         }
+        (&M::POST, ["v1", "volumes", name, "archive"]) => {
+            let chunks = node.instances.archive_volume(name).await?;
+            let mut resp = Response::new(stream::archive(chunks));
+            octet_stream(resp.headers_mut(), None);
+            Ok(resp)
+        }
         (&M::POST, ["v1", "volumes", name, "import"]) => {
             let body = crate::instances::streamed(req.into_body());
             node.instances.import_volume(name, body).await?;

@@ -106,3 +106,8 @@ pub fn exec(out: ExecStreams, limit: u64) -> Body {
     .chain(text("\"}".into()));
     body_of(json)
 }
+
+/// A home's archive as it is made (see `instances::home_archive`).
+pub fn archive(chunks: crate::instances::ArchiveStream) -> Body {
+    body_of(chunks)
+}

@@ -178,3 +178,29 @@ impl Lxd {
             .map(|_| ())
     }
 }
+
+impl Lxd {
+    /// `POST .../volumes/custom/{name}/backups` without the volume's snapshots: only its files
+    /// as they are now (a home archived at a term's end).
+    pub async fn create_volume_only_backup(
+        &self,
+        pool: &str,
+        volume: &str,
+        backup: &str,
+    ) -> Result<(), LxdError> {
+        let body = StoragePoolVolumeBackupsPost {
+            name: backup.into(),
+            volume_only: true,
+            optimized_storage: false,
+            compression_algorithm: "none".into(),
+        };
+        self.call_within(
+            Method::POST,
+            &volume_backups(pool, volume),
+            Some(&to_json(&body)),
+            BACKUP_TIMEOUT,
+        )
+        .await
+        .map(|_| ())
+    }
+}

@@ -45,6 +45,8 @@ pub enum CourseCommand {
     Copy(CourseCopy),
     /// Grant one student extra GPU hours for the current budget period (its instructor, admin)
     Grant(CourseGrant),
+    /// Export every student's home as a .tar.gz kept for download (--list, --download DIR)
+    Archive(super::course_archive::CourseArchiveArgs),
 }
 
 #[derive(Debug, Args)]
@@ -372,6 +374,10 @@ pub struct CourseTeardown {
     /// Keep the students' home volumes when deleting
     #[arg(long)]
     pub keep_homes: bool,
+    /// First archive every student's home for download (as `course archive`); a home whose
+    /// archive failed is kept
+    #[arg(long)]
+    pub archive: bool,
     /// Don't ask for confirmation
     #[arg(long)]
     pub force: bool,

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod completion;
 pub mod config;
 pub mod course;
+pub mod course_archive;
 pub mod course_data;
 pub mod delete;
 pub mod exec;

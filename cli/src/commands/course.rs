@@ -113,6 +113,7 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
             let body = Teardown {
                 delete: teardown.delete,
                 keep_homes: teardown.keep_homes,
+                archive: teardown.archive,
             };
             let path = format!("/courses/{}/teardown", seg(&code));
             let operation: Operation = client.post(&path, &body).await?;
@@ -134,6 +135,7 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
         }
         CourseCommand::Student(student) => run_student(session, student).await,
         CourseCommand::Data(data) => super::course_data::run(session, data).await,
+        CourseCommand::Archive(archive) => super::course_archive::run(session, archive).await,
         CourseCommand::Staff(staff) => {
             let (method, target) = match staff.command {
                 StaffCommand::Add(t) => (Method::PUT, t),

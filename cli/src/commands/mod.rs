@@ -8,6 +8,7 @@ pub mod completion;
 pub mod config;
 pub mod course;
 pub mod course_budget;
+pub mod course_archive;
 pub mod course_data;
 pub mod course_limits;
 pub mod course_network;

@@ -449,6 +449,11 @@ impl NodeAgent for HttpAgent {
         );
         Box::pin(empty(request))
     }
+    fn archive_volume(&self, name: String) -> AgentFuture<AgentStream> {
+        let request =
+            self.transfer(self.req(Method::POST, &format!("/volumes/{}/archive", escape(&name))));
+        Box::pin(async move { Ok(stream_of(send(request).await?)) })
+    }
     fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance> {
         Box::pin(json(self.daemon(
             self.instance(Method::PUT, &name, "/arrival").json(&arrival),

@@ -117,6 +117,18 @@ pub trait NodeAgent: Send + Sync {
     fn export_volume(&self, name: String) -> AgentFuture<AgentStream>;
     /// Imports a `home-*` volume from another node's backup tarball, streamed in.
     fn import_volume(&self, name: String, tarball: AgentStream) -> AgentFuture<()>;
+    /// A `home-*` volume's files as a gzip tarball (a home archived at a term's end), streamed.
+    /// Only the real agent makes one; a test double that does not say otherwise refuses.
+    fn archive_volume(&self, name: String) -> AgentFuture<AgentStream> {
+        Box::pin(async move {
+            Err(AgentError::Status {
+                status: 501,
+                code: "not_implemented".into(),
+                message: format!("this agent cannot archive {name}"),
+                field: None,
+            })
+        })
+    }
     /// Makes an imported (stopped) instance this node's: its SSH forward and GPUs here.
     fn arrive(&self, name: String, arrival: Arrival) -> AgentFuture<Instance>;
     /// Sets the instance's cores and memory; LXD applies them to a running container at once.

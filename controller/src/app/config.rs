@@ -393,6 +393,15 @@ pub struct ServerConfig {
     /// `COHORT_DATA_QUOTA_MIB`: what a course's datasets may hold together when an admin set
     /// no quota for it, in MiB; default 10240.
     pub data_quota_mib: u64,
+    /// `COHORT_ARCHIVE_DIR`: the archive store, where archived homes are kept
+    /// (`<course>/<user>.tar.gz`); default `<state_dir>/archives`.
+    pub archive_dir: Option<PathBuf>,
+    /// `COHORT_ARCHIVE_DAYS`: how long an archived home is kept when the archive names no
+    /// time of its own; default 90. At least 1.
+    pub archive_days: u32,
+    /// `COHORT_ARCHIVE_SWEEP_S`: seconds between two sweeps deleting expired archives;
+    /// default 3600. At least 1.
+    pub archive_sweep_s: u64,
     /// `COHORT_NODE_CERT_LIFETIME_S`: how long a node's certificate is valid, in seconds; the
     /// poller renews it at two thirds of its life. Default one year (31536000); at least 30.
     pub node_cert_lifetime_s: u64,
@@ -547,6 +556,9 @@ impl Default for ServerConfig {
             max_image_mib: 4096,
             data_dir: None,
             data_quota_mib: 10_240,
+            archive_dir: None,
+            archive_days: 90,
+            archive_sweep_s: 3600,
             node_cert_lifetime_s: 365 * 86_400,
             lxd_listen: None,
             lxd_address: None,
@@ -731,6 +743,18 @@ impl Config {
             self.server.data_dir = Some(PathBuf::from(dir));
         }
         env_parse("COHORT_DATA_QUOTA_MIB", &mut self.server.data_quota_mib)?;
+        if let Ok(dir) = std::env::var("COHORT_ARCHIVE_DIR") {
+            self.server.archive_dir = Some(PathBuf::from(dir));
+        }
+        env_parse("COHORT_ARCHIVE_DAYS", &mut self.server.archive_days)?;
+        env_parse("COHORT_ARCHIVE_SWEEP_S", &mut self.server.archive_sweep_s)?;
+        if self.server.archive_days == 0 || self.server.archive_sweep_s == 0 {
+            return Err(ConfigError::Range {
+                setting: "server.archive_days / server.archive_sweep_s",
+                rule: "at least 1",
+                value: "0".into(),
+            });
+        }
         env_parse(
             "COHORT_NODE_CERT_LIFETIME_S",
             &mut self.server.node_cert_lifetime_s,

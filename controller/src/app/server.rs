@@ -87,6 +87,13 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
         page_cache::run(ctl, Duration::from_secs(30))
     });
     supervise(ctl.clone(), FAILURE_SUMMARY, allow(10), failure_summaries);
+    let sweep_s = c.server.archive_sweep_s;
+    supervise(
+        ctl.clone(),
+        crate::courses::archive_sweep::LOOP,
+        allow(sweep_s),
+        crate::courses::archive_sweep::run,
+    );
     let listen = ctl.config.server.listen;
     let lxd = ctl
         .config

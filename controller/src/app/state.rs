@@ -109,6 +109,15 @@ impl Controller {
             .unwrap_or_else(|| self.config.server.state_dir.join("data"))
     }
 
+    /// The archive store (`COHORT_ARCHIVE_DIR`).
+    pub fn archive_dir(&self) -> PathBuf {
+        self.config
+            .server
+            .archive_dir
+            .clone()
+            .unwrap_or_else(|| self.config.server.state_dir.join("archives"))
+    }
+
     /// The stored tarball of the dataset version with this SHA-256.
     pub fn dataset_tarball(&self, sha256: &str) -> PathBuf {
         self.data_dir().join(format!("{sha256}.tar"))

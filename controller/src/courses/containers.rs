@@ -48,9 +48,17 @@ pub async fn teardown(
                 };
                 Instance::set_desired(conn, row.id, desired)?;
             }
+            // An instance's items run in order: its home is archived before it stops or goes.
             let steps: Vec<Step<'_>> = rows
                 .iter()
-                .map(|r| Step::new(action, &r.name, Some(r.id)))
+                .flat_map(|r| {
+                    let archive = req
+                        .archive
+                        .then(|| Step::new(StepKind::ArchiveHome, &r.name, Some(r.id)));
+                    archive
+                        .into_iter()
+                        .chain([Step::new(action, &r.name, Some(r.id))])
+                })
                 .collect();
             let op = enqueue(
                 conn,
@@ -58,6 +66,7 @@ pub async fn teardown(
                     delete: req.delete,
                     keep_homes: req.keep_homes,
                     force: true,
+                    archive: req.archive,
                 }),
                 Some(caller.user.id),
                 &code,
@@ -67,7 +76,8 @@ pub async fn teardown(
                     action: AuditAction::Teardown,
                     object_kind: AuditObject::Course,
                     object: &code,
-                    detail: json!({ "delete": req.delete, "instances": rows.len()}),
+                    detail: json!({ "delete": req.delete, "archive": req.archive,
+                                    "instances": rows.len()}),
                 }),
             )?;
             if req.delete {

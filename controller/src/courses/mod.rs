@@ -5,6 +5,8 @@
 //! operations run are in `crate::jobs`.
 
 pub mod budget;
+pub mod archive;
+pub mod archive_sweep;
 pub mod containers;
 pub mod copy;
 pub mod course;

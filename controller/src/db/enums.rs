@@ -44,6 +44,9 @@ pub enum StepKind {
     /// Bring a course's datasets onto the item's node and mount them in its containers there
     /// ([`crate::jobs::sync_data`]).
     SyncData,
+    /// Export its home volume's files into the controller's archive store
+    /// ([`crate::jobs::archive`]).
+    ArchiveHome,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -65,6 +68,7 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     RevokeLogin => "revoke_login",
     DeleteOrphan => "delete_orphan",
     SyncData => "sync_data",
+    ArchiveHome => "archive_home",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).
@@ -186,6 +190,9 @@ pub enum AuditAction {
     SetBudget,
     GrantGpuHours,
     BudgetWarning,
+    Archive,
+    ArchiveHome,
+    ArchiveExpired,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -270,6 +277,9 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     SetBudget => "set_budget",
     GrantGpuHours => "grant_gpu_hours",
     BudgetWarning => "budget_warning",
+    Archive => "archive",
+    ArchiveHome => "archive_home",
+    ArchiveExpired => "archive_expired",
 });
 
 /// An operation is audited under the name of its step.
@@ -294,6 +304,7 @@ impl From<StepKind> for AuditAction {
             StepKind::RevokeLogin => AuditAction::RevokeLogin,
             StepKind::DeleteOrphan => AuditAction::DeleteOrphan,
             StepKind::SyncData => AuditAction::SyncData,
+            StepKind::ArchiveHome => AuditAction::ArchiveHome,
         }
     }
 }

@@ -488,3 +488,21 @@ diesel::allow_tables_to_appear_in_same_query!(
     student_budgets,
     users,
 );
+
+diesel::table! {
+    course_archives (id) {
+        id -> Int8,
+        course_id -> Int8,
+        user_id -> Int8,
+        path -> Text,
+        sha256 -> Text,
+        size_bytes -> Int8,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(course_archives -> courses (course_id));
+diesel::joinable!(course_archives -> users (user_id));
+diesel::allow_tables_to_appear_in_same_query!(course_archives, courses);
+diesel::allow_tables_to_appear_in_same_query!(course_archives, users);

@@ -29,7 +29,10 @@ pub async fn run(
             .delete_instance(instance.name.clone())
             .await
             .map_err(ActionError::on_node(&node.name))?;
-        if instance.course_id.is_some() && job.wipes_homes() {
+        if instance.course_id.is_some()
+            && job.wipes_homes()
+            && super::archive::home_may_go(ctl, job, item, instance.id).await?
+        {
             agent
                 .delete_volume(home_volume(&instance.name))
                 .await

@@ -13,6 +13,7 @@
 //! request that answers with their effect waits a while for them ([`settle`]).
 
 pub mod access;
+pub mod archive;
 pub mod create;
 pub mod delete;
 pub mod enqueue;

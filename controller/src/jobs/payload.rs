@@ -95,6 +95,9 @@ pub struct Teardown {
     pub keep_homes: bool,
     #[serde(default)]
     pub force: bool,
+    /// Each container's home is archived first (an `archive_home` step before its own).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub archive: bool,
 }
 
 /// `detach_gpus`: why the reclaimer took them.
@@ -127,6 +130,14 @@ pub struct Logins {
 pub struct OrphanOnNode {
     pub node: String,
     pub name: String,
+}
+
+/// `archive_course`: the course, and how many days its archives are kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Archive {
+    pub course: String,
+    pub days: u32,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -163,6 +174,8 @@ pub enum Job {
     DeleteOrphan(OrphanOnNode),
     /// One item per node holding the course's containers.
     SyncCourseData(OfCourse),
+    /// One item per student's container with a home.
+    ArchiveCourse(Archive),
 }
 
 impl Job {
@@ -184,6 +197,7 @@ impl Job {
             Job::ApplyLogins(_) => OperationKind::ApplyLogins,
             Job::DeleteOrphan(_) => OperationKind::DeleteOrphan,
             Job::SyncCourseData(_) => OperationKind::SyncCourseData,
+            Job::ArchiveCourse(_) => OperationKind::ArchiveCourse,
         }
     }
 
@@ -205,6 +219,7 @@ impl Job {
             Job::TeardownCourse(p) => serde_json::to_value(p),
             Job::DetachGpus(p) => serde_json::to_value(p),
             Job::DistributeImage(p) => serde_json::to_value(p),
+            Job::ArchiveCourse(p) => serde_json::to_value(p),
         };
         value.expect("a payload of plain fields serializes")
     }
@@ -230,6 +245,7 @@ impl Job {
             OperationKind::ApplyLogins => Job::ApplyLogins(read(p)?),
             OperationKind::DeleteOrphan => Job::DeleteOrphan(read(p)?),
             OperationKind::SyncCourseData => Job::SyncCourseData(read(p)?),
+            OperationKind::ArchiveCourse => Job::ArchiveCourse(read(p)?),
         })
     }
 
@@ -305,6 +321,7 @@ mod tests {
                 delete: true,
                 keep_homes: false,
                 force: true,
+                archive: true,
             }),
             Job::DistributeImage(Distribute {
                 image_id: 7,
@@ -357,6 +374,7 @@ mod tests {
                 delete,
                 keep_homes,
                 force: true,
+                archive: false,
             })
         };
         assert!(teardown(true, false).wipes_homes());

@@ -74,7 +74,9 @@ async fn step(
     if item.action == StepKind::Delete {
         return delete::run(ctl, &job, item, instance).await;
     }
-    if instance.desired_state == DesiredState::Deleted {
+    // A deleting teardown that archives marks its instances deleted first; their homes are
+    // archived all the same, before their delete items.
+    if instance.desired_state == DesiredState::Deleted && item.action != StepKind::ArchiveHome {
         return Ok(StepOutcome::Cancelled(
             "the instance is being deleted".into(),
         ));
@@ -116,6 +118,9 @@ async fn step(
         StepKind::Publish => publish::run(ctl, op, &job, &instance, &node, agent.as_ref()).await,
         StepKind::DetachGpus => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
         StepKind::SetLimits => resize::run(&instance, &node, agent.as_ref()).await,
+        StepKind::ArchiveHome => {
+            super::archive::run(ctl, &job, &instance, &node, agent.as_ref()).await
+        }
         StepKind::ImportImage
         | StepKind::Delete
         | StepKind::ApplyNetworkPolicy

@@ -326,6 +326,10 @@ pub struct Teardown {
     /// With `delete`: keep the students' home volumes.
     #[serde(default)]
     pub keep_homes: bool,
+    /// First export every student's home into the archive store (as `course archive`, kept
+    /// `COHORT_ARCHIVE_DAYS`); deleting, a home whose archive did not succeed is kept.
+    #[serde(default)]
+    pub archive: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

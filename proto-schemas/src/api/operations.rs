@@ -41,6 +41,9 @@ pub enum OperationKind {
     /// A course's datasets brought to the nodes of its containers and mounted there
     /// (`cohort course data push|rm`).
     SyncCourseData,
+    /// Every student's home of a course exported into the controller's archive store
+    /// (`cohort course archive`), one item each.
+    ArchiveCourse,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -60,6 +63,7 @@ crate::named_enum!(OperationKind, "an operation kind" {
     ApplyLogins => "apply_logins",
     DeleteOrphan => "delete_orphan",
     SyncCourseData => "sync_course_data",
+    ArchiveCourse => "archive_course",
 });
 
 #[cfg_attr(

@@ -10,9 +10,10 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 32] = [
+const TABLES: [&str; 33] = [
     "api_tokens",
     "audit_log",
+    "course_archives",
     "course_budgets",
     "course_datasets",
     "course_networks",

@@ -36,6 +36,7 @@ mod controller_migrations;
 mod controller_placement;
 mod controller_poller;
 mod controller_worker;
+mod course_archive;
 mod course_data;
 mod course_delete;
 mod course_passwords;

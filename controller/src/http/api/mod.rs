@@ -4,6 +4,7 @@
 
 mod audit;
 mod body;
+pub(crate) mod course_archives;
 mod course_data;
 mod courses;
 mod error;

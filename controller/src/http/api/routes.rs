@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    audit, course_data, courses, gpus, images, instances, lxd_trust, meta, nodes, operations,
-    orphans, usage, users,
+    audit, course_archives, course_data, courses, gpus, images, instances, lxd_trust, meta, nodes,
+    operations, orphans, usage, users,
 };
 
 /// A JSON schema of a body, made by the document's generator.
@@ -327,6 +327,20 @@ pub fn routes() -> Vec<Route> {
         PUT "/courses/{code}/data-quota" => course_data::set_quota, auth,
             "Set the course's data quota in MiB; null for the default (admin)",
             (p::course_data::DataQuota) -> 200 (p::course_data::DataUsage);
+        POST "/courses/{code}/archive" => course_archives::archive, auth,
+            "Export every student's home into the archive store as a .tar.gz, kept `days` \
+             (default COHORT_ARCHIVE_DAYS) (staff, admin)",
+            (p::course_archives::ArchiveCourse) -> 202 (p::operations::Operation);
+        GET "/courses/{code}/archive" => course_archives::list, auth,
+            "The course's archived homes (staff, admin)",
+            () -> 200 (Vec<p::course_archives::CourseArchive>);
+        GET "/courses/{code}/archive.tar" => course_archives::class, auth,
+            "Every archived home of the course as one tar of .tar.gz files (staff, admin)",
+            () -> 200 ();
+        GET "/courses/{code}/archive/{username}" => course_archives::download, auth,
+            "A student's archived home (.tar.gz; its SHA-256 in X-Cohort-Sha256): the student's \
+             own, or any of the course's for its staff and admins",
+            () -> 200 ();
         GET "/data/{sha256}/tarball" => course_data::tarball, auth,
             "A dataset version's tarball (node certificate or admin)",
             () -> 200 ();

@@ -73,6 +73,9 @@ pub async fn render_home(
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let mine = &me.instances;
+    let archives = crate::courses::archive::mine(ctl, s.caller.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
     Ok(layout::page(
         status,
         lang,
@@ -107,6 +110,7 @@ pub async fn render_home(
                 }
             }
             (create_container::section(s, &catalog, &gpu_models, mine.len(), refusal))
+            (super::archives::section(lang, &archives))
         },
     ))
 }

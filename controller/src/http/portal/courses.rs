@@ -310,6 +310,7 @@ pub(super) async fn render(
             input type="hidden" name="csrf" value=(s.csrf);
             label { input type="radio" name="mode" value="stop" checked; " " (lang.t(Msg::TeardownStop)) }
             label { input type="radio" name="mode" value="delete"; " " (lang.t(Msg::TeardownDelete)) }
+            label { input #teardown-archive type="checkbox" name="archive" value="yes"; " " (lang.t(Msg::ArchiveHomes)) }
             label { input #teardown-confirm type="checkbox" name="confirm" value="yes" required; " " (lang.t(Msg::TeardownConfirm)) }
             @if teardown_unconfirmed {
                 p.error #teardown-error role="alert" { (lang.t(Msg::TeardownUnconfirmed)) }

@@ -291,6 +291,10 @@ pub enum Msg {
     Uploading,
     Uploaded,
     UploadNeedsScript,
+    MyArchives,
+    ArchivesNote,
+    KeptUntil,
+    ArchiveHomes,
 }
 
 impl Msg {
@@ -616,6 +620,18 @@ impl Msg {
             Msg::Uploading => ("Uploading…", "上傳中…", "上传中…"),
             Msg::Uploaded => ("Uploaded; reaching the nodes.", "已上傳，正在送往各節點。", "已上传，正在送往各节点。"),
             Msg::UploadNeedsScript => ("Uploading here needs JavaScript; or use", "此處上傳需要 JavaScript；或使用", "此处上传需要 JavaScript；或使用"),
+            Msg::MyArchives => ("My archived work", "我的封存作業", "我的归档作业"),
+            Msg::ArchivesNote => (
+                "Your home directory as it was when the course was archived, as a .tar.gz file.",
+                "課程封存時您的家目錄，為 .tar.gz 檔案。",
+                "课程归档时您的主目录，为 .tar.gz 文件。",
+            ),
+            Msg::KeptUntil => ("Kept until", "保留至", "保留至"),
+            Msg::ArchiveHomes => (
+                "Archive every student's home first (each student can download it)",
+                "先封存每位學生的家目錄（學生可下載）",
+                "先归档每位学生的主目录（学生可下载）",
+            ),
         }
     }
 }

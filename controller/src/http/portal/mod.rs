@@ -7,6 +7,7 @@ mod account;
 mod admin;
 mod admin_fleet;
 mod admin_users;
+mod archives;
 mod assets;
 mod containers;
 mod course_data;
@@ -77,6 +78,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/courses/{code}/students/{username}/{action}",
             post().to(courses::student_action),
+        )
+        .route(
+            "/courses/{code}/archive/{username}",
+            get().to(archives::download),
         )
         .route("/courses/{code}/roster", post().to(course_roster::import))
         .route("/courses/{code}/data", post().to(course_data::upload))

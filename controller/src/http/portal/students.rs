@@ -152,6 +152,9 @@ pub struct TeardownForm {
     /// The form's confirmation box: `yes` when ticked.
     #[serde(default)]
     confirm: String,
+    /// `yes` when the box to archive the homes first is ticked.
+    #[serde(default)]
+    archive: String,
 }
 
 /// Stops, or deletes, every container of the course (homes kept unless deleted with them).
@@ -169,6 +172,7 @@ pub async fn teardown_course(
     let req = Teardown {
         delete,
         keep_homes: true,
+        archive: form.archive == "yes",
     };
     let op = containers::teardown(&ctl, s.caller.clone(), code.clone(), req)
         .await
