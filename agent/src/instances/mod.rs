@@ -14,6 +14,7 @@ mod exec_tag;
 mod file_mode;
 mod files;
 mod first_start;
+mod home_snapshots;
 mod host_path;
 mod in_flight;
 mod lifecycle;

@@ -13,6 +13,7 @@ pub mod delete;
 pub mod endpoints;
 pub mod enrol;
 pub mod export;
+pub mod home_snapshots;
 pub mod limits;
 pub mod naming;
 pub mod network;

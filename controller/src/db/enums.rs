@@ -44,6 +44,11 @@ pub enum StepKind {
     /// Bring a course's datasets onto the item's node and mount them in its containers there
     /// ([`crate::jobs::sync_data`]).
     SyncData,
+    /// Apply its course's home snapshot schedule to its home volume
+    /// ([`crate::jobs::home_snapshots`]).
+    HomeSnapshots,
+    /// Restore its home volume from a snapshot ([`crate::jobs::home_snapshots`]).
+    RestoreHome,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -65,6 +70,8 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     RevokeLogin => "revoke_login",
     DeleteOrphan => "delete_orphan",
     SyncData => "sync_data",
+    HomeSnapshots => "home_snapshots",
+    RestoreHome => "restore_home",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).
@@ -183,6 +190,8 @@ pub enum AuditAction {
     AddStaff,
     RemoveStaff,
     CopyCourse,
+    SetHomeSnapshots,
+    RestoreHome,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -264,6 +273,8 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     AddStaff => "add_staff",
     RemoveStaff => "remove_staff",
     CopyCourse => "copy_course",
+    SetHomeSnapshots => "set_home_snapshots",
+    RestoreHome => "restore_home",
 });
 
 /// An operation is audited under the name of its step.
@@ -288,6 +299,8 @@ impl From<StepKind> for AuditAction {
             StepKind::RevokeLogin => AuditAction::RevokeLogin,
             StepKind::DeleteOrphan => AuditAction::DeleteOrphan,
             StepKind::SyncData => AuditAction::SyncData,
+            StepKind::HomeSnapshots => AuditAction::SetHomeSnapshots,
+            StepKind::RestoreHome => AuditAction::RestoreHome,
         }
     }
 }

@@ -86,6 +86,13 @@ pub struct OfCourse {
     pub course: String,
 }
 
+/// `restore_home`: the snapshot its one item's home goes back to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreHome {
+    pub snapshot: String,
+}
+
 /// `teardown_course`: whether the containers are deleted (else stopped), and their homes kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +170,9 @@ pub enum Job {
     DeleteOrphan(OrphanOnNode),
     /// One item per node holding the course's containers.
     SyncCourseData(OfCourse),
+    /// One item per container of the course made on a node.
+    SetCourseHomeSnapshots(OfCourse),
+    RestoreHome(RestoreHome),
 }
 
 impl Job {
@@ -184,6 +194,8 @@ impl Job {
             Job::ApplyLogins(_) => OperationKind::ApplyLogins,
             Job::DeleteOrphan(_) => OperationKind::DeleteOrphan,
             Job::SyncCourseData(_) => OperationKind::SyncCourseData,
+            Job::SetCourseHomeSnapshots(_) => OperationKind::SetCourseHomeSnapshots,
+            Job::RestoreHome(_) => OperationKind::RestoreHome,
         }
     }
 
@@ -199,12 +211,14 @@ impl Job {
             Job::ProvisionCourse(p)
             | Job::SetCourseLimits(p)
             | Job::SetCourseNetwork(p)
-            | Job::SyncCourseData(p) => serde_json::to_value(p),
+            | Job::SyncCourseData(p)
+            | Job::SetCourseHomeSnapshots(p) => serde_json::to_value(p),
             Job::ApplyLogins(p) => serde_json::to_value(p),
             Job::DeleteOrphan(p) => serde_json::to_value(p),
             Job::TeardownCourse(p) => serde_json::to_value(p),
             Job::DetachGpus(p) => serde_json::to_value(p),
             Job::DistributeImage(p) => serde_json::to_value(p),
+            Job::RestoreHome(p) => serde_json::to_value(p),
         };
         value.expect("a payload of plain fields serializes")
     }
@@ -230,6 +244,8 @@ impl Job {
             OperationKind::ApplyLogins => Job::ApplyLogins(read(p)?),
             OperationKind::DeleteOrphan => Job::DeleteOrphan(read(p)?),
             OperationKind::SyncCourseData => Job::SyncCourseData(read(p)?),
+            OperationKind::SetCourseHomeSnapshots => Job::SetCourseHomeSnapshots(read(p)?),
+            OperationKind::RestoreHome => Job::RestoreHome(read(p)?),
         })
     }
 

@@ -116,6 +116,12 @@ async fn step(
         StepKind::Publish => publish::run(ctl, op, &job, &instance, &node, agent.as_ref()).await,
         StepKind::DetachGpus => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
         StepKind::SetLimits => resize::run(&instance, &node, agent.as_ref()).await,
+        StepKind::HomeSnapshots => {
+            super::home_snapshots::run(ctl, &instance, &node, agent.as_ref()).await
+        }
+        StepKind::RestoreHome => {
+            super::home_snapshots::restore(&job, &instance, &node, agent.as_ref()).await
+        }
         StepKind::ImportImage
         | StepKind::Delete
         | StepKind::ApplyNetworkPolicy

@@ -41,6 +41,10 @@ pub enum OperationKind {
     /// A course's datasets brought to the nodes of its containers and mounted there
     /// (`cohort course data push|rm`).
     SyncCourseData,
+    /// A course's home snapshot schedule applied to its students' home volumes, one item each.
+    SetCourseHomeSnapshots,
+    /// A container's home volume restored from one of its snapshots.
+    RestoreHome,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -60,6 +64,8 @@ crate::named_enum!(OperationKind, "an operation kind" {
     ApplyLogins => "apply_logins",
     DeleteOrphan => "delete_orphan",
     SyncCourseData => "sync_course_data",
+    SetCourseHomeSnapshots => "set_course_home_snapshots",
+    RestoreHome => "restore_home",
 });
 
 #[cfg_attr(

@@ -10,10 +10,11 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 30] = [
+const TABLES: [&str; 31] = [
     "api_tokens",
     "audit_log",
     "course_datasets",
+    "course_home_snapshots",
     "course_networks",
     "course_reclaim",
     "course_staff",

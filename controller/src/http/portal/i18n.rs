@@ -274,6 +274,9 @@ pub enum Msg {
     RemoveStudentWarning,
     DeleteHome,
     Staff,
+    HomeSnapshots,
+    NoHomeSnapshots,
+    RestoreHomeWarning,
 }
 
 impl Msg {
@@ -574,6 +577,17 @@ impl Msg {
                 "一并删除主目录（无法恢复）",
             ),
             Msg::Staff => ("Staff", "教學團隊", "教学团队"),
+            Msg::HomeSnapshots => ("Home snapshots", "家目錄快照", "主目录快照"),
+            Msg::NoHomeSnapshots => (
+                "No snapshots of the home directory yet.",
+                "家目錄尚無快照。",
+                "主目录尚无快照。",
+            ),
+            Msg::RestoreHomeWarning => (
+                "Restore puts the whole home directory back as it was in the snapshot: later changes there are lost. A running container is stopped for it and started again.",
+                "還原會將整個家目錄恢復為快照時的內容：之後的變更將遺失。執行中的容器會先停止，完成後再啟動。",
+                "还原会将整个主目录恢复为快照时的内容：之后的更改将丢失。运行中的容器会先停止，完成后再启动。",
+            ),
         }
     }
 }

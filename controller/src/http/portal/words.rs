@@ -184,6 +184,8 @@ fn audit_action_texts(name: &str) -> Option<Texts> {
         "add_staff" => ("add staff", "新增教學團隊成員", "添加教学团队成员"),
         "remove_staff" => ("remove staff", "移除教學團隊成員", "移除教学团队成员"),
         "copy_course" => ("copy course", "複製課程", "复制课程"),
+        "restore_home" => ("restore home", "還原家目錄", "还原主目录"),
+        "set_home_snapshots" => ("set home snapshots", "設定家目錄快照", "设置主目录快照"),
         "rename_image" => ("rename image", "重新命名映像", "重命名镜像"),
         "reset" => ("reset", "重設", "重置"),
         "restart" => ("restart", "重新啟動", "重启"),
