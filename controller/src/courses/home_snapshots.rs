@@ -2,7 +2,7 @@
 //! the daemon's own schedule and expiry on each student's home volume make and prune them, so
 //! they go on while the controller is down. A home made from now on takes the schedule with
 //! its container; the homes already made take it through an operation with one
-//! `home_snapshots` item per container (agent calls that change a node run only as job steps).
+//! `set_home_snapshots` item per container (agent calls that change a node run only as job steps).
 
 use cohort_proto::agent::{HomeSnapshots, SnapshotEvery};
 use cohort_proto::api::courses::{CourseHomeSnapshots as Change, CourseHomeSnapshotsChange};
@@ -110,7 +110,7 @@ pub async fn set(
             } else {
                 let steps: Vec<Step<'_>> = made
                     .iter()
-                    .map(|(name, id)| Step::new(StepKind::HomeSnapshots, name, Some(*id)))
+                    .map(|(name, id)| Step::new(StepKind::SetHomeSnapshots, name, Some(*id)))
                     .collect();
                 let op = enqueue(
                     conn,

@@ -46,7 +46,7 @@ pub enum StepKind {
     SyncData,
     /// Apply its course's home snapshot schedule to its home volume
     /// ([`crate::jobs::home_snapshots`]).
-    HomeSnapshots,
+    SetHomeSnapshots,
     /// Restore its home volume from a snapshot ([`crate::jobs::home_snapshots`]).
     RestoreHome,
 }
@@ -70,7 +70,7 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     RevokeLogin => "revoke_login",
     DeleteOrphan => "delete_orphan",
     SyncData => "sync_data",
-    HomeSnapshots => "home_snapshots",
+    SetHomeSnapshots => "set_home_snapshots",
     RestoreHome => "restore_home",
 });
 
@@ -299,7 +299,7 @@ impl From<StepKind> for AuditAction {
             StepKind::RevokeLogin => AuditAction::RevokeLogin,
             StepKind::DeleteOrphan => AuditAction::DeleteOrphan,
             StepKind::SyncData => AuditAction::SyncData,
-            StepKind::HomeSnapshots => AuditAction::SetHomeSnapshots,
+            StepKind::SetHomeSnapshots => AuditAction::SetHomeSnapshots,
             StepKind::RestoreHome => AuditAction::RestoreHome,
         }
     }

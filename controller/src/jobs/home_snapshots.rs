@@ -1,4 +1,4 @@
-//! The `home_snapshots` step of a course's `set_course_home_snapshots` operation: the agent
+//! The `set_home_snapshots` step of a course's `set_course_home_snapshots` operation: the agent
 //! sets the course's snapshot schedule and expiry on the container's home volume, where the
 //! daemon itself makes and prunes the snapshots from then on; and the `restore_home` step of a
 //! `restore_home` operation: the home volume back to one of its snapshots.

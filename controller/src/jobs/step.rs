@@ -116,7 +116,7 @@ async fn step(
         StepKind::Publish => publish::run(ctl, op, &job, &instance, &node, agent.as_ref()).await,
         StepKind::DetachGpus => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
         StepKind::SetLimits => resize::run(&instance, &node, agent.as_ref()).await,
-        StepKind::HomeSnapshots => {
+        StepKind::SetHomeSnapshots => {
             super::home_snapshots::run(ctl, &instance, &node, agent.as_ref()).await
         }
         StepKind::RestoreHome => {

@@ -302,7 +302,7 @@ pub struct CourseHome {
 
 /// `PUT /api/v1/courses/{code}/home/snapshots`: the schedule of the daemon's snapshots of each
 /// student's home volume; a field left out keeps its value. Homes already made take it through
-/// an operation with one item per container (its `home_snapshots` step).
+/// an operation with one item per container (its `set_home_snapshots` step).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CourseHomeSnapshots {
