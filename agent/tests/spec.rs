@@ -44,6 +44,7 @@ fn request() -> CreateInstance {
         }),
         home_volume: Some("home-alice".into()),
         home_mib: None,
+        home_snapshots: None,
         config: [("user.course".to_string(), "cs101".to_string())].into(),
         start: true,
         network_policy: None,

@@ -19,6 +19,9 @@
 //! | `PUT /v1/instances/{name}/arrival`            | [`Arrival`] -> [`Instance`] (an imported instance made this node's) |
 //! | `POST /v1/volumes/{name}/export`              | a home volume's backup tarball, streamed |
 //! | `POST /v1/volumes/{name}/import`              | a backup tarball in, streamed -> 204 |
+//! | `PUT /v1/volumes/{name}/snapshot-schedule`    | [`HomeSnapshotSchedule`] -> 204 (404: no such volume) |
+//! | `GET /v1/volumes/{name}/snapshots`            | `Vec<HomeSnapshot>`, oldest first  |
+//! | `POST /v1/instances/{name}/home/restore`      | [`RestoreHome`] -> 204 (stops and starts a running container around it) |
 //! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`] (streamed; `X-Cohort-Limit`) |
 //! | `POST /v1/instances/{name}/exec-sessions`     | [`ExecSessionRequest`] -> [`ExecSession`] (LXD's `wait-for-websocket`) |
 //! | `GET /v1/exec-sessions/{op}/websocket?secret=S` | HTTP upgrade, piped to LXD's operation websocket |
@@ -302,6 +305,10 @@ pub struct CreateInstance {
     /// to a volume that exists too. None: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_mib: Option<u64>,
+    /// The home volume's snapshot schedule (its course's `home_snapshots`), applied to a volume
+    /// that exists too. None: no scheduled snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_snapshots: Option<HomeSnapshots>,
     /// Extra instance config. Only `user.*` keys and a short allow-list pass; `security.*`,
     /// `raw.*` and unknown keys are refused with a 400 naming the key.
     #[serde(default)]
@@ -627,4 +634,63 @@ pub struct InstanceDatasets {
 #[serde(deny_unknown_fields)]
 pub struct PruneDatasets {
     pub keep: Vec<String>,
+}
+
+/// How often the daemon snapshots a home volume: a course's `home_snapshots` but `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::AsExpression, diesel::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotEvery {
+    Daily,
+    Hourly,
+}
+
+crate::named_enum!(SnapshotEvery, "a snapshot schedule" {
+    Daily => "daily",
+    Hourly => "hourly",
+});
+
+/// A home volume's snapshots as its daemon makes them: one `every` day or hour, each expiring
+/// after `keep` such periods, so the daemon keeps about the last `keep`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HomeSnapshots {
+    pub every: SnapshotEvery,
+    /// 1 to 100.
+    pub keep: u32,
+}
+
+/// `PUT /v1/volumes/{name}/snapshot-schedule`: the home volume's schedule; `None` stops the
+/// scheduled snapshots (those made stay until their own expiry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HomeSnapshotSchedule {
+    #[serde(default)]
+    pub schedule: Option<HomeSnapshots>,
+}
+
+/// One snapshot of a home volume, scheduled (`auto<N>`) or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HomeSnapshot {
+    pub name: String,
+    #[serde(default)]
+    pub created_at: Option<DateTime<Utc>>,
+    /// When the daemon deletes it (the course's `home_snapshots_keep` periods after it was made).
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /v1/instances/{name}/home/restore`: the instance's home volume back to one of its
+/// snapshots, whole. The daemon refuses to restore a volume a running container uses, so the
+/// agent stops a running one first and starts it again after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreHome {
+    pub volume: String,
+    pub snapshot: String,
 }

@@ -8,6 +8,26 @@
 #[macro_export]
 macro_rules! unused_agent_calls {
     () => {
+        fn restore_home(
+            &self,
+            _: String,
+            _: cohort_proto::agent::RestoreHome,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn home_snapshots(
+            &self,
+            _: String,
+        ) -> cohort_controller::agent_client::AgentFuture<Vec<cohort_proto::agent::HomeSnapshot>> {
+            unused()
+        }
+        fn set_home_snapshots(
+            &self,
+            _: String,
+            _: cohort_proto::agent::HomeSnapshotSchedule,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
         fn export_instance(
             &self,
             _: String,

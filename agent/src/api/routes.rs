@@ -251,6 +251,21 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
                 .map_err(|e| refused("snapshot", e))?;
             no_content()
         }
+        (&M::POST, ["v1", "instances", name, "home", "restore"]) => {
+            let body: cohort_proto::agent::RestoreHome = read_json(req).await?;
+            node.instances.restore_home(name, &body).await?;
+            no_content()
+        }
+        (&M::GET, ["v1", "volumes", name, "snapshots"]) => {
+            ok(&node.instances.home_snapshots(name).await?)
+        }
+        (&M::PUT, ["v1", "volumes", name, "snapshot-schedule"]) => {
+            let body: cohort_proto::agent::HomeSnapshotSchedule = read_json(req).await?;
+            node.instances
+                .set_home_snapshots(name, body.schedule)
+                .await?;
+            no_content()
+        }
         (&M::DELETE, ["v1", "volumes", name]) => {
             node.instances.delete_volume(name).await?;
             no_content()

@@ -5,8 +5,9 @@
 //! `max_concurrent_creates` wait their turn; calls with one idempotency key run one at a time,
 //! and a create the daemon still runs is waited on, never acted on ([`super::in_flight`]).
 
-use cohort_proto::agent::{CreateInstance, Instance, InstanceSource};
+use cohort_proto::agent::{CreateInstance, HomeSnapshots, Instance, InstanceSource};
 
+use super::home_snapshots::{snapshot_config, snapshot_config_matches};
 use super::spec::{plan, Plan};
 use super::view::LxdInstance;
 use super::Instances;
@@ -16,6 +17,7 @@ use super::{
 use crate::guest::host_key::HostKey;
 use crate::lxd::instances::InstancePut;
 use crate::lxd::storage::{StorageVolumePut, StorageVolumesPost};
+use crate::lxd::Config;
 use crate::network::policy::{self, KEY_POLICY};
 use crate::network::{ssh_proxy_device, DEVICE_NIC};
 
@@ -143,7 +145,8 @@ impl Instances {
     ) -> Result<Created, InstanceError> {
         self.check_source(&req.source).await?;
         if let Some(vol) = &req.home_volume {
-            self.ensure_volume(vol, req.home_mib).await?;
+            self.ensure_volume(vol, req.home_mib, req.home_snapshots)
+                .await?;
         }
         let mut body = plan.body.clone();
         if let Some(base) = base {
@@ -345,35 +348,47 @@ impl Instances {
     /// Creates the custom volume for a home directory unless it exists (it is never deleted with
     /// the instance), with LXD's `size` of `mib` MiB: a quota on the pool (a btrfs qgroup limit),
     /// so its student meets ENOSPC there and nobody else does. A volume that exists takes the
-    /// size too (its course's may have changed since it was made).
-    async fn ensure_volume(&self, volume: &str, mib: Option<u64>) -> Result<(), InstanceError> {
+    /// size too (its course's may have changed since it was made), and so does its snapshot
+    /// schedule (see `home_snapshots`).
+    async fn ensure_volume(
+        &self,
+        volume: &str,
+        mib: Option<u64>,
+        snapshots: Option<HomeSnapshots>,
+    ) -> Result<(), InstanceError> {
         let pool = &self.config.storage_pool;
         let size = mib.map(|m| format!("{m}MiB"));
+        let schedule = snapshot_config(snapshots);
         match self.lxd.get_custom_volume(pool, volume).await {
             Ok(existing) => {
                 let now = existing.config.get("size").map(String::as_str);
-                return match &size {
-                    Some(size) if now != Some(size.as_str()) => {
-                        let put = StorageVolumePut {
-                            config: [("size".to_string(), size.clone())].into(),
-                        };
-                        self.lxd.patch_custom_volume(pool, volume, &put).await?;
-                        Ok(())
-                    }
-                    _ => Ok(()),
-                };
+                let mut config = Config::new();
+                if let Some(size) = size.as_ref().filter(|s| now != Some(s.as_str())) {
+                    config.insert("size".to_string(), size.clone());
+                }
+                if !snapshot_config_matches(&existing.config, &schedule) {
+                    config.extend(schedule);
+                }
+                if !config.is_empty() {
+                    let put = StorageVolumePut { config };
+                    self.lxd.patch_custom_volume(pool, volume, &put).await?;
+                }
+                return Ok(());
             }
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
+        let mut config: Config = size
+            .map(|size| ("size".to_string(), size))
+            .into_iter()
+            .collect();
+        // Empty keys are left out of a new volume: off is simply no schedule.
+        config.extend(schedule.into_iter().filter(|(_, v)| !v.is_empty()));
         let body = StorageVolumesPost {
             name: volume.into(),
             kind: "custom".into(),
             content_type: "filesystem".into(),
-            config: size
-                .map(|size| ("size".to_string(), size))
-                .into_iter()
-                .collect(),
+            config,
         };
         match self.lxd.create_volume(pool, &body).await {
             Ok(_) => Ok(()),

@@ -19,7 +19,7 @@ impl From<LxdSnapshot> for Snapshot {
     }
 }
 
-fn check_snapshot_name(name: &str) -> Result<(), InstanceError> {
+pub(super) fn check_snapshot_name(name: &str) -> Result<(), InstanceError> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && name

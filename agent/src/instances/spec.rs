@@ -162,6 +162,7 @@ pub fn spec_hash(req: &CreateInstance) -> String {
     // the home's size: the home outlives the container, and takes the course's size anew.
     req.network_policy = None;
     req.home_mib = None;
+    req.home_snapshots = None;
     let bytes = serde_json::to_vec(&req).expect("request serialises");
     hex::encode(Sha256::digest(bytes))
 }

@@ -23,6 +23,7 @@ pub fn check_access(ssh: &SshAccess) -> Result<SshAccess, InstanceError> {
         ssh: Some(ssh.clone()),
         home_volume: None,
         home_mib: None,
+        home_snapshots: None,
         config: Default::default(),
         start: false,
         network_policy: None,

@@ -52,6 +52,18 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// A custom volume's snapshot as `GET .../volumes/custom/{name}/snapshots?recursion=1` gives it
+/// (`StorageVolumeSnapshot`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct StorageVolumeSnapshot {
+    /// The snapshot's own name (some servers answer `volume/snap`).
+    pub name: String,
+    #[serde(default)]
+    pub created_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default)]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// The body of `POST /1.0/storage-pools/{pool}/volumes` (`StorageVolumesPost`).
 #[derive(Debug, Clone, Serialize)]
 pub struct StorageVolumesPost {
@@ -129,6 +141,30 @@ impl Lxd {
         put: &StorageVolumePut,
     ) -> Result<(), LxdError> {
         self.send_json(Method::PATCH, &custom_volume_url(pool, volume), put)
+            .await
+            .map(|_| ())
+    }
+
+    /// `GET /1.0/storage-pools/{pool}/volumes/custom/{name}/snapshots?recursion=1`.
+    pub async fn get_custom_volume_snapshots(
+        &self,
+        pool: &str,
+        volume: &str,
+    ) -> Result<Vec<StorageVolumeSnapshot>, LxdError> {
+        let path = format!("{}/snapshots?recursion=1", custom_volume_url(pool, volume));
+        self.get_as(&path).await
+    }
+
+    /// `PUT /1.0/storage-pools/{pool}/volumes/custom/{name}` with `restore`: the volume back to
+    /// its snapshot `snapshot` (refused while a running instance uses it).
+    pub async fn restore_custom_volume(
+        &self,
+        pool: &str,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<(), LxdError> {
+        let body = serde_json::json!({ "restore": snapshot });
+        self.send_json(Method::PUT, &custom_volume_url(pool, volume), &body)
             .await
             .map(|_| ())
     }

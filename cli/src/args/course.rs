@@ -238,6 +238,12 @@ pub struct CourseCreate {
     /// Size of each student's home volume, e.g. 10GiB or 512MiB (default: the controller's)
     #[arg(long, value_name = "SIZE")]
     pub home_size: Option<String>,
+    /// Snapshots of each student's home, made by the daemon: off (default), daily or hourly
+    #[arg(long, value_name = "off|daily|hourly")]
+    pub home_snapshots: Option<String>,
+    /// How many scheduled snapshots of each home are kept, 1 to 100 (default 7)
+    #[arg(long, value_name = "N")]
+    pub home_snapshots_keep: Option<u32>,
     /// First day, YYYY-MM-DD or RFC 3339
     #[arg(long)]
     pub starts: Option<String>,
@@ -282,6 +288,12 @@ pub struct CourseSet {
     /// container is next made
     #[arg(long, value_name = "SIZE|default")]
     pub home_size: Option<String>,
+    /// Snapshots of each student's home, made by the daemon: off (default), daily or hourly
+    #[arg(long, value_name = "off|daily|hourly")]
+    pub home_snapshots: Option<String>,
+    /// How many scheduled snapshots of each home are kept, 1 to 100 (default 7)
+    #[arg(long, value_name = "N")]
+    pub home_snapshots_keep: Option<u32>,
     /// Whether the course's instructors may open its students' JupyterLab in the portal
     #[arg(long, value_name = "true|false")]
     pub jupyter_instructors: Option<bool>,

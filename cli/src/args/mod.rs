@@ -12,6 +12,7 @@ pub mod course_data;
 pub mod delete;
 pub mod exec;
 pub mod file;
+pub mod home;
 pub mod image;
 pub mod info;
 pub mod init;
@@ -102,6 +103,8 @@ pub enum Verb {
     Audit(audit::Audit),
     /// GPU time (allocated and busy GPU-hours) by student, course, node or day (Cohort)
     Usage(usage::Usage),
+    /// The snapshots of a course container's home volume (Cohort)
+    Home(home::Home),
     /// Print a shell completion script
     Completion(completion::Completion),
 }

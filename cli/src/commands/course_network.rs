@@ -1,10 +1,11 @@
 //! `--egress` and `--ssh-from` of `cohort course create|set`, and `cohort course set`: the flags
 //! given change the course's policy, the others keep what it has; `--home-size` sets the size of
-//! its students' homes.
+//! its students' homes, `--home-snapshots` and `--home-snapshots-keep` their snapshot schedule.
 
 use anyhow::bail;
 use cohort_proto::api::courses::{
-    Course as CourseInfo, CourseHome, CourseJupyter, Egress, NetworkPolicy,
+    Course as CourseInfo, CourseHome, CourseHomeSnapshots, CourseHomeSnapshotsChange,
+    CourseJupyter, Egress, NetworkPolicy,
 };
 
 use super::Session;
@@ -61,10 +62,17 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
     };
     let network = args.network.egress.is_some() || args.network.ssh_from.is_some();
     let budget = super::course_budget::set_request(&args.budget)?;
-    if home.is_none() && args.jupyter_instructors.is_none() && !network && budget.is_none() {
+    let snapshots = args.home_snapshots.is_some() || args.home_snapshots_keep.is_some();
+    if home.is_none()
+        && args.jupyter_instructors.is_none()
+        && !network
+        && budget.is_none()
+        && !snapshots
+    {
         bail!(
-            "nothing to set: give --home-size, --jupyter-instructors, --egress, --ssh-from, \
-             --gpu-hours-per-student and/or --budget-period"
+            "nothing to set: give --home-size, --home-snapshots, --home-snapshots-keep, \
+             --jupyter-instructors, --egress, --ssh-from, --gpu-hours-per-student and/or \
+             --budget-period"
         );
     }
     let (client, code) = session.target(&args.code)?;
@@ -74,6 +82,21 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
     }
     if let Some(home) = home {
         let _: CourseInfo = client.put(&format!("{path}/home"), &home).await?;
+    }
+    if snapshots {
+        let body = CourseHomeSnapshots {
+            home_snapshots: args.home_snapshots.clone(),
+            home_snapshots_keep: args.home_snapshots_keep,
+        };
+        let change: CourseHomeSnapshotsChange =
+            client.put(&format!("{path}/home/snapshots"), &body).await?;
+        if let Some(op) = change.operation {
+            println!(
+                "Homes already made take the schedule through operation {} ({} item(s)).",
+                op.id,
+                op.items.len()
+            );
+        }
     }
     if let Some(instructors) = args.jupyter_instructors {
         let body = CourseJupyter { instructors };

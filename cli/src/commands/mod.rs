@@ -7,14 +7,15 @@ pub mod cluster;
 pub mod completion;
 pub mod config;
 pub mod course;
-pub mod course_budget;
 pub mod course_archive;
+pub mod course_budget;
 pub mod course_data;
 pub mod course_limits;
 pub mod course_network;
 pub mod delete;
 pub mod exec;
 pub mod file;
+pub mod home;
 pub mod image;
 pub mod info;
 pub mod launch;
@@ -111,6 +112,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::User(args) => user::run(&session, args).await?,
         Verb::Audit(args) => audit::run(&session, args).await?,
         Verb::Usage(args) => usage::run(&session, args).await?,
+        Verb::Home(args) => home::run(&session, args).await?,
         Verb::Completion(_) => unreachable!("handled before the configuration is read"),
     }
     Ok(0)

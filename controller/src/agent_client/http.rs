@@ -476,6 +476,31 @@ impl NodeAgent for HttpAgent {
             self.instance(Method::PUT, &name, "/limits").json(&limits),
         ))
     }
+    fn restore_home(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHome,
+    ) -> AgentFuture<()> {
+        let request = self.instance(Method::POST, &name, "/home/restore");
+        Box::pin(empty(self.daemon(request).json(&restore)))
+    }
+    fn home_snapshots(
+        &self,
+        volume: String,
+    ) -> AgentFuture<Vec<cohort_proto::agent::HomeSnapshot>> {
+        let path = format!("/volumes/{}/snapshots", escape(&volume));
+        Box::pin(json(self.req(Method::GET, &path)))
+    }
+    fn set_home_snapshots(
+        &self,
+        volume: String,
+        schedule: cohort_proto::agent::HomeSnapshotSchedule,
+    ) -> AgentFuture<()> {
+        let path = format!("/volumes/{}/snapshot-schedule", escape(&volume));
+        Box::pin(empty(
+            self.daemon(self.req(Method::PUT, &path)).json(&schedule),
+        ))
+    }
     fn delete_volume(&self, name: String) -> AgentFuture<()> {
         let request = self.daemon(self.req(Method::DELETE, &format!("/volumes/{}", escape(&name))));
         Box::pin(async move {

@@ -109,6 +109,22 @@ pub trait NodeAgent: Send + Sync {
     fn set_network_policy(&self, name: String, policy: NetworkPolicy) -> AgentFuture<Instance>;
     /// Deletes a `home-*` custom volume; succeeds also when it is already gone.
     fn delete_volume(&self, name: String) -> AgentFuture<()>;
+    /// A `home-*` volume's snapshots, oldest first (404 when the volume is absent).
+    fn home_snapshots(&self, volume: String)
+        -> AgentFuture<Vec<cohort_proto::agent::HomeSnapshot>>;
+    /// Restores the instance's home volume from one of its snapshots (stopping and starting a
+    /// running container around it).
+    fn restore_home(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHome,
+    ) -> AgentFuture<()>;
+    /// Sets a `home-*` volume's snapshot schedule and expiry (404 when the volume is absent).
+    fn set_home_snapshots(
+        &self,
+        volume: String,
+        schedule: cohort_proto::agent::HomeSnapshotSchedule,
+    ) -> AgentFuture<()>;
     /// The stopped instance's backup tarball (its root disk and snapshots), streamed.
     fn export_instance(&self, name: String) -> AgentFuture<AgentStream>;
     /// Imports an instance from another node's backup tarball, streamed in as it comes.

@@ -75,6 +75,11 @@ pub async fn copy(
             }
             let network = CourseNetwork::of(conn, from.id)?;
             CourseNetwork::set(conn, to.id, &network)?;
+            let snapshots =
+                crate::db::models::course_home_snapshots::CourseHomeSnapshots::of(conn, from.id)?;
+            crate::db::models::course_home_snapshots::CourseHomeSnapshots::set(
+                conn, to.id, snapshots,
+            )?;
             for user in course_staff::user_ids(conn, from.id)? {
                 course_staff::add(conn, to.id, user)?;
             }

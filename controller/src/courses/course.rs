@@ -218,6 +218,8 @@ pub async fn create(
             return Err(ActionError::invalid("ends", "is before starts"));
         }
     }
+    let home_snapshots =
+        super::home_snapshots::parse(req.home_snapshots.as_deref(), req.home_snapshots_keep, None)?;
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let instructor = match &req.instructor {
@@ -283,6 +285,11 @@ pub async fn create(
                 course.id,
                 super::budget::checked(req.gpu_hours_per_student, req.budget_period.as_deref())?,
             )?;
+            crate::db::models::course_home_snapshots::CourseHomeSnapshots::set(
+                conn,
+                course.id,
+                home_snapshots,
+            )?;
             audit::record(
                 conn,
                 caller.name(),
@@ -306,6 +313,9 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
     let students = Enrollment::students(conn, c.id)?.len() as u32;
     let reclaim = CourseReclaim::of(conn, c.id)?.unwrap_or_default();
     let (gpu_hours_per_student, budget_period) = super::budget::shown(conn, c.id)?;
+    let (home_snapshots, home_snapshots_keep) = super::home_snapshots::wire(
+        crate::db::models::course_home_snapshots::CourseHomeSnapshots::of(conn, c.id)?,
+    );
     Ok(WireCourse {
         code: c.code.clone(),
         title: c.title.clone(),
@@ -320,6 +330,8 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         gpu_share_count: c.gpu_share_count.map(|n| n as u32),
         processes: c.processes.map(|n| n as u32),
         home_mib: c.home_mib.map(|n| n as u64),
+        home_snapshots,
+        home_snapshots_keep,
         gpu_memory_mib: c.gpu_memory_mib.map(|n| n as u64),
         jupyter_instructors: c.jupyter_instructors,
         starts_at: c.starts_at,

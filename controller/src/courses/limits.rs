@@ -56,13 +56,8 @@ pub async fn set(
                 disk_gib: limits.disk_gib.map_or(course.disk_gib, |v| v as i64),
                 ..course.clone()
             };
-            feasible::check(
-                conn,
-                &need(&changed, &placement),
-                None,
-                &placement,
-                feasible::COURSE_FIELDS,
-            )?;
+            let need = need(conn, &changed, &placement)?;
+            feasible::check(conn, &need, None, &placement, feasible::COURSE_FIELDS)?;
             check_quota(&changed, Enrollment::students(conn, course.id)?.len())?;
             Course::set_limits(
                 conn,

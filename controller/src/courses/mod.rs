@@ -4,9 +4,9 @@
 //! instance naming, endpoint formats, generated passwords). The job steps a course's
 //! operations run are in `crate::jobs`.
 
-pub mod budget;
 pub mod archive;
 pub mod archive_sweep;
+pub mod budget;
 pub mod containers;
 pub mod copy;
 pub mod course;
@@ -16,6 +16,7 @@ pub mod delete;
 pub mod endpoints;
 pub mod enrol;
 pub mod export;
+pub mod home_snapshots;
 pub mod limits;
 pub mod naming;
 pub mod network;

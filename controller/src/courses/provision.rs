@@ -79,18 +79,19 @@ pub(super) fn check_quota(course: &Course, students: usize) -> ActionResult<()> 
 
 /// What one student's container of `course` needs of a node.
 pub(super) fn need<'a>(
+    conn: &mut PgConnection,
     course: &'a Course,
     config: &PlacementConfig,
-) -> crate::placement::feasible::Need<'a> {
-    crate::placement::feasible::Need {
+) -> QueryResult<crate::placement::feasible::Need<'a>> {
+    Ok(crate::placement::feasible::Need {
         cpu: course.cpu,
         memory_mib: course.memory_mib,
-        // The root disk and the home volume, both on the node's pool.
-        disk_gib: course.disk_gib + home_size::reserved_gib(home_size::course_mib(course, config)),
+        // The root disk and the home volume (with its snapshots), both on the node's pool.
+        disk_gib: course.disk_gib + home_size::course_reserved_gib(conn, course, config)?,
         gpus: course.gpus,
         gpu_model: course.gpu_model.as_deref(),
         exclusive: course.gpu_share == GpuShare::Exclusive,
-    }
+    })
 }
 
 /// What the nodes holding the course's containers report: name -> LXD status. Containers on a
@@ -203,9 +204,10 @@ pub async fn provision(
                     && !made_meanwhile.contains(&s.user.id)
             });
             if makes_new {
+                let need = need(conn, &course, &placement_config)?;
                 crate::placement::feasible::check(
                     conn,
-                    &need(&course, &placement_config),
+                    &need,
                     None,
                     &placement_config,
                     crate::placement::feasible::COURSE_FIELDS,
@@ -364,18 +366,13 @@ fn insert_class(
                 .ok_or_else(|| refusal(course, both))
         })
         .collect();
+    let home_gib = home_size::course_reserved_gib(conn, course, placement_config)? as i32;
     let news: Vec<NewInstance<'_>> = students
         .iter()
         .zip(&names)
         .filter_map(|(student, name)| {
             let name = name.as_ref().ok()?;
-            Some(new_instance(
-                course,
-                student,
-                name,
-                image_id,
-                placement_config,
-            ))
+            Some(new_instance(course, student, name, image_id, home_gib))
         })
         .collect();
     // In a savepoint: a name another transaction took meanwhile rolls back the class alone, and
@@ -421,7 +418,8 @@ fn insert_instance(
         if Instance::by_name(conn, name)?.is_some() {
             continue;
         }
-        let new = new_instance(course, student, name, image_id, placement_config);
+        let home_gib = home_size::course_reserved_gib(conn, course, placement_config)? as i32;
+        let new = new_instance(course, student, name, image_id, home_gib);
         // In a savepoint: a name taken meanwhile by another transaction rolls back this insert
         // alone, not the provision.
         match conn.transaction(|conn| placement::insert(conn, &new, None, placement_config)) {
@@ -470,13 +468,14 @@ fn refusal(course: &Course, names: &[String; 2]) -> (String, String) {
     )
 }
 
-/// The row of `student`'s instance of `course`, named `name`.
+/// The row of `student`'s instance of `course`, named `name`, reserving `home_gib` for its home
+/// ([`home_size::course_reserved_gib`]).
 fn new_instance<'a>(
     course: &'a Course,
     student: &Enrolled,
     name: &'a str,
     image_id: i64,
-    placement_config: &PlacementConfig,
+    home_gib: i32,
 ) -> NewInstance<'a> {
     NewInstance {
         name,
@@ -492,7 +491,7 @@ fn new_instance<'a>(
         gpu_model: course.gpu_model.as_deref(),
         gpu_share: course.gpu_share,
         gpu_share_count: course.gpu_share_count,
-        home_gib: home_size::reserved_gib(home_size::course_mib(course, placement_config)) as i32,
+        home_gib,
         strategy: PlacementStrategy::Spread,
         priority: 0,
         config: json!({}),

@@ -47,6 +47,11 @@ pub enum StepKind {
     /// Export its home volume's files into the controller's archive store
     /// ([`crate::jobs::archive`]).
     ArchiveHome,
+    /// Apply its course's home snapshot schedule to its home volume
+    /// ([`crate::jobs::home_snapshots`]).
+    SetHomeSnapshots,
+    /// Restore its home volume from a snapshot ([`crate::jobs::home_snapshots`]).
+    RestoreHome,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -69,6 +74,8 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     DeleteOrphan => "delete_orphan",
     SyncData => "sync_data",
     ArchiveHome => "archive_home",
+    SetHomeSnapshots => "set_home_snapshots",
+    RestoreHome => "restore_home",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).
@@ -193,6 +200,8 @@ pub enum AuditAction {
     Archive,
     ArchiveHome,
     ArchiveExpired,
+    SetHomeSnapshots,
+    RestoreHome,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -280,6 +289,8 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     Archive => "archive",
     ArchiveHome => "archive_home",
     ArchiveExpired => "archive_expired",
+    SetHomeSnapshots => "set_home_snapshots",
+    RestoreHome => "restore_home",
 });
 
 /// An operation is audited under the name of its step.
@@ -305,6 +316,8 @@ impl From<StepKind> for AuditAction {
             StepKind::DeleteOrphan => AuditAction::DeleteOrphan,
             StepKind::SyncData => AuditAction::SyncData,
             StepKind::ArchiveHome => AuditAction::ArchiveHome,
+            StepKind::SetHomeSnapshots => AuditAction::SetHomeSnapshots,
+            StepKind::RestoreHome => AuditAction::RestoreHome,
         }
     }
 }

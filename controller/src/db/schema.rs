@@ -34,6 +34,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    course_home_snapshots (course_id) {
+        course_id -> Int8,
+        every -> Text,
+        keep -> Int4,
+    }
+}
+
+diesel::table! {
     course_networks (course_id) {
         course_id -> Int8,
         egress -> Text,
@@ -403,6 +411,7 @@ diesel::table! {
     }
 }
 
+diesel::joinable!(course_home_snapshots -> courses (course_id));
 diesel::joinable!(course_networks -> courses (course_id));
 diesel::joinable!(course_reclaim -> courses (course_id));
 diesel::joinable!(course_datasets -> courses (course_id));
@@ -460,6 +469,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     audit_log,
     course_budgets,
     course_datasets,
+    course_home_snapshots,
     course_networks,
     course_reclaim,
     course_staff,

@@ -4,6 +4,7 @@
 //! ([`page_cache`]) and who may open a container's JupyterLab, with its tickets and passes
 //! ([`notebook`]).
 
+pub mod home;
 pub mod io;
 pub mod lxd_live;
 pub mod manage;

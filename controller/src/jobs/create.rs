@@ -12,6 +12,7 @@ use crate::accounts::ssh::ssh_access;
 use crate::agent_client::observed;
 use crate::agent_client::{AgentError, NodeAgent};
 use crate::app::state::Controller;
+use crate::db::models::course_home_snapshots::CourseHomeSnapshots;
 use crate::db::models::course_network::CourseNetwork;
 use crate::db::models::gpu_allocation::GpuAllocation;
 use crate::db::models::image::Image;
@@ -64,7 +65,7 @@ pub async fn run(
     let course_id = instance.course_id;
     let (row, placement) = (instance.clone(), ctl.config.placement.clone());
     let gpu_row = instance.clone();
-    let (owner, keys, image, gpus, network_policy, cap, home_mib, gpu_memory) = ctl
+    let (owner, keys, image, gpus, network_policy, cap, home_mib, gpu_memory, home_snapshots) = ctl
         .db(move |conn| {
             Ok((
                 User::find(conn, owner_id)?,
@@ -81,6 +82,10 @@ pub async fn run(
                     None => None,
                 },
                 super::gpus::course_gpu_memory(conn, &gpu_row)?,
+                match course_id {
+                    Some(course) => CourseHomeSnapshots::of(conn, course)?,
+                    None => None,
+                },
             ))
         })
         .await?;
@@ -109,6 +114,7 @@ pub async fn run(
         ssh: ssh_access(&owner, &keys, instance, node),
         home_volume: instance.course_id.map(|_| home_volume(&instance.name)),
         home_mib,
+        home_snapshots,
         config,
         start: instance.desired_state == DesiredState::Running,
         network_policy,

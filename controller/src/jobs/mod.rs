@@ -19,6 +19,7 @@ pub mod delete;
 pub mod enqueue;
 pub mod failed_create;
 pub mod gpus;
+pub mod home_snapshots;
 pub mod import_image;
 pub mod logins;
 pub mod moves;

@@ -86,6 +86,13 @@ pub struct OfCourse {
     pub course: String,
 }
 
+/// `restore_home`: the snapshot its one item's home goes back to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreHome {
+    pub snapshot: String,
+}
+
 /// `teardown_course`: whether the containers are deleted (else stopped), and their homes kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -176,6 +183,9 @@ pub enum Job {
     SyncCourseData(OfCourse),
     /// One item per student's container with a home.
     ArchiveCourse(Archive),
+    /// One item per container of the course made on a node.
+    SetCourseHomeSnapshots(OfCourse),
+    RestoreHome(RestoreHome),
 }
 
 impl Job {
@@ -198,6 +208,8 @@ impl Job {
             Job::DeleteOrphan(_) => OperationKind::DeleteOrphan,
             Job::SyncCourseData(_) => OperationKind::SyncCourseData,
             Job::ArchiveCourse(_) => OperationKind::ArchiveCourse,
+            Job::SetCourseHomeSnapshots(_) => OperationKind::SetCourseHomeSnapshots,
+            Job::RestoreHome(_) => OperationKind::RestoreHome,
         }
     }
 
@@ -213,13 +225,15 @@ impl Job {
             Job::ProvisionCourse(p)
             | Job::SetCourseLimits(p)
             | Job::SetCourseNetwork(p)
-            | Job::SyncCourseData(p) => serde_json::to_value(p),
+            | Job::SyncCourseData(p)
+            | Job::SetCourseHomeSnapshots(p) => serde_json::to_value(p),
             Job::ApplyLogins(p) => serde_json::to_value(p),
             Job::DeleteOrphan(p) => serde_json::to_value(p),
             Job::TeardownCourse(p) => serde_json::to_value(p),
             Job::DetachGpus(p) => serde_json::to_value(p),
             Job::DistributeImage(p) => serde_json::to_value(p),
             Job::ArchiveCourse(p) => serde_json::to_value(p),
+            Job::RestoreHome(p) => serde_json::to_value(p),
         };
         value.expect("a payload of plain fields serializes")
     }
@@ -246,6 +260,8 @@ impl Job {
             OperationKind::DeleteOrphan => Job::DeleteOrphan(read(p)?),
             OperationKind::SyncCourseData => Job::SyncCourseData(read(p)?),
             OperationKind::ArchiveCourse => Job::ArchiveCourse(read(p)?),
+            OperationKind::SetCourseHomeSnapshots => Job::SetCourseHomeSnapshots(read(p)?),
+            OperationKind::RestoreHome => Job::RestoreHome(read(p)?),
         })
     }
 

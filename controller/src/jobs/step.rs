@@ -121,6 +121,12 @@ async fn step(
         StepKind::ArchiveHome => {
             super::archive::run(ctl, &job, &instance, &node, agent.as_ref()).await
         }
+        StepKind::SetHomeSnapshots => {
+            super::home_snapshots::run(ctl, &instance, &node, agent.as_ref()).await
+        }
+        StepKind::RestoreHome => {
+            super::home_snapshots::restore(&job, &instance, &node, agent.as_ref()).await
+        }
         StepKind::ImportImage
         | StepKind::Delete
         | StepKind::ApplyNetworkPolicy

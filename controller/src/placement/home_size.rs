@@ -7,6 +7,7 @@ use diesel::prelude::*;
 
 use crate::app::config::PlacementConfig;
 use crate::db::models::course::Course;
+use crate::db::models::course_home_snapshots::CourseHomeSnapshots;
 use crate::db::models::instance::Instance;
 use crate::error::{ActionError, ActionResult};
 
@@ -48,6 +49,28 @@ pub fn reserved_gib(mib: u64) -> i64 {
     mib.div_ceil(1024) as i64
 }
 
+/// What placement reserves for a home of `mib` whose daemon keeps scheduled snapshots of it
+/// (`snapshots`): the home, and as much again for its snapshots. A stated estimate: a snapshot
+/// shares the blocks it has not seen change, so the snapshots take what changed over the kept
+/// window, taken here as at most one home's worth (a class rewriting its whole home more often
+/// than that is an outlier, and the home's own quota still holds).
+pub fn reserved_with_snapshots(mib: u64, snapshots: bool) -> i64 {
+    reserved_gib(mib) * if snapshots { 2 } else { 1 }
+}
+
+/// What each home of `course` reserves on its node's pool, its snapshots counted.
+pub fn course_reserved_gib(
+    conn: &mut PgConnection,
+    course: &Course,
+    config: &PlacementConfig,
+) -> QueryResult<i64> {
+    let snapshots = CourseHomeSnapshots::of(conn, course.id)?.is_some();
+    Ok(reserved_with_snapshots(
+        course_mib(course, config),
+        snapshots,
+    ))
+}
+
 /// Sets course `id`'s home size (`None`: the default), and what its instances reserve for their
 /// homes (their nodes' counters follow by trigger).
 pub fn set(
@@ -57,7 +80,13 @@ pub fn set(
     config: &PlacementConfig,
 ) -> QueryResult<()> {
     Course::set_home_mib(conn, id, mib.map(|m| m as i32))?;
-    let gib = reserved_gib(mib_of(conn, id, config)?) as i32;
+    reserve(conn, id, config)
+}
+
+/// Has course `id`'s instances reserve what its homes, and their snapshots, take now.
+pub fn reserve(conn: &mut PgConnection, id: i64, config: &PlacementConfig) -> QueryResult<()> {
+    let snapshots = CourseHomeSnapshots::of(conn, id)?.is_some();
+    let gib = reserved_with_snapshots(mib_of(conn, id, config)?, snapshots) as i32;
     Instance::set_home_gib_of_course(conn, id, gib)?;
     Ok(())
 }
@@ -81,5 +110,7 @@ mod tests {
         assert_eq!(reserved_gib(64), 1);
         assert_eq!(reserved_gib(1024), 1);
         assert_eq!(reserved_gib(1025), 2);
+        assert_eq!(reserved_with_snapshots(1025, false), 2);
+        assert_eq!(reserved_with_snapshots(1025, true), 4);
     }
 }

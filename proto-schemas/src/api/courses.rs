@@ -7,6 +7,7 @@
 //! | `GET /courses`, `GET /courses/{code}`              | [`Course`]                       |
 //! | `PUT /courses/{code}/quota` (admin)                | [`CourseQuota`] -> [`Course`]    |
 //! | `PUT /courses/{code}/limits`                       | [`CourseLimits`] -> [`CourseLimitsChange`] |
+//! | `PUT /courses/{code}/home/snapshots`               | [`CourseHomeSnapshots`] -> [`CourseHomeSnapshotsChange`] |
 //! | `POST /courses/{code}/roster`                      | CSV or JSON roster -> [`RosterReport`] |
 //! | `GET /courses/{code}/students`                     | `Vec<Student>`                   |
 //! | `DELETE /courses/{code}/students/{username}`       | operation (deletes the container)|
@@ -79,6 +80,13 @@ pub struct CreateCourse {
     /// `COHORT_DEFAULT_HOME_GIB`. A student who fills it gets ENOSPC in their own container.
     #[serde(default)]
     pub home_mib: Option<u64>,
+    /// `off` (default), `daily` or `hourly`: the daemon snapshots each student's home volume
+    /// on that schedule.
+    #[serde(default)]
+    pub home_snapshots: Option<String>,
+    /// How many scheduled snapshots of each home are kept, 1 to 100 (default 7).
+    #[serde(default)]
+    pub home_snapshots_keep: Option<u32>,
     /// Sharing GPUs (`gpu_share` > 1): the most GPU memory each process in a student's
     /// container may allocate, in MiB (64 to 1048576); default the card's memory over
     /// `gpu_share`. Enforced by the cap library the agent installs (docs/gpus.md).
@@ -190,6 +198,12 @@ pub struct Course {
     /// controller's `COHORT_DEFAULT_HOME_GIB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_mib: Option<u64>,
+    /// `off`, `daily` or `hourly`: the daemon's snapshots of each student's home.
+    #[serde(default = "default_home_snapshots")]
+    pub home_snapshots: String,
+    /// How many scheduled snapshots of each home are kept (when `home_snapshots` is not off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_snapshots_keep: Option<u32>,
     /// Sharing: each student's GPU memory cap in MiB, when the course sets it (otherwise the
     /// card's memory over `gpu_share_count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,6 +239,10 @@ pub struct Course {
     pub gpu_hours_per_student: Option<GpuHours>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_period: Option<String>,
+}
+
+fn default_home_snapshots() -> String {
+    "off".into()
 }
 
 fn default_idle_action() -> String {
@@ -347,6 +365,30 @@ pub struct EndpointsQuery {
 pub struct CourseHome {
     /// MiB, 32 to 16777216; null: the controller's default.
     pub home_mib: Option<u64>,
+}
+
+/// `PUT /api/v1/courses/{code}/home/snapshots`: the schedule of the daemon's snapshots of each
+/// student's home volume; a field left out keeps its value. Homes already made take it through
+/// an operation with one item per container (its `set_home_snapshots` step).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseHomeSnapshots {
+    /// `off`, `daily` or `hourly`.
+    #[serde(default)]
+    pub home_snapshots: Option<String>,
+    /// 1 to 100.
+    #[serde(default)]
+    pub home_snapshots_keep: Option<u32>,
+}
+
+/// The answer to [`CourseHomeSnapshots`]: the course, and the operation taking the schedule to
+/// the homes already made (none when there are none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseHomeSnapshotsChange {
+    pub course: Course,
+    #[serde(default)]
+    pub operation: Option<crate::api::operations::Operation>,
 }
 
 /// `PUT /api/v1/courses/{code}/limits`: each student's CPU cores, memory and root disk, checked

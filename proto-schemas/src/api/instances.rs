@@ -17,7 +17,16 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::agent::HomeSnapshot;
 pub use crate::agent::{CreateSnapshot, ExecRequest, ExecResult, Limits, Snapshot, StateAction};
+
+/// `POST /api/v1/instances/{name}/home/restore`: the home volume back to `snapshot`, whole, as
+/// an operation (the container is stopped around it when running, and started again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreHomeRequest {
+    pub snapshot: String,
+}
 
 // Stored by name in `instances.gpu_share` and `courses.gpu_share`.
 /// How a GPU is held.

@@ -44,6 +44,10 @@ pub enum OperationKind {
     /// Every student's home of a course exported into the controller's archive store
     /// (`cohort course archive`), one item each.
     ArchiveCourse,
+    /// A course's home snapshot schedule applied to its students' home volumes, one item each.
+    SetCourseHomeSnapshots,
+    /// A container's home volume restored from one of its snapshots.
+    RestoreHome,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -64,6 +68,8 @@ crate::named_enum!(OperationKind, "an operation kind" {
     DeleteOrphan => "delete_orphan",
     SyncCourseData => "sync_course_data",
     ArchiveCourse => "archive_course",
+    SetCourseHomeSnapshots => "set_course_home_snapshots",
+    RestoreHome => "restore_home",
 });
 
 #[cfg_attr(

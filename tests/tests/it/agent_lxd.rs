@@ -30,6 +30,7 @@ fn spec(name: &str, key: &str) -> CreateInstance {
         ssh: None,
         home_volume: None,
         home_mib: None,
+        home_snapshots: None,
         config: BTreeMap::new(),
         start: false,
         network_policy: None,

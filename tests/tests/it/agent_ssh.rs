@@ -42,6 +42,7 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
         }),
         home_volume: Some("home-alice".into()),
         home_mib: Some(64),
+        home_snapshots: None,
         config: BTreeMap::new(),
         start: true,
         network_policy: None,
@@ -153,6 +154,7 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
     let again = CreateInstance {
         idempotency_key: "op-ssh-again".into(),
         home_mib: Some(128),
+        home_snapshots: None,
         start: false,
         ..req.clone()
     };
@@ -214,6 +216,7 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
             }),
             home_volume: None,
             home_mib: None,
+            home_snapshots: None,
             config: BTreeMap::new(),
             start: true,
             network_policy: None,
@@ -327,6 +330,7 @@ async fn copies_of_a_template_get_their_host_key_and_a_link_in_it_never_leads_ou
         }),
         home_volume: None,
         home_mib: None,
+        home_snapshots: None,
         config: BTreeMap::new(),
         start: true,
         network_policy: None,

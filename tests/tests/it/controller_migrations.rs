@@ -10,12 +10,13 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 33] = [
+const TABLES: [&str; 34] = [
     "api_tokens",
     "audit_log",
     "course_archives",
     "course_budgets",
     "course_datasets",
+    "course_home_snapshots",
     "course_networks",
     "course_reclaim",
     "course_staff",

@@ -39,6 +39,7 @@ fn capped(name: &str) -> CreateInstance {
         ssh: None,
         home_volume: None,
         home_mib: None,
+        home_snapshots: None,
         config: BTreeMap::new(),
         start: false,
         network_policy: None,

@@ -49,6 +49,7 @@ mod gpu_cap;
 mod gpu_check;
 mod gpu_usage_retention;
 mod harness;
+mod home_snapshots;
 mod hostile_callers;
 mod instance_config;
 mod instance_limits;

@@ -114,6 +114,7 @@ pub fn student(name: &str, user: &str, key: &SshKey, port: u16) -> CreateInstanc
         }),
         home_volume: None,
         home_mib: None,
+        home_snapshots: None,
         config: BTreeMap::new(),
         start: true,
         network_policy: None,

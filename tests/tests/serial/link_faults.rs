@@ -190,6 +190,7 @@ async fn a_wedged_nvml_driver_costs_one_thread_and_the_node_still_answers_and_cr
         ssh: None,
         home_volume: None,
         home_mib: None,
+        home_snapshots: None,
         config: Default::default(),
         start: false,
         network_policy: None,

@@ -4,9 +4,10 @@
 pub mod api_token;
 pub mod audit;
 pub mod course;
-pub mod course_budget;
 pub mod course_archive;
+pub mod course_budget;
 pub mod course_dataset;
+pub mod course_home_snapshots;
 pub mod course_network;
 pub mod course_reclaim;
 pub mod course_staff;

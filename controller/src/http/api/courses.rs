@@ -265,3 +265,13 @@ pub async fn copy(
     Ok(HttpResponse::Created()
         .json(courses::copy::copy(&ctl, caller, code.into_inner(), req.0).await?))
 }
+
+pub async fn set_home_snapshots(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<cohort_proto::api::courses::CourseHomeSnapshots>,
+) -> Reply {
+    let change = crate::courses::home_snapshots::set(&ctl, caller, code.into_inner(), req.0);
+    Ok(HttpResponse::Ok().json(change.await?))
+}

@@ -181,3 +181,18 @@ pub async fn delete_snapshot(ctl: Ctl, caller: Caller, path: web::Path<(String, 
     io::delete_snapshot(&ctl, caller, name, snapshot).await?;
     Ok(HttpResponse::NoContent().finish())
 }
+
+pub async fn home_snapshots(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    let list = crate::instances::home::snapshots(&ctl, caller, name.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(list))
+}
+
+pub async fn restore_home(
+    ctl: Ctl,
+    caller: Caller,
+    name: web::Path<String>,
+    req: ApiJson<cohort_proto::api::instances::RestoreHomeRequest>,
+) -> Reply {
+    let op = crate::instances::home::restore(&ctl, caller, name.into_inner(), req.0).await?;
+    Ok(HttpResponse::Accepted().json(op))
+}

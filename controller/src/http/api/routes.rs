@@ -229,6 +229,12 @@ pub fn routes() -> Vec<Route> {
         GET "/instances/{name}/snapshots" => instances::snapshots, auth,
             "List snapshots",
             () -> 200 (Vec<p::instances::Snapshot>);
+        GET "/instances/{name}/home/snapshots" => instances::home_snapshots, auth,
+            "The snapshots of a course container's home volume, oldest first (its student, the course's staff, admins)",
+            () -> 200 (Vec<p::instances::HomeSnapshot>);
+        POST "/instances/{name}/home/restore" => instances::restore_home, auth,
+            "Restore a course container's home volume from one of its snapshots, whole (the container is stopped around it when running, and started again)",
+            (p::instances::RestoreHomeRequest) -> 202 (p::operations::Operation);
         POST "/instances/{name}/snapshots" => instances::create_snapshot, auth,
             "Take a snapshot",
             (p::instances::CreateSnapshot) -> 201 (p::instances::Snapshot);
@@ -259,6 +265,9 @@ pub fn routes() -> Vec<Route> {
         PUT "/courses/{code}/limits" => courses::set_limits, auth,
             "Set each student's cpu, memory_mib and disk_gib (a field left out is kept); containers made from now on take them, those already made keep theirs and are listed in kept",
             (p::courses::CourseLimits) -> 200 (p::courses::CourseLimitsChange);
+        PUT "/courses/{code}/home/snapshots" => courses::set_home_snapshots, auth,
+            "Set the daemon's snapshots of each student's home: home_snapshots off, daily or hourly, home_snapshots_keep 1 to 100 (a field left out is kept); homes already made take it through the operation answered",
+            (p::courses::CourseHomeSnapshots) -> 200 (p::courses::CourseHomeSnapshotsChange);
         PUT "/courses/{code}/jupyter" => courses::set_jupyter, auth,
             "Let a course's instructors open its students' JupyterLab through the portal (instructors: true), or only each student (false, the default)",
             (p::courses::CourseJupyter) -> 200 (p::courses::Course);

@@ -1,7 +1,8 @@
 //! The student's pages: their containers with status and node, one container's SSH command
 //! (with a copy button) and `known_hosts` line, and start, stop and restart as plain forms. Every
 //! read and change goes through the same actions as `/api/v1/instances`. A queued container shows
-//! why it waits; the create form is in [`create_container`].
+//! why it waits; the create form is in [`create_container`]; a course container's home
+//! snapshots are in [`super::home_snapshots`].
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
@@ -152,6 +153,10 @@ pub async fn show(
     let budget = budgets
         .iter()
         .find(|b| i.course.as_deref() == Some(b.course.as_str()));
+    let home_snapshots = match i.course {
+        Some(_) => Some(super::home_snapshots::read(&ctl, &s, &i.name).await),
+        None => None,
+    };
     Ok(layout::ok(
         &s,
         &i.name,
@@ -198,6 +203,9 @@ pub async fn show(
                 }
             }
             (actions(lang, &s, &i.name))
+            @if let Some(snapshots) = &home_snapshots {
+                (super::home_snapshots::section(&s, &i.name, snapshots.as_deref()))
+            }
         },
     ))
 }

@@ -295,6 +295,9 @@ pub enum Msg {
     ArchivesNote,
     KeptUntil,
     ArchiveHomes,
+    HomeSnapshots,
+    NoHomeSnapshots,
+    RestoreHomeWarning,
 }
 
 impl Msg {
@@ -631,6 +634,17 @@ impl Msg {
                 "Archive every student's home first (each student can download it)",
                 "先封存每位學生的家目錄（學生可下載）",
                 "先归档每位学生的主目录（学生可下载）",
+            ),
+            Msg::HomeSnapshots => ("Home snapshots", "家目錄快照", "主目录快照"),
+            Msg::NoHomeSnapshots => (
+                "No snapshots of the home directory yet.",
+                "家目錄尚無快照。",
+                "主目录尚无快照。",
+            ),
+            Msg::RestoreHomeWarning => (
+                "Restore puts the whole home directory back as it was in the snapshot: later changes there are lost. A running container is stopped for it and started again.",
+                "還原會將整個家目錄恢復為快照時的內容：之後的變更將遺失。執行中的容器會先停止，完成後再啟動。",
+                "还原会将整个主目录恢复为快照时的内容：之后的更改将丢失。运行中的容器会先停止，完成后再启动。",
             ),
         }
     }

@@ -18,6 +18,7 @@ mod courses;
 mod create_container;
 mod error;
 mod gpu_time;
+mod home_snapshots;
 pub mod i18n;
 mod layout;
 mod session;
@@ -44,6 +45,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/containers/{name}/state",
             post().to(containers::change_state),
+        )
+        .route(
+            "/containers/{name}/home/restore",
+            post().to(home_snapshots::restore),
         )
         .route("/account", get().to(account::page))
         .route("/account/keys", post().to(account::add_key))
