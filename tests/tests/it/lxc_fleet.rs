@@ -129,11 +129,16 @@ fn lxc_lists_and_drives_the_fleet() {
     let projects = lxc.ok(&["project", "list", "lab:", "-f", "csv"]);
     assert!(projects.starts_with("default"), "{projects}");
 
-    // Profiles and networks are LXD's, not Cohort's.
+    // Profiles are LXD's, not Cohort's; networks are each node's, listed read-only.
     lxc.fails(&["profile", "list", "lab:"], "Not supported by Cohort");
-    // The client itself refuses networks: Cohort does not claim LXD's `network` extension.
+    let networks = lxc.ok(&["network", "list", "lab:", "-f", "csv"]);
+    let names: Vec<&str> = networks
+        .lines()
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    assert_eq!(names, ["node1"], "{networks}");
     lxc.fails(
-        &["network", "list", "lab:"],
-        "missing the required \"network\" API extension",
+        &["network", "create", "lab:extra"],
+        "Not supported by Cohort",
     );
 }
