@@ -22,9 +22,7 @@ use futures_util::Stream;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-use super::volumes::HOME_PREFIX;
 use super::{InstanceError, Instances};
-use crate::lxd::Lxd;
 
 /// The backup an archive is read from (apart from a move's, so the two never meet).
 const ARCHIVE_BACKUP: &str = "cohort-archive";
@@ -37,30 +35,6 @@ const CHUNK_BYTES: usize = 256 * 1024;
 
 /// The gzip tarball of a home's files, as it is made.
 pub type ArchiveStream = std::pin::Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
-
-/// Deletes the archive's backup when dropped.
-struct BackupCleanup {
-    lxd: Lxd,
-    pool: String,
-    volume: String,
-}
-
-impl Drop for BackupCleanup {
-    fn drop(&mut self) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (lxd, pool, volume) = (self.lxd.clone(), self.pool.clone(), self.volume.clone());
-        runtime.spawn(async move {
-            if let Err(e) = lxd
-                .delete_volume_backup(&pool, &volume, ARCHIVE_BACKUP)
-                .await
-            {
-                tracing::warn!(%volume, error = %e, "cannot delete an archive's backup");
-            }
-        });
-    }
-}
 
 /// Chunks from a channel read as one byte stream (on a blocking thread).
 struct ChunkReader {
@@ -152,40 +126,8 @@ impl Instances {
     /// as it is made. The volume may be in use by a running container: the backup reads its
     /// files as they are at that moment.
     pub async fn archive_volume(&self, name: &str) -> Result<ArchiveStream, InstanceError> {
-        cohort_proto::validate::instance_name(name)
-            .map_err(|e| InstanceError::invalid("name", e.0.replace("instance", "volume")))?;
-        if !name.starts_with(HOME_PREFIX) {
-            return Err(InstanceError::invalid(
-                "name",
-                format!("only Cohort home volumes ({HOME_PREFIX}*) are archived"),
-            ));
-        }
-        let pool = self.config.storage_pool.clone();
-        self.lxd
-            .delete_volume_backup(&pool, name, ARCHIVE_BACKUP)
-            .await?;
-        match self
-            .lxd
-            .create_volume_only_backup(&pool, name, ARCHIVE_BACKUP)
-            .await
-        {
-            Err(e) if e.is_not_found() => {
-                return Err(InstanceError::NotFound {
-                    field: None,
-                    message: format!("volume {name} not found"),
-                })
-            }
-            other => other?,
-        }
-        let cleanup = BackupCleanup {
-            lxd: self.lxd.clone(),
-            pool: pool.clone(),
-            volume: name.to_string(),
-        };
-        let raw = self
-            .lxd
-            .export_volume_backup(&pool, name, ARCHIVE_BACKUP)
-            .await?;
+        super::transfer::home_name(name, "are archived")?;
+        let (raw, cleanup) = self.volume_backup(name, ARCHIVE_BACKUP, true).await?;
         let (to_thread, from_lxd) = mpsc::channel(CHANNEL_CHUNKS);
         let (to_controller, out) = mpsc::channel(CHANNEL_CHUNKS);
         tokio::spawn(async move {

@@ -29,11 +29,12 @@ pub struct Export {
     pub cleanup: BackupCleanup,
 }
 
-/// Deletes a move's backup when dropped.
+/// Deletes a backup (a move's, an archive's) when dropped.
 pub struct BackupCleanup {
     lxd: Lxd,
     pool: Option<String>,
     owner: String,
+    backup: &'static str,
 }
 
 impl Drop for BackupCleanup {
@@ -41,14 +42,19 @@ impl Drop for BackupCleanup {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (lxd, pool, owner) = (self.lxd.clone(), self.pool.take(), self.owner.clone());
+        let (lxd, pool, owner, backup) = (
+            self.lxd.clone(),
+            self.pool.take(),
+            self.owner.clone(),
+            self.backup,
+        );
         runtime.spawn(async move {
             let deleted = match &pool {
-                Some(pool) => lxd.delete_volume_backup(pool, &owner, MOVE_BACKUP).await,
-                None => lxd.delete_instance_backup(&owner, MOVE_BACKUP).await,
+                Some(pool) => lxd.delete_volume_backup(pool, &owner, backup).await,
+                None => lxd.delete_instance_backup(&owner, backup).await,
             };
             if let Err(e) = deleted {
-                tracing::warn!(of = %owner, error = %e, "cannot delete a move's backup");
+                tracing::warn!(of = %owner, %backup, error = %e, "cannot delete a backup");
             }
         });
     }
@@ -59,13 +65,15 @@ pub fn streamed(body: hyper::body::Incoming) -> LxdBody {
     body.map_err(std::io::Error::other).boxed()
 }
 
-fn home_name(name: &str) -> Result<(), InstanceError> {
+/// Checks that `name` is a Cohort home volume, the only volumes that are moved (`done`: "move
+/// between nodes") or archived ("are archived").
+pub(super) fn home_name(name: &str, done: &str) -> Result<(), InstanceError> {
     cohort_proto::validate::instance_name(name)
         .map_err(|e| InstanceError::invalid("name", e.0.replace("instance", "volume")))?;
     if !name.starts_with(HOME_PREFIX) {
         return Err(InstanceError::invalid(
             "name",
-            format!("only Cohort home volumes ({HOME_PREFIX}*) move between nodes"),
+            format!("only Cohort home volumes ({HOME_PREFIX}*) {done}"),
         ));
     }
     Ok(())
@@ -95,6 +103,7 @@ impl Instances {
             lxd: self.lxd.clone(),
             pool: None,
             owner: name.to_string(),
+            backup: MOVE_BACKUP,
         };
         let tarball = self.lxd.export_instance_backup(name, MOVE_BACKUP).await?;
         Ok(Export { tarball, cleanup })
@@ -160,14 +169,24 @@ impl Instances {
 
     /// `POST /v1/volumes/{name}/export`: a home volume's backup tarball.
     pub async fn export_volume(&self, name: &str) -> Result<Export, InstanceError> {
-        home_name(name)?;
+        home_name(name, "move between nodes")?;
+        let (tarball, cleanup) = self.volume_backup(name, MOVE_BACKUP, false).await?;
+        Ok(Export { tarball, cleanup })
+    }
+
+    /// Has the daemon write backup `backup` of home volume `name` (`volume_only`: without its
+    /// snapshots) and returns its tarball, unread, with the guard that deletes it afterwards.
+    pub(super) async fn volume_backup(
+        &self,
+        name: &str,
+        backup: &'static str,
+        volume_only: bool,
+    ) -> Result<(RawStream, BackupCleanup), InstanceError> {
         let pool = self.config.storage_pool.clone();
-        self.lxd
-            .delete_volume_backup(&pool, name, MOVE_BACKUP)
-            .await?;
+        self.lxd.delete_volume_backup(&pool, name, backup).await?;
         match self
             .lxd
-            .create_volume_backup(&pool, name, MOVE_BACKUP)
+            .create_volume_backup(&pool, name, backup, volume_only)
             .await
         {
             Err(e) if e.is_not_found() => {
@@ -182,18 +201,16 @@ impl Instances {
             lxd: self.lxd.clone(),
             pool: Some(pool.clone()),
             owner: name.to_string(),
+            backup,
         };
-        let tarball = self
-            .lxd
-            .export_volume_backup(&pool, name, MOVE_BACKUP)
-            .await?;
-        Ok(Export { tarball, cleanup })
+        let tarball = self.lxd.export_volume_backup(&pool, name, backup).await?;
+        Ok((tarball, cleanup))
     }
 
     /// `POST /v1/volumes/{name}/import`: a home volume from another node's backup. One that
     /// exists already is refused (409).
     pub async fn import_volume(&self, name: &str, tarball: LxdBody) -> Result<(), InstanceError> {
-        home_name(name)?;
+        home_name(name, "move between nodes")?;
         let pool = self.config.storage_pool.clone();
         match self.lxd.get_custom_volume(&pool, name).await {
             Ok(_) => {

@@ -112,16 +112,18 @@ impl Lxd {
             .map(|_| ())
     }
 
-    /// `POST .../volumes/custom/{name}/backups`: writes the backup `backup` of the volume.
+    /// `POST .../volumes/custom/{name}/backups`: writes the backup `backup` of the volume, with
+    /// its snapshots (a move) or, `volume_only`, only its files as they are now (an archive).
     pub async fn create_volume_backup(
         &self,
         pool: &str,
         volume: &str,
         backup: &str,
+        volume_only: bool,
     ) -> Result<(), LxdError> {
         let body = StoragePoolVolumeBackupsPost {
             name: backup.into(),
-            volume_only: false,
+            volume_only,
             optimized_storage: false,
             compression_algorithm: "none".into(),
         };
@@ -176,31 +178,5 @@ impl Lxd {
         self.post_stream(&path, &headers, tarball, BACKUP_TIMEOUT)
             .await
             .map(|_| ())
-    }
-}
-
-impl Lxd {
-    /// `POST .../volumes/custom/{name}/backups` without the volume's snapshots: only its files
-    /// as they are now (a home archived at a term's end).
-    pub async fn create_volume_only_backup(
-        &self,
-        pool: &str,
-        volume: &str,
-        backup: &str,
-    ) -> Result<(), LxdError> {
-        let body = StoragePoolVolumeBackupsPost {
-            name: backup.into(),
-            volume_only: true,
-            optimized_storage: false,
-            compression_algorithm: "none".into(),
-        };
-        self.call_within(
-            Method::POST,
-            &volume_backups(pool, volume),
-            Some(&to_json(&body)),
-            BACKUP_TIMEOUT,
-        )
-        .await
-        .map(|_| ())
     }
 }
