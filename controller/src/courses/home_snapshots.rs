@@ -17,7 +17,7 @@ use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course_home_snapshots::CourseHomeSnapshots;
 use crate::error::{ActionError, ActionResult};
-use crate::jobs::{enqueue, payload, Step, StepKind};
+use crate::jobs::{enqueue_each, payload, StepKind};
 use crate::views;
 
 /// How many scheduled snapshots a home keeps when the course does not say.
@@ -105,25 +105,24 @@ pub async fn set(
                 .filter(|i| i.node_id.is_some() && i.desired_state != DesiredState::Deleted)
                 .map(|i| (i.name, i.id))
                 .collect();
-            let operation = if made.is_empty() || schedule == current {
-                None
+            let job = payload::Job::SetCourseHomeSnapshots(payload::OfCourse {
+                course: code.clone(),
+            });
+            let changed = if schedule == current {
+                &[][..]
             } else {
-                let steps: Vec<Step<'_>> = made
-                    .iter()
-                    .map(|(name, id)| Step::new(StepKind::SetHomeSnapshots, name, Some(*id)))
-                    .collect();
-                let op = enqueue(
-                    conn,
-                    &payload::Job::SetCourseHomeSnapshots(payload::OfCourse {
-                        course: code.clone(),
-                    }),
-                    Some(caller.user.id),
-                    &code,
-                    &steps,
-                    None,
-                )?;
-                Some(views::operation(conn, &op)?)
+                &made[..]
             };
+            let operation = enqueue_each(
+                conn,
+                &job,
+                Some(caller.user.id),
+                &code,
+                StepKind::SetHomeSnapshots,
+                changed,
+            )?
+            .map(|op| views::operation(conn, &op))
+            .transpose()?;
             let (every, keep) = wire(schedule);
             audit::record(
                 conn,

@@ -28,7 +28,7 @@ use crate::db::models::enrollment::Enrollment;
 use crate::db::models::image::Image;
 use crate::db::models::instance::Instance;
 use crate::error::ActionResult;
-use crate::jobs::{enqueue, payload, Step, StepKind};
+use crate::jobs::{enqueue_each, payload, StepKind};
 use crate::placement::feasible;
 use crate::{validate, views};
 
@@ -89,25 +89,19 @@ pub async fn set(
                     }
                 }
             }
-            let operation = if live.is_empty() {
-                None
-            } else {
-                let steps: Vec<Step<'_>> = live
-                    .iter()
-                    .map(|(name, id)| Step::new(StepKind::SetLimits, name, Some(*id)))
-                    .collect();
-                let op = enqueue(
-                    conn,
-                    &payload::Job::SetCourseLimits(payload::OfCourse {
-                        course: code.clone(),
-                    }),
-                    Some(caller.user.id),
-                    &code,
-                    &steps,
-                    None,
-                )?;
-                Some(views::operation(conn, &op)?)
-            };
+            let job = payload::Job::SetCourseLimits(payload::OfCourse {
+                course: code.clone(),
+            });
+            let operation = enqueue_each(
+                conn,
+                &job,
+                Some(caller.user.id),
+                &code,
+                StepKind::SetLimits,
+                &live,
+            )?
+            .map(|op| views::operation(conn, &op))
+            .transpose()?;
             let kept: Vec<KeptLimits> = keeping_other_limits(conn, &changed)?
                 .into_iter()
                 .map(|mut k| {

@@ -4,7 +4,7 @@
 use diesel::prelude::*;
 
 use super::payload::Job;
-use crate::db::enums::{AuditAction, AuditObject};
+use crate::db::enums::{AuditAction, AuditObject, StepKind};
 use crate::db::models::audit;
 use crate::db::models::operation::Operation;
 use crate::db::models::operation_item::OperationItem;
@@ -18,6 +18,26 @@ pub struct Audit<'a> {
     pub object_kind: AuditObject,
     pub object: &'a str,
     pub detail: serde_json::Value,
+}
+
+/// Enqueues `job` with one `kind` step for each of `instances` (name, id), as one operation on
+/// `target`; `None` when there are none (nothing to do, no operation).
+pub fn enqueue_each(
+    conn: &mut PgConnection,
+    job: &Job,
+    created_by: Option<i64>,
+    target: &str,
+    kind: StepKind,
+    instances: &[(String, i64)],
+) -> QueryResult<Option<Operation>> {
+    if instances.is_empty() {
+        return Ok(None);
+    }
+    let steps: Vec<Step<'_>> = instances
+        .iter()
+        .map(|(name, id)| Step::new(kind, name, Some(*id)))
+        .collect();
+    enqueue(conn, job, created_by, target, &steps, None).map(Some)
 }
 
 /// Records an operation, its items and (when given) its audit row.

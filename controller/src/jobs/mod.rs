@@ -37,6 +37,6 @@ pub mod sync_data;
 pub mod worker;
 
 pub use crate::db::enums::StepKind;
-pub use enqueue::{enqueue, Audit, Step};
+pub use enqueue::{enqueue, enqueue_each, Audit, Step};
 pub use outcome::StepOutcome;
 pub use payload::Job;
