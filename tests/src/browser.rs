@@ -159,10 +159,34 @@ impl Browser {
             match clicked {
                 Ok(_) => return,
                 Err(e) if Instant::now() > deadline => {
-                    panic!("no {css} to click in {within:?}: {e}")
+                    let page = self.what_the_page_shows().await;
+                    panic!("no {css} to click in {within:?}: {e}\n{page}")
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
             }
+        }
+    }
+
+    /// What a failed wait prints: the page's address and title, the start of its text, and every
+    /// request of the page that failed or answered 4xx/5xx (with its status), so that a page that
+    /// never drew says whether it was slow or was refused something.
+    pub async fn what_the_page_shows(&self) -> String {
+        let page = self
+            .try_command(
+                reqwest::Method::POST,
+                "/execute/sync",
+                Some(json!({"script": "return {url: location.href, title: document.title, \
+                    text: (document.body ? document.body.innerText : '').slice(0, 1500), \
+                    resources: performance.getEntriesByType('resource').length, \
+                    failed: performance.getEntriesByType('resource') \
+                        .filter(r => r.responseStatus === 0 || r.responseStatus >= 400) \
+                        .map(r => r.responseStatus + ' ' + r.name + ' ' + Math.round(r.duration) + 'ms')};",
+                    "args": []})),
+            )
+            .await;
+        match page {
+            Ok(v) => format!("the page: {v:#}"),
+            Err(e) => format!("the page could not be read: {e}"),
         }
     }
 

@@ -433,6 +433,28 @@ async fn planted_pages_reach_nothing_of_the_portal(
         &format!("open('/root/probe.html', 'w').write({probe:?})"),
     ]);
     root(&["systemctl", "stop", "cohort-jupyter"]);
+    // Nothing listens on the port (as while JupyterLab starts on a busy node): a page load gets
+    // a page saying so that loads itself again, and a request of the page 503 with Retry-After.
+    ann.goto(&format!("{base}/jupyter/nb1-ann/lab")).await;
+    wait_for!(
+        "the page saying JupyterLab is starting",
+        Duration::from_secs(30),
+        ann.count("#jupyter-starting").await == 1
+    );
+    assert!(
+        ann.text("#jupyter-starting").await.contains("is starting"),
+        "{}",
+        ann.text("#jupyter-starting").await
+    );
+    assert_eq!(status_of(ann, "/jupyter/nb1-ann/api/contents").await, 503);
+    let retry_after = ann
+        .run_async(
+            "const done = arguments[0];
+             fetch('/jupyter/nb1-ann/api/contents').then(r => done(r.headers.get('retry-after')))
+               .catch(e => done(String(e)));",
+        )
+        .await;
+    assert_eq!(retry_after, "3");
     root(&[
         "systemd-run",
         "--unit=planted",
@@ -440,6 +462,15 @@ async fn planted_pages_reach_nothing_of_the_portal(
         "-c",
         PLANTED_SERVER,
     ]);
+    // Once something answers on the port, the waiting page becomes what it serves by itself.
+    wait_for!(
+        "the waiting page reloading into what the port serves",
+        Duration::from_secs(60),
+        matches!(
+            ann.run("return document.title").await.as_str(),
+            Some("probing" | "probed")
+        )
+    );
     let notebook = base.replace("127.0.0.1", "nb1-ann.notebooks.localhost");
     for (who, browser) in [("ann", ann), ("prof", prof)] {
         let mut served = false;

@@ -18,8 +18,12 @@ use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::agent_client::Tunnel;
+use actix_web::http::header;
+use maud::{html, DOCTYPE};
+
+use crate::agent_client::{AgentError, Tunnel};
 use crate::error::ActionError;
+use crate::http::portal::i18n::{Lang, Msg};
 use crate::instances::notebook::Granted;
 
 /// What the browser sends on, whole or streamed.
@@ -104,6 +108,53 @@ mod http_head {
     pub use hyper::http::response::Parts;
 }
 
+/// How long the "starting" answer asks the browser to wait before it tries again.
+const RETRY_AFTER_S: u32 = 3;
+
+/// The container runs but JupyterLab in it does not take connections yet (it starts a few
+/// seconds after the container, longer on a busy node).
+fn not_listening_yet(e: &AgentError) -> bool {
+    matches!(e, AgentError::Status { code, .. } if code == "jupyter_unreachable")
+}
+
+/// What a browser gets while JupyterLab is starting: 503 with `Retry-After`; a page load gets a
+/// page, in the student's language, that loads itself again until JupyterLab answers (as
+/// JupyterHub's "your server is starting" page does), instead of an error that stays.
+fn starting(req: &HttpRequest, name: &str) -> HttpResponse {
+    let navigates = req.method() == actix_web::http::Method::GET
+        && !is_websocket(req)
+        && req
+            .headers()
+            .get("sec-fetch-mode")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|m| m == "navigate");
+    let lang = Lang::of(req);
+    let words = lang.t(Msg::JupyterStarting);
+    let mut resp = HttpResponse::ServiceUnavailable();
+    resp.insert_header((header::RETRY_AFTER, RETRY_AFTER_S.to_string()))
+        .insert_header((header::CACHE_CONTROL, "no-store"));
+    if !navigates {
+        return resp
+            .content_type("text/plain; charset=utf-8")
+            .body(format!("{name}: {words}"));
+    }
+    let page = html! {
+        (DOCTYPE)
+        html lang=(lang.tag()) {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content=(RETRY_AFTER_S);
+                title { "JupyterLab · " (name) }
+            }
+            body {
+                p #jupyter-starting { (words) }
+            }
+        }
+    };
+    resp.content_type("text/html; charset=utf-8")
+        .body(page.into_string())
+}
+
 /// Relays one browser request to `/jupyter/{name}/...` in a container the caller was granted.
 pub async fn relay(
     req: HttpRequest,
@@ -112,11 +163,11 @@ pub async fn relay(
     granted: Granted,
 ) -> Result<HttpResponse, ActionError> {
     let node = granted.instance.node_id.unwrap_or_default().to_string();
-    let tunnel: Tunnel = granted
-        .agent
-        .jupyter_tunnel(name.to_string())
-        .await
-        .map_err(ActionError::on_node(node))?;
+    let tunnel: Tunnel = match granted.agent.jupyter_tunnel(name.to_string()).await {
+        Ok(tunnel) => tunnel,
+        Err(e) if not_listening_yet(&e) => return Ok(starting(&req, name)),
+        Err(e) => return Err(ActionError::on_node(node)(e)),
+    };
     let websocket = is_websocket(&req);
     let unreachable = |e: &dyn std::fmt::Display| {
         ActionError::Internal(format!("JupyterLab in {name} did not answer: {e}"))

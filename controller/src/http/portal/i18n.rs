@@ -144,6 +144,7 @@ pub enum Msg {
     GpuBudgetWarning,
     GpuBudgetUsedUp,
     OpenJupyter,
+    JupyterStarting,
     JupyterNeedsRunning,
     StoppedSince,
     Account,
@@ -368,6 +369,11 @@ impl Msg {
                 "您的 GPU 时数已用完：GPU 已卸载（容器继续运行）。授课教师可授予更多时数。已用 GPU 时数",
             ),
             Msg::OpenJupyter => ("Open JupyterLab", "開啟 JupyterLab", "打开 JupyterLab"),
+            Msg::JupyterStarting => (
+                "JupyterLab in your container is starting. This page tries again by itself every few seconds.",
+                "您容器中的 JupyterLab 正在啟動。此頁面每隔幾秒會自動重試。",
+                "您容器中的 JupyterLab 正在启动。此页面每隔几秒会自动重试。",
+            ),
             Msg::JupyterNeedsRunning => (
                 "JupyterLab runs in your container, which is not running: start it to open JupyterLab.",
                 "JupyterLab 在您的容器中執行，而容器未在執行：請先啟動它再開啟 JupyterLab。",
