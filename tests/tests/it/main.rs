@@ -81,6 +81,7 @@ mod portal_course_limits;
 mod portal_create;
 mod process_limit;
 mod pylxd;
+mod pylxd_suite;
 mod reclaim_use;
 mod renewal_race;
 mod semester;
