@@ -26,6 +26,7 @@ pub mod remote;
 pub mod restore;
 pub mod snapshot;
 pub mod usage;
+pub mod gpu;
 pub mod user;
 
 use clap::{Parser, Subcommand};
@@ -103,6 +104,8 @@ pub enum Verb {
     Audit(audit::Audit),
     /// GPU time (allocated and busy GPU-hours) by student, course, node or day (Cohort)
     Usage(usage::Usage),
+    /// GPUs on demand: attach a GPU for a lease, give it back, see the queue (Cohort)
+    Gpu(gpu::Gpu),
     /// The snapshots of a course container's home volume (Cohort)
     Home(home::Home),
     /// Print a shell completion script

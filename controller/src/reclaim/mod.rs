@@ -138,7 +138,9 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
 
             // GPU budgets: told at 80 %, detached at 100 %.
             let (detached, notices) = budget::pass(conn, now, ACTOR)?;
-            Ok((acted + detached, notices))
+            // GPU leases (on-demand courses): ended when due, granted in fair-share order.
+            let leases = crate::gpu_leases::queue::pass(conn, cfg.lease_hour_s.max(1))?;
+            Ok((acted + detached + leases, notices))
         })
     })
     .await?;

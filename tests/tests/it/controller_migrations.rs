@@ -44,6 +44,8 @@ const TABLES: [&str; 34] = [
     "sign_in_passwords",
     "ssh_keys",
     "student_budgets",
+    "course_gpu_modes",
+    "gpu_leases",
     "users",
 ];
 
