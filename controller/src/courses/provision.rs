@@ -88,7 +88,8 @@ pub(super) fn need<'a>(
         memory_mib: course.memory_mib,
         // The root disk and the home volume (with its snapshots), both on the node's pool.
         disk_gib: course.disk_gib + home_size::course_reserved_gib(conn, course, config)?,
-        gpus: course.gpus,
+        // On demand, a container is made without a GPU: any node may hold it.
+        gpus: crate::gpu_leases::gpus_at_creation(conn, course)?,
         gpu_model: course.gpu_model.as_deref(),
         exclusive: course.gpu_share == GpuShare::Exclusive,
     })

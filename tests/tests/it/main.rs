@@ -46,6 +46,7 @@ mod db_reliability;
 mod desired_state;
 mod disk_placement;
 mod gpu_cap;
+mod gpu_on_demand_nodes;
 mod gpu_check;
 mod gpu_usage_retention;
 mod harness;
