@@ -17,7 +17,6 @@ pub mod audit;
 pub mod courses;
 pub mod db;
 pub mod error;
-pub mod gpu_leases;
 pub mod http;
 pub mod images;
 pub mod instances;

@@ -117,7 +117,10 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             "api_gpu_lease_request",
             schema_for!(crate::api::gpu_leases::GpuLeaseRequest),
         ),
-        ("api_gpu_lease", schema_for!(crate::api::gpu_leases::GpuLease)),
+        (
+            "api_gpu_lease",
+            schema_for!(crate::api::gpu_leases::GpuLease),
+        ),
         (
             "api_course_gpu_mode",
             schema_for!(crate::api::courses::CourseGpuMode),

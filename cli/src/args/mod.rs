@@ -12,6 +12,7 @@ pub mod course_data;
 pub mod delete;
 pub mod exec;
 pub mod file;
+pub mod gpu;
 pub mod home;
 pub mod image;
 pub mod info;
@@ -26,7 +27,6 @@ pub mod remote;
 pub mod restore;
 pub mod snapshot;
 pub mod usage;
-pub mod gpu;
 pub mod user;
 
 use clap::{Parser, Subcommand};

@@ -15,6 +15,7 @@ pub mod course_network;
 pub mod delete;
 pub mod exec;
 pub mod file;
+pub mod gpu;
 pub mod home;
 pub mod image;
 pub mod info;
@@ -28,7 +29,6 @@ pub mod remote;
 pub mod snapshot;
 pub mod trust;
 pub mod usage;
-pub mod gpu;
 pub mod user;
 
 use std::io::{BufRead, Write};

@@ -89,7 +89,7 @@ pub(super) fn need<'a>(
         // The root disk and the home volume (with its snapshots), both on the node's pool.
         disk_gib: course.disk_gib + home_size::course_reserved_gib(conn, course, config)?,
         // On demand, a container is made without a GPU: any node may hold it.
-        gpus: crate::gpu_leases::gpus_at_creation(conn, course)?,
+        gpus: crate::reclaim::leases::gpus_at_creation(conn, course)?,
         gpu_model: course.gpu_model.as_deref(),
         exclusive: course.gpu_share == GpuShare::Exclusive,
     })
@@ -368,7 +368,7 @@ fn insert_class(
         })
         .collect();
     let home_gib = home_size::course_reserved_gib(conn, course, placement_config)? as i32;
-    let gpus = crate::gpu_leases::gpus_at_creation(conn, course)?;
+    let gpus = crate::reclaim::leases::gpus_at_creation(conn, course)?;
     let news: Vec<NewInstance<'_>> = students
         .iter()
         .zip(&names)
@@ -424,7 +424,7 @@ fn insert_instance(
         }
         let home_gib = home_size::course_reserved_gib(conn, course, placement_config)? as i32;
         let mut new = new_instance(course, student, name, image_id, home_gib);
-        new.gpu_count = crate::gpu_leases::gpus_at_creation(conn, course)?;
+        new.gpu_count = crate::reclaim::leases::gpus_at_creation(conn, course)?;
         // In a savepoint: a name taken meanwhile by another transaction rolls back this insert
         // alone, not the provision.
         match conn.transaction(|conn| placement::insert(conn, &new, None, placement_config)) {

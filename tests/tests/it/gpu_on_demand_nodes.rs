@@ -59,7 +59,10 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
         )
         .await;
     let staff = cli_as(&cluster, &prof);
-    let bad = stderr_of(&staff, &["course", "set", "lab:odn", "--gpu-mode", "sometimes"]);
+    let bad = stderr_of(
+        &staff,
+        &["course", "set", "lab:odn", "--gpu-mode", "sometimes"],
+    );
     assert!(bad.contains("gpu_mode"), "{bad}");
     staff.ok(&[
         "course",
@@ -118,8 +121,14 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
     let bob = cli_as(&cluster, &cluster.token_for("bob-odn").await);
     // Bad input: an `Error:` naming the field, 403 for another's container; nothing queued.
     for hours in ["-1", "0", "abc", "5"] {
-        let err = stderr_of(&alice, &["gpu", "attach", "lab:odn-alice-odn", "--hours", hours]);
-        assert!(err.contains("Error") && err.contains("hours"), "{hours}: {err}");
+        let err = stderr_of(
+            &alice,
+            &["gpu", "attach", "lab:odn-alice-odn", "--hours", hours],
+        );
+        assert!(
+            err.contains("Error") && err.contains("hours"),
+            "{hours}: {err}"
+        );
     }
     let err = stderr_of(&bob, &["gpu", "attach", "lab:odn-alice-odn"]);
     assert!(err.contains("not yours"), "{err}");
@@ -142,7 +151,11 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
     let deadline = Instant::now() + Duration::from_secs(60);
     let lease: Value = loop {
         let res = cluster
-            .request(Method::GET, "/instances/odn-alice-odn/gpu-lease", &cluster.admin_token)
+            .request(
+                Method::GET,
+                "/instances/odn-alice-odn/gpu-lease",
+                &cluster.admin_token,
+            )
             .send()
             .await;
         if let Ok(res) = res {
@@ -158,7 +171,13 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
         (&json!("queued"), &json!(1), &json!(1.0)),
         "{lease}"
     );
-    assert!(lease["why"].as_str().unwrap_or("").contains("first in line"), "{lease}");
+    assert!(
+        lease["why"]
+            .as_str()
+            .unwrap_or("")
+            .contains("first in line"),
+        "{lease}"
+    );
 
     let said = alice.ok(&["gpu", "detach", "lab:odn-alice-odn"]);
     assert!(said.contains("cancelled"), "{said}");

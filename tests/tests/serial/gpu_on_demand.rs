@@ -155,17 +155,39 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     // Bad modes: 400 naming the field, the course unchanged.
     for (bad, field) in [
         (json!({"gpu_mode": "sometimes"}), "gpu_mode"),
-        (json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 0}), "gpu_lease_max_hours"),
-        (json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": -2}), "gpu_lease_max_hours"),
-        (json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 1e6}), "gpu_lease_max_hours"),
+        (
+            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 0}),
+            "gpu_lease_max_hours",
+        ),
+        (
+            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": -2}),
+            "gpu_lease_max_hours",
+        ),
+        (
+            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 1e6}),
+            "gpu_lease_max_hours",
+        ),
     ] {
-        let (status, body) = call!(&app, &prof, "PUT", "/courses/od/gpu-mode", Some(bad.clone()));
-        assert_eq!((status, &body["error"]["field"]), (400, &json!(field)), "{bad}: {body}");
+        let (status, body) = call!(
+            &app,
+            &prof,
+            "PUT",
+            "/courses/od/gpu-mode",
+            Some(bad.clone())
+        );
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (400, &json!(field)),
+            "{bad}: {body}"
+        );
     }
     let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3});
     let (status, body) = call!(&app, &prof, "PUT", "/courses/od/gpu-mode", Some(mode));
     assert_eq!(status, 200, "{body}");
-    assert_eq!((&body["gpu_mode"], &body["gpu_lease_max_hours"]), (&json!("on-demand"), &json!(3.0)));
+    assert_eq!(
+        (&body["gpu_mode"], &body["gpu_lease_max_hours"]),
+        (&json!("on-demand"), &json!(3.0))
+    );
 
     // A pinned course beside it (no GPU asked, so its container is placed anywhere).
     let mut pinned = course("pn");
@@ -193,7 +215,13 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
             .to_request();
         let res = test::call_service(&app, req).await;
         assert_eq!(res.status().as_u16(), 200);
-        let (status, body) = call!(&app, &prof, "POST", &format!("/courses/{code}/provision"), None);
+        let (status, body) = call!(
+            &app,
+            &prof,
+            "POST",
+            &format!("/courses/{code}/provision"),
+            None
+        );
         assert_eq!(status, 202, "{body}");
     }
     all_done(&t).await;
@@ -208,82 +236,189 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     let lease = |name: &str| format!("/instances/{name}/gpu-lease");
     let ann = tokens["ann"].clone();
     for hours in [json!(-1), json!(0), json!(1e9), json!(4)] {
-        let (status, body) =
-            call!(&app, &ann, "POST", &lease("od-ann"), Some(json!({"hours": hours})));
-        assert_eq!((status, &body["error"]["field"]), (400, &json!("hours")), "{hours}: {body}");
+        let (status, body) = call!(
+            &app,
+            &ann,
+            "POST",
+            &lease("od-ann"),
+            Some(json!({"hours": hours}))
+        );
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (400, &json!("hours")),
+            "{hours}: {body}"
+        );
     }
-    let (status, body) = call!(&app, &tokens["bob"], "POST", &lease("od-ann"), Some(json!({})));
+    let (status, body) = call!(
+        &app,
+        &tokens["bob"],
+        "POST",
+        &lease("od-ann"),
+        Some(json!({}))
+    );
     assert_eq!(status, 403, "another student's container: {body}");
     let (status, body) = call!(&app, &ann, "POST", &lease("pn-ann"), Some(json!({})));
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["field"], "gpu_mode", "{body}");
-    assert!(body["error"]["message"].as_str().unwrap_or("").contains("pins its GPUs"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("pins its GPUs"),
+        "{body}"
+    );
     let (status, all) = call!(&app, &admin, "GET", "/gpu-leases", None);
     assert_eq!((status, all.clone()), (200, json!([])), "nothing half-made");
 
     // Ann gets the free GPU at once (the default lease: 2 hours).
     let (status, body) = call!(&app, &ann, "POST", &lease("od-ann"), Some(json!({})));
     assert_eq!(status, 200, "{body}");
-    assert_eq!((&body["state"], &body["gpu"], &body["hours"]), (&json!("active"), &json!(l40s), &json!(2.0)), "{body}");
+    assert_eq!(
+        (&body["state"], &body["gpu"], &body["hours"]),
+        (&json!("active"), &json!(l40s), &json!(2.0)),
+        "{body}"
+    );
     all_done(&t).await;
     assert_eq!(held(&t), [("od-ann".to_string(), l40s.clone())]);
     {
         let calls = node.calls();
         let (name, gpus) = calls.attached.last().expect("the GPU attached");
-        assert_eq!((name.as_str(), gpus.len(), gpus[0].uuid.as_str()), ("od-ann", 1, l40s.as_str()));
-        assert!(!calls.events.iter().any(|e| e == "stop od-ann"), "attached while it runs: {:?}", calls.events);
+        assert_eq!(
+            (name.as_str(), gpus.len(), gpus[0].uuid.as_str()),
+            ("od-ann", 1, l40s.as_str())
+        );
+        assert!(
+            !calls.events.iter().any(|e| e == "stop od-ann"),
+            "attached while it runs: {:?}",
+            calls.events
+        );
     }
 
     // Bob, who held a GPU two hours this week, asks first; Cat, who held none, after him.
     used_before(&t, "od-bob", "od", "bob", 2.0);
-    let (status, body) =
-        call!(&app, &tokens["bob"], "POST", &lease("od-bob"), Some(json!({"hours": 1})));
-    assert_eq!((status, &body["state"], &body["place"]), (200, &json!("queued"), &json!(1)), "{body}");
+    let (status, body) = call!(
+        &app,
+        &tokens["bob"],
+        "POST",
+        &lease("od-bob"),
+        Some(json!({"hours": 1}))
+    );
+    assert_eq!(
+        (status, &body["state"], &body["place"]),
+        (200, &json!("queued"), &json!(1)),
+        "{body}"
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let (status, body) =
-        call!(&app, &tokens["cat"], "POST", &lease("od-cat"), Some(json!({"hours": 1})));
-    assert_eq!((status, &body["state"], &body["place"]), (200, &json!("queued"), &json!(1)), "fair share puts Cat first: {body}");
-    assert!(body["why"].as_str().unwrap_or("").contains("first in line"), "{body}");
+    let (status, body) = call!(
+        &app,
+        &tokens["cat"],
+        "POST",
+        &lease("od-cat"),
+        Some(json!({"hours": 1}))
+    );
+    assert_eq!(
+        (status, &body["state"], &body["place"]),
+        (200, &json!("queued"), &json!(1)),
+        "fair share puts Cat first: {body}"
+    );
+    assert!(
+        body["why"].as_str().unwrap_or("").contains("first in line"),
+        "{body}"
+    );
     let (_, bob) = call!(&app, &tokens["bob"], "GET", &lease("od-bob"), None);
     assert_eq!(bob["place"], 2, "{bob}");
     let why = bob["why"].as_str().unwrap_or("");
-    assert!(why.contains("fewer GPU hours") && why.contains("2 GPU hours used this week"), "{why}");
+    assert!(
+        why.contains("fewer GPU hours") && why.contains("2 GPU hours used this week"),
+        "{why}"
+    );
 
     // The controller starts afresh on the same database (nothing but the rows carries over), with
     // a lease hour of two seconds: the queue is still there, in the same order.
     let restarted = t.another_configured("restarted", |c| c.reclaim.lease_hour_s = 2);
-    let app =
-        test::init_service(App::new().configure(api::configure(web::Data::from(restarted.clone()))))
-            .await;
+    let app = test::init_service(
+        App::new().configure(api::configure(web::Data::from(restarted.clone()))),
+    )
+    .await;
     let (_, queue) = call!(&app, &admin, "GET", "/gpu-leases", None);
     let order: Vec<(&str, &str, Option<u64>)> = queue
         .as_array()
         .expect("leases")
         .iter()
-        .map(|l| (l["instance"].as_str().unwrap_or(""), l["state"].as_str().unwrap_or(""), l["place"].as_u64()))
+        .map(|l| {
+            (
+                l["instance"].as_str().unwrap_or(""),
+                l["state"].as_str().unwrap_or(""),
+                l["place"].as_u64(),
+            )
+        })
         .collect();
-    assert_eq!(order, [("od-ann", "active", None), ("od-cat", "queued", Some(1)), ("od-bob", "queued", Some(2))], "{queue}");
-    assert_eq!(cohort_controller::reclaim::pass(&restarted).await.unwrap(), 0, "the GPU is Ann's");
+    assert_eq!(
+        order,
+        [
+            ("od-ann", "active", None),
+            ("od-cat", "queued", Some(1)),
+            ("od-bob", "queued", Some(2))
+        ],
+        "{queue}"
+    );
+    assert_eq!(
+        cohort_controller::reclaim::pass(&restarted).await.unwrap(),
+        0,
+        "the GPU is Ann's"
+    );
 
     // Ann gives it back early: detached (running still), the reason shown; Cat gets it.
     let (status, body) = call!(&app, &ann, "DELETE", &lease("od-ann"), None);
     assert_eq!((status, &body["state"]), (200, &json!("ended")), "{body}");
-    assert!(body["end_reason"].as_str().unwrap_or("").contains("given back early"), "{body}");
+    assert!(
+        body["end_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("given back early"),
+        "{body}"
+    );
     all_done(&t).await;
     assert!(node.calls().detached.contains(&"od-ann".to_string()));
     let (_, shown) = call!(&app, &ann, "GET", "/instances/od-ann", None);
     assert_eq!(shown["desired_state"], "running", "{shown}");
-    assert!(shown["gpu_detach_reason"].as_str().unwrap_or("").contains("given back early"), "{shown}");
-    assert_eq!(cohort_controller::reclaim::pass(&restarted).await.unwrap(), 1);
+    assert!(
+        shown["gpu_detach_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("given back early"),
+        "{shown}"
+    );
+    assert_eq!(
+        cohort_controller::reclaim::pass(&restarted).await.unwrap(),
+        1
+    );
     all_done(&t).await;
-    assert_eq!(held(&t), [("od-cat".to_string(), l40s.clone())], "Cat, with fewer hours, first");
-    assert_eq!(node.calls().attached.last().map(|(n, _)| n.as_str()), Some("od-cat"));
+    assert_eq!(
+        held(&t),
+        [("od-cat".to_string(), l40s.clone())],
+        "Cat, with fewer hours, first"
+    );
+    assert_eq!(
+        node.calls().attached.last().map(|(n, _)| n.as_str()),
+        Some("od-cat")
+    );
 
     // Ann asks again and leaves the queue.
-    let (_, body) = call!(&app, &ann, "POST", &lease("od-ann"), Some(json!({"hours": 0.5})));
+    let (_, body) = call!(
+        &app,
+        &ann,
+        "POST",
+        &lease("od-ann"),
+        Some(json!({"hours": 0.5}))
+    );
     assert_eq!(body["state"], "queued", "{body}");
     let (status, body) = call!(&app, &ann, "DELETE", &lease("od-ann"), None);
-    assert_eq!((status, &body["state"]), (200, &json!("cancelled")), "{body}");
+    assert_eq!(
+        (status, &body["state"]),
+        (200, &json!("cancelled")),
+        "{body}"
+    );
 
     // Cat's lease of one (two-second) hour ends: detached with the reason, still running; Bob
     // gets the GPU next.
@@ -302,26 +437,54 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     all_done(&t).await;
     let (_, cat) = call!(&app, &tokens["cat"], "GET", &lease("od-cat"), None);
     assert_eq!(cat["state"], "ended", "{cat}");
-    assert!(cat["end_reason"].as_str().unwrap_or("").starts_with("GPU lease of 1 hours ended at"), "{cat}");
+    assert!(
+        cat["end_reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("GPU lease of 1 hours ended at"),
+        "{cat}"
+    );
     let (_, shown) = call!(&app, &tokens["cat"], "GET", "/instances/od-cat", None);
     assert_eq!(shown["desired_state"], "running", "{shown}");
-    assert!(shown["gpu_detach_reason"].as_str().unwrap_or("").starts_with("GPU lease of 1 hours ended"), "{shown}");
+    assert!(
+        shown["gpu_detach_reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("GPU lease of 1 hours ended"),
+        "{shown}"
+    );
     assert!(node.calls().detached.contains(&"od-cat".to_string()));
     pass_until(&restarted, "Bob granted", || {
         held(&t) == [("od-bob".to_string(), l40s.clone())]
     })
     .await;
     all_done(&t).await;
-    assert_eq!(node.calls().attached.last().map(|(n, _)| n.as_str()), Some("od-bob"));
+    assert_eq!(
+        node.calls().attached.last().map(|(n, _)| n.as_str()),
+        Some("od-bob")
+    );
     let (_, audit) = call!(&app, &admin, "GET", "/audit?object=od-cat", None);
     let actions: Vec<(&str, &str)> = audit["entries"]
         .as_array()
         .expect("entries")
         .iter()
-        .map(|e| (e["actor"].as_str().unwrap_or(""), e["action"].as_str().unwrap_or("")))
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap_or(""),
+                e["action"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
-    for want in [("cat", "request_gpu"), ("gpu-lease", "attach_gpus"), ("gpu-lease", "detach_gpus")] {
+    for want in [
+        ("cat", "request_gpu"),
+        ("gpu-lease", "attach_gpus"),
+        ("gpu-lease", "detach_gpus"),
+    ] {
         assert!(actions.contains(&want), "{want:?} in {audit}");
     }
-    assert!(started.elapsed() < Duration::from_secs(90), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
 }

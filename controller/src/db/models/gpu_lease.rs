@@ -1,5 +1,5 @@
 //! `course_gpu_modes` and `gpu_leases`: whether a course's containers get their GPUs pinned or
-//! on demand, and each request for a GPU on demand with its lease (`crate::gpu_leases`
+//! on demand, and each request for a GPU on demand with its lease (`crate::reclaim::leases`
 //! decides; times are the database's clock).
 
 use chrono::{DateTime, Utc};
@@ -32,7 +32,10 @@ impl CourseGpuMode {
     }
 
     /// The course's on-demand settings; `None` when it pins its GPUs.
-    pub fn on_demand(conn: &mut PgConnection, course_id: i64) -> QueryResult<Option<CourseGpuMode>> {
+    pub fn on_demand(
+        conn: &mut PgConnection,
+        course_id: i64,
+    ) -> QueryResult<Option<CourseGpuMode>> {
         Ok(Self::of(conn, course_id)?.filter(|m| m.gpu_mode == ON_DEMAND))
     }
 

@@ -1,5 +1,5 @@
 //! `/api/v1/instances/{name}/gpu-lease`, `/api/v1/gpu-leases` and
-//! `/api/v1/courses/{code}/gpu-mode`: GPUs on demand (`crate::gpu_leases`).
+//! `/api/v1/courses/{code}/gpu-mode`: GPUs on demand (`crate::reclaim::leases`).
 
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::courses::CourseGpuMode;
@@ -9,7 +9,7 @@ use super::extract::ApiJson;
 use crate::accounts::auth::{Bearer, Caller};
 use crate::app::state::Controller;
 use crate::error::ActionError;
-use crate::gpu_leases;
+use crate::reclaim::leases;
 
 type Ctl = web::Data<Controller>;
 type Reply = Result<HttpResponse, ActionError>;
@@ -20,19 +20,19 @@ pub async fn request(
     name: web::Path<String>,
     req: ApiJson<GpuLeaseRequest>,
 ) -> Reply {
-    Ok(HttpResponse::Ok().json(gpu_leases::request(&ctl, caller, name.into_inner(), req.0).await?))
+    Ok(HttpResponse::Ok().json(leases::request(&ctl, caller, name.into_inner(), req.0).await?))
 }
 
 pub async fn release(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
-    Ok(HttpResponse::Ok().json(gpu_leases::release(&ctl, caller, name.into_inner()).await?))
+    Ok(HttpResponse::Ok().json(leases::release(&ctl, caller, name.into_inner()).await?))
 }
 
 pub async fn show(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
-    Ok(HttpResponse::Ok().json(gpu_leases::show(&ctl, caller, name.into_inner()).await?))
+    Ok(HttpResponse::Ok().json(leases::show(&ctl, caller, name.into_inner()).await?))
 }
 
 pub async fn list(ctl: Ctl, bearer: Bearer) -> Reply {
-    Ok(HttpResponse::Ok().json(gpu_leases::list(&ctl, bearer).await?))
+    Ok(HttpResponse::Ok().json(leases::list(&ctl, bearer).await?))
 }
 
 pub async fn set_mode(
@@ -41,5 +41,5 @@ pub async fn set_mode(
     code: web::Path<String>,
     req: ApiJson<CourseGpuMode>,
 ) -> Reply {
-    Ok(HttpResponse::Ok().json(gpu_leases::set_mode(&ctl, caller, code.into_inner(), req.0).await?))
+    Ok(HttpResponse::Ok().json(leases::set_mode(&ctl, caller, code.into_inner(), req.0).await?))
 }

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    audit, course_archives, course_data, courses, gpu_leases, gpus, images, instances, lxd_trust, meta, nodes,
-    operations, orphans, usage, users,
+    audit, course_archives, course_data, courses, gpu_leases, gpus, images, instances, lxd_trust,
+    meta, nodes, operations, orphans, usage, users,
 };
 
 /// A JSON schema of a body, made by the document's generator.

@@ -117,8 +117,7 @@ pub fn grant_on_node(
     for (lease, _, _) in ordered(conn, node_id)? {
         let instance = Instance::find(conn, lease.instance_id)?;
         // A stopped or moved container waits without holding up those behind it.
-        if instance.desired_state != DesiredState::Running || instance.node_id != Some(node_id)
-        {
+        if instance.desired_state != DesiredState::Running || instance.node_id != Some(node_id) {
             continue;
         }
         let need = i64::from(Course::find(conn, lease.course_id)?.gpus.max(1));
@@ -166,9 +165,9 @@ pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<usize> {
         let reason = format!(
             "GPU lease of {} hours ended at {}",
             hours(lease.hours),
-            lease
-                .ends_at
-                .map_or_else(String::new, |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+            lease.ends_at.map_or_else(String::new, |t| t
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string())
         );
         GpuLease::close(conn, lease.id, LeaseState::Ended, &reason)?;
         super::detach(conn, &instance, &reason, ACTOR, AuditAction::DetachGpus)?;
