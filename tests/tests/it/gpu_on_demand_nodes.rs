@@ -9,9 +9,10 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
-use cohort_e2e::TestLxd;
+use cohort_e2e::{PortRange, TestLxd};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -189,5 +190,55 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
         .filter_map(|l| l["instance"].as_str())
         .collect();
     assert_eq!(left, ["odn-bob-odn"], "{open}");
+
+    // The portal: Alice's container page asks for a GPU in one click, shows her place, and
+    // leaves the queue in another.
+    let base = cluster.controller.url();
+    set_portal_password(
+        &cluster.db_url,
+        &cluster.controller_dir(),
+        "alice-odn",
+        "on demand 4 all",
+    );
+    let ports = PortRange::claim();
+    let browser = Browser::start(ports.port(0), "en").await;
+    browser.sign_in(&base, "alice-odn", "on demand 4 all").await;
+    browser
+        .goto(&format!("{base}/containers/odn-alice-odn"))
+        .await;
+    browser.type_into("#lease-hours", "1.5").await;
+    browser.click("#attach-gpu").await;
+    browser
+        .click_when_ready("#leave-gpu-queue", Duration::from_secs(30))
+        .await;
+    browser
+        .click_when_ready("#attach-gpu", Duration::from_secs(30))
+        .await;
+    let audit = cluster
+        .admin(
+            Method::GET,
+            "/audit?actor=alice-odn&object=odn-alice-odn",
+            None,
+        )
+        .await;
+    let actions: Vec<(&str, Option<f64>)> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or(""),
+                e["detail"]["hours"].as_f64(),
+            )
+        })
+        .collect();
+    assert!(actions.contains(&("request_gpu", Some(1.5))), "{audit}");
+    assert_eq!(
+        actions.iter().filter(|(a, _)| *a == "release_gpu").count(),
+        2,
+        "the CLI's and the portal's: {audit}"
+    );
+    let ended = browser.text("#gpu-queued").await;
+    assert!(ended.contains("Place in the queue: 1"), "{ended}");
     eprintln!("took {:?}", started.elapsed());
 }

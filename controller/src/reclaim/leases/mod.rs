@@ -260,6 +260,30 @@ pub async fn show(ctl: &Controller, caller: Caller, name: String) -> ActionResul
     .await
 }
 
+/// The container page's part: `None` outside an on-demand course; else its open request or
+/// lease, if any.
+pub async fn page(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+) -> ActionResult<Option<Option<WireLease>>> {
+    ctl.db(move |conn| {
+        let instance = find(conn, &caller, &name)?;
+        let Some(course_id) = instance.course_id else {
+            return Ok(None);
+        };
+        if CourseGpuMode::on_demand(conn, course_id)?.is_none() {
+            return Ok(None);
+        }
+        let lease = GpuLease::latest_of(conn, instance.id)?;
+        Ok(Some(match lease {
+            Some(l) => Some(view(conn, &l)?),
+            None => None,
+        }))
+    })
+    .await
+}
+
 /// `GET /gpu-leases`: the open requests and leases the caller may see (a student their own,
 /// an instructor their courses', an admin all), queued ones in their nodes' order.
 pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireLease>> {
