@@ -114,6 +114,18 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::api::course_archives::CourseArchive),
         ),
         (
+            "api_gpu_lease_request",
+            schema_for!(crate::api::gpu_leases::GpuLeaseRequest),
+        ),
+        (
+            "api_gpu_lease",
+            schema_for!(crate::api::gpu_leases::GpuLease),
+        ),
+        (
+            "api_course_gpu_mode",
+            schema_for!(crate::api::courses::CourseGpuMode),
+        ),
+        (
             "api_create_instance",
             schema_for!(crate::api::instances::CreateInstance),
         ),

@@ -301,6 +301,8 @@ pub struct CourseSet {
     pub network: NetworkFlags,
     #[command(flatten)]
     pub budget: BudgetFlags,
+    #[command(flatten)]
+    pub gpu_mode: super::gpu::GpuModeFlags,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@ pub mod course_data;
 pub mod delete;
 pub mod exec;
 pub mod file;
+pub mod gpu;
 pub mod home;
 pub mod image;
 pub mod info;
@@ -103,6 +104,8 @@ pub enum Verb {
     Audit(audit::Audit),
     /// GPU time (allocated and busy GPU-hours) by student, course, node or day (Cohort)
     Usage(usage::Usage),
+    /// GPUs on demand: attach a GPU for a lease, give it back, see the queue (Cohort)
+    Gpu(gpu::Gpu),
     /// The snapshots of a course container's home volume (Cohort)
     Home(home::Home),
     /// Print a shell completion script

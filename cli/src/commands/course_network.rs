@@ -63,7 +63,9 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
     let network = args.network.egress.is_some() || args.network.ssh_from.is_some();
     let budget = super::course_budget::set_request(&args.budget)?;
     let snapshots = args.home_snapshots.is_some() || args.home_snapshots_keep.is_some();
-    if home.is_none()
+    let gpu_mode = super::gpu::mode_request(&args.gpu_mode)?;
+    if gpu_mode.is_none()
+        && home.is_none()
         && args.jupyter_instructors.is_none()
         && !network
         && budget.is_none()
@@ -71,14 +73,17 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
     {
         bail!(
             "nothing to set: give --home-size, --home-snapshots, --home-snapshots-keep, \
-             --jupyter-instructors, --egress, --ssh-from, --gpu-hours-per-student and/or \
-             --budget-period"
+             --jupyter-instructors, --egress, --ssh-from, --gpu-hours-per-student, \
+             --budget-period, --gpu-mode and/or --gpu-lease-max-hours"
         );
     }
     let (client, code) = session.target(&args.code)?;
     let path = format!("/courses/{}", seg(&code));
     if let Some(budget) = budget {
         super::course_budget::set(&client, &path, budget).await?;
+    }
+    if let Some(flags) = gpu_mode {
+        super::gpu::set_mode(&client, &path, flags).await?;
     }
     if let Some(home) = home {
         let _: CourseInfo = client.put(&format!("{path}/home"), &home).await?;

@@ -15,6 +15,7 @@ pub mod course_network;
 pub mod delete;
 pub mod exec;
 pub mod file;
+pub mod gpu;
 pub mod home;
 pub mod image;
 pub mod info;
@@ -112,6 +113,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::User(args) => user::run(&session, args).await?,
         Verb::Audit(args) => audit::run(&session, args).await?,
         Verb::Usage(args) => usage::run(&session, args).await?,
+        Verb::Gpu(args) => gpu::run(&session, args).await?,
         Verb::Home(args) => home::run(&session, args).await?,
         Verb::Completion(_) => unreachable!("handled before the configuration is read"),
     }

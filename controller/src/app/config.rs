@@ -281,6 +281,9 @@ pub struct ReclaimConfig {
     /// more (over the agent's one-second sample) is use, and keeps an idle-stop away; default
     /// 10 (1 to 10000).
     pub busy_cpu_percent: u32,
+    /// `COHORT_GPU_LEASE_HOUR_S`: seconds in one hour of a GPU lease (on-demand courses);
+    /// default 3600 (tests shorten it). The reclaim pass ends leases and grants queued ones.
+    pub lease_hour_s: u64,
 }
 
 impl Default for ReclaimConfig {
@@ -290,6 +293,7 @@ impl Default for ReclaimConfig {
             minute_s: 60,
             delete_after_end_s: 7 * 24 * 3600,
             busy_cpu_percent: cohort_proto::activity::DEFAULT_CPU_PERCENT,
+            lease_hour_s: 3600,
         }
     }
 }
@@ -830,6 +834,7 @@ impl Config {
         env_parse("COHORT_ITEMS_PER_NODE", &mut self.worker.items_per_node)?;
         env_parse("COHORT_RECLAIM_INTERVAL_S", &mut self.reclaim.interval_s)?;
         env_parse("COHORT_RECLAIM_MINUTE_S", &mut self.reclaim.minute_s)?;
+        env_parse("COHORT_GPU_LEASE_HOUR_S", &mut self.reclaim.lease_hour_s)?;
         env_parse(
             "COHORT_DELETE_AFTER_END_S",
             &mut self.reclaim.delete_after_end_s,

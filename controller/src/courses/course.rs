@@ -313,6 +313,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
     let students = Enrollment::students(conn, c.id)?.len() as u32;
     let reclaim = CourseReclaim::of(conn, c.id)?.unwrap_or_default();
     let (gpu_hours_per_student, budget_period) = super::budget::shown(conn, c.id)?;
+    let (gpu_mode, gpu_lease_max_hours) = crate::reclaim::leases::shown(conn, c.id)?;
     let (home_snapshots, home_snapshots_keep) = super::home_snapshots::wire(
         crate::db::models::course_home_snapshots::CourseHomeSnapshots::of(conn, c.id)?,
     );
@@ -350,6 +351,8 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         staff: crate::db::models::course_staff::usernames(conn, c.id)?,
         gpu_hours_per_student,
         budget_period,
+        gpu_mode,
+        gpu_lease_max_hours,
     })
 }
 

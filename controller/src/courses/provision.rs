@@ -88,7 +88,8 @@ pub(super) fn need<'a>(
         memory_mib: course.memory_mib,
         // The root disk and the home volume (with its snapshots), both on the node's pool.
         disk_gib: course.disk_gib + home_size::course_reserved_gib(conn, course, config)?,
-        gpus: course.gpus,
+        // On demand, a container is made without a GPU: any node may hold it.
+        gpus: crate::reclaim::leases::gpus_at_creation(conn, course)?,
         gpu_model: course.gpu_model.as_deref(),
         exclusive: course.gpu_share == GpuShare::Exclusive,
     })
@@ -367,12 +368,15 @@ fn insert_class(
         })
         .collect();
     let home_gib = home_size::course_reserved_gib(conn, course, placement_config)? as i32;
+    let gpus = crate::reclaim::leases::gpus_at_creation(conn, course)?;
     let news: Vec<NewInstance<'_>> = students
         .iter()
         .zip(&names)
         .filter_map(|(student, name)| {
             let name = name.as_ref().ok()?;
-            Some(new_instance(course, student, name, image_id, home_gib))
+            let mut new = new_instance(course, student, name, image_id, home_gib);
+            new.gpu_count = gpus;
+            Some(new)
         })
         .collect();
     // In a savepoint: a name another transaction took meanwhile rolls back the class alone, and
@@ -419,7 +423,8 @@ fn insert_instance(
             continue;
         }
         let home_gib = home_size::course_reserved_gib(conn, course, placement_config)? as i32;
-        let new = new_instance(course, student, name, image_id, home_gib);
+        let mut new = new_instance(course, student, name, image_id, home_gib);
+        new.gpu_count = crate::reclaim::leases::gpus_at_creation(conn, course)?;
         // In a savepoint: a name taken meanwhile by another transaction rolls back this insert
         // alone, not the provision.
         match conn.transaction(|conn| placement::insert(conn, &new, None, placement_config)) {

@@ -52,6 +52,8 @@ pub enum StepKind {
     SetHomeSnapshots,
     /// Restore its home volume from a snapshot ([`crate::jobs::home_snapshots`]).
     RestoreHome,
+    /// Put its leased GPUs on while it runs ([`crate::jobs::gpus`]).
+    AttachGpus,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -76,6 +78,7 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     ArchiveHome => "archive_home",
     SetHomeSnapshots => "set_home_snapshots",
     RestoreHome => "restore_home",
+    AttachGpus => "attach_gpus",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).
@@ -202,6 +205,10 @@ pub enum AuditAction {
     ArchiveExpired,
     SetHomeSnapshots,
     RestoreHome,
+    SetGpuMode,
+    RequestGpu,
+    ReleaseGpu,
+    AttachGpus,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -291,6 +298,10 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     ArchiveExpired => "archive_expired",
     SetHomeSnapshots => "set_home_snapshots",
     RestoreHome => "restore_home",
+    SetGpuMode => "set_gpu_mode",
+    RequestGpu => "request_gpu",
+    ReleaseGpu => "release_gpu",
+    AttachGpus => "attach_gpus",
 });
 
 /// An operation is audited under the name of its step.
@@ -318,6 +329,7 @@ impl From<StepKind> for AuditAction {
             StepKind::ArchiveHome => AuditAction::ArchiveHome,
             StepKind::SetHomeSnapshots => AuditAction::SetHomeSnapshots,
             StepKind::RestoreHome => AuditAction::RestoreHome,
+            StepKind::AttachGpus => AuditAction::AttachGpus,
         }
     }
 }

@@ -516,3 +516,42 @@ diesel::joinable!(course_archives -> courses (course_id));
 diesel::joinable!(course_archives -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(course_archives, courses);
 diesel::allow_tables_to_appear_in_same_query!(course_archives, users);
+
+diesel::table! {
+    course_gpu_modes (course_id) {
+        course_id -> Int8,
+        gpu_mode -> Text,
+        gpu_lease_max_hours -> Float8,
+    }
+}
+
+diesel::table! {
+    gpu_leases (id) {
+        id -> Int8,
+        instance_id -> Int8,
+        user_id -> Int8,
+        course_id -> Int8,
+        node_id -> Nullable<Int8>,
+        gpu_id -> Nullable<Int8>,
+        hours -> Float8,
+        state -> Text,
+        requested_at -> Timestamptz,
+        granted_at -> Nullable<Timestamptz>,
+        ends_at -> Nullable<Timestamptz>,
+        ended_at -> Nullable<Timestamptz>,
+        end_reason -> Nullable<Text>,
+    }
+}
+
+diesel::joinable!(course_gpu_modes -> courses (course_id));
+diesel::joinable!(gpu_leases -> instances (instance_id));
+diesel::joinable!(gpu_leases -> users (user_id));
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, instances);
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, users);
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, nodes);
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, gpus);
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, courses);
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, gpu_allocations);
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, gpu_usage_hours);
+diesel::allow_tables_to_appear_in_same_query!(gpu_leases, course_budgets);
+diesel::allow_tables_to_appear_in_same_query!(course_gpu_modes, courses);

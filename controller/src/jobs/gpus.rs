@@ -1,5 +1,5 @@
 //! GPUs in steps: how an allocated GPU is pinned, the `detach_gpus` step of the reclaimer,
-//! and the slots given back after a stop and taken again before a start.
+//! the slots given back after a stop and taken again before a start, and a lease's `attach_gpus`.
 
 use std::time::Duration;
 
@@ -184,5 +184,44 @@ pub async fn detach(
         .await?;
     tracing::info!(instance = %instance.name, released, "GPU slots released");
     ctl.capacity_freed.notify_waiters();
+    Ok(StepOutcome::Done)
+}
+
+/// A granted lease's `attach`: the GPU slots it took are put on the running container as its
+/// `cohort-gpu*` devices. Nothing to do when the slots are gone already (the lease ended, or
+/// the GPU was taken, before this step ran): the devices must not outlive the slots.
+pub async fn attach(
+    ctl: &Controller,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    let (id, row) = (instance.id, instance.clone());
+    let (gpus, gpu_memory) = ctl
+        .db(move |conn| {
+            Ok((
+                GpuAllocation::for_instance(conn, id)?,
+                course_gpu_memory(conn, &row)?,
+            ))
+        })
+        .await?;
+    if gpus.is_empty() {
+        return Ok(StepOutcome::Cancelled(
+            "the lease's GPU was given back before it was attached".into(),
+        ));
+    }
+    agent
+        .attach_gpus(
+            instance.name.clone(),
+            AttachGpus {
+                gpus: gpus
+                    .iter()
+                    .map(|(g, _)| attachment(g, instance, gpu_memory))
+                    .collect(),
+            },
+        )
+        .await
+        .map_err(ActionError::on_node(&node.name))?;
+    tracing::info!(instance = %instance.name, gpus = gpus.len(), "leased GPUs attached");
     Ok(StepOutcome::Done)
 }

@@ -114,6 +114,13 @@ pub struct Reclaimed {
     pub reason: String,
 }
 
+/// `attach_gpus`: the lease whose GPU is attached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Leased {
+    pub lease: i64,
+}
+
 /// `distribute_image`: the catalog image every item's node fetches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +193,7 @@ pub enum Job {
     /// One item per container of the course made on a node.
     SetCourseHomeSnapshots(OfCourse),
     RestoreHome(RestoreHome),
+    AttachGpus(Leased),
 }
 
 impl Job {
@@ -210,6 +218,7 @@ impl Job {
             Job::ArchiveCourse(_) => OperationKind::ArchiveCourse,
             Job::SetCourseHomeSnapshots(_) => OperationKind::SetCourseHomeSnapshots,
             Job::RestoreHome(_) => OperationKind::RestoreHome,
+            Job::AttachGpus(_) => OperationKind::AttachGpus,
         }
     }
 
@@ -234,6 +243,7 @@ impl Job {
             Job::DistributeImage(p) => serde_json::to_value(p),
             Job::ArchiveCourse(p) => serde_json::to_value(p),
             Job::RestoreHome(p) => serde_json::to_value(p),
+            Job::AttachGpus(p) => serde_json::to_value(p),
         };
         value.expect("a payload of plain fields serializes")
     }
@@ -262,6 +272,7 @@ impl Job {
             OperationKind::ArchiveCourse => Job::ArchiveCourse(read(p)?),
             OperationKind::SetCourseHomeSnapshots => Job::SetCourseHomeSnapshots(read(p)?),
             OperationKind::RestoreHome => Job::RestoreHome(read(p)?),
+            OperationKind::AttachGpus => Job::AttachGpus(read(p)?),
         })
     }
 

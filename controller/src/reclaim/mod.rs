@@ -29,6 +29,7 @@ use crate::jobs::{enqueue, Audit, Step, StepKind};
 
 pub mod activity;
 pub mod budget;
+pub mod leases;
 
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
@@ -138,7 +139,9 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
 
             // GPU budgets: told at 80 %, detached at 100 %.
             let (detached, notices) = budget::pass(conn, now, ACTOR)?;
-            Ok((acted + detached, notices))
+            // GPU leases (on-demand courses): ended when due, granted in fair-share order.
+            let leases = leases::queue::pass(conn, cfg.lease_hour_s.max(1))?;
+            Ok((acted + detached + leases, notices))
         })
     })
     .await?;

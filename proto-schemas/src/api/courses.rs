@@ -239,6 +239,29 @@ pub struct Course {
     pub gpu_hours_per_student: Option<GpuHours>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_period: Option<String>,
+    /// `pinned` (a GPU is the container's from its creation) or `on-demand` (containers run
+    /// without one; a student asks for a GPU lease: `POST /instances/{name}/gpu-lease`).
+    #[serde(default = "default_gpu_mode")]
+    pub gpu_mode: String,
+    /// The longest lease a student may ask for in an on-demand course, in hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_lease_max_hours: Option<GpuHours>,
+}
+
+fn default_gpu_mode() -> String {
+    "pinned".into()
+}
+
+/// `PUT /courses/{code}/gpu-mode` (its instructor, staff or an admin): how the course's
+/// containers get GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseGpuMode {
+    /// `pinned` or `on-demand`.
+    pub gpu_mode: String,
+    /// On demand: the longest lease, more than 0 and at most 168 hours; default 2.
+    #[serde(default)]
+    pub gpu_lease_max_hours: Option<GpuHours>,
 }
 
 fn default_home_snapshots() -> String {

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod course_archives;
 pub mod course_data;
 pub mod courses;
+pub mod gpu_leases;
 pub mod gpus;
 pub mod images;
 pub mod instances;

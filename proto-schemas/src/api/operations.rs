@@ -48,6 +48,8 @@ pub enum OperationKind {
     SetCourseHomeSnapshots,
     /// A container's home volume restored from one of its snapshots.
     RestoreHome,
+    /// A GPU lease granted: the GPU attached to the (running) container.
+    AttachGpus,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -70,6 +72,7 @@ crate::named_enum!(OperationKind, "an operation kind" {
     ArchiveCourse => "archive_course",
     SetCourseHomeSnapshots => "set_course_home_snapshots",
     RestoreHome => "restore_home",
+    AttachGpus => "attach_gpus",
 });
 
 #[cfg_attr(

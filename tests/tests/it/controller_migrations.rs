@@ -10,12 +10,13 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 34] = [
+const TABLES: [&str; 36] = [
     "api_tokens",
     "audit_log",
     "course_archives",
     "course_budgets",
     "course_datasets",
+    "course_gpu_modes",
     "course_home_snapshots",
     "course_networks",
     "course_reclaim",
@@ -23,6 +24,7 @@ const TABLES: [&str; 34] = [
     "courses",
     "enrollments",
     "gpu_allocations",
+    "gpu_leases",
     "gpu_usage_hours",
     "gpus",
     "images",

@@ -47,6 +47,7 @@ mod desired_state;
 mod disk_placement;
 mod gpu_cap;
 mod gpu_check;
+mod gpu_on_demand_nodes;
 mod gpu_usage_retention;
 mod harness;
 mod home_snapshots;

@@ -35,6 +35,7 @@ mod db_faults;
 mod faults;
 mod gpu_budget;
 mod gpu_memory;
+mod gpu_on_demand;
 mod gpu_usage;
 mod hostile_student_lxd;
 mod link_faults;

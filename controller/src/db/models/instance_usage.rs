@@ -135,6 +135,16 @@ impl InstanceUsage {
             .map(|_| ())
     }
 
+    /// Why instance `id`'s GPUs were last detached, if they are.
+    pub fn detach_reason_of(conn: &mut PgConnection, id: i64) -> QueryResult<Option<String>> {
+        Ok(instance_usage::table
+            .find(id)
+            .select(instance_usage::detach_reason)
+            .first::<Option<String>>(conn)
+            .optional()?
+            .flatten())
+    }
+
     pub fn clear_stopped(conn: &mut PgConnection, id: i64) -> QueryResult<()> {
         diesel::update(instance_usage::table.find(id))
             .set((

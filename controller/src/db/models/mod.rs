@@ -14,6 +14,7 @@ pub mod course_staff;
 pub mod enrollment;
 pub mod gpu;
 pub mod gpu_allocation;
+pub mod gpu_lease;
 pub mod image;
 pub mod instance;
 pub mod instance_activity;

@@ -9,6 +9,7 @@ mod course_data;
 mod courses;
 mod error;
 mod extract;
+mod gpu_leases;
 mod gpus;
 pub(crate) mod images;
 mod instances;

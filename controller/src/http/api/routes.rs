@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    audit, course_archives, course_data, courses, gpus, images, instances, lxd_trust, meta, nodes,
-    operations, orphans, usage, users,
+    audit, course_archives, course_data, courses, gpu_leases, gpus, images, instances, lxd_trust,
+    meta, nodes, operations, orphans, usage, users,
 };
 
 /// A JSON schema of a body, made by the document's generator.
@@ -160,6 +160,21 @@ pub fn routes() -> Vec<Route> {
         POST "/orphans/{node}/{name}/adopt" => orphans::adopt, auth,
             "Make an orphan container an instance of an owner (admin)",
             (p::orphans::AdoptOrphan) -> 204 ();
+        GET "/gpu-leases" => gpu_leases::list, auth,
+            "The open GPU leases and queued requests the caller may see, queued ones with their place and why (fair share)",
+            () -> 200 (Vec<p::gpu_leases::GpuLease>);
+        POST "/instances/{name}/gpu-lease" => gpu_leases::request, auth,
+            "Ask for a GPU for a container of an on-demand course, for hours (default 2, at most the course's gpu_lease_max_hours); queued with its place when none is free",
+            (p::gpu_leases::GpuLeaseRequest) -> 200 (p::gpu_leases::GpuLease);
+        GET "/instances/{name}/gpu-lease" => gpu_leases::show, auth,
+            "The container's latest GPU lease or request",
+            () -> 200 (p::gpu_leases::GpuLease);
+        DELETE "/instances/{name}/gpu-lease" => gpu_leases::release, auth,
+            "Give the container's leased GPU back early, or leave the queue",
+            () -> 200 (p::gpu_leases::GpuLease);
+        PUT "/courses/{code}/gpu-mode" => gpu_leases::set_mode, auth,
+            "Set how a course's containers get GPUs: pinned (default) or on-demand, with gpu_lease_max_hours (its instructor, staff, admin)",
+            (p::courses::CourseGpuMode) -> 200 (p::courses::Course);
         GET "/gpus" => gpus::list, auth,
             "List GPUs (instructor, admin)",
             () -> 200 (Vec<p::gpus::Gpu>);

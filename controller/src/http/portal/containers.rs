@@ -153,6 +153,7 @@ pub async fn show(
     let budget = budgets
         .iter()
         .find(|b| i.course.as_deref() == Some(b.course.as_str()));
+    let gpu_lease = super::gpu_lease::read(&ctl, &s, &i.name).await;
     let home_snapshots = match i.course {
         Some(_) => Some(super::home_snapshots::read(&ctl, &s, &i.name).await),
         None => None,
@@ -203,6 +204,7 @@ pub async fn show(
                 }
             }
             (actions(lang, &s, &i.name))
+            (super::gpu_lease::section(&s, &i.name, &gpu_lease))
             @if let Some(snapshots) = &home_snapshots {
                 (super::home_snapshots::section(&s, &i.name, snapshots.as_deref()))
             }

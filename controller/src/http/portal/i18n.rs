@@ -299,6 +299,13 @@ pub enum Msg {
     HomeSnapshots,
     NoHomeSnapshots,
     RestoreHomeWarning,
+    GpuOnDemand,
+    AttachGpu,
+    GiveGpuBack,
+    LeaveGpuQueue,
+    LeaseHours,
+    PlaceInQueue,
+    GpuLeasedUntil,
 }
 
 impl Msg {
@@ -652,6 +659,13 @@ impl Msg {
                 "還原會將整個家目錄恢復為快照時的內容：之後的變更將遺失。執行中的容器會先停止，完成後再啟動。",
                 "还原会将整个主目录恢复为快照时的内容：之后的更改将丢失。运行中的容器会先停止，完成后再启动。",
             ),
+            Msg::GpuOnDemand => ("GPU on demand", "隨需 GPU", "按需 GPU"),
+            Msg::AttachGpu => ("Attach a GPU", "掛載 GPU", "挂载 GPU"),
+            Msg::GiveGpuBack => ("Give the GPU back", "歸還 GPU", "归还 GPU"),
+            Msg::LeaveGpuQueue => ("Leave the queue", "離開佇列", "离开队列"),
+            Msg::LeaseHours => ("Hours", "小時", "小时"),
+            Msg::PlaceInQueue => ("Place in the queue", "佇列中的位置", "队列中的位置"),
+            Msg::GpuLeasedUntil => ("GPU leased until", "GPU 租用至", "GPU 租用至"),
         }
     }
 }

@@ -17,6 +17,7 @@ mod course_roster;
 mod courses;
 mod create_container;
 mod error;
+mod gpu_lease;
 mod gpu_time;
 mod home_snapshots;
 pub mod i18n;
@@ -49,6 +50,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/containers/{name}/home/restore",
             post().to(home_snapshots::restore),
+        )
+        .route("/containers/{name}/gpu-lease", post().to(gpu_lease::attach))
+        .route(
+            "/containers/{name}/gpu-lease/release",
+            post().to(gpu_lease::release),
         )
         .route("/account", get().to(account::page))
         .route("/account/keys", post().to(account::add_key))

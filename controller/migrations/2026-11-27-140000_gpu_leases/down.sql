@@ -1,0 +1,2 @@
+DROP TABLE gpu_leases;
+DROP TABLE course_gpu_modes;

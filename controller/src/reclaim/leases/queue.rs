@@ -1,0 +1,202 @@
+//! The queue for a node's GPUs, fair share: when a GPU frees, the queued request of the student
+//! with the fewest GPU hours this budget period (allocated time, as budgets count it; the
+//! course's `budget_period`, a week where it has no budget) goes first, then the earliest
+//! request. [`pass`] runs in the reclaim pass's transaction (one controller at a time, under its
+//! advisory lock): leases whose end has come are ended and their GPUs detached, leases whose
+//! container stopped or whose GPU was taken are ended, then each node's queue is granted in
+//! order while its GPUs have room. A request waits for the one before it: nobody overtakes a
+//! student with fewer hours, even where a later request would fit.
+
+use std::cmp::Ordering;
+
+use cohort_proto::api::gpu_leases::LeaseState;
+use cohort_proto::api::instances::DesiredState;
+use diesel::prelude::*;
+use serde_json::json;
+
+use crate::db::enums::{AuditAction, AuditObject, StepKind};
+use crate::db::models::course::Course;
+use crate::db::models::course_budget::{used_seconds, CourseBudget};
+use crate::db::models::gpu_lease::{first_gpu_held, GpuLease};
+use crate::db::models::instance::Instance;
+use crate::db::models::instance_usage::InstanceUsage;
+use crate::db::queries::{capacity, coordination};
+use crate::jobs::payload::{Job, Leased};
+use crate::jobs::{enqueue, Audit, Step};
+use crate::reclaim::budget::{hours, period_start, period_words};
+
+/// Who the audit log names for the pass's ends and grants.
+const ACTOR: &str = "gpu-lease";
+
+/// A queued request's place on its node and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Place {
+    /// 1: next.
+    pub place: u32,
+    pub used_hours: f64,
+    pub why: String,
+}
+
+/// GPU hours the student used in the course this period, and the period's words.
+fn used_hours(
+    conn: &mut PgConnection,
+    course_id: i64,
+    user_id: i64,
+) -> QueryResult<(f64, &'static str)> {
+    let course = Course::find(conn, course_id)?;
+    let period = CourseBudget::of(conn, course_id)?
+        .map(|b| b.budget_period)
+        .unwrap_or_else(|| "week".into());
+    let now = coordination::clock(conn)?;
+    let start = period_start(&period, now, course.created_at);
+    Ok((
+        used_seconds(conn, course_id, user_id, start)? / 3600.0,
+        period_words(&period),
+    ))
+}
+
+/// Node `node_id`'s queued requests in fair-share order, each with its student's hours.
+pub fn ordered(
+    conn: &mut PgConnection,
+    node_id: i64,
+) -> QueryResult<Vec<(GpuLease, f64, &'static str)>> {
+    let mut queued = Vec::new();
+    for lease in GpuLease::open(conn, LeaseState::Queued)? {
+        if lease.node_id == Some(node_id) {
+            let (used, when) = used_hours(conn, lease.course_id, lease.user_id)?;
+            queued.push((lease, used, when));
+        }
+    }
+    queued.sort_by(|(a, ua, _), (b, ub, _)| {
+        ua.partial_cmp(ub)
+            .unwrap_or(Ordering::Equal)
+            .then(a.requested_at.cmp(&b.requested_at))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(queued)
+}
+
+/// A queued request's place in its node's queue, with why.
+pub fn place_of(conn: &mut PgConnection, lease: &GpuLease) -> QueryResult<Option<Place>> {
+    let Some(node_id) = lease.node_id else {
+        return Ok(None);
+    };
+    let order = ordered(conn, node_id)?;
+    let Some(at) = order.iter().position(|(l, _, _)| l.id == lease.id) else {
+        return Ok(None);
+    };
+    let (_, used, when) = order[at];
+    let ahead = at;
+    let why = if ahead == 0 {
+        format!(
+            "first in line ({} GPU hours used {when}); waiting for a GPU on its node to free",
+            hours(used)
+        )
+    } else {
+        format!(
+            "{ahead} ahead with fewer GPU hours {when} or asked earlier (fair share: fewest hours \
+             first, then the earliest request); {} GPU hours used {when}",
+            hours(used)
+        )
+    };
+    Ok(Some(Place {
+        place: at as u32 + 1,
+        used_hours: used,
+        why,
+    }))
+}
+
+/// Grants node `node_id`'s queued requests in order while its GPUs have room; returns how many.
+pub fn grant_on_node(
+    conn: &mut PgConnection,
+    node_id: i64,
+    hour_s: u64,
+    actor: &str,
+) -> QueryResult<usize> {
+    let mut granted = 0;
+    for (lease, _, _) in ordered(conn, node_id)? {
+        let instance = Instance::find(conn, lease.instance_id)?;
+        // A stopped or moved container waits without holding up those behind it.
+        if instance.desired_state != DesiredState::Running || instance.node_id != Some(node_id) {
+            continue;
+        }
+        let need = i64::from(Course::find(conn, lease.course_id)?.gpus.max(1));
+        // All or none, in a savepoint, under the lock placement takes on the node's row.
+        let took = conn.transaction(|conn| {
+            capacity::lock_node(conn, node_id)?;
+            let took = capacity::take_gpu_slots(conn, &instance, node_id, need)?;
+            if (took as i64) < need {
+                return Err(diesel::result::Error::RollbackTransaction);
+            }
+            Ok(took)
+        });
+        match took {
+            Ok(_) => {}
+            Err(diesel::result::Error::RollbackTransaction) => break,
+            Err(e) => return Err(e),
+        }
+        let Some(gpu_id) = first_gpu_held(conn, instance.id)? else {
+            break;
+        };
+        GpuLease::activate(conn, lease.id, node_id, gpu_id, hour_s)?;
+        InstanceUsage::clear_detached(conn, instance.id)?;
+        let job = Job::AttachGpus(Leased { lease: lease.id });
+        let step = Step::new(StepKind::AttachGpus, &instance.name, Some(instance.id));
+        let audit = Audit {
+            actor,
+            action: AuditAction::AttachGpus,
+            object_kind: AuditObject::Instance,
+            object: &instance.name,
+            detail: json!({"lease": lease.id, "hours": lease.hours}),
+        };
+        enqueue(conn, &job, None, &instance.name, &[step], Some(audit))?;
+        tracing::info!(instance = %instance.name, lease = lease.id, "GPU lease granted");
+        granted += 1;
+    }
+    Ok(granted)
+}
+
+/// The leases' part of a reclaim pass, in its transaction: ends what is due, then grants what
+/// fits; returns how many leases it ended or granted.
+pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<usize> {
+    let mut acted = 0;
+    for lease in GpuLease::due(conn)? {
+        let instance = Instance::find(conn, lease.instance_id)?;
+        let reason = format!(
+            "GPU lease of {} hours ended at {}",
+            hours(lease.hours),
+            lease.ends_at.map_or_else(String::new, |t| t
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string())
+        );
+        GpuLease::close(conn, lease.id, LeaseState::Ended, &reason)?;
+        super::detach(conn, &instance, &reason, ACTOR, AuditAction::DetachGpus)?;
+        acted += 1;
+    }
+    for lease in GpuLease::open(conn, LeaseState::Active)? {
+        let instance = Instance::find(conn, lease.instance_id)?;
+        if instance.desired_state != DesiredState::Running {
+            let reason = "GPU lease ended: the container was stopped";
+            GpuLease::close(conn, lease.id, LeaseState::Ended, reason)?;
+            super::detach(conn, &instance, reason, ACTOR, AuditAction::DetachGpus)?;
+            acted += 1;
+        } else if capacity::gpu_slots_held(conn, instance.id)? == 0 {
+            // Another reclaim (idle, budget) took the GPU: the lease ends with its reason.
+            let taken = InstanceUsage::detach_reason_of(conn, instance.id)?
+                .unwrap_or_else(|| "given back".into());
+            let reason = format!("GPU lease ended: {taken}");
+            GpuLease::close(conn, lease.id, LeaseState::Ended, &reason)?;
+            acted += 1;
+        }
+    }
+    let mut nodes: Vec<i64> = GpuLease::open(conn, LeaseState::Queued)?
+        .iter()
+        .filter_map(|l| l.node_id)
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    for node_id in nodes {
+        acted += grant_on_node(conn, node_id, hour_s, ACTOR)?;
+    }
+    Ok(acted)
+}

@@ -1,0 +1,490 @@
+//! Issue 43, GPUs on demand, against the real database with the controller's real API, worker,
+//! reclaim pass and poller; the node's agent is faked at its trait seam ([`GpuNode`]) and
+//! reports the GPUs of the test NVML library, since no GPU exists here (a real daemon refuses
+//! a `gpu` device naming a card the host lacks). An on-demand course makes its containers
+//! without a GPU; a student's lease attaches the node's one L40S to the running container;
+//! requests wait in fair-share order (fewest GPU hours this period first, then the earliest);
+//! an early give back and the lease's end detach it (the container keeps running) with the
+//! reason shown and audited; a controller that starts afresh on the same database keeps the
+//! queue. Bad input is a 4xx naming the field, with nothing made.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{test, web, App};
+use cohort_controller::app::poller;
+use cohort_controller::db::models::operation::Operation;
+use cohort_controller::http::api;
+use cohort_controller::jobs::worker;
+use cohort_e2e::controller::TestController;
+use cohort_e2e::gpu_node::GpuNode;
+use cohort_e2e::observe::build_fake_nvml;
+use cohort_proto::api::operations::OperationStatus;
+use serde_json::{json, Value};
+
+macro_rules! call {
+    ($app:expr, $token:expr, $method:expr, $path:expr, $body:expr) => {{
+        let req = test::TestRequest::default()
+            .method($method.parse().unwrap())
+            .uri(&format!("/api/v1{}", $path))
+            .insert_header(("authorization", format!("Bearer {}", $token)));
+        let body: Option<Value> = $body;
+        let req = match body {
+            Some(v) => req.set_json(v),
+            None => req,
+        };
+        let res = test::call_service($app, req.to_request()).await;
+        let status = res.status().as_u16();
+        let bytes = test::read_body(res).await;
+        (
+            status,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    }};
+}
+
+/// Polls `probe` every 200 ms for at most a minute.
+async fn until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Runs reclaim passes (each gives the worker a moment) until `done` holds, for at most a minute.
+async fn pass_until(
+    ctl: &Arc<cohort_controller::app::state::Controller>,
+    what: &str,
+    done: impl Fn() -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        cohort_controller::reclaim::pass(ctl).await.unwrap();
+        if done() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Waits until every operation is final; fails on any that did not succeed.
+async fn all_done(t: &TestController) {
+    let ops = until("operations final", || {
+        let ops = Operation::list(&mut t.conn(), None).unwrap();
+        ops.iter()
+            .all(|o| o.status != OperationStatus::Pending && o.status != OperationStatus::Running)
+            .then_some(ops)
+    })
+    .await;
+    assert!(
+        ops.iter().all(|o| o.status == OperationStatus::Success),
+        "{ops:#?}"
+    );
+}
+
+/// Instance name -> GPU uuids held.
+fn held(t: &TestController) -> Vec<(String, String)> {
+    use cohort_controller::db::schema::{gpu_allocations, gpus, instances};
+    use diesel::prelude::*;
+    gpu_allocations::table
+        .inner_join(gpus::table.on(gpus::id.eq(gpu_allocations::gpu_id)))
+        .inner_join(instances::table.on(instances::id.eq(gpu_allocations::instance_id)))
+        .select((instances::name, gpus::uuid))
+        .order(instances::name)
+        .load(&mut t.conn())
+        .unwrap()
+}
+
+/// `hours` of GPU time held this hour by `username`'s container `name` in course `code`, as
+/// the poller's accounting records it.
+fn used_before(t: &TestController, name: &str, code: &str, username: &str, hours: f64) {
+    use diesel::prelude::*;
+    diesel::sql_query(
+        "INSERT INTO gpu_usage_hours (instance_id, hour, instance_name, course_id, course_code,
+                                      owner_id, username, node_name, allocated_s, busy_s)
+         SELECT i.id, date_trunc('hour', now()), i.name, i.course_id, $2, i.owner_id, $3,
+                'gpu-node', $4, 0
+         FROM instances i WHERE i.name = $1",
+    )
+    .bind::<diesel::sql_types::Text, _>(name)
+    .bind::<diesel::sql_types::Text, _>(code)
+    .bind::<diesel::sql_types::Text, _>(username)
+    .bind::<diesel::sql_types::Double, _>(hours * 3600.0)
+    .execute(&mut t.conn())
+    .unwrap();
+}
+
+#[actix_web::test]
+async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
+    let _alone = crate::alone().await;
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_fake_nvml(dir.path());
+    let node = GpuNode::new(&lib, false);
+    let l40s = node
+        .gpus
+        .gpus
+        .iter()
+        .find(|g| g.name == "NVIDIA L40S")
+        .expect("the L40S")
+        .uuid
+        .clone();
+    let t = TestController::with_agents(Arc::new(node.clone()));
+    let (_, admin) = t.user("admin", "admin");
+    let (_, prof) = t.user("prof", "instructor");
+    t.image("base");
+    t.node("gpu-node", (26200, 26219), 64, 256, true);
+    poller::poll_all(&t.ctl).await;
+    tokio::spawn(worker::run(t.ctl.clone()));
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let course = |code: &str| {
+        json!({"code": code, "title": "On demand", "image": "base", "gpus": 1,
+               "gpu_model": "NVIDIA L40S"})
+    };
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course("od")));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["gpu_mode"], "pinned", "pinned by default: {body}");
+
+    // Bad modes: 400 naming the field, the course unchanged.
+    for (bad, field) in [
+        (json!({"gpu_mode": "sometimes"}), "gpu_mode"),
+        (
+            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 0}),
+            "gpu_lease_max_hours",
+        ),
+        (
+            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": -2}),
+            "gpu_lease_max_hours",
+        ),
+        (
+            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 1e6}),
+            "gpu_lease_max_hours",
+        ),
+    ] {
+        let (status, body) = call!(
+            &app,
+            &prof,
+            "PUT",
+            "/courses/od/gpu-mode",
+            Some(bad.clone())
+        );
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (400, &json!(field)),
+            "{bad}: {body}"
+        );
+    }
+    let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3});
+    let (status, body) = call!(&app, &prof, "PUT", "/courses/od/gpu-mode", Some(mode));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["gpu_mode"], &body["gpu_lease_max_hours"]),
+        (&json!("on-demand"), &json!(3.0))
+    );
+
+    // A pinned course beside it (no GPU asked, so its container is placed anywhere).
+    let mut pinned = course("pn");
+    pinned["gpus"] = json!(0);
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(pinned));
+    assert_eq!(status, 201, "{body}");
+
+    let mut tokens = std::collections::BTreeMap::new();
+    for s in ["ann", "bob", "cat"] {
+        tokens.insert(s, t.user(s, "student").1);
+    }
+    let roster = |names: &[&str]| {
+        let mut r = String::from("username,name,email,ssh_key\n");
+        for s in names {
+            r.push_str(&format!("{s},{s},,\n"));
+        }
+        r
+    };
+    for (code, names) in [("od", &["ann", "bob", "cat"][..]), ("pn", &["ann"][..])] {
+        let req = test::TestRequest::post()
+            .uri(&format!("/api/v1/courses/{code}/roster"))
+            .insert_header(("authorization", format!("Bearer {prof}")))
+            .insert_header(("content-type", "text/csv"))
+            .set_payload(roster(names))
+            .to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(res.status().as_u16(), 200);
+        let (status, body) = call!(
+            &app,
+            &prof,
+            "POST",
+            &format!("/courses/{code}/provision"),
+            None
+        );
+        assert_eq!(status, 202, "{body}");
+    }
+    all_done(&t).await;
+    // On demand: made and running without a GPU.
+    assert!(held(&t).is_empty(), "{:?}", held(&t));
+    assert!(
+        node.calls().creates.iter().all(|c| c.gpus.is_empty()),
+        "created without a GPU"
+    );
+
+    // Bad input: nothing queued by any of these.
+    let lease = |name: &str| format!("/instances/{name}/gpu-lease");
+    let ann = tokens["ann"].clone();
+    for hours in [json!(-1), json!(0), json!(1e9), json!(4)] {
+        let (status, body) = call!(
+            &app,
+            &ann,
+            "POST",
+            &lease("od-ann"),
+            Some(json!({"hours": hours}))
+        );
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (400, &json!("hours")),
+            "{hours}: {body}"
+        );
+    }
+    let (status, body) = call!(
+        &app,
+        &tokens["bob"],
+        "POST",
+        &lease("od-ann"),
+        Some(json!({}))
+    );
+    assert_eq!(status, 403, "another student's container: {body}");
+    let (status, body) = call!(&app, &ann, "POST", &lease("pn-ann"), Some(json!({})));
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["field"], "gpu_mode", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("pins its GPUs"),
+        "{body}"
+    );
+    let (status, all) = call!(&app, &admin, "GET", "/gpu-leases", None);
+    assert_eq!((status, all.clone()), (200, json!([])), "nothing half-made");
+
+    // Ann gets the free GPU at once (the default lease: 2 hours).
+    let (status, body) = call!(&app, &ann, "POST", &lease("od-ann"), Some(json!({})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["state"], &body["gpu"], &body["hours"]),
+        (&json!("active"), &json!(l40s), &json!(2.0)),
+        "{body}"
+    );
+    all_done(&t).await;
+    assert_eq!(held(&t), [("od-ann".to_string(), l40s.clone())]);
+    {
+        let calls = node.calls();
+        let (name, gpus) = calls.attached.last().expect("the GPU attached");
+        assert_eq!(
+            (name.as_str(), gpus.len(), gpus[0].uuid.as_str()),
+            ("od-ann", 1, l40s.as_str())
+        );
+        assert!(
+            !calls.events.iter().any(|e| e == "stop od-ann"),
+            "attached while it runs: {:?}",
+            calls.events
+        );
+    }
+
+    // Bob, who held a GPU two hours this week, asks first; Cat, who held none, after him.
+    used_before(&t, "od-bob", "od", "bob", 2.0);
+    let (status, body) = call!(
+        &app,
+        &tokens["bob"],
+        "POST",
+        &lease("od-bob"),
+        Some(json!({"hours": 1}))
+    );
+    assert_eq!(
+        (status, &body["state"], &body["place"]),
+        (200, &json!("queued"), &json!(1)),
+        "{body}"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (status, body) = call!(
+        &app,
+        &tokens["cat"],
+        "POST",
+        &lease("od-cat"),
+        Some(json!({"hours": 1}))
+    );
+    assert_eq!(
+        (status, &body["state"], &body["place"]),
+        (200, &json!("queued"), &json!(1)),
+        "fair share puts Cat first: {body}"
+    );
+    assert!(
+        body["why"].as_str().unwrap_or("").contains("first in line"),
+        "{body}"
+    );
+    let (_, bob) = call!(&app, &tokens["bob"], "GET", &lease("od-bob"), None);
+    assert_eq!(bob["place"], 2, "{bob}");
+    let why = bob["why"].as_str().unwrap_or("");
+    assert!(
+        why.contains("fewer GPU hours") && why.contains("2 GPU hours used this week"),
+        "{why}"
+    );
+
+    // The controller starts afresh on the same database (nothing but the rows carries over), with
+    // a lease hour of two seconds: the queue is still there, in the same order.
+    let restarted = t.another_configured("restarted", |c| c.reclaim.lease_hour_s = 2);
+    let app = test::init_service(
+        App::new().configure(api::configure(web::Data::from(restarted.clone()))),
+    )
+    .await;
+    let (_, queue) = call!(&app, &admin, "GET", "/gpu-leases", None);
+    let order: Vec<(&str, &str, Option<u64>)> = queue
+        .as_array()
+        .expect("leases")
+        .iter()
+        .map(|l| {
+            (
+                l["instance"].as_str().unwrap_or(""),
+                l["state"].as_str().unwrap_or(""),
+                l["place"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("od-ann", "active", None),
+            ("od-cat", "queued", Some(1)),
+            ("od-bob", "queued", Some(2))
+        ],
+        "{queue}"
+    );
+    assert_eq!(
+        cohort_controller::reclaim::pass(&restarted).await.unwrap(),
+        0,
+        "the GPU is Ann's"
+    );
+
+    // Ann gives it back early: detached (running still), the reason shown; Cat gets it.
+    let (status, body) = call!(&app, &ann, "DELETE", &lease("od-ann"), None);
+    assert_eq!((status, &body["state"]), (200, &json!("ended")), "{body}");
+    assert!(
+        body["end_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("given back early"),
+        "{body}"
+    );
+    all_done(&t).await;
+    assert!(node.calls().detached.contains(&"od-ann".to_string()));
+    let (_, shown) = call!(&app, &ann, "GET", "/instances/od-ann", None);
+    assert_eq!(shown["desired_state"], "running", "{shown}");
+    assert!(
+        shown["gpu_detach_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("given back early"),
+        "{shown}"
+    );
+    assert_eq!(
+        cohort_controller::reclaim::pass(&restarted).await.unwrap(),
+        1
+    );
+    all_done(&t).await;
+    assert_eq!(
+        held(&t),
+        [("od-cat".to_string(), l40s.clone())],
+        "Cat, with fewer hours, first"
+    );
+    assert_eq!(
+        node.calls().attached.last().map(|(n, _)| n.as_str()),
+        Some("od-cat")
+    );
+
+    // Ann asks again and leaves the queue.
+    let (_, body) = call!(
+        &app,
+        &ann,
+        "POST",
+        &lease("od-ann"),
+        Some(json!({"hours": 0.5}))
+    );
+    assert_eq!(body["state"], "queued", "{body}");
+    let (status, body) = call!(&app, &ann, "DELETE", &lease("od-ann"), None);
+    assert_eq!(
+        (status, &body["state"]),
+        (200, &json!("cancelled")),
+        "{body}"
+    );
+
+    // Cat's lease of one (two-second) hour ends: detached with the reason, still running; Bob
+    // gets the GPU next.
+    pass_until(&restarted, "Cat's lease ended", || {
+        use cohort_controller::db::schema::instance_usage;
+        use diesel::prelude::*;
+        instance_usage::table
+            .select(instance_usage::detach_reason)
+            .load::<Option<String>>(&mut t.conn())
+            .unwrap()
+            .iter()
+            .flatten()
+            .any(|r| r.starts_with("GPU lease of 1 hours"))
+    })
+    .await;
+    all_done(&t).await;
+    let (_, cat) = call!(&app, &tokens["cat"], "GET", &lease("od-cat"), None);
+    assert_eq!(cat["state"], "ended", "{cat}");
+    assert!(
+        cat["end_reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("GPU lease of 1 hours ended at"),
+        "{cat}"
+    );
+    let (_, shown) = call!(&app, &tokens["cat"], "GET", "/instances/od-cat", None);
+    assert_eq!(shown["desired_state"], "running", "{shown}");
+    assert!(
+        shown["gpu_detach_reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("GPU lease of 1 hours ended"),
+        "{shown}"
+    );
+    assert!(node.calls().detached.contains(&"od-cat".to_string()));
+    pass_until(&restarted, "Bob granted", || {
+        held(&t) == [("od-bob".to_string(), l40s.clone())]
+    })
+    .await;
+    all_done(&t).await;
+    assert_eq!(
+        node.calls().attached.last().map(|(n, _)| n.as_str()),
+        Some("od-bob")
+    );
+    let (_, audit) = call!(&app, &admin, "GET", "/audit?object=od-cat", None);
+    let actions: Vec<(&str, &str)> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap_or(""),
+                e["action"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    for want in [
+        ("cat", "request_gpu"),
+        ("gpu-lease", "attach_gpus"),
+        ("gpu-lease", "detach_gpus"),
+    ] {
+        assert!(actions.contains(&want), "{want:?} in {audit}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
+}
