@@ -202,6 +202,9 @@ pub enum AuditAction {
     ArchiveExpired,
     SetHomeSnapshots,
     RestoreHome,
+    ReclaimWarning,
+    KeepWorking,
+    SetReclaimWarning,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -291,6 +294,9 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     ArchiveExpired => "archive_expired",
     SetHomeSnapshots => "set_home_snapshots",
     RestoreHome => "restore_home",
+    ReclaimWarning => "reclaim_warning",
+    KeepWorking => "keep_working",
+    SetReclaimWarning => "set_reclaim_warning",
 });
 
 /// An operation is audited under the name of its step.

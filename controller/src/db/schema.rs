@@ -30,6 +30,7 @@ diesel::table! {
         idle_gpu_minutes -> Nullable<Int4>,
         idle_action -> Text,
         max_runtime_minutes -> Nullable<Int4>,
+        warn_minutes -> Int4,
     }
 }
 
@@ -516,3 +517,17 @@ diesel::joinable!(course_archives -> courses (course_id));
 diesel::joinable!(course_archives -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(course_archives, courses);
 diesel::allow_tables_to_appear_in_same_query!(course_archives, users);
+
+diesel::table! {
+    reclaim_warnings (instance_id, reason) {
+        instance_id -> Int8,
+        reason -> Text,
+        action -> Text,
+        warned_at -> Timestamptz,
+        due_at -> Timestamptz,
+        kept_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::joinable!(reclaim_warnings -> instances (instance_id));
+diesel::allow_tables_to_appear_in_same_query!(reclaim_warnings, instances);

@@ -82,6 +82,7 @@ mod portal_create;
 mod process_limit;
 mod pylxd;
 mod reclaim_use;
+mod reclaim_warning;
 mod renewal_race;
 mod semester;
 mod sign_in_burst;

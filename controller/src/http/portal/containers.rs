@@ -153,6 +153,9 @@ pub async fn show(
     let budget = budgets
         .iter()
         .find(|b| i.course.as_deref() == Some(b.course.as_str()));
+    let warnings = crate::reclaim::warning::pending(&ctl, s.bearer.clone(), i.name.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
     let home_snapshots = match i.course {
         Some(_) => Some(super::home_snapshots::read(&ctl, &s, &i.name).await),
         None => None,
@@ -164,6 +167,7 @@ pub async fn show(
             @if let Some(b) = budget {
                 (budget_banner(lang, b))
             }
+            (reclaim_banner(&s, &i.name, &warnings))
             dl.facts {
                 dt { (lang.t(Msg::Status)) } dd #status { (state_name(lang, &i)) }
                 dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
@@ -247,6 +251,56 @@ pub async fn change_state(
         timeout_s: None,
     };
     manage::change_state(&ctl, s.caller, name.clone(), req)
+        .await
+        .map_err(|e| PortalError::Action(s.lang, e))?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/containers/{name}")))
+        .finish())
+}
+
+/// A reclaim announced and not yet done: what and when, with **Keep working** while the
+/// warning has not been kept (once per warning).
+fn reclaim_banner(
+    s: &SignedIn,
+    name: &str,
+    warnings: &[cohort_proto::api::instances::ReclaimWarning],
+) -> Markup {
+    let lang = s.lang;
+    html! {
+        @for w in warnings {
+            div.banner.reclaim-warning id={ "reclaim-warning-" (w.reason) } role="alert" {
+                p {
+                    (lang.t(match (w.reason.as_str(), w.action.as_str()) {
+                        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
+                        (_, "detach") => Msg::ReclaimIdleDetach,
+                        _ => Msg::ReclaimIdleStop,
+                    }))
+                    " " time.due datetime=(w.due_at.to_rfc3339()) { (w.due_at.format("%Y-%m-%d %H:%M:%S UTC")) }
+                }
+                @if w.kept_at.is_some() {
+                    p.kept { (lang.t(Msg::KeptWorking)) }
+                } @else {
+                    form method="post" action={ "/containers/" (name) "/keep-working" } {
+                        input type="hidden" name="csrf" value=(s.csrf);
+                        button type="submit" #keep-working { (lang.t(Msg::KeepWorking)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct KeepWorkingForm {}
+
+/// Keep working, then back to the container's page (a refusal is the page saying why).
+pub async fn keep_working(
+    ctl: web::Data<Controller>,
+    name: web::Path<String>,
+    CsrfForm(s, _form): CsrfForm<KeepWorkingForm>,
+) -> Result<HttpResponse, PortalError> {
+    let name = name.into_inner();
+    crate::reclaim::warning::keep_working(&ctl, s.caller, name.clone())
         .await
         .map_err(|e| PortalError::Action(s.lang, e))?;
     Ok(HttpResponse::SeeOther()

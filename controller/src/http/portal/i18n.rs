@@ -299,6 +299,12 @@ pub enum Msg {
     HomeSnapshots,
     NoHomeSnapshots,
     RestoreHomeWarning,
+    WarnBefore,
+    ReclaimIdleStop,
+    ReclaimIdleDetach,
+    ReclaimMaxRuntime,
+    KeepWorking,
+    KeptWorking,
 }
 
 impl Msg {
@@ -651,6 +657,28 @@ impl Msg {
                 "Restore puts the whole home directory back as it was in the snapshot: later changes there are lost. A running container is stopped for it and started again.",
                 "還原會將整個家目錄恢復為快照時的內容：之後的變更將遺失。執行中的容器會先停止，完成後再啟動。",
                 "还原会将整个主目录恢复为快照时的内容：之后的更改将丢失。运行中的容器会先停止，完成后再启动。",
+            ),
+            Msg::WarnBefore => ("Warning before a reclaim", "回收前的警告", "回收前的警告"),
+            Msg::ReclaimIdleStop => (
+                "This container has not been used for a while and will be stopped at",
+                "此容器已閒置一段時間，將於此時停止：",
+                "此容器已闲置一段时间，将于此时停止：",
+            ),
+            Msg::ReclaimIdleDetach => (
+                "This container's GPU has not been used for a while and will be detached at",
+                "此容器的 GPU 已閒置一段時間，將於此時卸離：",
+                "此容器的 GPU 已闲置一段时间，将于此时卸离：",
+            ),
+            Msg::ReclaimMaxRuntime => (
+                "This container reaches its course's longest run and will be stopped at",
+                "此容器已達課程的最長執行時間，將於此時停止：",
+                "此容器已达课程的最长运行时间，将于此时停止：",
+            ),
+            Msg::KeepWorking => ("Keep working", "繼續使用", "继续使用"),
+            Msg::KeptWorking => (
+                "Keep working was used for this warning; using the container keeps it",
+                "此警告已使用過「繼續使用」；實際使用容器即可保留",
+                "此警告已使用过“继续使用”；实际使用容器即可保留",
             ),
         }
     }
