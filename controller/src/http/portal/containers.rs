@@ -77,12 +77,27 @@ pub async fn render_home(
     let archives = crate::courses::archive::mine(ctl, s.caller.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
+    let mut warned = Vec::new();
+    for i in mine {
+        let w = crate::reclaim::warning::pending(ctl, s.bearer.clone(), i.name.clone())
+            .await
+            .map_err(|e| PortalError::Action(lang, e))?;
+        if !w.is_empty() {
+            warned.push((i.name.clone(), w));
+        }
+    }
     Ok(layout::page(
         status,
         lang,
         Some(s),
         lang.t(Msg::MyContainers),
         html! {
+            @for (name, w) in &warned {
+                div.reclaim-warnings data-name=(name) {
+                    h2 { a href={ "/containers/" (name) } { (name) } }
+                    (reclaim_banner(s, name, w))
+                }
+            }
             @if mine.is_empty() {
                 p #no-containers { (lang.t(Msg::NoContainers)) }
             } @else {
@@ -172,10 +187,20 @@ pub async fn show(
                 dt { (lang.t(Msg::Status)) } dd #status { (state_name(lang, &i)) }
                 dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
                 @if let Some(reason) = &i.stop_reason {
-                    dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }
+                    dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason {
+                        (reason)
+                        @if let Some(at) = &i.stopped_at {
+                            " (" time #stop-at datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } ")"
+                        }
+                    }
                 }
                 @if let Some(reason) = &i.gpu_detach_reason {
-                    dt { (lang.t(Msg::GpusDetachedBecause)) } dd #gpu-detach-reason { (reason) }
+                    dt { (lang.t(Msg::GpusDetachedBecause)) } dd #gpu-detach-reason {
+                        (reason)
+                        @if let Some(at) = &i.gpus_detached_at {
+                            " (" time #gpu-detach-at datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } ")"
+                        }
+                    }
                 }
             }
             @if jupyter && running {
@@ -268,7 +293,7 @@ fn reclaim_banner(
     let lang = s.lang;
     html! {
         @for w in warnings {
-            div.banner.reclaim-warning id={ "reclaim-warning-" (w.reason) } role="alert" {
+            div.banner.reclaim-warning data-reason=(w.reason) role="alert" {
                 p {
                     (lang.t(match (w.reason.as_str(), w.action.as_str()) {
                         ("max_runtime", _) => Msg::ReclaimMaxRuntime,
@@ -282,7 +307,7 @@ fn reclaim_banner(
                 } @else {
                     form method="post" action={ "/containers/" (name) "/keep-working" } {
                         input type="hidden" name="csrf" value=(s.csrf);
-                        button type="submit" #keep-working { (lang.t(Msg::KeepWorking)) }
+                        button.keep-working type="submit" { (lang.t(Msg::KeepWorking)) }
                     }
                 }
             }
