@@ -127,6 +127,9 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             acted += 1;
                             continue;
                         }
+                    } else {
+                        // A limit lifted takes its warning with it.
+                        ReclaimWarning::clear(conn, i.id, MAX_RUNTIME)?;
                     }
                     if let Some(idle) = policy.idle_gpu_minutes {
                         let last_use = active.map_or(since, |a| a.max(since));
@@ -145,6 +148,8 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                                     detach(conn, &i, &code, &reason)?;
                                     acted += 1;
                                 }
+                            } else {
+                                ReclaimWarning::clear(conn, i.id, IDLE)?;
                             }
                         } else {
                             let gate = warning::gate(
@@ -155,6 +160,8 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                                 acted += 1;
                             }
                         }
+                    } else {
+                        ReclaimWarning::clear(conn, i.id, IDLE)?;
                     }
                 }
             }

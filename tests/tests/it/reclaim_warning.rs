@@ -382,6 +382,13 @@ fn warned_then_stopped(daemon: TestDaemon) {
         None,
     );
     assert_eq!(code, 409, "{none}");
+    // Told once over the many passes of the wait: the row, not the pass, remembers it.
+    assert_eq!(audited(&db, "reclaim_warning", "rw1-ann"), 1);
+    let told = ann_terminal
+        .text()
+        .matches("reaches its course's longest run")
+        .count();
+    assert_eq!(told, 1, "{}", ann_terminal.text());
     eprintln!("warned and stopped in {:?}", started.elapsed());
 }
 
