@@ -43,10 +43,10 @@ const TABLES: [&str; 37] = [
     "operations",
     "orphans",
     "portal_sessions",
+    "reclaim_warnings",
     "sign_in_passwords",
     "ssh_keys",
     "student_budgets",
-    "reclaim_warnings",
     "users",
 ];
 
