@@ -6,8 +6,7 @@
 //! instance and in the audit log. A pass runs in one transaction under a PostgreSQL advisory
 //! lock, so with two controllers only one acts at a time, and a decision is re-checked against
 //! `desired_state`, so nothing is stopped or deleted twice. Before a pass, the nodes are asked
-//! what the containers it would reclaim for idleness are doing ([`activity`]). Idle stops, idle
-//! GPU detaches and longest-run stops are warned first and wait for their warning ([`warning`]).
+//! what the containers it would reclaim for idleness are doing ([`activity`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,10 +30,6 @@ use crate::jobs::{enqueue, Audit, Step, StepKind};
 pub mod activity;
 pub mod budget;
 pub mod leases;
-pub mod warning;
-
-use crate::db::models::reclaim_warning::{ReclaimWarning, IDLE, MAX_RUNTIME};
-use warning::Gate;
 
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
@@ -74,9 +69,6 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
             let minute = chrono::Duration::seconds(cfg.minute_s.max(1) as i64);
             let grace = chrono::Duration::seconds(cfg.delete_after_end_s as i64);
             let mut acted = 0;
-            // Warnings told in this pass, written to terminals once it commits.
-            let mut warned = Vec::new();
-            ReclaimWarning::clear_stale(conn)?;
 
             // Courses whose end has passed: mark them ended, stop, and after the grace delete.
             let ended = reclaim::ended_courses(conn, now)?;
@@ -112,14 +104,8 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                         active = active.max(InstanceActivity::in_use_at(conn, i.id)?);
                     }
                     let Some(since) = since else { continue };
-                    // Each reclaim is warned `warn_minutes` ahead and waits for its warning.
-                    let warn = minute * policy.warn_minutes;
                     if let Some(max) = policy.max_runtime_minutes {
-                        let at = since + minute * max;
-                        let gate = warning::gate(
-                            conn, &i, MAX_RUNTIME, "stop", at, warn, now, &code, &mut warned,
-                        )?;
-                        if gate == Gate::Act {
+                        if since + minute * max <= now {
                             let reason = format!(
                                 "ran {} minutes, the course's max_runtime is {max} minutes",
                                 (now - since).num_seconds() / minute.num_seconds()
@@ -128,48 +114,31 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             acted += 1;
                             continue;
                         }
-                    } else {
-                        // A limit lifted takes its warning with it.
-                        ReclaimWarning::clear(conn, i.id, MAX_RUNTIME)?;
                     }
                     if let Some(idle) = policy.idle_gpu_minutes {
                         let last_use = active.map_or(since, |a| a.max(since));
-                        let at = last_use + minute * idle;
-                        let reason = format!(
-                            "no GPU or notebook use since {last_use} (the course's idle_gpu_minutes is {idle})"
-                        );
-                        if policy.idle_action == IdleAction::Detach {
-                            // Once per instance, and only when it holds GPUs to give back.
-                            let holds = reclaim::holds_gpus(conn, i.id)?;
-                            if detached.is_none() && holds {
-                                let gate = warning::gate(
-                                    conn, &i, IDLE, "detach", at, warn, now, &code, &mut warned,
-                                )?;
-                                if gate == Gate::Act {
+                        if last_use + minute * idle <= now {
+                            let reason = format!(
+                                "no GPU or notebook use since {last_use} (the course's idle_gpu_minutes is {idle})"
+                            );
+                            if policy.idle_action == IdleAction::Detach {
+                                // Once per instance, and only when it holds GPUs to give back.
+                                let holds = reclaim::holds_gpus(conn, i.id)?;
+                                if detached.is_none() && holds {
                                     detach(conn, &i, &code, &reason)?;
                                     acted += 1;
                                 }
                             } else {
-                                ReclaimWarning::clear(conn, i.id, IDLE)?;
-                            }
-                        } else {
-                            let gate = warning::gate(
-                                conn, &i, IDLE, "stop", at, warn, now, &code, &mut warned,
-                            )?;
-                            if gate == Gate::Act {
                                 stop(conn, &i, &code, &reason)?;
                                 acted += 1;
                             }
                         }
-                    } else {
-                        ReclaimWarning::clear(conn, i.id, IDLE)?;
                     }
                 }
             }
 
             // GPU budgets: told at 80 %, detached at 100 %.
-            let (detached, mut notices) = budget::pass(conn, now, ACTOR)?;
-            notices.append(&mut warned);
+            let (detached, notices) = budget::pass(conn, now, ACTOR)?;
             // GPU leases (on-demand courses): ended when due, granted in fair-share order.
             let leases = leases::queue::pass(conn, cfg.lease_hour_s.max(1))?;
             Ok((acted + detached + leases, notices))

@@ -66,8 +66,8 @@ fn seen(db: &str, name: &str) -> Seen {
 fn stop_when_idle(db: &str, code: &str, minutes: i32) {
     let mut conn = PgConnection::establish(db).expect("database");
     let n = diesel::sql_query(
-        "INSERT INTO course_reclaim (course_id, idle_gpu_minutes, idle_action, warn_minutes)
-         SELECT id, $2, 'stop', 0 FROM courses WHERE code = $1",
+        "INSERT INTO course_reclaim (course_id, idle_gpu_minutes, idle_action)
+         SELECT id, $2, 'stop' FROM courses WHERE code = $1",
     )
     .bind::<Text, _>(code)
     .bind::<Integer, _>(minutes)
@@ -101,7 +101,7 @@ fn assert_running(db: &str, name: &str, why: &str) -> Seen {
     s
 }
 
-pub(crate) fn roster(node: &OneNode, code: &str, students: &[(&str, &SshKey)]) {
+fn roster(node: &OneNode, code: &str, students: &[(&str, &SshKey)]) {
     let dir = tempfile::tempdir().expect("dir");
     let file = dir.path().join("roster.csv");
     let mut csv = String::from("username,name,email,ssh_key\n");
@@ -116,7 +116,7 @@ pub(crate) fn roster(node: &OneNode, code: &str, students: &[(&str, &SshKey)]) {
 }
 
 /// `user`'s SSH endpoint in course `code`.
-pub(crate) fn endpoint(node: &OneNode, code: &str, user: &str) -> (String, u16) {
+fn endpoint(node: &OneNode, code: &str, user: &str) -> (String, u16) {
     let endpoints = node.cli.ok(&["course", "endpoints", code]);
     let row = endpoints
         .lines()
@@ -190,7 +190,7 @@ fn terminal_and_cpu_use_keep_a_container(daemon: TestDaemon) {
             "2GiB",
         ];
         if let Some(minutes) = extra {
-            args.extend(["--max-runtime-minutes", minutes, "--warn-minutes", "0"]);
+            args.extend(["--max-runtime-minutes", minutes]);
         }
         cli.ok(&args);
     }
