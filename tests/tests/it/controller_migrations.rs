@@ -43,7 +43,6 @@ const TABLES: [&str; 36] = [
     "operations",
     "orphans",
     "portal_sessions",
-    "reclaim_warnings",
     "sign_in_passwords",
     "ssh_keys",
     "student_budgets",
