@@ -6,11 +6,12 @@
 //! container in use. Relayed notebook traffic never counts: a tab left open polls by itself.
 //!
 //! Only the containers the pass would otherwise reclaim are asked, all at once (each answer
-//! takes the agent's one-second CPU sample); a node that does not answer leaves the pass to
-//! decide on what it knew.
+//! takes the agent's one-second CPU sample). An offline node is not asked and the pass decides
+//! on what it knew; a container whose node was asked and did not answer (a busy node, past
+//! [`ASK_TIMEOUT`]) is not known idle, and the pass spares it until its node answers.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,8 +30,8 @@ use crate::error::ActionResult;
 const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Asks the nodes about every container the pass would reclaim for idleness and records what
-/// they say; returns how many answered.
-pub async fn refresh(ctl: &Controller) -> ActionResult<usize> {
+/// they say; returns the containers asked that got no answer.
+pub async fn refresh(ctl: &Controller) -> ActionResult<HashSet<i64>> {
     let minute_s = ctl.config.reclaim.minute_s.max(1) as i64;
     let cpu_percent = ctl.config.reclaim.busy_cpu_percent;
     let agents = ctl.agents.clone();
@@ -56,7 +57,7 @@ pub async fn refresh(ctl: &Controller) -> ActionResult<usize> {
         })
         .await?;
     if asked.is_empty() {
-        return Ok(0);
+        return Ok(HashSet::new());
     }
     let answers = join_all(asked.iter().map(|(c, agent)| {
         let call = agent.activity(c.name.clone(), cpu_percent);
@@ -75,12 +76,17 @@ pub async fn refresh(ctl: &Controller) -> ActionResult<usize> {
         }
     }))
     .await;
+    let mut unanswered = HashSet::new();
     let heard: Vec<(i64, String, Seen)> = asked
         .into_iter()
         .zip(answers)
-        .filter_map(|((c, _), seen)| Some((c.id, c.name, seen?)))
+        .filter_map(|((c, _), seen)| {
+            if seen.is_none() {
+                unanswered.insert(c.id);
+            }
+            Some((c.id, c.name, seen?))
+        })
         .collect();
-    let n = heard.len();
     ctl.db(move |conn| {
         for (id, name, seen) in &heard {
             record(conn, *id, name, seen)?;
@@ -88,7 +94,7 @@ pub async fn refresh(ctl: &Controller) -> ActionResult<usize> {
         Ok(())
     })
     .await?;
-    Ok(n)
+    Ok(unanswered)
 }
 
 fn record(conn: &mut diesel::PgConnection, id: i64, name: &str, seen: &Seen) -> ActionResult<()> {

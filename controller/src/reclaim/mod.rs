@@ -54,9 +54,11 @@ pub async fn run(ctl: Arc<Controller>) {
 /// the lock).
 pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
     // What the containers about to be reclaimed are doing, asked of their nodes first.
-    if let Err(e) = activity::refresh(ctl).await {
+    // A container whose node was asked and did not answer is not known idle: spared this pass.
+    let unanswered = activity::refresh(ctl).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "asking nodes for containers' activity");
-    }
+        Default::default()
+    });
     let cfg = ctl.config.reclaim.clone();
     let done = ctl.db(move |conn| {
         conn.transaction(|conn| {
@@ -114,6 +116,9 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             acted += 1;
                             continue;
                         }
+                    }
+                    if unanswered.contains(&i.id) {
+                        continue;
                     }
                     if let Some(idle) = policy.idle_gpu_minutes {
                         let last_use = active.map_or(since, |a| a.max(since));

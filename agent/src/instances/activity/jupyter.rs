@@ -18,8 +18,9 @@ use serde::Deserialize;
 /// The port JupyterLab listens on in a Jupyter image (`images/jupyter`).
 pub const JUPYTER_PORT: u16 = 8888;
 
-/// Longest wait for JupyterLab's answer: a container without it refuses at once.
-const TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest wait for JupyterLab's answer: a container without it refuses at once, and one whose
+/// kernel keeps Python busy on a loaded node answers within seconds (the controller waits 10).
+const TIMEOUT: Duration = Duration::from_secs(7);
 
 #[derive(Debug, Deserialize)]
 struct Kernel {
