@@ -101,7 +101,9 @@ macro_rules! unused_agent_calls {
             _: u32,
         ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::activity::InstanceActivity>
         {
-            unused()
+            // A node that answers: nothing in use (no terminal input, no busy process, no
+            // JupyterLab); the reclaimer spares a container whose node does not answer.
+            Box::pin(async { Ok(cohort_proto::activity::InstanceActivity::default()) })
         }
         fn jupyter_tunnel(
             &self,
