@@ -87,20 +87,47 @@ fn lxc_exec_runs_commands_in_the_fleet() {
         .spawn()
         .expect("run script");
     let mut keys = term.stdin.take().unwrap();
-    let mut type_in = |text: &[u8]| {
-        std::thread::sleep(Duration::from_millis(1500));
+    // The screen as it arrives, so each line is typed once the shell has shown what comes
+    // before it (keys typed before the session is up would be lost on a loaded machine).
+    let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let mut screen_out = term.stdout.take().unwrap();
+    let reader = {
+        let shown = shown.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut screen_out, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                shown.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let mut type_after = |seen: &str, text: &[u8]| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !String::from_utf8_lossy(&shown.lock().unwrap()).contains(seen) {
+            assert!(
+                Instant::now() < deadline,
+                "{seen:?} not shown within 60 s: {}",
+                String::from_utf8_lossy(&shown.lock().unwrap())
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         keys.write_all(text).unwrap();
         keys.flush().unwrap();
     };
-    type_in(b"stty size; tty\n");
-    type_in(b"sleep 60\n");
-    type_in(b"\x03");
-    type_in(b"echo after-$((40+2))\n");
-    type_in(b"exit 3\n");
+    type_after("# ", b"stty size; tty\n");
+    type_after("/dev/pts/", b"sleep 60\n");
+    // The sleep started (no prompt to wait for while it runs).
+    std::thread::sleep(Duration::from_millis(1500));
+    type_after("sleep 60", b"\x03");
+    type_after("^C", b"echo after-$((40+2))\n");
+    type_after("after-42", b"exit 3\n");
     drop(keys);
-    let out = term.wait_with_output().unwrap();
-    let screen = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{screen}");
+    let status = term.wait().unwrap();
+    reader.join().unwrap();
+    let screen = String::from_utf8_lossy(&shown.lock().unwrap()).into_owned();
+    assert_eq!(status.code(), Some(3), "{screen}");
     assert!(screen.contains("27 91"), "{screen}");
     assert!(screen.contains("/dev/pts/"), "{screen}");
     assert!(screen.contains("after-42"), "{screen}");
