@@ -138,28 +138,8 @@ pub async fn take_gpus_again(
                     .await
                     .map_err(ActionError::on_node(&node.name))?;
             }
-            let (id, row) = (instance.id, instance.clone());
-            let (gpus, gpu_memory) = ctl
-                .db(move |conn| {
-                    Ok((
-                        GpuAllocation::for_instance(conn, id)?,
-                        course_gpu_memory(conn, &row)?,
-                    ))
-                })
-                .await?;
-            agent
-                .attach_gpus(
-                    instance.name.clone(),
-                    AttachGpus {
-                        gpus: gpus
-                            .iter()
-                            .map(|(g, _)| attachment(g, instance, gpu_memory))
-                            .collect(),
-                    },
-                )
-                .await
-                .map_err(ActionError::on_node(&node.name))?;
-            tracing::info!(instance = %instance.name, gpus = gpus.len(), "GPU slots taken again");
+            let attached = attach_held(ctl, instance, node, agent).await?;
+            tracing::info!(instance = %instance.name, gpus = attached, "GPU slots taken again");
             Ok(None)
         }
     }
@@ -196,6 +176,24 @@ pub async fn attach(
     node: &Node,
     agent: &dyn NodeAgent,
 ) -> Result<StepOutcome, ActionError> {
+    let attached = attach_held(ctl, instance, node, agent).await?;
+    if attached == 0 {
+        return Ok(StepOutcome::Cancelled(
+            "the lease's GPU was given back before it was attached".into(),
+        ));
+    }
+    tracing::info!(instance = %instance.name, gpus = attached, "leased GPUs attached");
+    Ok(StepOutcome::Done)
+}
+
+/// Puts the GPU slots `instance` holds on its container as `cohort-gpu*` devices, capped by
+/// its course's GPU memory; how many there were (none: nothing is sent to the node).
+async fn attach_held(
+    ctl: &Controller,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<usize, ActionError> {
     let (id, row) = (instance.id, instance.clone());
     let (gpus, gpu_memory) = ctl
         .db(move |conn| {
@@ -206,9 +204,7 @@ pub async fn attach(
         })
         .await?;
     if gpus.is_empty() {
-        return Ok(StepOutcome::Cancelled(
-            "the lease's GPU was given back before it was attached".into(),
-        ));
+        return Ok(0);
     }
     agent
         .attach_gpus(
@@ -222,6 +218,5 @@ pub async fn attach(
         )
         .await
         .map_err(ActionError::on_node(&node.name))?;
-    tracing::info!(instance = %instance.name, gpus = gpus.len(), "leased GPUs attached");
-    Ok(StepOutcome::Done)
+    Ok(gpus.len())
 }
