@@ -25,6 +25,10 @@ pub struct InstanceActivity {
     /// JupyterLab's own account of its kernels and terminals; `None` when nothing answers on
     /// the container's JupyterLab port.
     pub jupyter: Option<JupyterActivity>,
+    /// JupyterLab took the connection but did not answer within the agent's wait (a loaded
+    /// node): its kernels' use is unknown, and the reclaimer does not count it as none.
+    #[serde(default)]
+    pub jupyter_unanswered: bool,
 }
 
 /// A process of the container above the CPU threshold.

@@ -7,8 +7,9 @@
 //!
 //! Only the containers the pass would otherwise reclaim are asked, all at once (each answer
 //! takes the agent's one-second CPU sample). An offline node is not asked and the pass decides
-//! on what it knew; a container whose node was asked and did not answer (a busy node, past
-//! [`ASK_TIMEOUT`]) is not known idle, and the pass spares it until its node answers.
+//! on what it knew. A container whose node was asked and did not answer (a busy node, past
+//! [`ASK_TIMEOUT`]), or whose JupyterLab did not answer its node, is not known idle: the pass
+//! spares it, for one idle window at most ([`Unanswered`]).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -26,8 +27,9 @@ use crate::db::models::node::Node;
 use crate::db::queries::reclaim_use::{self, Candidate};
 use crate::error::ActionResult;
 
-/// Longest wait for one node's answer.
-const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for one node's answer: one LXD call, the one-second CPU sample, and JupyterLab's
+/// answer (the agent waits 7 s for it), on a node loaded enough to slow all three.
+const ASK_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Asks the nodes about every container the pass would reclaim for idleness and records what
 /// they say; returns the containers asked that got no answer.
@@ -81,7 +83,7 @@ pub async fn refresh(ctl: &Controller) -> ActionResult<HashSet<i64>> {
         .into_iter()
         .zip(answers)
         .filter_map(|((c, _), seen)| {
-            if seen.is_none() {
+            if seen.as_ref().is_none_or(|s| s.jupyter_unanswered) {
                 unanswered.insert(c.id);
             }
             Some((c.id, c.name, seen?))
@@ -95,6 +97,47 @@ pub async fn refresh(ctl: &Controller) -> ActionResult<HashSet<i64>> {
     })
     .await?;
     Ok(unanswered)
+}
+
+/// Since when each container has gone unanswered, pass after pass (the reclaimer's loop keeps
+/// it). A node slow to answer about a container delays its reclaim; it cannot keep it forever:
+/// once the container has gone unanswered for a whole idle window, the pass decides on what it
+/// last heard.
+#[derive(Debug, Default)]
+pub struct Unanswered {
+    since: HashMap<i64, chrono::DateTime<chrono::Utc>>,
+}
+
+impl Unanswered {
+    /// Takes a pass's unanswered containers: those answered since are forgotten.
+    pub fn update(&mut self, now: chrono::DateTime<chrono::Utc>, unanswered: &HashSet<i64>) {
+        self.since.retain(|id, _| unanswered.contains(id));
+        for id in unanswered {
+            self.since.entry(*id).or_insert(now);
+        }
+    }
+
+    /// The containers unanswered now, with how long they have been, for one pass.
+    pub fn spared(&self, now: chrono::DateTime<chrono::Utc>) -> Spared {
+        Spared(
+            self.since
+                .iter()
+                .map(|(id, since)| (*id, now - *since))
+                .collect(),
+        )
+    }
+}
+
+/// For one pass: each container unanswered, and for how long.
+#[derive(Debug, Clone, Default)]
+pub struct Spared(HashMap<i64, chrono::Duration>);
+
+impl Spared {
+    /// Whether the pass spares container `id` whose idle window is `window`: unanswered, for
+    /// less than that window.
+    pub fn spares(&self, id: i64, window: chrono::Duration) -> bool {
+        self.0.get(&id).is_some_and(|long| *long < window)
+    }
 }
 
 fn record(conn: &mut diesel::PgConnection, id: i64, name: &str, seen: &Seen) -> ActionResult<()> {
@@ -138,6 +181,28 @@ fn notebook_age(seen: &Seen) -> Option<u64> {
 mod tests {
     use super::*;
     use cohort_proto::activity::JupyterActivity;
+
+    #[test]
+    fn an_unanswered_container_is_spared_for_one_window_and_forgotten_once_answered() {
+        let t0: chrono::DateTime<chrono::Utc> = "2026-11-27T12:00:00Z".parse().unwrap();
+        let window = chrono::Duration::seconds(300);
+        let mut u = Unanswered::default();
+        u.update(t0, &HashSet::from([1, 2]));
+        let now = u.spared(t0);
+        assert!(now.spares(1, window) && now.spares(2, window));
+        assert!(!now.spares(3, window), "answered");
+        let later = t0 + chrono::Duration::seconds(299);
+        u.update(later, &HashSet::from([1]));
+        assert!(u.spared(later).spares(1, window), "inside its window");
+        assert!(!u.spared(later).spares(2, window), "answered since");
+        let past = t0 + window;
+        u.update(past, &HashSet::from([1, 2]));
+        assert!(
+            !u.spared(past).spares(1, window),
+            "unanswered a whole window"
+        );
+        assert!(u.spared(past).spares(2, window), "its window starts again");
+    }
 
     #[test]
     fn an_executing_kernel_is_use_now_and_polling_is_nothing() {

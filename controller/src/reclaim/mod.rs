@@ -39,10 +39,11 @@ pub const LOOP: &str = "reclaimer";
 
 pub async fn run(ctl: Arc<Controller>) {
     let every = Duration::from_secs(ctl.config.reclaim.interval_s.max(1));
+    let mut unanswered = activity::Unanswered::default();
     loop {
         ctl.loops.tick(LOOP);
         tokio::time::sleep(every).await;
-        match pass(&ctl).await {
+        match pass_remembering(&ctl, &mut unanswered).await {
             Ok(n) if n > 0 => tracing::info!(actions = n, "reclaim pass"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "reclaim pass failed"),
@@ -53,13 +54,28 @@ pub async fn run(ctl: Arc<Controller>) {
 /// One pass; returns how many stops and deletes it started (0 when another controller holds
 /// the lock).
 pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
+    pass_remembering(ctl, &mut activity::Unanswered::default()).await
+}
+
+/// One pass, with what earlier passes did not hear (see [`activity::Unanswered`]).
+pub async fn pass_remembering(
+    ctl: &Controller,
+    unanswered: &mut activity::Unanswered,
+) -> ActionResult<usize> {
     // What the containers about to be reclaimed are doing, asked of their nodes first.
-    // A container whose node was asked and did not answer is not known idle: spared this pass.
-    let unanswered = activity::refresh(ctl).await.unwrap_or_else(|e| {
+    // A container whose node was asked and did not answer is not known idle: spared, for one
+    // idle window at most.
+    let not_heard = activity::refresh(ctl).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "asking nodes for containers' activity");
         Default::default()
     });
+    if !not_heard.is_empty() {
+        tracing::info!(instances = ?not_heard, "no answer about their activity: spared this pass");
+    }
     let cfg = ctl.config.reclaim.clone();
+    // On the controller's clock: these times never leave this loop.
+    unanswered.update(chrono::Utc::now(), &not_heard);
+    let spared = unanswered.spared(chrono::Utc::now());
     let done = ctl.db(move |conn| {
         conn.transaction(|conn| {
             let locked = reclaim::try_lock(conn)?;
@@ -117,10 +133,10 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                             continue;
                         }
                     }
-                    if unanswered.contains(&i.id) {
-                        continue;
-                    }
                     if let Some(idle) = policy.idle_gpu_minutes {
+                        if spared.spares(i.id, minute * idle) {
+                            continue;
+                        }
                         let last_use = active.map_or(since, |a| a.max(since));
                         if last_use + minute * idle <= now {
                             let reason = format!(

@@ -88,7 +88,13 @@ fn wait_stopped(node: &OneNode, name: &str, within: Duration) -> Seen {
         if Instant::now() > deadline {
             let log = std::fs::read_to_string(node.controller.state.path().join("serve.log"))
                 .unwrap_or_default();
-            panic!("{name} not stopped within {within:?}: {s:?}\n{log}");
+            // What the reclaimer heard of it, short enough to survive a CI log's tail.
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains(name) || l.contains("reclaim") || l.contains("activity"))
+                .collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            panic!("{name} not stopped within {within:?}: {s:?}\n{tail}");
         }
         std::thread::sleep(Duration::from_millis(500));
     }

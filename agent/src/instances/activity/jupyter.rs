@@ -36,28 +36,65 @@ struct Terminal {
     last_activity: Option<DateTime<Utc>>,
 }
 
-/// What JupyterLab in container `name` at `address` says; `None` when nothing answers as
-/// JupyterLab there.
-pub async fn activity(address: Ipv4Addr, name: &str) -> Option<JupyterActivity> {
-    let client = reqwest::Client::builder()
-        .timeout(TIMEOUT)
+/// What JupyterLab in container `name` at `address` said.
+#[derive(Debug, PartialEq)]
+pub enum Heard {
+    /// Nothing answers as JupyterLab there (refused, or not its API).
+    Absent,
+    /// JupyterLab took connections but gave no answer within [`TIMEOUT`] (a loaded node):
+    /// its use is unknown, not none.
+    Unanswered,
+    Said(JupyterActivity),
+}
+
+/// Asks JupyterLab in container `name` at `address` about its kernels and terminals.
+pub async fn activity(address: Ipv4Addr, name: &str) -> Heard {
+    ask(
+        &format!("http://{address}:{JUPYTER_PORT}/jupyter/{name}/api"),
+        TIMEOUT,
+    )
+    .await
+}
+
+/// Asks the JupyterLab API at `base`, waiting `within` at most.
+async fn ask(base: &str, within: Duration) -> Heard {
+    let Ok(client) = reqwest::Client::builder()
+        .timeout(within)
         .no_proxy()
         .build()
-        .ok()?;
-    let base = format!("http://{address}:{JUPYTER_PORT}/jupyter/{name}/api");
+    else {
+        return Heard::Absent;
+    };
     let get = |what: &'static str| {
         let request = client.get(format!("{base}/{what}"));
         async move {
-            let answer = request.send().await.ok()?.error_for_status().ok()?;
-            answer.bytes().await.ok()
+            let answer = request.send().await?;
+            if answer.status().is_server_error() {
+                return Ok(Err(Heard::Unanswered));
+            }
+            let Ok(answer) = answer.error_for_status() else {
+                return Ok(Err(Heard::Absent));
+            };
+            Ok::<_, reqwest::Error>(Ok(answer.bytes().await?))
         }
     };
     let (kernels, terminals) = tokio::join!(get("kernels"), get("terminals"));
-    let kernels: Vec<Kernel> = serde_json::from_slice(&kernels?).ok()?;
-    let terminals: Vec<Terminal> = terminals
-        .and_then(|t| serde_json::from_slice(&t).ok())
-        .unwrap_or_default();
-    Some(summarise(&kernels, &terminals, Utc::now()))
+    let kernels = match kernels {
+        Ok(Ok(body)) => body,
+        Ok(Err(heard)) => return heard,
+        Err(e) if e.is_timeout() => return Heard::Unanswered,
+        Err(_) => return Heard::Absent,
+    };
+    let Ok(kernels) = serde_json::from_slice::<Vec<Kernel>>(&kernels) else {
+        return Heard::Absent;
+    };
+    let terminals: Vec<Terminal> = match terminals {
+        Ok(Ok(t)) => serde_json::from_slice(&t).unwrap_or_default(),
+        // The kernels said; a terminal's use unknown is a terminal's use missed.
+        Err(e) if e.is_timeout() => return Heard::Unanswered,
+        _ => Vec::new(),
+    };
+    Heard::Said(summarise(&kernels, &terminals, Utc::now()))
 }
 
 fn summarise(kernels: &[Kernel], terminals: &[Terminal], now: DateTime<Utc>) -> JupyterActivity {
@@ -83,6 +120,54 @@ fn summarise(kernels: &[Kernel], terminals: &[Terminal], now: DateTime<Utc>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A server on 127.0.0.1 that answers each connection with `answer`, or holds it unanswered
+    /// when `answer` is `None`; its API base.
+    async fn server(answer: Option<&'static str>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                match answer {
+                    Some(body) => {
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = conn.write_all(head.as_bytes()).await;
+                        let _ = conn.write_all(body.as_bytes()).await;
+                    }
+                    None => held.push(conn),
+                }
+            }
+        });
+        format!("http://127.0.0.1:{port}/jupyter/c1/api")
+    }
+
+    #[tokio::test]
+    async fn a_jupyter_that_takes_the_connection_and_says_nothing_is_unanswered_not_absent() {
+        let wait = Duration::from_millis(300);
+        assert_eq!(ask(&server(None).await, wait).await, Heard::Unanswered);
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let refused = format!("http://127.0.0.1:{closed}/jupyter/c1/api");
+        assert_eq!(ask(&refused, wait).await, Heard::Absent);
+        let said = ask(&server(Some(r#"[{"execution_state":"busy"}]"#)).await, wait).await;
+        assert_eq!(
+            said,
+            Heard::Said(JupyterActivity {
+                kernels_executing: 1,
+                ..JupyterActivity::default()
+            })
+        );
+    }
 
     #[test]
     fn reads_jupyter_server_answers() {

@@ -39,23 +39,30 @@ impl Instances {
             )));
         }
         let init = PathBuf::from(format!("/proc/{pid}"));
-        let address = self.instance(name).await?.address;
+        // One LXD call: a loaded daemon answers slowly, and the reclaimer waits for the whole.
+        let address = crate::network::nic_address(&lx.config, &lx.devices);
         let ttys = {
             let init = init.clone();
             tokio::task::spawn_blocking(move || tty::last_input_age(&init))
         };
         let busy = cpu::busy_processes(init, cpu_percent);
         let jupyter = async {
-            match address.and_then(|a| a.parse().ok()) {
+            match address {
                 Some(a) => jupyter::activity(a, name).await,
-                None => None,
+                None => jupyter::Heard::Absent,
             }
         };
         let (ttys, busy_processes, jupyter) = tokio::join!(ttys, busy, jupyter);
+        let (jupyter, jupyter_unanswered) = match jupyter {
+            jupyter::Heard::Said(j) => (Some(j), false),
+            jupyter::Heard::Absent => (None, false),
+            jupyter::Heard::Unanswered => (None, true),
+        };
         Ok(InstanceActivity {
             tty_input_age_s: ttys.map_err(|e| InstanceError::Internal(e.to_string()))?,
             busy_processes,
             jupyter,
+            jupyter_unanswered,
         })
     }
 }
