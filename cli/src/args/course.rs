@@ -262,6 +262,10 @@ pub struct CourseCreate {
     /// What --idle-gpu-minutes does: stop the container, or detach its GPUs and leave it running
     #[arg(long, value_name = "stop|detach")]
     pub idle_action: Option<String>,
+    /// Minutes of warning before an idle stop, idle GPU detach or longest-run stop, 0 to 1440
+    /// (default 10)
+    #[arg(long, value_name = "MINUTES")]
+    pub warn_minutes: Option<u32>,
     #[command(flatten)]
     pub network: NetworkFlags,
     #[command(flatten)]
@@ -297,6 +301,9 @@ pub struct CourseSet {
     /// Whether the course's instructors may open its students' JupyterLab in the portal
     #[arg(long, value_name = "true|false")]
     pub jupyter_instructors: Option<bool>,
+    /// Minutes of warning before an idle stop, idle GPU detach or longest-run stop, 0 to 1440
+    #[arg(long, value_name = "MINUTES")]
+    pub warn_minutes: Option<u32>,
     #[command(flatten)]
     pub network: NetworkFlags,
     #[command(flatten)]

@@ -314,6 +314,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
             args.budget.gpu_hours_per_student.as_deref(),
         )?,
         budget_period: args.budget.budget_period,
+        warn_minutes: args.warn_minutes,
     })
 }
 

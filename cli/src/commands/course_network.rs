@@ -70,11 +70,12 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
         && !network
         && budget.is_none()
         && !snapshots
+        && args.warn_minutes.is_none()
     {
         bail!(
             "nothing to set: give --home-size, --home-snapshots, --home-snapshots-keep, \
              --jupyter-instructors, --egress, --ssh-from, --gpu-hours-per-student, \
-             --budget-period, --gpu-mode and/or --gpu-lease-max-hours"
+             --budget-period, --gpu-mode, --gpu-lease-max-hours and/or --warn-minutes"
         );
     }
     let (client, code) = session.target(&args.code)?;
@@ -102,6 +103,12 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
                 op.items.len()
             );
         }
+    }
+    if let Some(warn_minutes) = args.warn_minutes {
+        let body = cohort_proto::api::courses::CourseReclaimWarning { warn_minutes };
+        let _: CourseInfo = client
+            .put(&format!("{path}/reclaim-warning"), &body)
+            .await?;
     }
     if let Some(instructors) = args.jupyter_instructors {
         let body = CourseJupyter { instructors };

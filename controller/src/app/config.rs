@@ -271,8 +271,8 @@ impl LdapConfig {
 pub struct ReclaimConfig {
     /// `COHORT_RECLAIM_INTERVAL_S`: seconds between two reclaim passes; default 60.
     pub interval_s: u64,
-    /// `COHORT_RECLAIM_MINUTE_S`: seconds in one minute of a course's `idle_gpu_minutes` and
-    /// `max_runtime_minutes`; default 60 (tests shorten it).
+    /// `COHORT_RECLAIM_MINUTE_S`: seconds in one minute of a course's `idle_gpu_minutes`,
+    /// `max_runtime_minutes` and `warn_minutes`; default 60 (tests shorten it).
     pub minute_s: u64,
     /// `COHORT_DELETE_AFTER_END_S`: seconds after a course's end at which its containers (stopped
     /// at the end) are deleted; default 604800 (7 days).

@@ -18,7 +18,7 @@ use crate::db::enums::{AuditAction, AuditObject, IdleAction};
 use crate::db::models::audit;
 use crate::db::models::course::{Course, NewCourse};
 use crate::db::models::course_network::CourseNetwork;
-use crate::db::models::course_reclaim::CourseReclaim;
+use crate::db::models::course_reclaim::{self, CourseReclaim};
 use crate::db::models::enrollment::Enrollment;
 use crate::db::models::image::Image;
 use crate::db::models::instance::Instance;
@@ -180,6 +180,9 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
             return Err(ActionError::invalid(field, "must be 1 to 525600 minutes"));
         }
     }
+    if let Some(m) = req.warn_minutes {
+        warn_minutes(m)?;
+    }
     if let Some(policy) = &req.network {
         check_network(policy)?;
     }
@@ -275,6 +278,9 @@ pub async fn create(
                     idle_gpu_minutes: req.idle_gpu_minutes.map(|m| m as i32),
                     idle_action: idle_action(&req)?,
                     max_runtime_minutes: req.max_runtime_minutes.map(|m| m as i32),
+                    warn_minutes: req
+                        .warn_minutes
+                        .map_or(course_reclaim::DEFAULT_WARN_MINUTES, |m| m as i32),
                 },
             )?;
             if let Some(policy) = &req.network {
@@ -353,6 +359,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         budget_period,
         gpu_mode,
         gpu_lease_max_hours,
+        warn_minutes: reclaim.warn_minutes as u32,
     })
 }
 
@@ -494,6 +501,54 @@ pub async fn students(
                 }
             })
             .collect())
+    })
+    .await
+}
+
+/// `warn_minutes` as the course settings admit it: 0 (no warning) to a day.
+fn warn_minutes(m: u32) -> ActionResult<i32> {
+    if m > course_reclaim::MAX_WARN_MINUTES as u32 {
+        return Err(ActionError::invalid(
+            "warn_minutes",
+            format!("must be 0 to {} minutes", course_reclaim::MAX_WARN_MINUTES),
+        ));
+    }
+    Ok(m as i32)
+}
+
+/// `PUT /courses/{code}/reclaim-warning` (its instructor, staff, admin): the minutes of warning
+/// before the course's reclaimer stops a container or detaches its GPUs; audited.
+pub async fn set_reclaim_warning(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    req: cohort_proto::api::courses::CourseReclaimWarning,
+) -> ActionResult<WireCourse> {
+    let minutes = warn_minutes(req.warn_minutes)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            let policy = CourseReclaim::of(conn, course.id)?.unwrap_or(CourseReclaim {
+                course_id: course.id,
+                ..Default::default()
+            });
+            CourseReclaim::set(
+                conn,
+                &CourseReclaim {
+                    warn_minutes: minutes,
+                    ..policy
+                },
+            )?;
+            audit::record(
+                conn,
+                caller.name(),
+                AuditAction::SetReclaimWarning,
+                AuditObject::Course,
+                &code,
+                json!(req),
+            )?;
+            Ok(view(conn, &course)?)
+        })
     })
     .await
 }

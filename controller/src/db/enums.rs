@@ -209,6 +209,9 @@ pub enum AuditAction {
     RequestGpu,
     ReleaseGpu,
     AttachGpus,
+    ReclaimWarning,
+    KeepWorking,
+    SetReclaimWarning,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -302,6 +305,9 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     RequestGpu => "request_gpu",
     ReleaseGpu => "release_gpu",
     AttachGpus => "attach_gpus",
+    ReclaimWarning => "reclaim_warning",
+    KeepWorking => "keep_working",
+    SetReclaimWarning => "set_reclaim_warning",
 });
 
 /// An operation is audited under the name of its step.

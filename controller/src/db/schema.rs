@@ -30,6 +30,7 @@ diesel::table! {
         idle_gpu_minutes -> Nullable<Int4>,
         idle_action -> Text,
         max_runtime_minutes -> Nullable<Int4>,
+        warn_minutes -> Int4,
     }
 }
 
@@ -555,3 +556,17 @@ diesel::allow_tables_to_appear_in_same_query!(gpu_leases, gpu_allocations);
 diesel::allow_tables_to_appear_in_same_query!(gpu_leases, gpu_usage_hours);
 diesel::allow_tables_to_appear_in_same_query!(gpu_leases, course_budgets);
 diesel::allow_tables_to_appear_in_same_query!(course_gpu_modes, courses);
+
+diesel::table! {
+    reclaim_warnings (instance_id, reason) {
+        instance_id -> Int8,
+        reason -> Text,
+        action -> Text,
+        warned_at -> Timestamptz,
+        due_at -> Timestamptz,
+        kept_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::joinable!(reclaim_warnings -> instances (instance_id));
+diesel::allow_tables_to_appear_in_same_query!(reclaim_warnings, instances);

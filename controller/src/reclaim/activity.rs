@@ -83,6 +83,9 @@ pub async fn refresh(ctl: &Controller) -> ActionResult<HashSet<i64>> {
         .into_iter()
         .zip(answers)
         .filter_map(|((c, _), seen)| {
+            if seen.as_ref().is_some_and(|s| s.jupyter_unanswered) {
+                tracing::info!(instance = %c.name, "asking for its activity: JupyterLab did not answer its node");
+            }
             if seen.as_ref().is_none_or(|s| s.jupyter_unanswered) {
                 unanswered.insert(c.id);
             }

@@ -6,7 +6,8 @@
 //! instance and in the audit log. A pass runs in one transaction under a PostgreSQL advisory
 //! lock, so with two controllers only one acts at a time, and a decision is re-checked against
 //! `desired_state`, so nothing is stopped or deleted twice. Before a pass, the nodes are asked
-//! what the containers it would reclaim for idleness are doing ([`activity`]).
+//! what the containers it would reclaim for idleness are doing ([`activity`]). Idle stops, idle
+//! GPU detaches and longest-run stops are warned first and wait for their warning ([`warning`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,10 @@ use crate::jobs::{enqueue, Audit, Step, StepKind};
 pub mod activity;
 pub mod budget;
 pub mod leases;
+pub mod warning;
+
+use crate::db::models::reclaim_warning::{ReclaimWarning, IDLE, MAX_RUNTIME};
+use warning::Gate;
 
 /// Who the audit log names for the reclaimer's actions.
 const ACTOR: &str = "reclaim";
@@ -87,6 +92,9 @@ pub async fn pass_remembering(
             let minute = chrono::Duration::seconds(cfg.minute_s.max(1) as i64);
             let grace = chrono::Duration::seconds(cfg.delete_after_end_s as i64);
             let mut acted = 0;
+            // Warnings told in this pass, written to terminals once it commits.
+            let mut warned = Vec::new();
+            ReclaimWarning::clear_stale(conn)?;
 
             // Courses whose end has passed: mark them ended, stop, and after the grace delete.
             let ended = reclaim::ended_courses(conn, now)?;
@@ -122,8 +130,16 @@ pub async fn pass_remembering(
                         active = active.max(InstanceActivity::in_use_at(conn, i.id)?);
                     }
                     let Some(since) = since else { continue };
+                    // Each reclaim is warned `warn_minutes` ahead (half its window at most)
+                    // and waits for its warning.
+                    let ahead = |window: i32| minute * warning::ahead(policy.warn_minutes, window);
                     if let Some(max) = policy.max_runtime_minutes {
-                        if since + minute * max <= now {
+                        let at = since + minute * max;
+                        let warn = ahead(max);
+                        let gate = warning::gate(
+                            conn, &i, MAX_RUNTIME, "stop", at, warn, now, &code, &mut warned,
+                        )?;
+                        if gate == Gate::Act {
                             let reason = format!(
                                 "ran {} minutes, the course's max_runtime is {max} minutes",
                                 (now - since).num_seconds() / minute.num_seconds()
@@ -132,34 +148,52 @@ pub async fn pass_remembering(
                             acted += 1;
                             continue;
                         }
+                    } else {
+                        // A limit lifted takes its warning with it.
+                        ReclaimWarning::clear(conn, i.id, MAX_RUNTIME)?;
                     }
                     if let Some(idle) = policy.idle_gpu_minutes {
                         if spared.spares(i.id, minute * idle) {
                             continue;
                         }
                         let last_use = active.map_or(since, |a| a.max(since));
-                        if last_use + minute * idle <= now {
-                            let reason = format!(
-                                "no GPU or notebook use since {last_use} (the course's idle_gpu_minutes is {idle})"
-                            );
-                            if policy.idle_action == IdleAction::Detach {
-                                // Once per instance, and only when it holds GPUs to give back.
-                                let holds = reclaim::holds_gpus(conn, i.id)?;
-                                if detached.is_none() && holds {
+                        let at = last_use + minute * idle;
+                        let warn = ahead(idle);
+                        let reason = format!(
+                            "no GPU or notebook use since {last_use} (the course's idle_gpu_minutes is {idle})"
+                        );
+                        if policy.idle_action == IdleAction::Detach {
+                            // Once per instance, and only when it holds GPUs to give back.
+                            let holds = reclaim::holds_gpus(conn, i.id)?;
+                            if detached.is_none() && holds {
+                                let gate = warning::gate(
+                                    conn, &i, IDLE, "detach", at, warn, now, &code, &mut warned,
+                                )?;
+                                if gate == Gate::Act {
                                     detach(conn, &i, &code, &reason)?;
                                     acted += 1;
                                 }
                             } else {
+                                ReclaimWarning::clear(conn, i.id, IDLE)?;
+                            }
+                        } else {
+                            let gate = warning::gate(
+                                conn, &i, IDLE, "stop", at, warn, now, &code, &mut warned,
+                            )?;
+                            if gate == Gate::Act {
                                 stop(conn, &i, &code, &reason)?;
                                 acted += 1;
                             }
                         }
+                    } else {
+                        ReclaimWarning::clear(conn, i.id, IDLE)?;
                     }
                 }
             }
 
             // GPU budgets: told at 80 %, detached at 100 %.
-            let (detached, notices) = budget::pass(conn, now, ACTOR)?;
+            let (detached, mut notices) = budget::pass(conn, now, ACTOR)?;
+            notices.append(&mut warned);
             // GPU leases (on-demand courses): ended when due, granted in fair-share order.
             let leases = leases::queue::pass(conn, cfg.lease_hour_s.max(1))?;
             Ok((acted + detached + leases, notices))

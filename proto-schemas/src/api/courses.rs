@@ -122,6 +122,10 @@ pub struct CreateCourse {
     /// `week` (from Monday 00:00 UTC), `month` or `course` (the whole course); default `week`.
     #[serde(default)]
     pub budget_period: Option<String>,
+    /// Minutes between the warning a student gets and the idle stop, idle GPU detach or
+    /// longest-run stop it announces, 0 to 1440; default 10.
+    #[serde(default)]
+    pub warn_minutes: Option<u32>,
 }
 
 /// Hours of GPU time, decimals allowed (`0.5`). Always finite: the controller refuses others.
@@ -239,6 +243,9 @@ pub struct Course {
     pub gpu_hours_per_student: Option<GpuHours>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_period: Option<String>,
+    /// Minutes of warning before a reclaim (idle stop, idle GPU detach, longest run).
+    #[serde(default = "default_warn_minutes")]
+    pub warn_minutes: u32,
     /// `pinned` (a GPU is the container's from its creation) or `on-demand` (containers run
     /// without one; a student asks for a GPU lease: `POST /instances/{name}/gpu-lease`).
     #[serde(default = "default_gpu_mode")]
@@ -262,6 +269,10 @@ pub struct CourseGpuMode {
     /// On demand: the longest lease, more than 0 and at most 168 hours; default 2.
     #[serde(default)]
     pub gpu_lease_max_hours: Option<GpuHours>,
+}
+
+fn default_warn_minutes() -> u32 {
+    10
 }
 
 fn default_home_snapshots() -> String {
@@ -483,4 +494,12 @@ pub struct CopyCourse {
     /// Its title; the old course's when left out.
     #[serde(default)]
     pub title: Option<String>,
+}
+
+/// `PUT /api/v1/courses/{code}/reclaim-warning`: minutes between a student's warning and the
+/// reclaim it announces (0 to 1440; 0: no warning).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseReclaimWarning {
+    pub warn_minutes: u32,
 }

@@ -317,3 +317,23 @@ pub struct InstancePage {
     #[serde(default)]
     pub after: Option<String>,
 }
+
+/// A reclaim announced to a container's student and not yet done
+/// (`GET /api/v1/instances/{name}/reclaim-warnings`, `POST .../keep-working`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReclaimWarning {
+    /// `idle` (no use for the course's `idle_gpu_minutes`) or `max_runtime`.
+    pub reason: String,
+    /// `stop` (the container) or `detach` (its GPUs; the container keeps running).
+    pub action: String,
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
+    pub warned_at: DateTime<Utc>,
+    /// When the reclaim is done, unless the reason stops holding first.
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
+    pub due_at: DateTime<Utc>,
+    /// When Keep working postponed it (once per warning).
+    #[serde(default)]
+    #[serde(serialize_with = "crate::rfc3339::option")]
+    pub kept_at: Option<DateTime<Utc>>,
+}

@@ -10,7 +10,7 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 36] = [
+const TABLES: [&str; 37] = [
     "api_tokens",
     "audit_log",
     "course_archives",
@@ -43,6 +43,7 @@ const TABLES: [&str; 36] = [
     "operations",
     "orphans",
     "portal_sessions",
+    "reclaim_warnings",
     "sign_in_passwords",
     "ssh_keys",
     "student_budgets",

@@ -154,6 +154,7 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
     provisioned_course(&cluster, &prof, small("ds"), &["s00", "s01"]).await;
     let mut idle = small("idl");
     idle["idle_gpu_minutes"] = json!(1);
+    idle["warn_minutes"] = json!(0);
     provisioned_course(&cluster, &prof, idle, &["s02"]).await;
     provisioned_course(&cluster, &prof, small("end"), &["s03"]).await;
     let lxd = &cluster.nodes[0].lxd;

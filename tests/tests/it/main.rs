@@ -84,6 +84,7 @@ mod process_limit;
 mod pylxd;
 mod pylxd_suite;
 mod reclaim_use;
+mod reclaim_warning;
 mod renewal_race;
 mod semester;
 mod sign_in_burst;

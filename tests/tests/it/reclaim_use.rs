@@ -66,8 +66,8 @@ fn seen(db: &str, name: &str) -> Seen {
 fn stop_when_idle(db: &str, code: &str, minutes: i32) {
     let mut conn = PgConnection::establish(db).expect("database");
     let n = diesel::sql_query(
-        "INSERT INTO course_reclaim (course_id, idle_gpu_minutes, idle_action)
-         SELECT id, $2, 'stop' FROM courses WHERE code = $1",
+        "INSERT INTO course_reclaim (course_id, idle_gpu_minutes, idle_action, warn_minutes)
+         SELECT id, $2, 'stop', 0 FROM courses WHERE code = $1",
     )
     .bind::<Text, _>(code)
     .bind::<Integer, _>(minutes)
@@ -86,18 +86,25 @@ fn wait_stopped(node: &OneNode, name: &str, within: Duration) -> Seen {
             return s;
         }
         if Instant::now() > deadline {
-            let log = std::fs::read_to_string(node.controller.state.path().join("serve.log"))
-                .unwrap_or_default();
-            // What the reclaimer heard of it, short enough to survive a CI log's tail.
-            let lines: Vec<&str> = log
-                .lines()
-                .filter(|l| l.contains(name) || l.contains("reclaim") || l.contains("activity"))
-                .collect();
-            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-            panic!("{name} not stopped within {within:?}: {s:?}\n{tail}");
+            panic!(
+                "{name} not stopped within {within:?}: {s:?}\n{}",
+                heard_of(node, name)
+            );
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// What the controller's log says the reclaimer heard of `name`, short enough to survive a CI
+/// log's tail.
+fn heard_of(node: &OneNode, name: &str) -> String {
+    let log =
+        std::fs::read_to_string(node.controller.state.path().join("serve.log")).unwrap_or_default();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(name) || l.contains("reclaim") || l.contains("activity"))
+        .collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 fn assert_running(db: &str, name: &str, why: &str) -> Seen {
@@ -107,7 +114,7 @@ fn assert_running(db: &str, name: &str, why: &str) -> Seen {
     s
 }
 
-fn roster(node: &OneNode, code: &str, students: &[(&str, &SshKey)]) {
+pub(crate) fn roster(node: &OneNode, code: &str, students: &[(&str, &SshKey)]) {
     let dir = tempfile::tempdir().expect("dir");
     let file = dir.path().join("roster.csv");
     let mut csv = String::from("username,name,email,ssh_key\n");
@@ -122,7 +129,7 @@ fn roster(node: &OneNode, code: &str, students: &[(&str, &SshKey)]) {
 }
 
 /// `user`'s SSH endpoint in course `code`.
-fn endpoint(node: &OneNode, code: &str, user: &str) -> (String, u16) {
+pub(crate) fn endpoint(node: &OneNode, code: &str, user: &str) -> (String, u16) {
     let endpoints = node.cli.ok(&["course", "endpoints", code]);
     let row = endpoints
         .lines()
@@ -196,7 +203,7 @@ fn terminal_and_cpu_use_keep_a_container(daemon: TestDaemon) {
             "2GiB",
         ];
         if let Some(minutes) = extra {
-            args.extend(["--max-runtime-minutes", minutes]);
+            args.extend(["--max-runtime-minutes", minutes, "--warn-minutes", "0"]);
         }
         cli.ok(&args);
     }
@@ -422,7 +429,9 @@ print(json.dumps(kernels))
             // More than a pass after Ann's stop, Bob runs, his kernel's work recorded.
             tokio::time::sleep(Duration::from_secs(8)).await;
             let bob_seen = assert_running(&db, "ju1-bob", "a kernel executing");
-            let at = bob_seen.notebook_active_at.expect("bob's notebook use");
+            let at = bob_seen
+                .notebook_active_at
+                .unwrap_or_else(|| panic!("bob's notebook use: {}", heard_of(&node, "ju1-bob")));
             assert!(
                 chrono::Utc::now() - at < chrono::Duration::seconds(60),
                 "{bob_seen:?}"

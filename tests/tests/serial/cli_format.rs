@@ -116,9 +116,11 @@ fn gpu_use_column_and_stop_reason_from_the_reclaimer() {
     assert!(cli
         .ok(&["course", "show", "det1"])
         .contains("idle_action: detach"));
-    assert!(course("gpu1", &["--idle-gpu-minutes", "3"])
-        .status
-        .success());
+    assert!(
+        course("gpu1", &["--idle-gpu-minutes", "3", "--warn-minutes", "0"])
+            .status
+            .success()
+    );
     assert!(cli
         .ok(&["course", "show", "gpu1"])
         .contains("idle_action: stop"));

@@ -336,8 +336,13 @@ fn state_of(t: &TestController, name: &str) -> (String, Option<String>) {
 async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() {
     let _alone = crate::alone().await;
     // Two students share the L40S (gpu_share 2); the third waits for a slot.
-    let (t, node, _admin, prof, l40s) =
-        shared_l40s_course("id", 2, &["s1", "s2", "s3"], json!({"idle_gpu_minutes": 1})).await;
+    let (t, node, _admin, prof, l40s) = shared_l40s_course(
+        "id",
+        2,
+        &["s1", "s2", "s3"],
+        json!({"idle_gpu_minutes": 1, "warn_minutes": 0}),
+    )
+    .await;
     tokio::spawn(worker::run(t.ctl.clone()));
     let (held, queued) = gpu_holders(&t);
     assert_eq!(queued, BTreeSet::from(["id-s3".to_string()]), "{held:?}");

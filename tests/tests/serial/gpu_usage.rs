@@ -104,7 +104,8 @@ async fn gpu_time_is_accounted_on_lxd_and_incus_and_a_context_at_zero_percent_is
         .request(Method::POST, "/courses", &prof)
         .json(
             &json!({"code": "gpu1", "title": "GPUs", "image": "cohort/base", "cpu": 1,
-                      "memory_mib": 256, "disk_gib": 2, "idle_gpu_minutes": 4}),
+                      "memory_mib": 256, "disk_gib": 2, "idle_gpu_minutes": 4,
+                      "warn_minutes": 0}),
         )
         .send()
         .await

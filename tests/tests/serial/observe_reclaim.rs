@@ -178,7 +178,7 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
         &cluster,
         &prof,
         json!({"code": "gpu1", "title": "GPUs", "image": "cohort/base", "memory_mib": 256,
-               "disk_gib": 2, "idle_gpu_minutes": 3}),
+               "disk_gib": 2, "idle_gpu_minutes": 3, "warn_minutes": 0}),
     )
     .await;
     let bad = cluster

@@ -28,6 +28,7 @@ pub mod operation;
 pub mod operation_item;
 pub mod orphan;
 pub mod portal_session;
+pub mod reclaim_warning;
 pub mod sign_in_password;
 pub mod ssh_key;
 pub mod user;

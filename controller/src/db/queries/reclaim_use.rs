@@ -19,8 +19,9 @@ pub struct Candidate {
 }
 
 /// The running, placed containers whose course's `idle_gpu_minutes` (of `minute_s` seconds
-/// each) have passed since their last known use (or their start), GPUs not already detached
-/// where the course detaches.
+/// each), less the warning ahead of them, have passed since their last known use (or their
+/// start), GPUs not already detached where the course detaches: those the pass would warn or
+/// reclaim, asked first so a warning goes only to a container its node finds unused.
 pub fn idle_candidates(conn: &mut PgConnection, minute_s: i64) -> QueryResult<Vec<Candidate>> {
     diesel::sql_query(
         "SELECT i.id, i.name, i.node_id
@@ -36,7 +37,9 @@ pub fn idle_candidates(conn: &mut PgConnection, minute_s: i64) -> QueryResult<Ve
                      THEN GREATEST(u.running_since, u.gpu_active_at, u.notebook_active_at,
                                    a.tty_input_at, a.cpu_busy_at)
                      ELSE GREATEST(u.running_since, u.gpu_active_at, u.notebook_active_at)
-                END + make_interval(secs => r.idle_gpu_minutes::float8 * $1) <= now()
+                END + make_interval(secs => (r.idle_gpu_minutes
+                        - LEAST(GREATEST(r.warn_minutes, 0), r.idle_gpu_minutes / 2))::float8 * $1)
+                    <= now()
           ORDER BY i.id",
     )
     .bind::<BigInt, _>(minute_s)

@@ -275,3 +275,13 @@ pub async fn set_home_snapshots(
     let change = crate::courses::home_snapshots::set(&ctl, caller, code.into_inner(), req.0);
     Ok(HttpResponse::Ok().json(change.await?))
 }
+
+pub async fn set_reclaim_warning(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<cohort_proto::api::courses::CourseReclaimWarning>,
+) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(course::set_reclaim_warning(&ctl, caller, code.into_inner(), req.0).await?))
+}

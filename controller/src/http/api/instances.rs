@@ -196,3 +196,13 @@ pub async fn restore_home(
     let op = crate::instances::home::restore(&ctl, caller, name.into_inner(), req.0).await?;
     Ok(HttpResponse::Accepted().json(op))
 }
+
+pub async fn reclaim_warnings(ctl: Ctl, bearer: Bearer, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(crate::reclaim::warning::pending(&ctl, bearer, name.into_inner()).await?))
+}
+
+pub async fn keep_working(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(crate::reclaim::warning::keep_working(&ctl, caller, name.into_inner()).await?))
+}

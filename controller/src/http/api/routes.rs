@@ -226,6 +226,12 @@ pub fn routes() -> Vec<Route> {
         GET "/instances/{name}/config" => instances::live_config, auth,
             "Config and devices as the node's LXD holds them",
             () -> 200 (p::instances::LiveConfig);
+        GET "/instances/{name}/reclaim-warnings" => instances::reclaim_warnings, auth,
+            "The reclaims announced to the container's student and not yet done (idle stop or GPU detach, longest run), with when each is due",
+            () -> 200 (Vec<p::instances::ReclaimWarning>);
+        POST "/instances/{name}/keep-working" => instances::keep_working, auth,
+            "Postpone the reclaims announced to the caller's container by one more idle window (the warning's minutes for the longest run), once per warning; 409 when none is pending or it was already postponed",
+            () -> 200 (Vec<p::instances::ReclaimWarning>);
         PUT "/instances/{name}/state" => instances::change_state, auth,
             "Start, stop or restart",
             (p::instances::InstanceStateChange) -> 202 (p::operations::Operation);
@@ -292,6 +298,9 @@ pub fn routes() -> Vec<Route> {
         POST "/courses/{code}/grants" => courses::grant_hours, auth,
             "Grant one student extra GPU hours for the current budget period, audited (its instructor, staff, admin)",
             (p::courses::GrantHours) -> 200 (p::courses::StudentBudget);
+        PUT "/courses/{code}/reclaim-warning" => courses::set_reclaim_warning, auth,
+            "Set the minutes (0 to 1440, default 10) between a student's warning and the idle stop, idle GPU detach or longest-run stop it announces (its instructor, staff, admin)",
+            (p::courses::CourseReclaimWarning) -> 200 (p::courses::Course);
         PUT "/courses/{code}/network" => courses::set_network, auth,
             "Set a course's network policy (egress, ssh_from); applied to its running containers at once",
             (p::courses::NetworkPolicy) -> 200 (p::courses::Course);

@@ -77,12 +77,27 @@ pub async fn render_home(
     let archives = crate::courses::archive::mine(ctl, s.caller.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
+    let mut warned = Vec::new();
+    for i in mine {
+        let w = crate::reclaim::warning::pending(ctl, s.bearer.clone(), i.name.clone())
+            .await
+            .map_err(|e| PortalError::Action(lang, e))?;
+        if !w.is_empty() {
+            warned.push((i.name.clone(), w));
+        }
+    }
     Ok(layout::page(
         status,
         lang,
         Some(s),
         lang.t(Msg::MyContainers),
         html! {
+            @for (name, w) in &warned {
+                div.reclaim-warnings data-name=(name) {
+                    h2 { a href={ "/containers/" (name) } { (name) } }
+                    (reclaim_banner(s, name, w))
+                }
+            }
             @if mine.is_empty() {
                 p #no-containers { (lang.t(Msg::NoContainers)) }
             } @else {
@@ -154,6 +169,9 @@ pub async fn show(
         .iter()
         .find(|b| i.course.as_deref() == Some(b.course.as_str()));
     let gpu_lease = super::gpu_lease::read(&ctl, &s, &i.name).await;
+    let warnings = crate::reclaim::warning::pending(&ctl, s.bearer.clone(), i.name.clone())
+        .await
+        .map_err(|e| PortalError::Action(lang, e))?;
     let home_snapshots = match i.course {
         Some(_) => Some(super::home_snapshots::read(&ctl, &s, &i.name).await),
         None => None,
@@ -165,14 +183,25 @@ pub async fn show(
             @if let Some(b) = budget {
                 (budget_banner(lang, b))
             }
+            (reclaim_banner(&s, &i.name, &warnings))
             dl.facts {
                 dt { (lang.t(Msg::Status)) } dd #status { (state_name(lang, &i)) }
                 dt { (lang.t(Msg::Node)) } dd #node { (i.node.as_deref().unwrap_or("—")) }
                 @if let Some(reason) = &i.stop_reason {
-                    dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason { (reason) }
+                    dt { (lang.t(Msg::StoppedBecause)) } dd #stop-reason {
+                        (reason)
+                        @if let Some(at) = &i.stopped_at {
+                            " (" time #stop-at datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } ")"
+                        }
+                    }
                 }
                 @if let Some(reason) = &i.gpu_detach_reason {
-                    dt { (lang.t(Msg::GpusDetachedBecause)) } dd #gpu-detach-reason { (reason) }
+                    dt { (lang.t(Msg::GpusDetachedBecause)) } dd #gpu-detach-reason {
+                        (reason)
+                        @if let Some(at) = &i.gpus_detached_at {
+                            " (" time #gpu-detach-at datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } ")"
+                        }
+                    }
                 }
             }
             @if jupyter && running {
@@ -249,6 +278,56 @@ pub async fn change_state(
         timeout_s: None,
     };
     manage::change_state(&ctl, s.caller, name.clone(), req)
+        .await
+        .map_err(|e| PortalError::Action(s.lang, e))?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/containers/{name}")))
+        .finish())
+}
+
+/// A reclaim announced and not yet done: what and when, with **Keep working** while the
+/// warning has not been kept (once per warning).
+fn reclaim_banner(
+    s: &SignedIn,
+    name: &str,
+    warnings: &[cohort_proto::api::instances::ReclaimWarning],
+) -> Markup {
+    let lang = s.lang;
+    html! {
+        @for w in warnings {
+            div.banner.reclaim-warning data-reason=(w.reason) role="alert" {
+                p {
+                    (lang.t(match (w.reason.as_str(), w.action.as_str()) {
+                        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
+                        (_, "detach") => Msg::ReclaimIdleDetach,
+                        _ => Msg::ReclaimIdleStop,
+                    }))
+                    " " time.due datetime=(w.due_at.to_rfc3339()) { (w.due_at.format("%Y-%m-%d %H:%M:%S UTC")) }
+                }
+                @if w.kept_at.is_some() {
+                    p.kept { (lang.t(Msg::KeptWorking)) }
+                } @else {
+                    form method="post" action={ "/containers/" (name) "/keep-working" } {
+                        input type="hidden" name="csrf" value=(s.csrf);
+                        button.keep-working type="submit" { (lang.t(Msg::KeepWorking)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct KeepWorkingForm {}
+
+/// Keep working, then back to the container's page (a refusal is the page saying why).
+pub async fn keep_working(
+    ctl: web::Data<Controller>,
+    name: web::Path<String>,
+    CsrfForm(s, _form): CsrfForm<KeepWorkingForm>,
+) -> Result<HttpResponse, PortalError> {
+    let name = name.into_inner();
+    crate::reclaim::warning::keep_working(&ctl, s.caller, name.clone())
         .await
         .map_err(|e| PortalError::Action(s.lang, e))?;
     Ok(HttpResponse::SeeOther()

@@ -106,6 +106,7 @@ pub fn section(
             dt { (lang.t(Msg::GpusPerStudent)) } dd #limit-gpus { (course.gpus) }
             dt { (lang.t(Msg::IdleStop)) } dd #limit-idle { (minutes(course.idle_gpu_minutes)) " (" (course.idle_action) ")" }
             dt { (lang.t(Msg::LongestRun)) } dd #limit-runtime { (minutes(course.max_runtime_minutes)) }
+            dt { (lang.t(Msg::WarnBefore)) } dd #limit-warn { (minutes(Some(course.warn_minutes))) }
         }
         form.stacked #limits-form method="post" action={ "/courses/" (course.code) "/limits" } {
             input type="hidden" name="csrf" value=(s.csrf);

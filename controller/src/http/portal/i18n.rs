@@ -306,6 +306,12 @@ pub enum Msg {
     LeaseHours,
     PlaceInQueue,
     GpuLeasedUntil,
+    WarnBefore,
+    ReclaimIdleStop,
+    ReclaimIdleDetach,
+    ReclaimMaxRuntime,
+    KeepWorking,
+    KeptWorking,
 }
 
 impl Msg {
@@ -666,6 +672,28 @@ impl Msg {
             Msg::LeaseHours => ("Hours", "小時", "小时"),
             Msg::PlaceInQueue => ("Place in the queue", "佇列中的位置", "队列中的位置"),
             Msg::GpuLeasedUntil => ("GPU leased until", "GPU 租用至", "GPU 租用至"),
+            Msg::WarnBefore => ("Warning before a reclaim", "回收前的警告", "回收前的警告"),
+            Msg::ReclaimIdleStop => (
+                "This container has not been used for a while and will be stopped at",
+                "此容器已閒置一段時間，將於此時停止：",
+                "此容器已闲置一段时间，将于此时停止：",
+            ),
+            Msg::ReclaimIdleDetach => (
+                "This container's GPU has not been used for a while and will be detached at",
+                "此容器的 GPU 已閒置一段時間，將於此時卸離：",
+                "此容器的 GPU 已闲置一段时间，将于此时卸离：",
+            ),
+            Msg::ReclaimMaxRuntime => (
+                "This container reaches its course's longest run and will be stopped at",
+                "此容器已達課程的最長執行時間，將於此時停止：",
+                "此容器已达课程的最长运行时间，将于此时停止：",
+            ),
+            Msg::KeepWorking => ("Keep working", "繼續使用", "继续使用"),
+            Msg::KeptWorking => (
+                "Keep working was used for this warning; using the container keeps it",
+                "此警告已使用過「繼續使用」；實際使用容器即可保留",
+                "此警告已使用过“继续使用”；实际使用容器即可保留",
+            ),
         }
     }
 }

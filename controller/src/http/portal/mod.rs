@@ -48,6 +48,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             post().to(containers::change_state),
         )
         .route(
+            "/containers/{name}/keep-working",
+            post().to(containers::keep_working),
+        )
+        .route(
             "/containers/{name}/home/restore",
             post().to(home_snapshots::restore),
         )

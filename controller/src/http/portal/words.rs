@@ -241,6 +241,9 @@ fn audit_action_texts(name: &str) -> Option<Texts> {
         "attach_gpus" => ("attach GPUs", "掛載 GPU", "挂载 GPU"),
         "grant_gpu_hours" => ("grant GPU hours", "核發 GPU 時數", "授予 GPU 时数"),
         "budget_warning" => ("GPU budget warning", "GPU 預算警告", "GPU 预算警告"),
+        "reclaim_warning" => ("reclaim warning", "回收警告", "回收警告"),
+        "keep_working" => ("keep working", "繼續使用", "继续使用"),
+        "set_reclaim_warning" => ("set reclaim warning", "設定回收警告", "设置回收警告"),
         _ => return None,
     })
 }
