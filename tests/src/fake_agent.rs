@@ -4,10 +4,22 @@
 //! real client must answer every call, checked when it compiles.
 
 /// The `NodeAgent` methods about moves, live limits, exec (sessions and one-shot), files,
-/// snapshots, JupyterLab, activity and certificate renewal, each answering the module's `unused()`.
+/// snapshots, JupyterLab and certificate renewal, each answering the module's `unused()`; and
+/// [`idle_activity`]'s answer to the activity question, as a node whose containers do nothing.
 #[macro_export]
 macro_rules! unused_agent_calls {
     () => {
+        $crate::unused_agent_calls!(no_activity);
+        fn activity(
+            &self,
+            name: String,
+            _: u32,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::activity::InstanceActivity>
+        {
+            $crate::fake_agent::idle_activity(name)
+        }
+    };
+    (no_activity) => {
         fn restore_home(
             &self,
             _: String,
@@ -94,16 +106,6 @@ macro_rules! unused_agent_calls {
             cohort_controller::agent_client::AgentSocket,
         > {
             unused()
-        }
-        fn activity(
-            &self,
-            _: String,
-            _: u32,
-        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::activity::InstanceActivity>
-        {
-            // A node that answers: nothing in use (no terminal input, no busy process, no
-            // JupyterLab); the reclaimer spares a container whose node does not answer.
-            Box::pin(async { Ok(cohort_proto::activity::InstanceActivity::default()) })
         }
         fn jupyter_tunnel(
             &self,
@@ -210,4 +212,12 @@ macro_rules! unused_agent_calls {
             unused()
         }
     };
+}
+
+/// A node's answer to the activity question about a container that does nothing: no terminal
+/// input, no busy process, no JupyterLab.
+pub fn idle_activity(
+    _name: String,
+) -> cohort_controller::agent_client::AgentFuture<cohort_proto::activity::InstanceActivity> {
+    Box::pin(async { Ok(cohort_proto::activity::InstanceActivity::default()) })
 }

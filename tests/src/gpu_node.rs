@@ -27,6 +27,9 @@ pub struct Calls {
     pub events: Vec<String>,
     /// Instance name -> LXD status (`Running`, `Stopped`).
     pub instances: BTreeMap<String, String>,
+    /// What the node answers when asked about a container's activity, by name: `None` is no
+    /// answer (an error, as past the controller's wait); a container not named does nothing.
+    pub activity: BTreeMap<String, Option<cohort_proto::activity::InstanceActivity>>,
 }
 
 /// Every node the controller connects to is this one (a test has one GPU node).
@@ -97,7 +100,22 @@ fn unused<T: Send + 'static>() -> AgentFuture<T> {
 }
 
 impl NodeAgent for GpuNode {
-    crate::unused_agent_calls!();
+    crate::unused_agent_calls!(no_activity);
+    fn activity(
+        &self,
+        name: String,
+        _: u32,
+    ) -> AgentFuture<cohort_proto::activity::InstanceActivity> {
+        match self.calls().activity.get(&name).cloned() {
+            None => crate::fake_agent::idle_activity(name),
+            Some(Some(seen)) => Box::pin(async move { Ok(seen) }),
+            Some(None) => Box::pin(async move {
+                Err(AgentError::Decode(format!(
+                    "{name}: no answer (the test's node)"
+                )))
+            }),
+        }
+    }
     fn inventory(&self) -> AgentFuture<Inventory> {
         let gpus = self.gpus.clone();
         Box::pin(async move {

@@ -456,3 +456,77 @@ async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() 
     let (held, _) = gpu_holders(&t);
     assert_eq!(held.len(), 2, "s1 and s2 share the L40S: {held:?}");
 }
+
+/// Issue 43: use unknown is not idleness, for a while. Of three idle containers, the one its node
+/// answers about (nothing in use) is stopped at once; the one its node gives no answer about, and
+/// the one whose JupyterLab took the connection but said nothing, are spared; once they have gone
+/// unanswered for a whole idle window, the reclaimer decides on what it last heard and stops them.
+#[actix_web::test]
+async fn a_container_whose_use_goes_unanswered_is_spared_one_idle_window() {
+    let _alone = crate::alone().await;
+    let (t, node, _admin, _prof, _l40s) = shared_l40s_course(
+        "un",
+        3,
+        &["s1", "s2", "s3"],
+        json!({"idle_gpu_minutes": 2, "warn_minutes": 0, "idle_action": "stop"}),
+    )
+    .await;
+    tokio::spawn(worker::run(t.ctl.clone()));
+    until("all three running", || {
+        ["un-s1", "un-s2", "un-s3"]
+            .iter()
+            .all(|n| state_of(&t, n).0 == "running")
+            .then_some(())
+    })
+    .await;
+    {
+        let mut calls = node.calls();
+        calls.activity.insert("un-s1".into(), None);
+        let jupyter_silent = cohort_proto::activity::InstanceActivity {
+            jupyter_unanswered: true,
+            ..Default::default()
+        };
+        calls.activity.insert("un-s2".into(), Some(jupyter_silent));
+    }
+    // Idle for longer than the window (two reclaim minutes of one second) before the first pass.
+    poller::poll_all(&t.ctl).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let reclaimer = t.another_configured("reclaimer", |c| c.reclaim.minute_s = 1);
+    let mut memory = cohort_controller::reclaim::activity::Unanswered::default();
+    assert_eq!(
+        cohort_controller::reclaim::pass_remembering(&reclaimer, &mut memory)
+            .await
+            .unwrap(),
+        1,
+        "only the answered one"
+    );
+    let wanted = |name: &str| -> String {
+        use cohort_controller::db::schema::instances as inst;
+        use diesel::prelude::*;
+        inst::table
+            .filter(inst::name.eq(name))
+            .select(inst::desired_state)
+            .first(&mut t.conn())
+            .unwrap()
+    };
+    assert_eq!(wanted("un-s1"), "running", "no answer: spared");
+    assert_eq!(wanted("un-s2"), "running", "JupyterLab silent: spared");
+    // Within the window, still spared.
+    assert_eq!(
+        cohort_controller::reclaim::pass_remembering(&reclaimer, &mut memory)
+            .await
+            .unwrap(),
+        0
+    );
+    // Unanswered for a whole window: decided on what was last heard (nothing in use).
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(
+        cohort_controller::reclaim::pass_remembering(&reclaimer, &mut memory)
+            .await
+            .unwrap(),
+        2,
+        "both, after their window"
+    );
+    assert_eq!(wanted("un-s1"), "stopped");
+    assert_eq!(wanted("un-s2"), "stopped");
+}
