@@ -1,5 +1,6 @@
 //! `course copy OLD NEW`: next term's course in one step. It takes the old course's image,
-//! per-student limits, home size, GPU settings, network policy, reclaim policy, notebook
+//! per-student limits, home size, GPU settings (GPU mode and GPU-hour budget included),
+//! network policy, reclaim policy (its warning too), home snapshots, datasets, notebook
 //! setting, quota (an admin's limit is not escaped by copying) and staff, under the same
 //! instructor; not its students, containers, dates or state. Only the old course's instructor
 //! or an admin; one transaction, so a refused copy leaves nothing behind.
@@ -15,10 +16,12 @@ use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::{Course, NewCourse};
+use crate::db::models::course_budget::CourseBudget;
 use crate::db::models::course_dataset::{CourseDataset, NewCourseDataset};
 use crate::db::models::course_network::CourseNetwork;
 use crate::db::models::course_reclaim::CourseReclaim;
 use crate::db::models::course_staff;
+use crate::db::models::gpu_lease::CourseGpuMode;
 use crate::error::{ActionError, ActionResult};
 
 /// `POST /courses/{code}/copy`.
@@ -71,6 +74,27 @@ pub async fn copy(
                         course_id: to.id,
                         ..reclaim
                     },
+                )?;
+            }
+            // GPU time: pinned or on demand, and the hours each student may use per period;
+            // not the hours granted to last term's students.
+            if let Some(mode) = CourseGpuMode::of(conn, from.id)? {
+                CourseGpuMode::set(
+                    conn,
+                    &CourseGpuMode {
+                        course_id: to.id,
+                        ..mode
+                    },
+                )?;
+            }
+            if let Some(budget) = CourseBudget::of(conn, from.id)? {
+                CourseBudget::set(
+                    conn,
+                    to.id,
+                    Some(&CourseBudget {
+                        course_id: to.id,
+                        ..budget
+                    }),
                 )?;
             }
             let network = CourseNetwork::of(conn, from.id)?;

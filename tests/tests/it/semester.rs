@@ -257,6 +257,20 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         200,
     )
     .await;
+    // GPU time: on demand, a budget, a warning before reclaim; all carried to next term.
+    for (path, body) in [
+        (
+            "/courses/cp1/gpu-mode",
+            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3}),
+        ),
+        (
+            "/courses/cp1/budget",
+            json!({"gpu_hours_per_student": 12.5, "budget_period": "week"}),
+        ),
+        ("/courses/cp1/reclaim-warning", json!({"warn_minutes": 15})),
+    ] {
+        call(&cluster, Method::PUT, path, &prof, Some(body), 200).await;
+    }
     cluster
         .admin(
             Method::PUT,
@@ -341,6 +355,15 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         c
     };
     assert_eq!(kept(&made), kept(&old), "copied {made}\nfrom {old}");
+    assert_eq!(
+        (
+            &made["gpu_mode"],
+            &made["gpu_hours_per_student"],
+            &made["warn_minutes"]
+        ),
+        (&json!("on-demand"), &json!(12.5), &json!(15)),
+        "{made}"
+    );
     assert_eq!(old["students"], 2, "{old}");
     let class = call(
         &cluster,
