@@ -19,6 +19,17 @@ pub enum GpuCommand {
     Detach(GpuTarget),
     /// The open GPU leases and the queue, with each request's place and why
     Queue(GpuQueue),
+    /// Your GPU budgets this period: each course's hours, granted, used
+    Budget(GpuBudget),
+}
+
+#[derive(Debug, Args)]
+pub struct GpuBudget {
+    /// [<remote>:]
+    pub remote: Option<String>,
+    /// Format (table|csv|json, also yaml|compact)
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub format: TableFormat,
 }
 
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 //! the numbers (a 400 naming the field); here they are only read as numbers.
 
 use anyhow::{bail, Context};
-use cohort_proto::api::courses::{Course as CourseInfo, CourseGpuMode, GpuHours};
+use cohort_proto::api::courses::{Course as CourseInfo, CourseGpuMode, GpuHours, StudentBudget};
 use cohort_proto::api::gpu_leases::{GpuLease, GpuLeaseRequest, LeaseState};
 
 use super::Session;
@@ -75,6 +75,26 @@ pub async fn run(session: &Session, args: Gpu) -> anyhow::Result<()> {
             );
             let lease: GpuLease = client.json(request).await?;
             println!("{}", said(&lease));
+        }
+        GpuCommand::Budget(b) => {
+            let client = session.remote_only(b.remote.as_deref())?;
+            let budgets: Vec<StudentBudget> = client.get("/me/gpu-budgets").await?;
+            let mut rows = Rows::new([
+                "COURSE", "PERIOD", "SINCE", "HOURS", "GRANTED", "USED", "LEFT",
+            ]);
+            for b in &budgets {
+                let left = (b.budget_hours.0 + b.granted_hours.0 - b.used_hours.0).max(0.0);
+                rows.push([
+                    b.course.clone(),
+                    b.period.clone(),
+                    b.period_start.to_rfc3339(),
+                    hours(b.budget_hours.0),
+                    hours(b.granted_hours.0),
+                    hours(b.used_hours.0),
+                    hours(left),
+                ]);
+            }
+            render::print(b.format, &rows, &budgets)?;
         }
         GpuCommand::Queue(q) => {
             let client = session.remote_only(q.remote.as_deref())?;

@@ -363,6 +363,51 @@ async fn a_gpu_budget_warns_at_80_percent_detaches_at_100_and_a_grant_lifts_it()
     let info = cli.ok(&["info", "lab:bud1-alice"]);
     assert!(info.contains("GPUs Detached: GPU budget used up"), "{info}");
 
+    // Alice reads her own budget (API and `cohort gpu budget`); her instructor, enrolled in
+    // nothing, has none.
+    let alice = cluster.token_for("alice").await;
+    let (status, mine) = call(
+        &cluster,
+        Method::GET,
+        "/me/gpu-budgets",
+        &alice,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{mine}");
+    let mine = mine.as_array().expect("a list").clone();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(
+        (
+            &mine[0]["course"],
+            &mine[0]["username"],
+            &mine[0]["budget_hours"]
+        ),
+        (&json!("bud1"), &json!("alice"), &json!(0.01)),
+        "{mine:?}"
+    );
+    assert!(
+        mine[0]["used_hours"].as_f64().expect("used") >= 0.01,
+        "{mine:?}"
+    );
+    let (_, none) = call(&cluster, Method::GET, "/me/gpu-budgets", &prof, Value::Null).await;
+    assert_eq!(none, json!([]));
+    cli.ok(&[
+        "remote",
+        "add",
+        "alice",
+        &cluster.controller.url(),
+        "--token",
+        &alice,
+        "--accept-certificate",
+    ]);
+    let table = cli.ok(&["gpu", "budget", "alice:"]);
+    let row = table
+        .lines()
+        .find(|l| l.contains("bud1"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("week") && row.contains("0.01"), "{table}");
+
     // Alice's page in the portal: the banner and the reason.
     let base = cluster.controller.url();
     set_portal_password(

@@ -97,6 +97,9 @@ pub fn routes() -> Vec<Route> {
         GET "/me" => users::me, auth,
             "The caller, their instances and SSH keys",
             () -> 200 (p::users::Me);
+        GET "/me/gpu-budgets" => users::my_gpu_budgets, auth,
+            "The caller's GPU budgets in the current period, one per budgeted course they are enrolled in: hours of the course, granted, used",
+            () -> 200 (Vec<p::courses::StudentBudget>);
         POST "/me/ssh-keys" => users::add_ssh_key, auth,
             "Add an SSH key",
             (p::users::AddSshKey) -> 201 (p::users::SshKey);

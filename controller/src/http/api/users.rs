@@ -20,6 +20,11 @@ pub async fn me(ctl: Ctl, bearer: Bearer) -> Result<HttpResponse, ActionError> {
     Ok(HttpResponse::Ok().json(users::me(&ctl, bearer).await?))
 }
 
+/// The caller's GPU budgets this period, one per budgeted course they are enrolled in.
+pub async fn my_gpu_budgets(ctl: Ctl, bearer: Bearer) -> Result<HttpResponse, ActionError> {
+    Ok(HttpResponse::Ok().json(crate::courses::budget::mine(&ctl, bearer).await?))
+}
+
 pub async fn add_ssh_key(
     ctl: Ctl,
     caller: Caller,
