@@ -8,6 +8,13 @@
 #[macro_export]
 macro_rules! unused_agent_calls {
     () => {
+        fn restore_home_path(
+            &self,
+            _: String,
+            _: cohort_proto::agent::RestoreHomePath,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
         fn restore_home(
             &self,
             _: String,

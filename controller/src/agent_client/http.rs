@@ -484,6 +484,14 @@ impl NodeAgent for HttpAgent {
         let request = self.instance(Method::POST, &name, "/home/restore");
         Box::pin(empty(self.daemon(request).json(&restore)))
     }
+    fn restore_home_path(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHomePath,
+    ) -> AgentFuture<()> {
+        let request = self.instance(Method::POST, &name, "/home/restore-path");
+        Box::pin(empty(self.daemon(request).json(&restore)))
+    }
     fn home_snapshots(
         &self,
         volume: String,

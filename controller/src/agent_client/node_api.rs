@@ -119,6 +119,13 @@ pub trait NodeAgent: Send + Sync {
         name: String,
         restore: cohort_proto::agent::RestoreHome,
     ) -> AgentFuture<()>;
+    /// Copies one path of a home snapshot into the running instance's `~/restored/` (with
+    /// `check`, only says whether it can: a 4xx naming `snapshot` or `path` when not).
+    fn restore_home_path(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHomePath,
+    ) -> AgentFuture<()>;
     /// Sets a `home-*` volume's snapshot schedule and expiry (404 when the volume is absent).
     fn set_home_snapshots(
         &self,

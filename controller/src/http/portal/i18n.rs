@@ -306,6 +306,9 @@ pub enum Msg {
     LeaseHours,
     PlaceInQueue,
     GpuLeasedUntil,
+    RestorePath,
+    RestorePathHint,
+    RestorePathNote,
 }
 
 impl Msg {
@@ -666,6 +669,17 @@ impl Msg {
             Msg::LeaseHours => ("Hours", "小時", "小时"),
             Msg::PlaceInQueue => ("Place in the queue", "佇列中的位置", "队列中的位置"),
             Msg::GpuLeasedUntil => ("GPU leased until", "GPU 租用至", "GPU 租用至"),
+            Msg::RestorePath => ("Restore this path", "還原此路徑", "还原此路径"),
+            Msg::RestorePathHint => (
+                "a path in the home, like notes/week3.md",
+                "家目錄中的路徑，例如 notes/week3.md",
+                "主目录中的路径，例如 notes/week3.md",
+            ),
+            Msg::RestorePathNote => (
+                "Or copy one file or folder out of a snapshot into ~/restored/<snapshot>/, leaving the rest of the home as it is; the container keeps running.",
+                "或從快照中將單一檔案或資料夾複製到 ~/restored/<快照>/，家目錄其餘部分不變；容器持續執行。",
+                "或从快照中将单个文件或文件夹复制到 ~/restored/<快照>/，主目录其余部分不变；容器保持运行。",
+            ),
         }
     }
 }
