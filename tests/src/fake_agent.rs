@@ -15,6 +15,13 @@ macro_rules! unused_agent_calls {
         ) -> cohort_controller::agent_client::AgentFuture<()> {
             unused()
         }
+        fn check_home_path(
+            &self,
+            _: String,
+            _: cohort_proto::agent::RestoreHomePath,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
         fn restore_home(
             &self,
             _: String,

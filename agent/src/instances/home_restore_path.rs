@@ -27,8 +27,9 @@ use super::{InstanceError, Instances};
 use crate::lxd::daemon::FileHeader;
 use crate::lxd::LxdBody;
 
-/// The longest the push and the unpacking may each take (a large directory).
-const COPY_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The longest the push and the unpacking may each take (a large directory); both together
+/// stay under the controller's wait for a streaming call (`COHORT_NODE_TRANSFER_TIMEOUT_S`).
+const COPY_TIMEOUT: Duration = Duration::from_secs(1500);
 /// Chunks of the tarball in flight between the reading thread and the daemon.
 const CHANNEL_CHUNKS: usize = 8;
 

@@ -122,7 +122,7 @@ async fn restore_path(
         check: true,
     };
     agent
-        .restore_home_path(name.clone(), check)
+        .check_home_path(name.clone(), check)
         .await
         .map_err(ActionError::on_node(node.name))?;
     ctl.db(move |conn| {
