@@ -8,10 +8,11 @@
 //! No copy of the volume is made and the container is not stopped (the whole restore must stop
 //! it). A pool whose driver keeps snapshots elsewhere (zfs, lvm) is answered 409.
 //!
-//! Writing: everything in the container is done by the home's owner, never by root: the path is
-//! sent as a tarball (links as links, modes kept, never followed) pushed into the home under an
-//! unguessable name, then a shell run as the owner unpacks it into a staging directory of the
-//! home and moves it into place. So the copy is the owner's, with their ids, and a link the
+//! Writing: everything in the home is done by the home's owner, never by root: the path is
+//! sent as a tarball (links as links, modes kept, never followed), pushed into a directory of
+//! root's outside the home ([`TARBALL_DIR`]: in the home the student could swap the file for a
+//! link while the daemon writes and chowns it by name), then a shell run as the home's owner
+//! unpacks it into a staging directory of the home and moves it into place. So the copy is the owner's, with their ids, and a link the
 //! student made in their own home can lead the copy nowhere they could not write themselves.
 //! Nothing appears in `~/restored` until the copy is whole.
 
@@ -33,12 +34,15 @@ const COPY_TIMEOUT: Duration = Duration::from_secs(1500);
 /// Chunks of the tarball in flight between the reading thread and the daemon.
 const CHANNEL_CHUNKS: usize = 8;
 
+/// Where the tarball waits in the container: root's (under `/var/lib`), so only root and the
+/// daemon can name what is there; the tarball itself is the owner's, 0600, for them to read.
+const TARBALL_DIR: &str = "/var/lib/cohort-restore";
+
 /// Run as the home's owner: `$1` the home, `$2` the pushed tarball, `$3` the snapshot, `$4` the
-/// path. The tarball is opened and removed first, so it never outlives the copy.
+/// path. The agent removes the tarball after, whatever happened.
 const UNPACK: &str = r#"set -eu
 home=$1 tarball=$2 snap=$3 rel=$4
 exec 0<"$tarball"
-rm -f "$tarball"
 stage=$(mktemp -d "$home/.cohort-restore-XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 tar -x -p -f - -C "$stage"
@@ -197,9 +201,11 @@ impl Instances {
             return Ok(());
         }
         let (uid, gid) = self.path_owner(name, &home).await?;
-        let tarball = format!("{home}/.cohort-restore-{}.tar", uuid::Uuid::new_v4());
-        self.push_tarball(name, &tarball, &src, &rel, uid, gid)
-            .await?;
+        self.push_directory(name, TARBALL_DIR).await?;
+        let tarball = format!("{TARBALL_DIR}/{}.tar", uuid::Uuid::new_v4());
+        let pushed = self
+            .push_tarball(name, &tarball, &src, &rel, uid, gid)
+            .await;
         let body = crate::lxd::instance_exec::InstanceExecPost {
             user: Some(uid),
             group: Some(gid),
@@ -218,19 +224,22 @@ impl Instances {
                 Default::default(),
             )
         };
-        let out = self.exec_body(name, &body, COPY_TIMEOUT).await;
-        let failed = match out {
-            Ok(out) if out.exit_code == 0 => return Ok(()),
-            Ok(out) => InstanceError::Conflict(format!(
+        let out = match pushed {
+            Ok(()) => self.exec_body(name, &body, COPY_TIMEOUT).await,
+            Err(e) => Err(e),
+        };
+        let rm = vec!["rm".into(), "-f".into(), tarball];
+        if let Err(e) = self.run_command(name, rm, Duration::from_secs(60)).await {
+            tracing::info!(instance = name, "a restore's tarball not removed: {e}");
+        }
+        match out {
+            Ok(out) if out.exit_code == 0 => Ok(()),
+            Ok(out) => Err(InstanceError::Conflict(format!(
                 "copying into {name} failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
-            )),
-            Err(e) => e,
-        };
-        // The shell removes the tarball first; when it never ran, the agent does.
-        let rm = vec!["rm".into(), "-f".into(), tarball];
-        let _ = self.run_command(name, rm, Duration::from_secs(60)).await;
-        Err(failed)
+            ))),
+            Err(e) => Err(e),
+        }
     }
 
     /// Streams `src` as a tarball into the file `path` of `name`, owned by `uid`:`gid`, 0600.
