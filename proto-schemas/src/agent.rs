@@ -22,6 +22,7 @@
 //! | `PUT /v1/volumes/{name}/snapshot-schedule`    | [`HomeSnapshotSchedule`] -> 204 (404: no such volume) |
 //! | `GET /v1/volumes/{name}/snapshots`            | `Vec<HomeSnapshot>`, oldest first  |
 //! | `POST /v1/instances/{name}/home/restore`      | [`RestoreHome`] -> 204 (stops and starts a running container around it) |
+//! | `POST /v1/instances/{name}/home/restore-path` | [`RestoreHomePath`] -> 204 (a copy into `~/restored/`, the container running) |
 //! | `POST /v1/instances/{name}/exec`              | [`ExecRequest`] -> [`ExecResult`] (streamed; `X-Cohort-Limit`) |
 //! | `POST /v1/instances/{name}/exec-sessions`     | [`ExecSessionRequest`] -> [`ExecSession`] (LXD's `wait-for-websocket`) |
 //! | `GET /v1/exec-sessions/{op}/websocket?secret=S` | HTTP upgrade, piped to LXD's operation websocket |
@@ -693,4 +694,18 @@ pub struct HomeSnapshot {
 pub struct RestoreHome {
     pub volume: String,
     pub snapshot: String,
+}
+
+/// `POST /v1/instances/{name}/home/restore-path`: one file or directory of a home snapshot
+/// (`path`, relative to the home) copied into `~/restored/<snapshot>/<path>`, owned by the
+/// home's owner, while the container runs. With `check`, only whether it can be: the snapshot
+/// and the path exist and the path leads through no link (204), else a 4xx naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreHomePath {
+    pub volume: String,
+    pub snapshot: String,
+    pub path: String,
+    #[serde(default)]
+    pub check: bool,
 }

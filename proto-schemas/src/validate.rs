@@ -26,6 +26,38 @@ fn invalid(msg: impl Into<String>) -> Result<(), Invalid> {
     Err(Invalid(msg.into()))
 }
 
+/// A path inside a home, relative to it (`notes/week3.md`, `project`), to restore out of a
+/// snapshot: not absolute, no `.` or `..` or empty part, no control characters, at most 4096
+/// bytes. Links along it are the agent's to refuse (it alone sees the snapshot).
+pub fn home_relative_path(path: &str) -> Result<(), Invalid> {
+    let bad = |why: &str| {
+        Err(Invalid(format!(
+            "{why} (a path inside the home, like notes/week3.md)"
+        )))
+    };
+    if path.is_empty() {
+        return bad("must not be empty");
+    }
+    if path.len() > 4096 {
+        return bad("is longer than 4096 bytes");
+    }
+    if path.starts_with('/') {
+        return bad("must be relative to the home, not absolute");
+    }
+    if path.chars().any(char::is_control) {
+        return bad("must not hold control characters");
+    }
+    let trimmed = path.strip_suffix('/').unwrap_or(path);
+    for part in trimmed.split('/') {
+        match part {
+            ".." => return bad("must not hold `..`"),
+            "" | "." => return bad("must not hold empty or `.` parts"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// LXD's instance name rules: 1-63 characters of `a-z`, `0-9` and `-`, no `-` at either end,
 /// not all digits (LXD also allows upper case, which Cohort never generates).
 pub fn instance_name(name: &str) -> Result<(), Invalid> {
@@ -731,6 +763,31 @@ mod network_policy_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_home_path_stays_inside() {
+        for good in [
+            "notes/week3.md",
+            "project",
+            "project/",
+            ".bashrc",
+            "a b/c..d",
+        ] {
+            assert!(home_relative_path(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../b",
+            "a//b",
+            "./a",
+            "a/.",
+            "a\nb",
+        ] {
+            assert!(home_relative_path(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_title_must_show_something() {

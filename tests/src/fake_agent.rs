@@ -20,6 +20,20 @@ macro_rules! unused_agent_calls {
         }
     };
     (no_activity) => {
+        fn restore_home_path(
+            &self,
+            _: String,
+            _: cohort_proto::agent::RestoreHomePath,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
+        fn check_home_path(
+            &self,
+            _: String,
+            _: cohort_proto::agent::RestoreHomePath,
+        ) -> cohort_controller::agent_client::AgentFuture<()> {
+            unused()
+        }
         fn restore_home(
             &self,
             _: String,

@@ -256,6 +256,11 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             node.instances.restore_home(name, &body).await?;
             no_content()
         }
+        (&M::POST, ["v1", "instances", name, "home", "restore-path"]) => {
+            let body: cohort_proto::agent::RestoreHomePath = read_json(req).await?;
+            node.instances.restore_home_path(name, &body).await?;
+            no_content()
+        }
         (&M::GET, ["v1", "volumes", name, "snapshots"]) => {
             ok(&node.instances.home_snapshots(name).await?)
         }

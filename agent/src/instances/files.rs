@@ -158,6 +158,31 @@ impl Instances {
         })
     }
 
+    /// The owner (uid, gid) of `path` in `name`, which may be a directory.
+    pub(crate) async fn path_owner(
+        &self,
+        name: &str,
+        path: &str,
+    ) -> Result<(u32, u32), InstanceError> {
+        check_file_path(path)?;
+        let raw = self
+            .past_helper_races(name, || self.lxd.get_instance_file(name, path))
+            .await
+            .map_err(|e| missing_path(name, path, e))?;
+        let id = |k| {
+            raw.headers
+                .get(self.daemon.file_header(k))
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u32>().ok())
+        };
+        match (id(FileHeader::Uid), id(FileHeader::Gid)) {
+            (Some(uid), Some(gid)) => Ok((uid, gid)),
+            _ => Err(InstanceError::Internal(format!(
+                "the daemon did not say who owns {path} in {name}"
+            ))),
+        }
+    }
+
     /// A file as LXD sends it, unread, if LXD declares it no longer than `limit` bytes.
     pub async fn pull_file_stream(
         &self,

@@ -56,7 +56,7 @@ pub fn snapshot_config_matches(config: &Config, wanted: &Config) -> bool {
 }
 
 /// Refuses a name that is not one of Cohort's home volumes.
-fn check_home(name: &str) -> Result<(), InstanceError> {
+pub(super) fn check_home(name: &str) -> Result<(), InstanceError> {
     cohort_proto::validate::instance_name(name)
         .map_err(|e| InstanceError::invalid("name", e.0.replace("instance", "volume")))?;
     if !name.starts_with(HOME_PREFIX) {

@@ -15,6 +15,7 @@ mod file_mode;
 mod files;
 mod first_start;
 mod home_archive;
+mod home_restore_path;
 mod home_snapshots;
 mod host_path;
 mod in_flight;

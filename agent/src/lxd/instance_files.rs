@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::client::{encode, RawFile, RawStream};
+use super::client::{encode, LxdBody, RawFile, RawStream};
 use super::instances::instance_url;
 use super::{Lxd, LxdError};
 
@@ -43,6 +43,20 @@ impl Lxd {
         bytes: Bytes,
     ) -> Result<(), LxdError> {
         self.post_raw(&file_url(instance, path), headers, bytes, PUSH_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+
+    /// Writes a streamed body to `path` in `instance`, as `headers` say, within `timeout`.
+    pub async fn create_instance_file_stream(
+        &self,
+        instance: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: LxdBody,
+        timeout: Duration,
+    ) -> Result<(), LxdError> {
+        self.post_stream(&file_url(instance, path), headers, body, timeout)
             .await
             .map(|_| ())
     }

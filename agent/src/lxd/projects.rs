@@ -9,6 +9,9 @@ use super::{Lxd, LxdError};
 #[derive(Debug, Deserialize)]
 pub struct Project {
     pub name: String,
+    /// `features.storage.volumes` says whether the project keeps custom volumes of its own.
+    #[serde(default)]
+    pub config: super::Config,
 }
 
 impl Lxd {

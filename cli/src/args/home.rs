@@ -16,7 +16,8 @@ pub enum HomeCommand {
     /// List the snapshots of an instance's home volume, oldest first
     Snapshots(HomeSnapshots),
     /// Restore an instance's home volume from one of its snapshots, whole (a running container
-    /// is stopped around it and started again)
+    /// is stopped around it and started again), or with --path one file or directory of it
+    /// copied into ~/restored/<snapshot>/ (the container keeps running)
     Restore(HomeRestore),
 }
 
@@ -26,6 +27,10 @@ pub struct HomeRestore {
     pub instance: String,
     /// The snapshot, as `cohort home snapshots` lists it
     pub snapshot: String,
+    /// Restore only this path, relative to the home (notes/week3.md, project), into
+    /// ~/restored/<snapshot>/<path>
+    #[arg(long)]
+    pub path: Option<String>,
     #[command(flatten)]
     pub wait: WaitFlags,
 }

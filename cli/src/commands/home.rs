@@ -1,5 +1,6 @@
 //! `cohort home snapshots NAME`: the snapshots the daemon keeps of a course container's home;
-//! `cohort home restore NAME SNAPSHOT`: the home back to one, then wait (unless `--no-wait`).
+//! `cohort home restore NAME SNAPSHOT [--path P]`: the home back to one (or only `P` copied
+//! into `~/restored/<snapshot>/`), then wait (unless `--no-wait`).
 
 use cohort_proto::api::instances::{HomeSnapshot, RestoreHomeRequest};
 use cohort_proto::api::operations::Operation;
@@ -35,6 +36,7 @@ pub async fn run(session: &Session, args: Home) -> anyhow::Result<()> {
             let path = format!("/instances/{}/home/restore", seg(&name));
             let body = RestoreHomeRequest {
                 snapshot: restore.snapshot,
+                path: restore.path,
             };
             let operation: Operation = client.post(&path, &body).await?;
             if !restore.wait.resolve(true) {

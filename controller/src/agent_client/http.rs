@@ -484,6 +484,27 @@ impl NodeAgent for HttpAgent {
         let request = self.instance(Method::POST, &name, "/home/restore");
         Box::pin(empty(self.daemon(request).json(&restore)))
     }
+    fn restore_home_path(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHomePath,
+    ) -> AgentFuture<()> {
+        // A directory may be large: the agent's push and unpacking take up to 25 min each.
+        let request = self.instance(Method::POST, &name, "/home/restore-path");
+        Box::pin(empty(self.transfer(request).json(&restore)))
+    }
+    fn check_home_path(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHomePath,
+    ) -> AgentFuture<()> {
+        let check = cohort_proto::agent::RestoreHomePath {
+            check: true,
+            ..restore
+        };
+        let request = self.instance(Method::POST, &name, "/home/restore-path");
+        Box::pin(empty(self.daemon(request).json(&check)))
+    }
     fn home_snapshots(
         &self,
         volume: String,

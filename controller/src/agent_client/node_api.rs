@@ -119,6 +119,20 @@ pub trait NodeAgent: Send + Sync {
         name: String,
         restore: cohort_proto::agent::RestoreHome,
     ) -> AgentFuture<()>;
+    /// Copies one path of a home snapshot into the running instance's `~/restored/`.
+    fn restore_home_path(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHomePath,
+    ) -> AgentFuture<()>;
+    /// Only says whether [`NodeAgent::restore_home_path`] can copy `restore`'s path (the
+    /// snapshot and the path there, through no link; the container running): a 4xx naming
+    /// `snapshot` or `path` when not. Changes nothing.
+    fn check_home_path(
+        &self,
+        name: String,
+        restore: cohort_proto::agent::RestoreHomePath,
+    ) -> AgentFuture<()>;
     /// Sets a `home-*` volume's snapshot schedule and expiry (404 when the volume is absent).
     fn set_home_snapshots(
         &self,

@@ -54,6 +54,9 @@ pub enum StepKind {
     RestoreHome,
     /// Put its leased GPUs on while it runs ([`crate::jobs::gpus`]).
     AttachGpus,
+    /// Copy one path of a home snapshot into its home's `restored/`
+    /// ([`crate::jobs::home_snapshots`]).
+    RestoreHomePath,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -79,6 +82,7 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     SetHomeSnapshots => "set_home_snapshots",
     RestoreHome => "restore_home",
     AttachGpus => "attach_gpus",
+    RestoreHomePath => "restore_home_path",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).
@@ -212,6 +216,7 @@ pub enum AuditAction {
     ReclaimWarning,
     KeepWorking,
     SetReclaimWarning,
+    RestoreHomePath,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -308,6 +313,7 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     ReclaimWarning => "reclaim_warning",
     KeepWorking => "keep_working",
     SetReclaimWarning => "set_reclaim_warning",
+    RestoreHomePath => "restore_home_path",
 });
 
 /// An operation is audited under the name of its step.
@@ -336,6 +342,7 @@ impl From<StepKind> for AuditAction {
             StepKind::SetHomeSnapshots => AuditAction::SetHomeSnapshots,
             StepKind::RestoreHome => AuditAction::RestoreHome,
             StepKind::AttachGpus => AuditAction::AttachGpus,
+            StepKind::RestoreHomePath => AuditAction::RestoreHomePath,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! The `set_home_snapshots` step of a course's `set_course_home_snapshots` operation: the agent
 //! sets the course's snapshot schedule and expiry on the container's home volume, where the
 //! daemon itself makes and prunes the snapshots from then on; and the `restore_home` step of a
-//! `restore_home` operation: the home volume back to one of its snapshots.
+//! `restore_home` operation: the home volume back to one of its snapshots; and the
+//! `restore_home_path` step: one path of a snapshot copied into the running home.
 
-use cohort_proto::agent::{HomeSnapshotSchedule, RestoreHome};
+use cohort_proto::agent::{HomeSnapshotSchedule, RestoreHome, RestoreHomePath};
 
 use super::outcome::StepOutcome;
 use super::payload::{self, Job};
@@ -69,4 +70,32 @@ pub async fn restore(
         }) => Ok(StepOutcome::Failed(message)),
         Err(source) => Err(ActionError::on_node(&node.name)(source)),
     }
+}
+
+/// The step of a `restore_home_path` operation: has the agent copy the path out of the snapshot
+/// into the running container's `~/restored/<snapshot>/`. A copy again replaces the first, so
+/// a retried step is harmless. What the agent refuses (a 4xx: the snapshot expired meanwhile,
+/// the container stopped) fails the item with its reason; anything else is retried.
+pub async fn restore_path(
+    job: &Job,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    let Job::RestoreHomePath(payload::RestoreHomePath { snapshot, path }) = job else {
+        return Ok(StepOutcome::Failed(
+            "a restore_home_path item outside a restore_home_path operation".into(),
+        ));
+    };
+    let request = RestoreHomePath {
+        volume: home_volume(&instance.name),
+        snapshot: snapshot.clone(),
+        path: path.clone(),
+        check: false,
+    };
+    agent
+        .restore_home_path(instance.name.clone(), request)
+        .await
+        .map_err(ActionError::on_node(&node.name))?;
+    Ok(StepOutcome::Done)
 }

@@ -93,6 +93,15 @@ pub struct RestoreHome {
     pub snapshot: String,
 }
 
+/// `restore_home_path`: the snapshot and the path (relative to the home) its one item copies
+/// into the home's `restored/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreHomePath {
+    pub snapshot: String,
+    pub path: String,
+}
+
 /// `teardown_course`: whether the containers are deleted (else stopped), and their homes kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -194,6 +203,7 @@ pub enum Job {
     SetCourseHomeSnapshots(OfCourse),
     RestoreHome(RestoreHome),
     AttachGpus(Leased),
+    RestoreHomePath(RestoreHomePath),
 }
 
 impl Job {
@@ -219,6 +229,7 @@ impl Job {
             Job::SetCourseHomeSnapshots(_) => OperationKind::SetCourseHomeSnapshots,
             Job::RestoreHome(_) => OperationKind::RestoreHome,
             Job::AttachGpus(_) => OperationKind::AttachGpus,
+            Job::RestoreHomePath(_) => OperationKind::RestoreHomePath,
         }
     }
 
@@ -244,6 +255,7 @@ impl Job {
             Job::ArchiveCourse(p) => serde_json::to_value(p),
             Job::RestoreHome(p) => serde_json::to_value(p),
             Job::AttachGpus(p) => serde_json::to_value(p),
+            Job::RestoreHomePath(p) => serde_json::to_value(p),
         };
         value.expect("a payload of plain fields serializes")
     }
@@ -273,6 +285,7 @@ impl Job {
             OperationKind::SetCourseHomeSnapshots => Job::SetCourseHomeSnapshots(read(p)?),
             OperationKind::RestoreHome => Job::RestoreHome(read(p)?),
             OperationKind::AttachGpus => Job::AttachGpus(read(p)?),
+            OperationKind::RestoreHomePath => Job::RestoreHomePath(read(p)?),
         })
     }
 

@@ -128,6 +128,9 @@ async fn step(
         StepKind::RestoreHome => {
             super::home_snapshots::restore(&job, &instance, &node, agent.as_ref()).await
         }
+        StepKind::RestoreHomePath => {
+            super::home_snapshots::restore_path(&job, &instance, &node, agent.as_ref()).await
+        }
         StepKind::ImportImage
         | StepKind::Delete
         | StepKind::ApplyNetworkPolicy

@@ -21,11 +21,16 @@ pub use crate::agent::HomeSnapshot;
 pub use crate::agent::{CreateSnapshot, ExecRequest, ExecResult, Limits, Snapshot, StateAction};
 
 /// `POST /api/v1/instances/{name}/home/restore`: the home volume back to `snapshot`, whole, as
-/// an operation (the container is stopped around it when running, and started again).
+/// an operation (the container is stopped around it when running, and started again); or,
+/// with `path`, that one file or directory of the snapshot copied into
+/// `~/restored/<snapshot>/<path>` while the container keeps running.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreHomeRequest {
     pub snapshot: String,
+    /// A path relative to the home (`notes/week3.md`, `project`): restore only it, as a copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 // Stored by name in `instances.gpu_share` and `courses.gpu_share`.

@@ -50,6 +50,8 @@ pub enum OperationKind {
     RestoreHome,
     /// A GPU lease granted: the GPU attached to the (running) container.
     AttachGpus,
+    /// One path of a container's home snapshot copied into `~/restored/`, the container running.
+    RestoreHomePath,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -73,6 +75,7 @@ crate::named_enum!(OperationKind, "an operation kind" {
     SetCourseHomeSnapshots => "set_course_home_snapshots",
     RestoreHome => "restore_home",
     AttachGpus => "attach_gpus",
+    RestoreHomePath => "restore_home_path",
 });
 
 #[cfg_attr(

@@ -24,7 +24,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 /// Sends, asserts the status, returns the JSON body (or Null).
-async fn call(
+pub(crate) async fn call(
     cluster: &Cluster,
     method: Method,
     path: &str,
@@ -43,7 +43,7 @@ async fn call(
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
-fn field(body: &Value) -> &str {
+pub(crate) fn field(body: &Value) -> &str {
     body["error"]["field"].as_str().unwrap_or_default()
 }
 

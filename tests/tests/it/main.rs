@@ -50,6 +50,7 @@ mod gpu_check;
 mod gpu_on_demand_nodes;
 mod gpu_usage_retention;
 mod harness;
+mod home_restore_path;
 mod home_snapshots;
 mod hostile_callers;
 mod instance_config;

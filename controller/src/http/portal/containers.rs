@@ -152,32 +152,46 @@ pub async fn show(
     s: SignedIn,
     name: web::Path<String>,
 ) -> Result<HttpResponse, PortalError> {
+    page(&ctl, s, name.into_inner(), None, StatusCode::OK).await
+}
+
+/// The container's page with `status`; `refused`, a path restore to show refused next to its
+/// field.
+pub(super) async fn page(
+    ctl: &Controller,
+    s: SignedIn,
+    name: String,
+    refused: Option<super::home_snapshots::PathRefused>,
+    status: StatusCode,
+) -> Result<HttpResponse, PortalError> {
     let lang = s.lang;
-    let i = manage::get(&ctl, s.bearer.clone(), name.into_inner())
+    let i = manage::get(ctl, s.bearer.clone(), name)
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let e = endpoint(&i);
     let alias = i.image.clone();
-    let jupyter = catalog::has_jupyter(&ctl, alias)
+    let jupyter = catalog::has_jupyter(ctl, alias)
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let running = i.observed_state == ObservedState::Running;
-    let budgets = crate::courses::budget::mine(&ctl, s.bearer.clone())
+    let budgets = crate::courses::budget::mine(ctl, s.bearer.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let budget = budgets
         .iter()
         .find(|b| i.course.as_deref() == Some(b.course.as_str()));
-    let gpu_lease = super::gpu_lease::read(&ctl, &s, &i.name).await;
-    let warnings = crate::reclaim::warning::pending(&ctl, s.bearer.clone(), i.name.clone())
+    let gpu_lease = super::gpu_lease::read(ctl, &s, &i.name).await;
+    let warnings = crate::reclaim::warning::pending(ctl, s.bearer.clone(), i.name.clone())
         .await
         .map_err(|e| PortalError::Action(lang, e))?;
     let home_snapshots = match i.course {
-        Some(_) => Some(super::home_snapshots::read(&ctl, &s, &i.name).await),
+        Some(_) => Some(super::home_snapshots::read(ctl, &s, &i.name).await),
         None => None,
     };
-    Ok(layout::ok(
-        &s,
+    Ok(layout::page(
+        status,
+        lang,
+        Some(&s),
         &i.name,
         html! {
             @if let Some(b) = budget {
@@ -235,7 +249,7 @@ pub async fn show(
             (actions(lang, &s, &i.name))
             (super::gpu_lease::section(&s, &i.name, &gpu_lease))
             @if let Some(snapshots) = &home_snapshots {
-                (super::home_snapshots::section(&s, &i.name, snapshots.as_deref()))
+                (super::home_snapshots::section(&s, &i.name, snapshots.as_deref(), refused.as_ref()))
             }
         },
     ))

@@ -312,6 +312,9 @@ pub enum Msg {
     ReclaimMaxRuntime,
     KeepWorking,
     KeptWorking,
+    RestorePath,
+    RestorePathHint,
+    RestorePathNote,
 }
 
 impl Msg {
@@ -693,6 +696,17 @@ impl Msg {
                 "Keep working was used for this warning; using the container keeps it",
                 "此警告已使用過「繼續使用」；實際使用容器即可保留",
                 "此警告已使用过“继续使用”；实际使用容器即可保留",
+            ),
+            Msg::RestorePath => ("Restore this path", "還原此路徑", "还原此路径"),
+            Msg::RestorePathHint => (
+                "a path in the home, like notes/week3.md",
+                "家目錄中的路徑，例如 notes/week3.md",
+                "主目录中的路径，例如 notes/week3.md",
+            ),
+            Msg::RestorePathNote => (
+                "Or copy one file or folder out of a snapshot into ~/restored/<snapshot>/, leaving the rest of the home as it is; the container keeps running.",
+                "或從快照中將單一檔案或資料夾複製到 ~/restored/<快照>/，家目錄其餘部分不變；容器持續執行。",
+                "或从快照中将单个文件或文件夹复制到 ~/restored/<快照>/，主目录其余部分不变；容器保持运行。",
             ),
         }
     }

@@ -55,6 +55,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             "/containers/{name}/home/restore",
             post().to(home_snapshots::restore),
         )
+        .route(
+            "/containers/{name}/home/restore-path",
+            post().to(home_snapshots::restore_path),
+        )
         .route("/containers/{name}/gpu-lease", post().to(gpu_lease::attach))
         .route(
             "/containers/{name}/gpu-lease/release",

@@ -188,6 +188,11 @@ fn audit_action_texts(name: &str) -> Option<Texts> {
         "archive_home" => ("archive home", "封存家目錄", "归档主目录"),
         "archive_expired" => ("archive expired", "封存已過期", "归档已过期"),
         "restore_home" => ("restore home", "還原家目錄", "还原主目录"),
+        "restore_home_path" => (
+            "restore a path from a home snapshot",
+            "從家目錄快照還原路徑",
+            "从主目录快照还原路径",
+        ),
         "set_home_snapshots" => ("set home snapshots", "設定家目錄快照", "设置主目录快照"),
         "rename_image" => ("rename image", "重新命名映像", "重命名镜像"),
         "reset" => ("reset", "重設", "重置"),
