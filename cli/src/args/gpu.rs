@@ -3,7 +3,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::TableFormat;
+use super::{TableFormat, WaitFlags};
 
 #[derive(Debug, Args)]
 pub struct Gpu {
@@ -21,6 +21,17 @@ pub enum GpuCommand {
     Queue(GpuQueue),
     /// Your GPU budgets this period: each course's hours, granted, used
     Budget(GpuBudget),
+    /// Attach again the GPUs the reclaimer took from a running container (pinned courses);
+    /// waits for a free one
+    Reattach(GpuReattach),
+}
+
+#[derive(Debug, Args)]
+pub struct GpuReattach {
+    /// [<remote>:]<instance>
+    pub name: String,
+    #[command(flatten)]
+    pub wait: WaitFlags,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context};
 use cohort_proto::api::courses::{Course as CourseInfo, CourseGpuMode, GpuHours, StudentBudget};
 use cohort_proto::api::gpu_leases::{GpuLease, GpuLeaseRequest, LeaseState};
+use cohort_proto::api::operations::Operation;
 
 use super::Session;
 use crate::args::gpu::{Gpu, GpuCommand, GpuModeFlags};
@@ -75,6 +76,16 @@ pub async fn run(session: &Session, args: Gpu) -> anyhow::Result<()> {
             );
             let lease: GpuLease = client.json(request).await?;
             println!("{}", said(&lease));
+        }
+        GpuCommand::Reattach(r) => {
+            let (client, name) = session.target(&r.name)?;
+            let path = format!("/instances/{}/gpus/attach-again", seg(&name));
+            let operation: Operation = client.post(&path, &serde_json::json!({})).await?;
+            if !r.wait.resolve(true) {
+                println!("{}", operation.id);
+                return Ok(());
+            }
+            crate::progress::wait(&client, &operation, session.quiet).await?;
         }
         GpuCommand::Budget(b) => {
             let client = session.remote_only(b.remote.as_deref())?;

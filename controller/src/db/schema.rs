@@ -170,6 +170,7 @@ diesel::table! {
         gpus_detached_at -> Nullable<Timestamptz>,
         detach_reason -> Nullable<Text>,
         notebook_active_at -> Nullable<Timestamptz>,
+        gpus_attached_at -> Nullable<Timestamptz>,
     }
 }
 

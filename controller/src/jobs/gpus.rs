@@ -1,10 +1,11 @@
 //! GPUs in steps: how an allocated GPU is pinned, the `detach_gpus` step of the reclaimer,
-//! the slots given back after a stop and taken again before a start, and a lease's `attach_gpus`.
+//! the slots given back after a stop and taken again before a start, a lease's `attach_gpus`,
+//! and **Attach a GPU again** on a running container the reclaimer took them from.
 
 use std::time::Duration;
 
 use cohort_proto::agent::{AttachGpus, GpuAttachment, StateAction, StateChange};
-use cohort_proto::api::instances::GpuShare;
+use cohort_proto::api::instances::{DesiredState, GpuShare};
 
 use super::outcome::StepOutcome;
 use crate::agent_client::NodeAgent;
@@ -183,6 +184,46 @@ pub async fn attach(
         ));
     }
     tracing::info!(instance = %instance.name, gpus = attached, "leased GPUs attached");
+    Ok(StepOutcome::Done)
+}
+
+/// **Attach a GPU again** on a running container whose GPUs the reclaimer took: its slots are
+/// taken again on its node (waiting, the reason on the item, while none has room) and its
+/// devices put back while it runs.
+pub async fn attach_again(
+    ctl: &Controller,
+    item: &OperationItem,
+    instance: &Instance,
+    node: &Node,
+    agent: &dyn NodeAgent,
+) -> Result<StepOutcome, ActionError> {
+    if instance.desired_state != DesiredState::Running {
+        return Ok(StepOutcome::Cancelled(
+            "the container was stopped: its start takes its GPUs again".into(),
+        ));
+    }
+    let (row, item_id) = (instance.clone(), item.id);
+    let taken = ctl
+        .db(move |conn| {
+            let taken = gpu_slots::take_again(conn, &row)?;
+            match &taken {
+                gpu_slots::Taken::Short(why) => {
+                    OperationItem::wait(conn, item_id, why)?;
+                }
+                gpu_slots::Taken::Again => InstanceUsage::clear_detached(conn, row.id)?,
+                gpu_slots::Taken::Held => {}
+            }
+            Ok(taken)
+        })
+        .await?;
+    if let gpu_slots::Taken::Short(why) = taken {
+        tracing::info!(instance = %instance.name, %why, "attaching a GPU again waits");
+        return Ok(StepOutcome::Wait(Duration::from_secs(
+            ctl.config.placement.queue_interval_s.max(1),
+        )));
+    }
+    let attached = attach_held(ctl, instance, node, agent).await?;
+    tracing::info!(instance = %instance.name, gpus = attached, "GPUs attached again");
     Ok(StepOutcome::Done)
 }
 

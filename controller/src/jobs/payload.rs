@@ -204,6 +204,8 @@ pub enum Job {
     RestoreHome(RestoreHome),
     AttachGpus(Leased),
     RestoreHomePath(RestoreHomePath),
+    /// Its one item takes the running container's GPU slots again and puts its devices back.
+    AttachGpusAgain,
 }
 
 impl Job {
@@ -230,6 +232,7 @@ impl Job {
             Job::RestoreHome(_) => OperationKind::RestoreHome,
             Job::AttachGpus(_) => OperationKind::AttachGpus,
             Job::RestoreHomePath(_) => OperationKind::RestoreHomePath,
+            Job::AttachGpusAgain => OperationKind::AttachGpusAgain,
         }
     }
 
@@ -256,6 +259,7 @@ impl Job {
             Job::RestoreHome(p) => serde_json::to_value(p),
             Job::AttachGpus(p) => serde_json::to_value(p),
             Job::RestoreHomePath(p) => serde_json::to_value(p),
+            Job::AttachGpusAgain => Ok(serde_json::json!({})),
         };
         value.expect("a payload of plain fields serializes")
     }
@@ -286,6 +290,7 @@ impl Job {
             OperationKind::RestoreHome => Job::RestoreHome(read(p)?),
             OperationKind::AttachGpus => Job::AttachGpus(read(p)?),
             OperationKind::RestoreHomePath => Job::RestoreHomePath(read(p)?),
+            OperationKind::AttachGpusAgain => Job::AttachGpusAgain,
         })
     }
 

@@ -117,7 +117,12 @@ async fn step(
         StepKind::Reset => reset::run(ctl, &instance, &node, agent.as_ref()).await,
         StepKind::Publish => publish::run(ctl, op, &job, &instance, &node, agent.as_ref()).await,
         StepKind::DetachGpus => gpus::detach(ctl, &instance, &node, agent.as_ref()).await,
-        StepKind::AttachGpus => gpus::attach(ctl, &instance, &node, agent.as_ref()).await,
+        StepKind::AttachGpus => match job {
+            super::payload::Job::AttachGpusAgain => {
+                gpus::attach_again(ctl, item, &instance, &node, agent.as_ref()).await
+            }
+            _ => gpus::attach(ctl, &instance, &node, agent.as_ref()).await,
+        },
         StepKind::SetLimits => resize::run(&instance, &node, agent.as_ref()).await,
         StepKind::ArchiveHome => {
             super::archive::run(ctl, &job, &instance, &node, agent.as_ref()).await

@@ -31,6 +31,7 @@ use crate::jobs::{enqueue, Audit, Step, StepKind};
 pub mod activity;
 pub mod budget;
 pub mod leases;
+pub mod reattach;
 pub mod warning;
 
 use crate::db::models::reclaim_warning::{ReclaimWarning, IDLE, MAX_RUNTIME};

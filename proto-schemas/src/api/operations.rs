@@ -52,6 +52,8 @@ pub enum OperationKind {
     AttachGpus,
     /// One path of a container's home snapshot copied into `~/restored/`, the container running.
     RestoreHomePath,
+    /// A running container's GPUs taken by the reclaimer, attached again.
+    AttachGpusAgain,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -76,6 +78,7 @@ crate::named_enum!(OperationKind, "an operation kind" {
     RestoreHome => "restore_home",
     AttachGpus => "attach_gpus",
     RestoreHomePath => "restore_home_path",
+    AttachGpusAgain => "attach_gpus_again",
 });
 
 #[cfg_attr(

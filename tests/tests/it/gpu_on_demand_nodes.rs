@@ -133,6 +133,12 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
     }
     let err = stderr_of(&bob, &["gpu", "attach", "lab:odn-alice-odn"]);
     assert!(err.contains("not yours"), "{err}");
+    // Attach a GPU again is for pinned courses: here it says to ask for a lease.
+    let err = stderr_of(&alice, &["gpu", "reattach", "lab:odn-alice-odn"]);
+    assert!(
+        err.contains("Error") && err.contains("ask for a lease"),
+        "{err}"
+    );
     let open = cluster.admin(Method::GET, "/gpu-leases", None).await;
     assert_eq!(open, json!([]), "nothing half-made");
 

@@ -530,3 +530,107 @@ async fn a_container_whose_use_goes_unanswered_is_spared_one_idle_window() {
     assert_eq!(wanted("un-s1"), "stopped");
     assert_eq!(wanted("un-s2"), "stopped");
 }
+
+/// Issue 43, **Attach a GPU again**: the reclaimer takes two idle containers' GPUs (a `detach`
+/// course; both keep running). One is attached again at once, its device put back on the running
+/// container; with the L40S then full, the other waits with the reason and gets it once there is
+/// room. Refused, saying why: a container holding its GPU (409), someone else's (not theirs).
+#[actix_web::test]
+async fn a_gpu_taken_for_idleness_is_attached_again_or_waits_for_room() {
+    let _alone = crate::alone().await;
+    let (t, node, admin, prof, l40s) = shared_l40s_course(
+        "ag",
+        2,
+        &["s1", "s2"],
+        json!({"idle_gpu_minutes": 1, "warn_minutes": 0, "idle_action": "detach"}),
+    )
+    .await;
+    tokio::spawn(worker::run(t.ctl.clone()));
+    until("both running", || {
+        (state_of(&t, "ag-s1").0 == "running" && state_of(&t, "ag-s2").0 == "running").then_some(())
+    })
+    .await;
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let again = |name: &str| format!("/instances/{name}/gpus/attach-again");
+    let (status, body) = call!(&app, &prof, "POST", &again("ag-s1"), Body::None);
+    assert_eq!(status, 409, "{body}");
+    assert!(body.to_string().contains("holds its GPUs"), "{body}");
+
+    // Idle for a reclaim "minute" of one second: both GPUs taken, the containers running.
+    poller::poll_all(&t.ctl).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let reclaimer = t.another_configured("reclaimer", |c| c.reclaim.minute_s = 1);
+    assert_eq!(
+        cohort_controller::reclaim::pass(&reclaimer).await.unwrap(),
+        2
+    );
+    until("both GPUs taken", || {
+        let (held, _) = gpu_holders(&t);
+        (held.is_empty() && node.calls().detached.len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(state_of(&t, "ag-s1").0, "running");
+
+    // Another student may not ask for ag-s1's GPU.
+    let (_, stranger) = t.user("x-ag", "student");
+    let (status, body) = call!(&app, &stranger, "POST", &again("ag-s1"), Body::None);
+    assert!(status == 403 || status == 404, "{status} {body}");
+
+    // Their runs began more than one reclaim minute of 4 s ago (the window below).
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+
+    // The L40S now takes one container: s1 gets it back at once, on the running container.
+    let one = json!({"share_limit": 1});
+    let gpu = format!("/gpus/{l40s}");
+    let (status, body) = call!(&app, &admin, "PATCH", &gpu, Body::Json(one));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call!(&app, &prof, "POST", &again("ag-s1"), Body::None);
+    assert_eq!(status, 202, "{body}");
+    until("s1 holds the L40S again, its device on", || {
+        let (held, _) = gpu_holders(&t);
+        let on = node
+            .calls()
+            .attached
+            .last()
+            .is_some_and(|(n, g)| n == "ag-s1" && g[0].uuid == l40s);
+        (held.get("ag-s1") == Some(&vec![l40s.clone()]) && on).then_some(())
+    })
+    .await;
+    let (_, s1) = call!(&app, &prof, "GET", "/instances/ag-s1", Body::None);
+    assert_eq!(s1["gpu_detach_reason"], Value::Null, "{s1}");
+    assert_eq!(s1["observed_state"], "running", "{s1}");
+    // Its idle window starts again from the attach: not taken again for the idleness before.
+    let slower = t.another_configured("reclaimer-4s", |c| c.reclaim.minute_s = 4);
+    assert_eq!(
+        cohort_controller::reclaim::pass(&slower).await.unwrap(),
+        0,
+        "the GPU just put back stays"
+    );
+
+    // s2 waits, saying why, and gets it once the L40S has room again.
+    let (status, op) = call!(&app, &prof, "POST", &again("ag-s2"), Body::None);
+    assert_eq!(status, 202, "{op}");
+    let op_id: uuid::Uuid = op["id"].as_str().expect("id").parse().expect("uuid");
+    let waiting = until("s2's request waits with its reason", || {
+        use cohort_controller::db::schema::operation_items as items;
+        use diesel::prelude::*;
+        let error: Option<String> = items::table
+            .filter(items::operation_id.eq(op_id))
+            .select(items::error)
+            .first(&mut t.conn())
+            .unwrap();
+        error.filter(|e| e.contains("waiting for a GPU"))
+    })
+    .await;
+    assert!(waiting.contains("NVIDIA L40S"), "{waiting}");
+    let two = json!({"share_limit": 2});
+    let (status, body) = call!(&app, &admin, "PATCH", &gpu, Body::Json(two));
+    assert_eq!(status, 200, "{body}");
+    until("s2 holds the L40S again", || {
+        let (held, _) = gpu_holders(&t);
+        (held.get("ag-s2") == Some(&vec![l40s.clone()])).then_some(())
+    })
+    .await;
+}

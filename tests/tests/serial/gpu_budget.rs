@@ -427,6 +427,11 @@ async fn a_gpu_budget_warns_at_80_percent_detaches_at_100_and_a_grant_lifts_it()
     );
     let reason = browser.text("#gpu-detach-reason").await;
     assert!(reason.starts_with("GPU budget used up"), "{reason}");
+    // A budget used up offers no Attach a GPU again (a grant lifts it).
+    let offered = browser
+        .run("return document.querySelector('#attach-gpu-again') !== null;")
+        .await;
+    assert_eq!(offered, serde_json::json!(false));
 
     // Grants: another course's instructor is refused; bad hours and a stranger are 400s naming
     // the field; the instructor's grant lifts Bob's detach, not Alice's.

@@ -124,12 +124,15 @@ impl InstanceUsage {
     }
 
     /// Forgets the stop reason (someone started the instance again).
-    /// Its GPUs are back: the reclaimer may detach them again after the next idle window.
+    /// Its GPUs are back: the reclaimer may detach them again after the next idle window, which
+    /// starts now (`gpus_attached_at`).
     pub fn clear_detached(conn: &mut PgConnection, id: i64) -> QueryResult<()> {
+        let now = crate::db::queries::coordination::clock(conn)?;
         diesel::update(instance_usage::table.find(id))
             .set((
                 instance_usage::detach_reason.eq(None::<String>),
                 instance_usage::gpus_detached_at.eq(None::<DateTime<Utc>>),
+                instance_usage::gpus_attached_at.eq(now),
             ))
             .execute(conn)
             .map(|_| ())

@@ -58,7 +58,7 @@ pub fn course_code(conn: &mut PgConnection, id: i64) -> QueryResult<String> {
 }
 
 /// The running instances of course `course_id` (wanted and seen running), each with when its
-/// run began, when its GPU was last used, when its GPUs were detached and when its notebook
+/// run began, when its GPU was last used (or put back on it), when its GPUs were detached and when its notebook
 /// was last used.
 pub fn running_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Running>> {
     instances::table
@@ -69,7 +69,10 @@ pub fn running_of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult
         .select((
             Instance::as_select(),
             instance_usage::running_since,
-            instance_usage::gpu_active_at,
+            // GPUs put back on it restart the idle window as use does.
+            diesel::dsl::sql::<diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>>(
+                "GREATEST(instance_usage.gpu_active_at, instance_usage.gpus_attached_at)",
+            ),
             instance_usage::gpus_detached_at,
             instance_usage::notebook_active_at,
         ))

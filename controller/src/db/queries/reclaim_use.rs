@@ -34,9 +34,11 @@ pub fn idle_candidates(conn: &mut PgConnection, minute_s: i64) -> QueryResult<Ve
             AND r.idle_gpu_minutes IS NOT NULL
             AND NOT (r.idle_action = 'detach' AND u.gpus_detached_at IS NOT NULL)
             AND CASE WHEN r.idle_action = 'stop'
-                     THEN GREATEST(u.running_since, u.gpu_active_at, u.notebook_active_at,
+                     THEN GREATEST(u.running_since, u.gpu_active_at, u.gpus_attached_at,
+                                   u.notebook_active_at,
                                    a.tty_input_at, a.cpu_busy_at)
-                     ELSE GREATEST(u.running_since, u.gpu_active_at, u.notebook_active_at)
+                     ELSE GREATEST(u.running_since, u.gpu_active_at, u.gpus_attached_at,
+                                   u.notebook_active_at)
                 END + make_interval(secs => (r.idle_gpu_minutes
                         - LEAST(GREATEST(r.warn_minutes, 0), r.idle_gpu_minutes / 2))::float8 * $1)
                     <= now()

@@ -66,6 +66,12 @@ pub async fn change_state(
         .json(manage::change_state(&ctl, caller, name.into_inner(), req.0).await?))
 }
 
+/// **Attach a GPU again** after the reclaimer took them.
+pub async fn attach_gpus_again(ctl: Ctl, caller: Caller, name: web::Path<String>) -> Reply {
+    Ok(HttpResponse::Accepted()
+        .json(crate::reclaim::reattach::attach_again(&ctl, caller, name.into_inner()).await?))
+}
+
 pub async fn move_instance(
     ctl: Ctl,
     caller: Caller,

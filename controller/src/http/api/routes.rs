@@ -238,6 +238,9 @@ pub fn routes() -> Vec<Route> {
         PUT "/instances/{name}/state" => instances::change_state, auth,
             "Start, stop or restart",
             (p::instances::InstanceStateChange) -> 202 (p::operations::Operation);
+        POST "/instances/{name}/gpus/attach-again" => instances::attach_gpus_again, auth,
+            "Attach a GPU again to a running container the reclaimer took its GPUs from (idle detach, or a budget since granted more): its slots taken again on its node, waiting with the reason when none is free; 409 saying why where it holds them, is stopped, is on demand (ask for a lease) or its budget is used up",
+            () -> 202 (p::operations::Operation);
         POST "/instances/{name}/move" => instances::move_instance, auth,
             "Move to another node with its root disk and home (admin)",
             (p::instances::MoveInstance) -> 202 (p::operations::Operation);

@@ -215,6 +215,13 @@ pub(super) async fn page(
                         @if let Some(at) = &i.gpus_detached_at {
                             " (" time #gpu-detach-at datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } ")"
                         }
+                        // A budget used up is lifted by a grant, not by asking again.
+                        @if running && !reason.starts_with(crate::reclaim::budget::USED_UP) {
+                            form #attach-gpu-again method="post" action={ "/containers/" (i.name) "/gpus/attach-again" } {
+                                input type="hidden" name="csrf" value=(s.csrf);
+                                button type="submit" { (lang.t(Msg::AttachGpuAgain)) }
+                            }
+                        }
                     }
                 }
             }
@@ -333,6 +340,22 @@ fn reclaim_banner(
 
 #[derive(Deserialize)]
 pub struct KeepWorkingForm {}
+
+/// **Attach a GPU again**, then back to the container's page, which shows the operation's
+/// progress through the GPUs it lists (a refusal is the page saying why).
+pub async fn attach_gpus_again(
+    ctl: web::Data<Controller>,
+    name: web::Path<String>,
+    CsrfForm(s, _form): CsrfForm<KeepWorkingForm>,
+) -> Result<HttpResponse, PortalError> {
+    let name = name.into_inner();
+    crate::reclaim::reattach::attach_again(&ctl, s.caller, name.clone())
+        .await
+        .map_err(|e| PortalError::Action(s.lang, e))?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/containers/{name}")))
+        .finish())
+}
 
 /// Keep working, then back to the container's page (a refusal is the page saying why).
 pub async fn keep_working(

@@ -315,6 +315,7 @@ pub enum Msg {
     RestorePath,
     RestorePathHint,
     RestorePathNote,
+    AttachGpuAgain,
 }
 
 impl Msg {
@@ -697,6 +698,7 @@ impl Msg {
                 "此警告已使用過「繼續使用」；實際使用容器即可保留",
                 "此警告已使用过“继续使用”；实际使用容器即可保留",
             ),
+            Msg::AttachGpuAgain => ("Attach a GPU again", "重新掛載 GPU", "重新挂载 GPU"),
             Msg::RestorePath => ("Restore this path", "還原此路徑", "还原此路径"),
             Msg::RestorePathHint => (
                 "a path in the home, like notes/week3.md",

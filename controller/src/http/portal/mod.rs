@@ -52,6 +52,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             post().to(containers::keep_working),
         )
         .route(
+            "/containers/{name}/gpus/attach-again",
+            post().to(containers::attach_gpus_again),
+        )
+        .route(
             "/containers/{name}/home/restore",
             post().to(home_snapshots::restore),
         )

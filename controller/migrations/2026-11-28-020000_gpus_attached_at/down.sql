@@ -1,0 +1,1 @@
+ALTER TABLE instance_usage DROP COLUMN gpus_attached_at;
