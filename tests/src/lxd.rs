@@ -324,3 +324,15 @@ pub fn project_exists(name: &str) -> bool {
         .status
         .success()
 }
+
+/// The Python of the virtualenv scripts/setup installs pylxd (and pytest, for pylxd's own
+/// integration suite) into.
+pub fn pylxd_python() -> std::path::PathBuf {
+    let python = std::path::Path::new("/opt/cohort-pylxd/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup, which installs pylxd there",
+        python.display()
+    );
+    python.to_path_buf()
+}

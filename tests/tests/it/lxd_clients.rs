@@ -77,7 +77,7 @@ fn pylxd_authenticate_trusts_its_certificate() {
         .expect("run openssl");
     assert!(made.status.success(), "{made:?}");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pylxd/authenticate.py");
-    let out = Command::new(crate::pylxd::tools_python())
+    let out = Command::new(cohort_e2e::lxd::pylxd_python())
         .arg(&script)
         .arg(format!("https://{address}"))
         .arg(&crt)

@@ -83,7 +83,6 @@ mod portal_course_limits;
 mod portal_create;
 mod process_limit;
 mod pylxd;
-mod pylxd_suite;
 mod reclaim_use;
 mod reclaim_warning;
 mod renewal_race;

@@ -12,17 +12,6 @@ use std::process::Command;
 use cli_support::{Lxc, OneNode};
 use serde_json::{json, Value};
 
-/// The Python of the virtualenv scripts/setup installs pylxd into.
-pub fn tools_python() -> std::path::PathBuf {
-    let python = std::path::Path::new("/opt/cohort-pylxd/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup, which installs pylxd there",
-        python.display()
-    );
-    python.to_path_buf()
-}
-
 #[test]
 fn pylxd_works_against_the_fleet() {
     let node = OneNode::start_with_lxd_api();
@@ -38,7 +27,7 @@ fn pylxd_works_against_the_fleet() {
     let lxc = Lxc::trusted_by(cli, "notebook-server", None);
     let address = node.controller.lxd_address.clone().expect("LXD-style API");
     let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pylxd/scenario.py");
-    let out = Command::new(tools_python())
+    let out = Command::new(cohort_e2e::lxd::pylxd_python())
         .arg(&scenario)
         .arg(format!("https://{address}"))
         .arg(lxc.conf.path().join("client.crt"))

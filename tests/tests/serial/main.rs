@@ -46,6 +46,7 @@ mod observe_reclaim;
 mod packages;
 mod portal_admin;
 mod portal_readable;
+mod pylxd_suite;
 mod two_controllers;
 
 /// One serial test at a time, across every runtime of this process.

@@ -85,6 +85,9 @@ fn outcomes(summary: &str) -> BTreeMap<String, String> {
 
 #[test]
 fn pylxds_own_integration_suite_passes_but_for_documented_refusals() {
+    // Alone: its 68 tests import images and make containers one after another for a quarter of
+    // an hour, load that starved the parallel tests' nodes and browsers.
+    let _alone = crate::alone_blocking();
     let suite = std::path::Path::new(SUITE);
     assert!(
         suite.join("integration").is_dir(),
@@ -113,7 +116,7 @@ fn pylxds_own_integration_suite_passes_but_for_documented_refusals() {
         .output()
         .expect("run openssl");
     assert!(made.status.success(), "{made:?}");
-    let out = Command::new(crate::pylxd::tools_python())
+    let out = Command::new(cohort_e2e::lxd::pylxd_python())
         .args([
             "-m",
             "pytest",
