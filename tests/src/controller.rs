@@ -220,10 +220,16 @@ impl Default for TestController {
     }
 }
 
-/// The binary `name` (package of the same name) next to the test binary, built by cargo once
-/// per test process so that it is never stale.
+/// The workspace binary `name` (`cohort-controller`, `cohort-agent`, `cohort`, ...) next to the
+/// test binary, built by cargo once per test process so that it is never stale.
+///
+/// Every binary is built in one `cargo build --workspace --bins`: the features cargo resolves
+/// for the whole workspace are those `cargo test --workspace` built the dependencies with, so
+/// after the test build this links the binaries and compiles nothing else. Building one
+/// package (`-p cohort-agent`) resolves its dependencies' features anew and recompiled a
+/// hundred crates per binary: ten minutes of every suite run, with the first tests waiting.
 pub fn built_binary(name: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    static BUILT: std::sync::Once = std::sync::Once::new();
     // Test binaries live in target/<profile>/deps, other binaries (the benchmarks) in
     // target/<profile>: the binaries built here go next to them, in the same profile.
     let exe = std::env::current_exe().expect("test binary path");
@@ -232,18 +238,22 @@ pub fn built_binary(name: &str) -> PathBuf {
         dir = dir.parent().expect("profile dir");
     }
     let release = dir.file_name().is_some_and(|n| n == "release");
-    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
-    if !built.iter().any(|b| b == name) {
+    BUILT.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-p", name, "--bin", name])
+            .args(["build", "--workspace", "--bins"])
             .args(release.then_some("--release"))
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "building {name} failed");
-        built.push(name.to_string());
-    }
-    dir.join(name)
+        assert!(status.success(), "building the workspace's binaries failed");
+    });
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not a binary of this workspace",
+        path.display()
+    );
+    path
 }
 
 pub fn controller_binary() -> PathBuf {

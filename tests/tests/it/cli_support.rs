@@ -18,23 +18,7 @@ pub const ADMIN: &str = "labadmin";
 /// A binary of this workspace, built by cargo once per test process so it is never stale:
 /// `cohort` (package cohort-cli), `cohort-controller`, `cohort-agent`.
 pub fn binary(name: &str) -> PathBuf {
-    match name {
-        "cohort" => {
-            static BUILT: std::sync::Once = std::sync::Once::new();
-            let path =
-                cohort_e2e::controller::built_binary("cohort-controller").with_file_name("cohort");
-            BUILT.call_once(|| {
-                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-                let status = Command::new(cargo)
-                    .args(["build", "-p", "cohort-cli", "--bin", "cohort"])
-                    .status()
-                    .expect("run cargo build");
-                assert!(status.success(), "building cohort failed");
-            });
-            path
-        }
-        other => cohort_e2e::controller::built_binary(other),
-    }
+    cohort_e2e::controller::built_binary(name)
 }
 
 /// A controller serving HTTPS on 127.0.0.1 with its own CA, database and state directory.

@@ -20,6 +20,8 @@
 //!   polling every second through a provision, a move and a renewal; heavy (two daemons).
 //! - `controller_gpus`: loads the test NVML library in this process after setting
 //!   `FAKE_NVML_ALL_MIG`, and reads `FAKE_NVML_PROCESSES` as the others leave it.
+//! - `pylxd_suite`: pylxd's own integration suite imports an image and makes a container in
+//!   most of its 68 tests, four minutes of load that starved the parallel tests' nodes.
 //! - `gpu_budget`: sets `FAKE_NVML_*` and `COHORT_AGENT_NVML_LIBRARY` for its agents, as
 //!   `gpu_usage` does.
 

@@ -4,7 +4,7 @@
 //! `sitecustomize`); its tests and assertions run as they are. Every test passes but those
 //! Cohort refuses by design ([`REFUSED`]) and those it does not do yet ([`NOT_YET`]), each with
 //! why; a listed test that starts passing fails this test too, so the lists stay true. The
-//! suite makes a container from a fresh image in most of its tests: about 10 minutes here.
+//! suite makes a container from a fresh image in most of its tests: about 4 minutes here.
 
 use crate::cli_support;
 
@@ -85,8 +85,8 @@ fn outcomes(summary: &str) -> BTreeMap<String, String> {
 
 #[test]
 fn pylxds_own_integration_suite_passes_but_for_documented_refusals() {
-    // Alone: its 68 tests import images and make containers one after another for a quarter of
-    // an hour, load that starved the parallel tests' nodes and browsers.
+    // Alone: its 68 tests import images and make containers one after another for four minutes,
+    // load that starved the parallel tests' nodes and browsers.
     let _alone = crate::alone_blocking();
     let suite = std::path::Path::new(SUITE);
     assert!(
@@ -125,6 +125,7 @@ fn pylxds_own_integration_suite_passes_but_for_documented_refusals() {
             "no:cacheprovider",
             "-q",
             "-rA",
+            "--durations=25",
         ])
         // The project's own pytest options (coverage) are for its unit tests, not this run.
         .args(["-o", "addopts="])
@@ -146,6 +147,8 @@ fn pylxds_own_integration_suite_passes_but_for_documented_refusals() {
         .output()
         .expect("run pylxd's integration suite");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // pytest's slowest steps, for `--nocapture` runs that look for where the time goes.
+    println!("{stdout}");
     let seen = outcomes(&stdout);
     assert!(seen.len() > 50, "the suite ran too few tests: {stdout}");
     let expected_to_fail = |test: &str| {
