@@ -380,6 +380,9 @@ pub struct CourseEndpoints {
 pub struct CourseDelete {
     /// [<remote>:]<code>
     pub code: String,
+    /// Delete the students' archived homes with it (refused while any is kept otherwise)
+    #[arg(long)]
+    pub delete_archives: bool,
     /// Don't ask for confirmation
     #[arg(long)]
     pub force: bool,

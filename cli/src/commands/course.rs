@@ -126,11 +126,21 @@ async fn run_other(session: &Session, command: CourseCommand) -> anyhow::Result<
         }
         CourseCommand::Delete(delete) => {
             let (client, code) = session.target(&delete.code)?;
-            let question = format!("This will remove course {code} for good. Continue?");
+            let question = if delete.delete_archives {
+                format!(
+                    "This will remove course {code} and its students' archived homes for good. \
+                     Continue?"
+                )
+            } else {
+                format!("This will remove course {code} for good. Continue?")
+            };
             if !delete.force && !confirm(&question)? {
                 bail!("Delete aborted");
             }
-            let path = format!("/courses/{}", seg(&code));
+            let mut path = format!("/courses/{}", seg(&code));
+            if delete.delete_archives {
+                path.push_str("?archives=delete");
+            }
             client.call(client.request(Method::DELETE, &path)).await
         }
         CourseCommand::Student(student) => run_student(session, student).await,

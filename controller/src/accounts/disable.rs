@@ -12,6 +12,7 @@ use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::Course;
+use crate::db::models::course_archive::CourseArchive;
 use crate::db::models::instance::Instance;
 use crate::db::models::user::User;
 use crate::error::{ActionError, ActionResult};
@@ -146,11 +147,14 @@ pub async fn delete(
 ) -> ActionResult<UserDeleted> {
     caller.require(Role::Admin)?;
     let admin_id = caller.user.id;
-    let (deleted, revoke) = ctl
+    let (deleted, revoke, archives) = ctl
         .db(move |conn| {
             conn.transaction(|conn| {
                 let user = other_account(conn, &caller, &username)?;
                 refuse_while_teaching(conn, &user, "username")?;
+                // Their archived homes go with the account: the rows by cascade, the files
+                // once this is committed.
+                let archives = CourseArchive::of_user(conn, user.id)?;
                 let owned = Instance::list(conn, Some(user.id))?;
                 Instance::give_all_to(conn, user.id, admin_id)?;
                 let mut operations = Vec::new();
@@ -187,7 +191,8 @@ pub async fn delete(
                     AuditAction::Delete,
                     AuditObject::User,
                     &username,
-                    json!({"instances": on_instances, "names": names, "operations": operations}),
+                    json!({"instances": on_instances, "names": names, "operations": operations,
+                           "archives": archives.len()}),
                 )?;
                 let kept = match on_instances {
                     OnDeleteInstances::Keep => owned,
@@ -205,10 +210,12 @@ pub async fn delete(
                         operations,
                     },
                     revoke.map(|op| op.id),
+                    archives,
                 ))
             })
         })
         .await?;
+    crate::courses::archive::remove_files(ctl, &archives);
     settle_recorded(ctl, revoke).await?;
     Ok(deleted)
 }

@@ -6,6 +6,7 @@ use cohort_proto::api::courses::{
     NetworkPolicy, StudentAction, StudentSnapshot, Teardown,
 };
 use futures_util::StreamExt;
+use serde::Deserialize;
 
 use super::extract::{ApiJson, ApiQuery};
 use crate::accounts::auth::{Bearer, Caller};
@@ -231,8 +232,20 @@ pub async fn endpoints(
         .body(export::render(&rows, format)))
 }
 
-pub async fn delete(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {
-    courses::delete::delete(&ctl, caller, code.into_inner()).await?;
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteQuery {
+    archives: Option<String>,
+}
+
+pub async fn delete(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    query: ApiQuery<DeleteQuery>,
+) -> Reply {
+    let on_archives = courses::delete::on_archives(query.0.archives.as_deref())?;
+    courses::delete::delete(&ctl, caller, code.into_inner(), on_archives).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

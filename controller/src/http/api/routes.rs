@@ -281,7 +281,8 @@ pub fn routes() -> Vec<Route> {
             "One course",
             () -> 200 (p::courses::Course);
         DELETE "/courses/{code}" => courses::delete, auth,
-            "Remove a torn-down course (its instructor or an admin)",
+            "Remove a torn-down course (its instructor or an admin); refused while it holds \
+             archived homes unless ?archives=delete",
             () -> 204 ();
         PUT "/courses/{code}/quota" => courses::set_quota, auth,
             "Set a course's quota (admin)",
