@@ -3,7 +3,8 @@
 //! on-demand with `cohort course set`; its containers are then made and run without a GPU on
 //! nodes that have none (a pinned GPU course would leave them queued); a student's request for
 //! a GPU queues there and says its place and why, and the queue survives the controller's
-//! restart; bad hours and another student's container are refused, with nothing queued; the
+//! restart (its why says no GPU is given where the NVIDIA runtime is missing, as on these
+//! nodes); bad hours and another student's container are refused, with nothing queued; the
 //! student leaves the queue with `cohort gpu detach`. (Attaching the GPU itself is tested with
 //! the node faked at its seam, in the serial `gpu_on_demand`: no GPU exists on this machine.)
 
@@ -181,8 +182,8 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
     assert!(
         lease["why"]
             .as_str()
-            .unwrap_or("")
-            .contains("first in line"),
+            .is_some_and(|why| why.contains("first in line")
+                && why.contains("node odn-incus has no NVIDIA container runtime")),
         "{lease}"
     );
 

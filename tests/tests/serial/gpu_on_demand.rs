@@ -482,6 +482,39 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     ] {
         assert!(actions.contains(&want), "{want:?} in {audit}");
     }
+
+    // Bob gives the GPU back; the node then loses its NVIDIA runtime (the toolkit removed):
+    // Ann's request waits though the GPU is free, saying why, since a GPU attached there would
+    // have no driver.
+    let (status, body) = call!(&app, &tokens["bob"], "DELETE", &lease("od-bob"), None);
+    assert_eq!(status, 200, "{body}");
+    all_done(&t).await;
+    {
+        use cohort_controller::db::schema::nodes;
+        use diesel::prelude::*;
+        diesel::update(nodes::table)
+            .set(nodes::nvidia_runtime.eq(false))
+            .execute(&mut t.conn())
+            .unwrap();
+    }
+    let (status, body) = call!(
+        &app,
+        &ann,
+        "POST",
+        &lease("od-ann"),
+        Some(json!({"hours": 0.5}))
+    );
+    assert_eq!((status, &body["state"]), (200, &json!("queued")), "{body}");
+    assert!(
+        body["why"]
+            .as_str()
+            .unwrap_or("")
+            .contains("has no NVIDIA container runtime"),
+        "{body}"
+    );
+    cohort_controller::reclaim::pass(&restarted).await.unwrap();
+    all_done(&t).await;
+    assert!(held(&t).is_empty(), "nothing granted there: {:?}", held(&t));
     assert!(
         started.elapsed() < Duration::from_secs(90),
         "{:?}",

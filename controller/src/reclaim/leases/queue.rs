@@ -20,6 +20,7 @@ use crate::db::models::course_budget::{used_seconds, CourseBudget};
 use crate::db::models::gpu_lease::{first_gpu_held, GpuLease};
 use crate::db::models::instance::Instance;
 use crate::db::models::instance_usage::InstanceUsage;
+use crate::db::models::node::Node;
 use crate::db::queries::{capacity, coordination};
 use crate::jobs::payload::{Job, Leased};
 use crate::jobs::{enqueue, Audit, Step};
@@ -87,7 +88,7 @@ pub fn place_of(conn: &mut PgConnection, lease: &GpuLease) -> QueryResult<Option
     };
     let (_, used, when) = order[at];
     let ahead = at;
-    let why = if ahead == 0 {
+    let mut why = if ahead == 0 {
         format!(
             "first in line ({} GPU hours used {when}); waiting for a GPU on its node to free",
             hours(used)
@@ -99,6 +100,10 @@ pub fn place_of(conn: &mut PgConnection, lease: &GpuLease) -> QueryResult<Option
             hours(used)
         )
     };
+    // Queued where no GPU can work (none there, or no runtime): the request says so.
+    if let Some(missing) = no_working_gpu(conn, node_id)? {
+        why.push_str(&format!("; {missing}"));
+    }
     Ok(Some(Place {
         place: at as u32 + 1,
         used_hours: used,
@@ -106,7 +111,26 @@ pub fn place_of(conn: &mut PgConnection, lease: &GpuLease) -> QueryResult<Option
     }))
 }
 
+/// Why node `node_id` cannot give a container a GPU that works, if it cannot: no NVIDIA
+/// container runtime (a GPU attached there would come without its driver's libraries; placement
+/// knows this for pinned GPUs), or no GPU present. Requests there wait, saying so.
+fn no_working_gpu(conn: &mut PgConnection, node_id: i64) -> QueryResult<Option<String>> {
+    let node = Node::find(conn, node_id)?;
+    if !node.nvidia_runtime {
+        return Ok(Some(format!(
+            "node {} has no NVIDIA container runtime (nvidia-container-cli), so an attached GPU \
+             would have no driver: no GPU is given there until an admin installs it",
+            node.name
+        )));
+    }
+    if capacity::present_gpus(conn, [node_id])?.is_empty() {
+        return Ok(Some(format!("node {} has no GPU", node.name)));
+    }
+    Ok(None)
+}
+
 /// Grants node `node_id`'s queued requests in order while its GPUs have room; returns how many.
+/// A node that lost its runtime or its GPUs since they queued grants none: they wait.
 pub fn grant_on_node(
     conn: &mut PgConnection,
     node_id: i64,
@@ -114,6 +138,9 @@ pub fn grant_on_node(
     actor: &str,
 ) -> QueryResult<usize> {
     let mut granted = 0;
+    if no_working_gpu(conn, node_id)?.is_some() {
+        return Ok(granted);
+    }
     for (lease, _, _) in ordered(conn, node_id)? {
         let instance = Instance::find(conn, lease.instance_id)?;
         // A stopped or moved container waits without holding up those behind it.
