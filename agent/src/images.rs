@@ -254,6 +254,7 @@ impl Images {
             {
                 let entry = ImageAliasesEntryPut {
                     target: fingerprint.into(),
+                    description: String::new(),
                 };
                 self.lxd.update_image_alias(alias, &entry).await
             }

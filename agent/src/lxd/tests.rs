@@ -137,8 +137,9 @@ fn create_exec_image_and_volume_bodies_are_lxds() {
     );
     let alias = ImageAliasesEntryPut {
         target: "abc".into(),
+        description: String::new(),
     };
-    assert_eq!(to_json(&alias), json!({"target": "abc"}));
+    assert_eq!(to_json(&alias), json!({"target": "abc", "description": ""}));
     let volume = StorageVolumesPost {
         name: "home-ann".into(),
         kind: "custom".into(),
