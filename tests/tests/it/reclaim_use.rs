@@ -364,7 +364,18 @@ for _ in range(60):
 c = BlockingKernelClient(connection_file=files[0])
 c.load_connection_file()
 c.start_channels()
-# Queued by ZeroMQ until the kernel (still starting, perhaps) reads it.
+c.wait_for_ready(timeout=180)
+# JupyterLab learns a kernel's state from its iopub messages, and on a loaded machine it may
+# subscribe after the kernel's first ones: a cell sent then leaves it at "starting" for the
+# cell's ten minutes. Each kernel_info is a busy/idle pair there: ask until it has seen one.
+for _ in range(120):
+    states = [k["execution_state"]
+              for k in json.load(urllib.request.urlopen(base + "/kernels", timeout=5))
+              if k["id"] == kid]
+    if states and states[0] != "starting":
+        break
+    c.kernel_info()
+    time.sleep(1)
 c.execute("import time; time.sleep(600)")
 # A kernel starts slowly on a loaded machine: up to 3 minutes.
 for _ in range(360):
