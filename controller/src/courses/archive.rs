@@ -47,20 +47,25 @@ pub fn archive_path(ctl: &Controller, course: &str, user: &str) -> ActionResult<
         .join(format!("{}.tar.gz", segment(user)?)))
 }
 
-/// Deletes the files of archives whose rows are gone (with their course or their student),
-/// and a course's folder in the store once it holds nothing. A file already gone is no error;
-/// one that cannot be deleted is logged, as the sweep does.
+/// Deletes an archive's file whose row is gone. A file already gone is no error; one that
+/// cannot be deleted is logged (the row, which named it, is gone either way).
+pub fn remove_file(path: &std::path::Path) {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot delete an archive");
+        }
+        _ => {}
+    }
+}
+
+/// Deletes the files of archives whose rows went with their course or their student, and a
+/// course's folder in the store once it holds nothing.
 pub fn remove_files(ctl: &Controller, archives: &[NamedArchive]) {
     for found in archives {
         let Ok(path) = archive_path(ctl, &found.course, &found.user) else {
             continue;
         };
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot delete an archive");
-            }
-            _ => {}
-        }
+        remove_file(&path);
         // Only an empty folder goes: another student's archive may still be there.
         if let Some(dir) = path.parent() {
             let _ = std::fs::remove_dir(dir);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use serde_json::json;
 
-use super::archive::archive_path;
+use super::archive::{archive_path, remove_file};
 use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
@@ -60,12 +60,7 @@ pub async fn sweep_once(ctl: &Controller) -> ActionResult<usize> {
             })
             .await?;
         if gone {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    tracing::warn!(path = %path.display(), error = %e, "cannot delete an expired archive");
-                }
-                _ => {}
-            }
+            remove_file(&path);
             deleted += 1;
         }
     }
