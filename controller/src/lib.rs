@@ -14,6 +14,7 @@ pub mod accounts;
 pub mod agent_client;
 pub mod app;
 pub mod audit;
+pub mod batch;
 pub mod courses;
 pub mod db;
 pub mod error;

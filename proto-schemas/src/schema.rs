@@ -122,6 +122,20 @@ pub fn all() -> Vec<(&'static str, RootSchema)> {
             schema_for!(crate::api::gpu_leases::GpuLease),
         ),
         (
+            "api_course_job_limits",
+            schema_for!(crate::api::courses::CourseJobLimits),
+        ),
+        (
+            "api_submit_job",
+            schema_for!(crate::api::batch_jobs::SubmitJob),
+        ),
+        ("api_job", schema_for!(crate::api::batch_jobs::Job)),
+        ("api_job_log", schema_for!(crate::api::batch_jobs::JobLog)),
+        (
+            "api_job_priority",
+            schema_for!(crate::api::batch_jobs::JobPriority),
+        ),
+        (
             "api_course_gpu_mode",
             schema_for!(crate::api::courses::CourseGpuMode),
         ),

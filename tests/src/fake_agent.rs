@@ -20,6 +20,17 @@ macro_rules! unused_agent_calls {
         }
     };
     (no_activity) => {
+        $crate::unused_agent_calls!(no_activity_no_exec);
+        fn exec(
+            &self,
+            _: String,
+            _: cohort_proto::agent::ExecRequest,
+        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::ExecResult> {
+            unused()
+        }
+    };
+    // The GPU node answers a batch job's execs itself.
+    (no_activity_no_exec) => {
         fn restore_home_path(
             &self,
             _: String,
@@ -160,13 +171,6 @@ macro_rules! unused_agent_calls {
             &self,
             _: cohort_proto::agent::PruneDatasets,
         ) -> cohort_controller::agent_client::AgentFuture<Vec<String>> {
-            unused()
-        }
-        fn exec(
-            &self,
-            _: String,
-            _: cohort_proto::agent::ExecRequest,
-        ) -> cohort_controller::agent_client::AgentFuture<cohort_proto::agent::ExecResult> {
             unused()
         }
         fn exec_stream(

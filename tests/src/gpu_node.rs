@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use base64::Engine;
 use cohort_controller::agent_client::{
     AgentConnector, AgentError, AgentFuture, AgentTarget, NodeAgent, ReceivedTarball,
 };
 use cohort_proto::agent::{
-    AttachGpus, CreateInstance, GpuAttachment, GpuInventory, HostFacts, Image, ImportImage,
-    Instance, Inventory, LxdFacts, PublishInstance, SshAccess, StateAction, StateChange,
-    UpdateInstance,
+    AttachGpus, CreateInstance, ExecRequest, ExecResult, GpuAttachment, GpuInventory, HostFacts,
+    Image, ImportImage, Instance, Inventory, LxdFacts, PublishInstance, SshAccess, StateAction,
+    StateChange, UpdateInstance,
 };
 
 /// What the controller asked of the node.
@@ -30,6 +31,11 @@ pub struct Calls {
     /// What the node answers when asked about a container's activity, by name: `None` is no
     /// answer (an error, as past the controller's wait); a container not named does nothing.
     pub activity: BTreeMap<String, Option<cohort_proto::activity::InstanceActivity>>,
+    /// Batch jobs as the containers run them, by job id: `None` while running, the exit code
+    /// once ended (a test ends one by setting it; a stop ends it with 143, as TERM does).
+    pub jobs: BTreeMap<String, Option<i32>>,
+    /// The jobs' execs in order: `start 3`, `stop 3`, `tell 3: <line>`.
+    pub job_events: Vec<String>,
 }
 
 /// Every node the controller connects to is this one (a test has one GPU node).
@@ -99,8 +105,56 @@ fn unused<T: Send + 'static>() -> AgentFuture<T> {
     Box::pin(async { Err(AgentError::Decode("not used by the GPU tests".into())) })
 }
 
+impl GpuNode {
+    /// What a container says to the controller's batch job execs (`cohort-job-<action>` as
+    /// `$0`, the job id the first argument): the job's life is the test's to decide.
+    fn job_exec(&self, request: &ExecRequest) -> Result<ExecResult, AgentError> {
+        let arg = |i: usize| request.command.get(i).cloned().unwrap_or_default();
+        let action = arg(3);
+        let Some(action) = action.strip_prefix("cohort-job-") else {
+            return Err(AgentError::Decode("not used by the GPU tests".into()));
+        };
+        let id = arg(6);
+        let mut calls = self.calls();
+        let out = match action {
+            "start" => {
+                calls.jobs.entry(id.clone()).or_insert(None);
+                calls.job_events.push(format!("start {id}"));
+                String::new()
+            }
+            "status" => match calls.jobs.get(&id) {
+                Some(None) => "running".into(),
+                Some(Some(code)) => format!("exit {code}"),
+                None => "absent".into(),
+            },
+            "stop" => {
+                if let Some(state @ None) = calls.jobs.get_mut(&id) {
+                    *state = Some(143);
+                }
+                calls.job_events.push(format!("stop {id}"));
+                String::new()
+            }
+            "tell" => {
+                calls.job_events.push(format!("tell {id}: {}", arg(7)));
+                String::new()
+            }
+            _ => String::new(),
+        };
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        Ok(ExecResult {
+            exit_code: 0,
+            stdout_base64: b64(&out),
+            stderr_base64: String::new(),
+        })
+    }
+}
+
 impl NodeAgent for GpuNode {
-    crate::unused_agent_calls!(no_activity);
+    crate::unused_agent_calls!(no_activity_no_exec);
+    fn exec(&self, _: String, request: ExecRequest) -> AgentFuture<ExecResult> {
+        let answer = self.job_exec(&request);
+        Box::pin(async move { answer })
+    }
     fn activity(
         &self,
         name: String,

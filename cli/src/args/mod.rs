@@ -17,6 +17,7 @@ pub mod home;
 pub mod image;
 pub mod info;
 pub mod init;
+pub mod job;
 pub mod launch;
 pub mod list;
 pub mod move_instance;
@@ -106,6 +107,9 @@ pub enum Verb {
     Usage(usage::Usage),
     /// GPUs on demand: attach a GPU for a lease, give it back, see the queue (Cohort)
     Gpu(gpu::Gpu),
+    /// Batch jobs: run a script to completion in your container, with a GPU when it is your
+    /// turn; follow its log, cancel it (Cohort)
+    Job(job::Job),
     /// The snapshots of a course container's home volume (Cohort)
     Home(home::Home),
     /// Print a shell completion script

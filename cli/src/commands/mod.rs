@@ -19,6 +19,7 @@ pub mod gpu;
 pub mod home;
 pub mod image;
 pub mod info;
+pub mod job;
 pub mod launch;
 pub mod list;
 pub mod move_instance;
@@ -114,6 +115,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Audit(args) => audit::run(&session, args).await?,
         Verb::Usage(args) => usage::run(&session, args).await?,
         Verb::Gpu(args) => gpu::run(&session, args).await?,
+        Verb::Job(args) => job::run(&session, args).await?,
         Verb::Home(args) => home::run(&session, args).await?,
         Verb::Completion(_) => unreachable!("handled before the configuration is read"),
     }

@@ -284,6 +284,9 @@ pub struct ReclaimConfig {
     /// `COHORT_GPU_LEASE_HOUR_S`: seconds in one hour of a GPU lease (on-demand courses);
     /// default 3600 (tests shorten it). The reclaim pass ends leases and grants queued ones.
     pub lease_hour_s: u64,
+    /// `COHORT_JOB_INTERVAL_S`: seconds between two passes of the batch jobs' loop (starts,
+    /// ends, limits); default 5. A submit or a cancel passes at once.
+    pub job_interval_s: u64,
 }
 
 impl Default for ReclaimConfig {
@@ -294,6 +297,7 @@ impl Default for ReclaimConfig {
             delete_after_end_s: 7 * 24 * 3600,
             busy_cpu_percent: cohort_proto::activity::DEFAULT_CPU_PERCENT,
             lease_hour_s: 3600,
+            job_interval_s: 5,
         }
     }
 }
@@ -835,6 +839,7 @@ impl Config {
         env_parse("COHORT_RECLAIM_INTERVAL_S", &mut self.reclaim.interval_s)?;
         env_parse("COHORT_RECLAIM_MINUTE_S", &mut self.reclaim.minute_s)?;
         env_parse("COHORT_GPU_LEASE_HOUR_S", &mut self.reclaim.lease_hour_s)?;
+        env_parse("COHORT_JOB_INTERVAL_S", &mut self.reclaim.job_interval_s)?;
         env_parse(
             "COHORT_DELETE_AFTER_END_S",
             &mut self.reclaim.delete_after_end_s,

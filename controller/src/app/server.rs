@@ -87,6 +87,13 @@ pub async fn serve(ctl: Arc<Controller>) -> Result<(), ServeError> {
         page_cache::run(ctl, Duration::from_secs(30))
     });
     supervise(ctl.clone(), FAILURE_SUMMARY, allow(10), failure_summaries);
+    // A jobs pass waits at most 90 s for its nodes.
+    supervise(
+        ctl.clone(),
+        crate::batch::LOOP,
+        allow(30),
+        crate::batch::run,
+    );
     let sweep_s = c.server.archive_sweep_s;
     supervise(
         ctl.clone(),

@@ -37,6 +37,8 @@ pub struct Controller {
     pub started: Instant,
     /// Signalled when capacity may have freed, so the queue is tried at once.
     pub capacity_freed: tokio::sync::Notify,
+    /// Signalled when a batch job was submitted or cancelled, so the jobs' loop passes at once.
+    pub jobs_changed: tokio::sync::Notify,
     /// Pages of `GET /instances` served again while unchanged.
     pub pages: Arc<PageCache>,
     /// Failed authentications by source address, to answer 429 past the limit (the API).
@@ -86,6 +88,7 @@ impl Controller {
             agents,
             started: Instant::now(),
             capacity_freed: tokio::sync::Notify::new(),
+            jobs_changed: tokio::sync::Notify::new(),
             loops: Default::default(),
         }
     }

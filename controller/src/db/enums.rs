@@ -217,6 +217,10 @@ pub enum AuditAction {
     KeepWorking,
     SetReclaimWarning,
     RestoreHomePath,
+    SubmitJob,
+    CancelJob,
+    SetJobPriority,
+    SetJobLimits,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -314,6 +318,10 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     KeepWorking => "keep_working",
     SetReclaimWarning => "set_reclaim_warning",
     RestoreHomePath => "restore_home_path",
+    SubmitJob => "submit_job",
+    CancelJob => "cancel_job",
+    SetJobPriority => "set_job_priority",
+    SetJobLimits => "set_job_limits",
 });
 
 /// An operation is audited under the name of its step.

@@ -571,3 +571,49 @@ diesel::table! {
 
 diesel::joinable!(reclaim_warnings -> instances (instance_id));
 diesel::allow_tables_to_appear_in_same_query!(reclaim_warnings, instances);
+
+diesel::table! {
+    batch_jobs (id) {
+        id -> Int8,
+        instance_id -> Int8,
+        user_id -> Int8,
+        course_id -> Nullable<Int8>,
+        command -> Array<Text>,
+        workdir -> Nullable<Text>,
+        environment -> Jsonb,
+        gpus -> Int4,
+        hours -> Float8,
+        priority -> Int4,
+        state -> Text,
+        lease_id -> Nullable<Int8>,
+        node_id -> Nullable<Int8>,
+        submitted_at -> Timestamptz,
+        started_at -> Nullable<Timestamptz>,
+        ends_at -> Nullable<Timestamptz>,
+        warned_at -> Nullable<Timestamptz>,
+        ended_at -> Nullable<Timestamptz>,
+        exit_code -> Nullable<Int4>,
+        reason -> Nullable<Text>,
+        stop_reason -> Nullable<Text>,
+        stop_state -> Nullable<Text>,
+        gpu_seconds -> Float8,
+    }
+}
+
+diesel::table! {
+    course_job_limits (course_id) {
+        course_id -> Int8,
+        max_running -> Int4,
+        max_queued -> Int4,
+    }
+}
+
+diesel::joinable!(batch_jobs -> instances (instance_id));
+diesel::joinable!(batch_jobs -> users (user_id));
+diesel::joinable!(course_job_limits -> courses (course_id));
+diesel::allow_tables_to_appear_in_same_query!(batch_jobs, instances);
+diesel::allow_tables_to_appear_in_same_query!(batch_jobs, users);
+diesel::allow_tables_to_appear_in_same_query!(batch_jobs, courses);
+diesel::allow_tables_to_appear_in_same_query!(batch_jobs, nodes);
+diesel::allow_tables_to_appear_in_same_query!(batch_jobs, gpu_leases);
+diesel::allow_tables_to_appear_in_same_query!(course_job_limits, courses);

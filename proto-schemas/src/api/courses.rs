@@ -503,3 +503,13 @@ pub struct CopyCourse {
 pub struct CourseReclaimWarning {
     pub warn_minutes: u32,
 }
+
+/// `PUT /api/v1/courses/{code}/job-limits`: each student's batch jobs at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseJobLimits {
+    /// Jobs running at once, 1 to 100; default 1.
+    pub max_running: i32,
+    /// Jobs waiting at once, 0 to 1000; default 5.
+    pub max_queued: i32,
+}

@@ -3,6 +3,7 @@
 //! plain JSON arrays; errors are [`crate::ErrorBody`].
 
 pub mod audit;
+pub mod batch_jobs;
 pub mod course_archives;
 pub mod course_data;
 pub mod courses;

@@ -10,14 +10,16 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 37] = [
+const TABLES: [&str; 39] = [
     "api_tokens",
     "audit_log",
+    "batch_jobs",
     "course_archives",
     "course_budgets",
     "course_datasets",
     "course_gpu_modes",
     "course_home_snapshots",
+    "course_job_limits",
     "course_networks",
     "course_reclaim",
     "course_staff",

@@ -13,6 +13,7 @@ mod agent_network_macvlan;
 mod agent_network_ssh;
 mod agent_ssh;
 mod agent_tls;
+mod batch_jobs;
 mod claims;
 mod cli_config;
 mod cli_controller;

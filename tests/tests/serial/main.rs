@@ -30,6 +30,7 @@ use std::ffi::OsString;
 #[path = "../it/cli_support.rs"]
 mod cli_support;
 
+mod batch_gpu_jobs;
 mod cli_format;
 mod controller_gpus;
 mod course_data_memory;

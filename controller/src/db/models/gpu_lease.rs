@@ -74,6 +74,14 @@ pub struct GpuLease {
 const OPEN: [LeaseState; 2] = [LeaseState::Queued, LeaseState::Active];
 
 impl GpuLease {
+    pub fn find(conn: &mut PgConnection, id: i64) -> QueryResult<Option<GpuLease>> {
+        gpu_leases::table
+            .find(id)
+            .select(GpuLease::as_select())
+            .first(conn)
+            .optional()
+    }
+
     /// The queued request or active lease of instance `id`.
     pub fn open_of(conn: &mut PgConnection, instance_id: i64) -> QueryResult<Option<GpuLease>> {
         gpu_leases::table

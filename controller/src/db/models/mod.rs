@@ -3,6 +3,7 @@
 
 pub mod api_token;
 pub mod audit;
+pub mod batch_job;
 pub mod course;
 pub mod course_archive;
 pub mod course_budget;

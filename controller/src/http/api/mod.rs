@@ -3,6 +3,7 @@
 //! are declared once, in `routes`, which the OpenAPI document reads too.
 
 mod audit;
+mod batch_jobs;
 mod body;
 pub(crate) mod course_archives;
 mod course_data;

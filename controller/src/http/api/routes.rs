@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    audit, course_archives, course_data, courses, gpu_leases, gpus, images, instances, lxd_trust,
-    meta, nodes, operations, orphans, usage, users,
+    audit, batch_jobs, course_archives, course_data, courses, gpu_leases, gpus, images, instances,
+    lxd_trust, meta, nodes, operations, orphans, usage, users,
 };
 
 /// A JSON schema of a body, made by the document's generator.
@@ -163,6 +163,27 @@ pub fn routes() -> Vec<Route> {
         POST "/orphans/{node}/{name}/adopt" => orphans::adopt, auth,
             "Make an orphan container an instance of an owner (admin)",
             (p::orphans::AdoptOrphan) -> 204 ();
+        POST "/jobs" => batch_jobs::submit, auth,
+            "Submit a batch job: a command run in the caller's own container, as them, once its turn comes (with a GPU lease when it asks for GPUs)",
+            (p::batch_jobs::SubmitJob) -> 201 (p::batch_jobs::Job);
+        GET "/jobs" => batch_jobs::list, auth,
+            "The batch jobs the caller may see, newest first; ?course=, ?user=, ?state= narrow them",
+            () -> 200 (Vec<p::batch_jobs::Job>);
+        GET "/jobs/{id}" => batch_jobs::show, auth,
+            "One batch job: its state, place and why it waits, node, GPU, times, exit code, GPU-seconds",
+            () -> 200 (p::batch_jobs::Job);
+        GET "/jobs/{id}/log" => batch_jobs::log, auth,
+            "A batch job's output (stdout and stderr) from ?offset= (bytes), read in its container",
+            () -> 200 (p::batch_jobs::JobLog);
+        POST "/jobs/{id}/cancel" => batch_jobs::cancel, auth,
+            "Cancel a batch job: a waiting one at once, a running one is stopped (TERM, then KILL after 10 s)",
+            () -> 200 (p::batch_jobs::Job);
+        PUT "/jobs/{id}/priority" => batch_jobs::set_priority, auth,
+            "Move a batch job up or down its queue, -100 to 100 (its course's staff, admin; audited)",
+            (p::batch_jobs::JobPriority) -> 200 (p::batch_jobs::Job);
+        PUT "/courses/{code}/job-limits" => batch_jobs::set_limits, auth,
+            "Set each student's batch jobs running (default 1) and waiting (default 5) at once (its instructor, staff, admin)",
+            (p::courses::CourseJobLimits) -> 200 (p::courses::CourseJobLimits);
         GET "/gpu-leases" => gpu_leases::list, auth,
             "The open GPU leases and queued requests the caller may see, queued ones with their place and why (fair share)",
             () -> 200 (Vec<p::gpu_leases::GpuLease>);

@@ -51,6 +51,7 @@ pub fn page(
                         @if s.caller.is_admin() {
                             a #admin-link href="/admin" { (lang.t(Msg::Admin)) }
                         }
+                        a #jobs-link href="/jobs" { (lang.t(Msg::Jobs)) }
                         a #account-link href="/account" { (lang.t(Msg::Account)) }
                         form.signout method="post" action="/signout" {
                             span { (lang.t(Msg::SignedInAs)) " " strong #whoami { (s.caller.name()) } }

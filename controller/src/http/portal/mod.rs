@@ -9,6 +9,7 @@ mod admin_fleet;
 mod admin_users;
 mod archives;
 mod assets;
+mod batch_jobs;
 mod containers;
 mod course_data;
 mod course_limits;
@@ -116,6 +117,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             get().to(courses::download),
         )
         .route("/progress/{id}", get().to(courses::progress))
+        .route("/jobs", get().to(batch_jobs::page))
+        .route("/jobs", post().to(batch_jobs::submit))
+        .route("/jobs/{id}", get().to(batch_jobs::show))
+        .route("/jobs/{id}/log", get().to(batch_jobs::log))
+        .route("/jobs/{id}/cancel", post().to(batch_jobs::cancel))
         .route("/usage", get().to(gpu_time::page))
         .route("/usage.csv", get().to(gpu_time::csv))
         .route("/admin", get().to(admin::page))

@@ -249,6 +249,10 @@ fn audit_action_texts(name: &str) -> Option<Texts> {
         "reclaim_warning" => ("reclaim warning", "回收警告", "回收警告"),
         "keep_working" => ("keep working", "繼續使用", "继续使用"),
         "set_reclaim_warning" => ("set reclaim warning", "設定回收警告", "设置回收警告"),
+        "submit_job" => ("submit a job", "提交工作", "提交作业"),
+        "cancel_job" => ("cancel a job", "取消工作", "取消作业"),
+        "set_job_priority" => ("set a job's priority", "設定工作優先順序", "设置作业优先级"),
+        "set_job_limits" => ("set job limits", "設定工作上限", "设置作业上限"),
         _ => return None,
     })
 }

@@ -1,5 +1,6 @@
-//! The queue for a node's GPUs, fair share: when a GPU frees, the queued request of the student
-//! with the fewest GPU hours this budget period (allocated time, as budgets count it; the
+//! The queue for a node's GPUs, fair share: when a GPU frees, the queued request of a batch job
+//! whose priority its course's staff raised goes first, then that of the student with the fewest
+//! GPU hours this budget period (allocated time, as budgets count it; the
 //! course's `budget_period`, a week where it has no budget) goes first, then the earliest
 //! request. [`pass`] runs in the reclaim pass's transaction (one controller at a time, under its
 //! advisory lock): leases whose end has come are ended and their GPUs detached, leases whose
@@ -15,6 +16,7 @@ use diesel::prelude::*;
 use serde_json::json;
 
 use crate::db::enums::{AuditAction, AuditObject, StepKind};
+use crate::db::models::batch_job::BatchJob;
 use crate::db::models::course::Course;
 use crate::db::models::course_budget::{used_seconds, CourseBudget};
 use crate::db::models::gpu_lease::{first_gpu_held, GpuLease};
@@ -27,7 +29,7 @@ use crate::jobs::{enqueue, Audit, Step};
 use crate::reclaim::budget::{hours, period_start, period_words};
 
 /// Who the audit log names for the pass's ends and grants.
-const ACTOR: &str = "gpu-lease";
+pub const ACTOR: &str = "gpu-lease";
 
 /// A queued request's place on its node and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,16 +67,18 @@ pub fn ordered(
     for lease in GpuLease::open(conn, LeaseState::Queued)? {
         if lease.node_id == Some(node_id) {
             let (used, when) = used_hours(conn, lease.course_id, lease.user_id)?;
-            queued.push((lease, used, when));
+            // A batch job's priority, raised by its course's staff, goes before fair share.
+            let priority = BatchJob::of_lease(conn, lease.id)?.map_or(0, |j| j.priority);
+            queued.push((priority, lease, used, when));
         }
     }
-    queued.sort_by(|(a, ua, _), (b, ub, _)| {
-        ua.partial_cmp(ub)
-            .unwrap_or(Ordering::Equal)
+    queued.sort_by(|(pa, a, ua, _), (pb, b, ub, _)| {
+        pb.cmp(pa)
+            .then(ua.partial_cmp(ub).unwrap_or(Ordering::Equal))
             .then(a.requested_at.cmp(&b.requested_at))
             .then(a.id.cmp(&b.id))
     });
-    Ok(queued)
+    Ok(queued.into_iter().map(|(_, l, u, w)| (l, u, w)).collect())
 }
 
 /// A queued request's place in its node's queue, with why.

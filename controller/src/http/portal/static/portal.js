@@ -173,3 +173,42 @@ document.addEventListener("submit", (event) => {
   xhr.onerror = () => refused(xhr.statusText || "the upload failed", "form");
   xhr.send(file);
 });
+
+// A batch job's output, tailed while it runs: read from the last offset every second (at once
+// again while there is more). A job that ends while the page is open reloads the page once, to
+// show its exit code; a job over already is read to its end. A refusal (the container stopped)
+// ends the tail with its message.
+(function () {
+  const pre = document.getElementById("job-log");
+  if (!pre) return;
+  let offset = 0;
+  async function poll() {
+    let response;
+    try {
+      response = await fetch("/jobs/" + pre.dataset.job + "/log?offset=" + offset, { cache: "no-store" });
+    } catch (_) {
+      setTimeout(poll, 3000);
+      return;
+    }
+    if (!response.ok) {
+      let message = String(response.status);
+      try {
+        message = (await response.json()).error.message || message;
+      } catch (_) {}
+      pre.dataset.error = message;
+      pre.append("\n[" + message + "]");
+      return;
+    }
+    const log = await response.json();
+    pre.append(log.text);
+    offset = log.next_offset;
+    const read = log.next_offset > log.offset;
+    if (log.done && !read) {
+      if (pre.dataset.done !== "true") window.location.reload();
+      pre.dataset.ended = "true";
+      return;
+    }
+    setTimeout(poll, read ? 100 : 1000);
+  }
+  poll();
+})();

@@ -1,0 +1,2 @@
+DROP TABLE course_job_limits;
+DROP TABLE batch_jobs;
