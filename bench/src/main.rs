@@ -6,10 +6,12 @@
 //!   cohort-bench api [--instances 10000] [--connections 64] [--seconds 20] [--page 100]
 //!   cohort-bench gpu-sample [--gpus 8] [--containers 200] [--samples 200]
 //!   cohort-bench fleet [--agents 1000] [--containers 10] [--seconds 60] [--gpu-containers 0]
+//!   cohort-bench jobs [--jobs 500] [--gpus 8] [--handoffs 20] [--passes 20]
 
 mod api;
 mod fleet;
 mod gpu_sample;
+mod jobs;
 mod placement;
 
 use anyhow::Result;
@@ -97,6 +99,18 @@ enum Bench {
         /// accounting: each poll adds their allocated and busy GPU-seconds); 0 for none.
         #[arg(long, default_value_t = 0)]
         gpu_containers: u32,
+    },
+    /// Batch jobs waiting for a node's GPUs: decisions a second and the GPU handoff (issue 44).
+    Jobs {
+        #[arg(long, default_value_t = 500)]
+        jobs: u32,
+        #[arg(long, default_value_t = 8)]
+        gpus: u32,
+        #[arg(long, default_value_t = 20)]
+        handoffs: usize,
+        /// Decision passes timed.
+        #[arg(long, default_value_t = 20)]
+        passes: u32,
     },
 }
 
@@ -203,6 +217,24 @@ fn main() -> Result<()> {
                 out.other_requests,
                 out.accounted_instances,
                 out.allocated_gpu_seconds,
+            );
+        }
+        Bench::Jobs {
+            jobs: n,
+            gpus,
+            handoffs,
+            passes,
+        } => {
+            let out = jobs::run(n, gpus, handoffs, passes)?;
+            println!(
+                "| jobs | {n} GPU jobs queued on {gpus} GPUs, {} handoffs | a pass {:.1} ms: {:.0} decisions/s | a bare locked transaction {:.0}/s: a pass is {:.0} of them | handoff p50 {:.2} s, max {:.2} s (target < 2 s; the 5 s tick without wakes) |",
+                out.handoffs,
+                out.pass_ms,
+                out.decisions_per_second,
+                out.baseline_tps,
+                out.pass_ms / 1000.0 * out.baseline_tps,
+                out.handoff_p50_s,
+                out.handoff_max_s,
             );
         }
     }

@@ -36,6 +36,8 @@ pub struct Calls {
     pub jobs: BTreeMap<String, Option<i32>>,
     /// The jobs' execs in order: `start 3`, `stop 3`, `tell 3: <line>`.
     pub job_events: Vec<String>,
+    /// While set, the jobs' execs fail as a node that does not answer.
+    pub jobs_unreachable: bool,
 }
 
 /// Every node the controller connects to is this one (a test has one GPU node).
@@ -116,6 +118,11 @@ impl GpuNode {
         };
         let id = arg(6);
         let mut calls = self.calls();
+        if calls.jobs_unreachable {
+            return Err(AgentError::Decode(
+                "the node does not answer (the test's)".into(),
+            ));
+        }
         let out = match action {
             "start" => {
                 calls.jobs.entry(id.clone()).or_insert(None);

@@ -90,12 +90,22 @@ pub fn end(
     Ok(())
 }
 
-/// The pass's decisions; answers what the nodes must be asked (nothing when another controller
-/// holds the lock).
-pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<Vec<Task>> {
+/// What a pass decided.
+#[derive(Debug, Default)]
+pub struct Decided {
+    /// What the nodes must be asked.
+    pub tasks: Vec<Task>,
+    /// A job waits for the worker to attach its GPU: the loop looks again shortly (the worker
+    /// wakes it when the attach is done, but may do so before the operation is marked finished).
+    pub attaching: bool,
+}
+
+/// The pass's decisions (nothing when another controller holds the lock).
+pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<Decided> {
     if !crate::db::queries::reclaim::try_lock(conn)? {
-        return Ok(Vec::new());
+        return Ok(Decided::default());
     }
+    let mut attaching = false;
     let now = coordination::clock(conn)?;
     let open = BatchJob::open(conn)?;
     // Jobs holding a run slot, per student and course: started, or holding a lease request.
@@ -106,9 +116,18 @@ pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<Vec<Task>> {
         }
     }
     let mut tasks = Vec::new();
+    // Read once for the whole pass: its cost must not grow with queries per waiting job.
+    let instance_ids: Vec<i64> = open.iter().map(|j| j.instance_id).collect();
+    let instances: HashMap<i64, Instance> = Instance::by_ids(conn, &instance_ids)?
+        .into_iter()
+        .map(|i| (i.id, i))
+        .collect();
     let mut usernames: HashMap<i64, String> = HashMap::new();
+    let mut courses = Courses::default();
     for job in open {
-        let instance = Instance::find(conn, job.instance_id)?;
+        let Some(instance) = instances.get(&job.instance_id).cloned() else {
+            continue;
+        };
         let (Some(node_id), true) = (
             instance.node_id,
             instance.desired_state == DesiredState::Running,
@@ -140,13 +159,15 @@ pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<Vec<Task>> {
         match job.state {
             JobState::Queued => {
                 let key = (job.user_id, job.course_id);
-                let limit = CourseJobLimits::of(conn, job.course_id)?.max_running;
+                let limit = courses.of(conn, job.course_id)?.max_running;
                 let held = slots.get(&key).copied().unwrap_or(0);
                 if job.lease_id.is_none() && held >= i64::from(limit) {
                     continue;
                 }
-                match ready(conn, &job, &instance, node_id, hour_s)? {
+                let on_demand = courses.on_demand(conn, job.course_id)?;
+                match ready(conn, &job, &instance, node_id, on_demand)? {
                     Ready::Wait => {}
+                    Ready::Attaching => attaching = true,
                     Ready::Asked => *slots.entry(key).or_default() += 1,
                     Ready::Go(until) => {
                         if job.lease_id.is_none() {
@@ -199,12 +220,45 @@ pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<Vec<Task>> {
     for node_id in nodes {
         leases::queue::grant_on_node(conn, node_id, hour_s, leases::queue::ACTOR)?;
     }
-    Ok(tasks)
+    Ok(Decided { tasks, attaching })
+}
+
+/// What the pass reads of each course once: its job limits and whether it is on demand.
+#[derive(Default)]
+struct Courses(HashMap<Option<i64>, (CourseJobLimits, bool)>);
+
+impl Courses {
+    fn read(
+        &mut self,
+        conn: &mut PgConnection,
+        id: Option<i64>,
+    ) -> QueryResult<(CourseJobLimits, bool)> {
+        if let Some(known) = self.0.get(&id) {
+            return Ok(*known);
+        }
+        let limits = CourseJobLimits::of(conn, id)?;
+        let on_demand = match id {
+            Some(c) => CourseGpuMode::on_demand(conn, c)?.is_some(),
+            None => false,
+        };
+        self.0.insert(id, (limits, on_demand));
+        Ok((limits, on_demand))
+    }
+
+    fn of(&mut self, conn: &mut PgConnection, id: Option<i64>) -> QueryResult<CourseJobLimits> {
+        Ok(self.read(conn, id)?.0)
+    }
+
+    fn on_demand(&mut self, conn: &mut PgConnection, id: Option<i64>) -> QueryResult<bool> {
+        Ok(self.read(conn, id)?.1)
+    }
 }
 
 enum Ready {
-    /// Not yet (its lease waits, or an attach is under way).
+    /// Not yet (its lease waits).
     Wait,
+    /// Its lease is granted; the worker attaches the GPU.
+    Attaching,
     /// A lease was asked for: it waits for it.
     Asked,
     /// Start it; until its lease's end, if it has one.
@@ -219,15 +273,11 @@ fn ready(
     job: &BatchJob,
     instance: &Instance,
     node_id: i64,
-    hour_s: u64,
+    on_demand: bool,
 ) -> QueryResult<Ready> {
     if job.gpus == 0 {
         return Ok(Ready::Go(None));
     }
-    let on_demand = match job.course_id {
-        Some(c) => CourseGpuMode::on_demand(conn, c)?.is_some(),
-        None => false,
-    };
     if !on_demand {
         // Pinned: the container's own GPUs (a reclaim may have taken them: it waits).
         let held = capacity::gpu_slots_held(conn, instance.id)?;
@@ -252,7 +302,7 @@ fn ready(
             job.hours,
         )?;
         BatchJob::set_lease(conn, job.id, lease.id)?;
-        leases::queue::grant_on_node(conn, node_id, hour_s, ACTOR)?;
+        // Granted (or not) with the rest of its node's queue at the end of the pass.
         return Ok(Ready::Asked);
     };
     let Some(lease) = GpuLease::find(conn, lease_id)? else {
@@ -261,7 +311,7 @@ fn ready(
     Ok(match lease.state {
         LeaseState::Queued => Ready::Wait,
         // The attach is the worker's: the job starts once it is done.
-        LeaseState::Active if OperationItem::unfinished_for(conn, instance.id)? => Ready::Wait,
+        LeaseState::Active if OperationItem::unfinished_for(conn, instance.id)? => Ready::Attaching,
         LeaseState::Active => Ready::Go(lease.ends_at),
         LeaseState::Ended | LeaseState::Cancelled => Ready::Lost(format!(
             "its GPU lease ended before it started: {}",

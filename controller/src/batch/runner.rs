@@ -275,15 +275,24 @@ fn record(conn: &mut PgConnection, task: &Task, heard: &Heard, hour_s: u64) -> Q
     Ok(())
 }
 
-/// One pass: decisions, then the nodes asked, then what they said recorded. Answers how many
-/// jobs were asked about.
-pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Passed {
+    /// Jobs the nodes were asked about.
+    pub asked: usize,
+    /// A job waits for its GPU's attach: look again shortly.
+    pub attaching: bool,
+}
+
+/// One pass: decisions, then the nodes asked, then what they said recorded.
+pub async fn pass(ctl: &Controller) -> ActionResult<Passed> {
     let hour_s = ctl.config.reclaim.lease_hour_s.max(1);
     let agents = ctl.agents.clone();
-    let (tasks, links) = ctl
+    let (tasks, links, attaching) = ctl
         .db(move |conn| {
             conn.transaction(|conn| {
-                let tasks = queue::pass(conn, hour_s)?;
+                let decided = queue::pass(conn, hour_s)?;
+                let (tasks, attaching) = (decided.tasks, decided.attaching);
                 let mut links = std::collections::HashMap::new();
                 for t in &tasks {
                     if let std::collections::hash_map::Entry::Vacant(slot) = links.entry(t.node_id)
@@ -294,7 +303,7 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
                         );
                     }
                 }
-                Ok((tasks, links))
+                Ok((tasks, links, attaching))
             })
         })
         .await?;
@@ -317,8 +326,16 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
     });
     let heard = futures_util::future::join_all(asked).await;
     if heard.is_empty() {
-        return Ok(0);
+        return Ok(Passed {
+            asked: 0,
+            attaching,
+        });
     }
+    // A job ended gives its GPU back (through the worker, which wakes the loop when it is
+    // done); one that started may let the next of its student's jobs ask for its turn.
+    let changed = heard
+        .iter()
+        .any(|(_, h)| !matches!(h, Heard::Running | Heard::Done | Heard::Silent(_)));
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             for (task, heard) in &heard {
@@ -328,22 +345,35 @@ pub async fn pass(ctl: &Controller) -> ActionResult<usize> {
         })
     })
     .await?;
-    Ok(n)
+    if changed {
+        wake(ctl);
+    }
+    Ok(Passed {
+        asked: n,
+        attaching,
+    })
 }
 
-/// The loop: a pass every `COHORT_JOB_INTERVAL_S` (default 5), and at once after a submit or a
-/// cancel.
+/// The loop: a pass every `COHORT_JOB_INTERVAL_S` (default 5), at once after a submit, a
+/// cancel or the worker's attach or detach of a GPU, and every 250 ms while an attach is due.
 pub async fn run(ctl: Arc<Controller>) {
     let every = Duration::from_secs(ctl.config.reclaim.job_interval_s.max(1));
+    let mut next = every;
     loop {
         ctl.loops.tick(LOOP);
         tokio::select! {
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(next) => {}
             _ = ctl.jobs_changed.notified() => {}
         }
-        if let Err(e) = pass(&ctl).await {
-            tracing::warn!(error = %e, "jobs pass failed");
-        }
+        next = match pass(&ctl).await {
+            // The worker's wake may come before its operation is marked finished.
+            Ok(p) if p.attaching => every.min(Duration::from_millis(250)),
+            Ok(_) => every,
+            Err(e) => {
+                tracing::warn!(error = %e, "jobs pass failed");
+                every
+            }
+        };
     }
 }
 

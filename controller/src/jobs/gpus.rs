@@ -165,6 +165,8 @@ pub async fn detach(
         .await?;
     tracing::info!(instance = %instance.name, released, "GPU slots released");
     ctl.capacity_freed.notify_waiters();
+    // A batch job may be waiting for this GPU: the jobs' loop grants it now, not at its next tick.
+    ctl.jobs_changed.notify_one();
     Ok(StepOutcome::Done)
 }
 
@@ -184,6 +186,8 @@ pub async fn attach(
         ));
     }
     tracing::info!(instance = %instance.name, gpus = attached, "leased GPUs attached");
+    // A batch job waits for this attach: the jobs' loop starts it now.
+    ctl.jobs_changed.notify_one();
     Ok(StepOutcome::Done)
 }
 

@@ -139,6 +139,23 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// The `cohort` CLI of the caller holding `token` on `cluster`'s controller, as remote `lab`.
+    pub fn of_cluster(cluster: &cohort_e2e::cluster::Cluster, token: &str) -> Self {
+        let cli = Cli {
+            conf: tempfile::tempdir().expect("conf dir"),
+        };
+        cli.ok(&[
+            "remote",
+            "add",
+            "lab",
+            &cluster.controller.url(),
+            "--token",
+            token,
+            "--accept-certificate",
+        ]);
+        cli
+    }
+
     /// A client with the controller added as remote `lab` with the admin token.
     pub fn admin_of(controller: &Controller) -> Self {
         let cli = Cli {

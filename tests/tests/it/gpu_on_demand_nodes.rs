@@ -20,19 +20,7 @@ use serde_json::{json, Value};
 use crate::cli_support::Cli;
 
 fn cli_as(cluster: &Cluster, token: &str) -> Cli {
-    let cli = Cli {
-        conf: tempfile::tempdir().expect("conf dir"),
-    };
-    cli.ok(&[
-        "remote",
-        "add",
-        "lab",
-        &cluster.controller.url(),
-        "--token",
-        token,
-        "--accept-certificate",
-    ]);
-    cli
+    Cli::of_cluster(cluster, token)
 }
 
 fn stderr_of(cli: &Cli, args: &[&str]) -> String {

@@ -7,8 +7,9 @@
 //! Three students' jobs want the node's one L40S: the first gets it at once and starts once it
 //! is attached; the two others wait in fair order (fewest GPU hours first), until the course's
 //! staff raises one's priority; a job's end gives the GPU back (detached, the container still
-//! running) and the next starts; a job at its limit is warned, stopped and killed; a controller
-//! started afresh on the same database carries on; a cancelled running job is stopped. Bad
+//! running) and the next starts; a job at its limit is warned, stopped and killed; a node that
+//! does not answer leaves a job `unknown` until it does; a controller started afresh on the
+//! same database carries on; a cancelled running job is stopped. Bad
 //! input is a 400 naming the field, with nothing queued.
 
 use std::sync::Arc;
@@ -308,6 +309,25 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
     }
     pass_until(&t.ctl, &t, cat_id, "running").await;
     assert_eq!(held(&t), [("gj-cat".to_string(), l40s.clone())]);
+
+    // A node that does not answer leaves the job `unknown`, with why, until it answers again.
+    node.calls().jobs_unreachable = true;
+    let (cat, _) = pass_until(&t.ctl, &t, cat_id, "unknown").await;
+    assert!(
+        cat["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not answer"),
+        "{cat}"
+    );
+    assert_eq!(
+        held(&t),
+        [("gj-cat".to_string(), l40s.clone())],
+        "the GPU stays"
+    );
+    node.calls().jobs_unreachable = false;
+    let (cat, _) = pass_until(&t.ctl, &t, cat_id, "running").await;
+    assert_eq!(cat["reason"], Value::Null, "{cat}");
 
     // A controller started afresh on the same database carries on: Cat's job ends with its code.
     let restarted = t.another_process("restarted");

@@ -111,6 +111,21 @@ impl BatchJob {
             .optional()
     }
 
+    /// The priorities of the jobs holding these leases, by lease.
+    pub fn priorities_of_leases(
+        conn: &mut PgConnection,
+        lease_ids: &[i64],
+    ) -> QueryResult<std::collections::HashMap<i64, i32>> {
+        let rows: Vec<(Option<i64>, i32)> = batch_jobs::table
+            .filter(batch_jobs::lease_id.eq_any(lease_ids))
+            .select((batch_jobs::lease_id, batch_jobs::priority))
+            .load(conn)?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(l, p)| Some((l?, p)))
+            .collect())
+    }
+
     /// How many of `user_id`'s jobs in `course_id` (none: outside a course) are running
     /// (starting, running or unknown) and how many wait.
     pub fn counts(

@@ -162,6 +162,30 @@ pub fn used_seconds(
     Ok(total.unwrap_or(0.0))
 }
 
+/// The allocated GPU-seconds of each student's containers in course `course_id` from the hour
+/// holding `since` on, by owner (one query for a whole queue's fair share).
+pub fn used_seconds_by_user(
+    conn: &mut PgConnection,
+    course_id: i64,
+    since: DateTime<Utc>,
+) -> QueryResult<std::collections::HashMap<i64, f64>> {
+    use chrono::DurationRound;
+    use diesel::dsl::sum;
+    let hour = since
+        .duration_trunc(chrono::Duration::hours(1))
+        .unwrap_or(since);
+    let rows: Vec<(i64, Option<f64>)> = gpu_usage_hours::table
+        .filter(gpu_usage_hours::course_id.eq(course_id))
+        .filter(gpu_usage_hours::hour.ge(hour))
+        .group_by(gpu_usage_hours::owner_id)
+        .select((gpu_usage_hours::owner_id, sum(gpu_usage_hours::allocated_s)))
+        .load(conn)?;
+    Ok(rows
+        .into_iter()
+        .map(|(user, s)| (user, s.unwrap_or(0.0)))
+        .collect())
+}
+
 /// Whether the last poll saw processes of instance `id` on a GPU (a GPU it uses, attached by
 /// Cohort or not, is accounted and so rationed).
 pub fn uses_gpu(conn: &mut PgConnection, id: i64) -> QueryResult<bool> {

@@ -205,6 +205,14 @@ impl Instance {
             .collect())
     }
 
+    /// The instances with these ids (those that exist), in no order.
+    pub fn by_ids(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<Instance>> {
+        instances::table
+            .filter(instances::id.eq_any(ids))
+            .select(Instance::as_select())
+            .load(conn)
+    }
+
     pub fn list(conn: &mut PgConnection, owner: Option<i64>) -> QueryResult<Vec<Instance>> {
         let mut q = instances::table.select(Instance::as_select()).into_boxed();
         if let Some(owner) = owner {

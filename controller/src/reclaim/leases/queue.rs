@@ -9,6 +9,8 @@
 //! student with fewer hours, even where a later request would fit.
 
 use std::cmp::Ordering;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 
 use cohort_proto::api::gpu_leases::LeaseState;
 use cohort_proto::api::instances::DesiredState;
@@ -18,7 +20,7 @@ use serde_json::json;
 use crate::db::enums::{AuditAction, AuditObject, StepKind};
 use crate::db::models::batch_job::BatchJob;
 use crate::db::models::course::Course;
-use crate::db::models::course_budget::{used_seconds, CourseBudget};
+use crate::db::models::course_budget::{used_seconds_by_user, CourseBudget};
 use crate::db::models::gpu_lease::{first_gpu_held, GpuLease};
 use crate::db::models::instance::Instance;
 use crate::db::models::instance_usage::InstanceUsage;
@@ -40,38 +42,56 @@ pub struct Place {
     pub why: String,
 }
 
-/// GPU hours the student used in the course this period, and the period's words.
-fn used_hours(
+/// Where a course's fair-share period starts, and the period's words.
+fn period_of(
     conn: &mut PgConnection,
     course_id: i64,
-    user_id: i64,
-) -> QueryResult<(f64, &'static str)> {
+    now: chrono::DateTime<chrono::Utc>,
+) -> QueryResult<(chrono::DateTime<chrono::Utc>, &'static str)> {
     let course = Course::find(conn, course_id)?;
     let period = CourseBudget::of(conn, course_id)?
         .map(|b| b.budget_period)
         .unwrap_or_else(|| "week".into());
-    let now = coordination::clock(conn)?;
-    let start = period_start(&period, now, course.created_at);
     Ok((
-        used_seconds(conn, course_id, user_id, start)? / 3600.0,
+        period_start(&period, now, course.created_at),
         period_words(&period),
     ))
 }
 
-/// Node `node_id`'s queued requests in fair-share order, each with its student's hours.
+/// Node `node_id`'s queued requests in fair-share order, each with its student's hours. A few
+/// queries whatever the queue's length (each course's period and hours read once): the jobs'
+/// pass orders every node's queue each time it runs.
 pub fn ordered(
     conn: &mut PgConnection,
     node_id: i64,
 ) -> QueryResult<Vec<(GpuLease, f64, &'static str)>> {
-    let mut queued = Vec::new();
-    for lease in GpuLease::open(conn, LeaseState::Queued)? {
-        if lease.node_id == Some(node_id) {
-            let (used, when) = used_hours(conn, lease.course_id, lease.user_id)?;
-            // A batch job's priority, raised by its course's staff, goes before fair share.
-            let priority = BatchJob::of_lease(conn, lease.id)?.map_or(0, |j| j.priority);
-            queued.push((priority, lease, used, when));
+    let leases: Vec<GpuLease> = GpuLease::open(conn, LeaseState::Queued)?
+        .into_iter()
+        .filter(|l| l.node_id == Some(node_id))
+        .collect();
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = coordination::clock(conn)?;
+    let mut courses: HashMap<i64, (HashMap<i64, f64>, &'static str)> = HashMap::new();
+    for lease in &leases {
+        if let Entry::Vacant(slot) = courses.entry(lease.course_id) {
+            let (start, words) = period_of(conn, lease.course_id, now)?;
+            slot.insert((used_seconds_by_user(conn, lease.course_id, start)?, words));
         }
     }
+    let ids: Vec<i64> = leases.iter().map(|l| l.id).collect();
+    let priorities = BatchJob::priorities_of_leases(conn, &ids)?;
+    let mut queued: Vec<(i32, GpuLease, f64, &'static str)> = leases
+        .into_iter()
+        .map(|lease| {
+            let (used, words) = &courses[&lease.course_id];
+            let hours = used.get(&lease.user_id).copied().unwrap_or(0.0) / 3600.0;
+            // A batch job's priority, raised by its course's staff, goes before fair share.
+            let priority = priorities.get(&lease.id).copied().unwrap_or(0);
+            (priority, lease, hours, *words)
+        })
+        .collect();
     queued.sort_by(|(pa, a, ua, _), (pb, b, ub, _)| {
         pb.cmp(pa)
             .then(ua.partial_cmp(ub).unwrap_or(Ordering::Equal))
