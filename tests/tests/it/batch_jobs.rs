@@ -11,8 +11,9 @@
 //! - a job at its time limit is warned in its log, then stopped, `killed` with the reason;
 //! - a stopped container kills its job, with the reason.
 //!
-//! Jobs with GPUs (the lease, fair order, the GPU given back) are in the serial `batch_gpu_jobs`,
-//! with the node faked at its seam: no GPU exists here.
+//! The second test runs the same on an Incus node. Jobs with GPUs (the lease, fair order, the
+//! GPU given back) are in the serial `batch_gpu_jobs`, with the node faked at its seam: no GPU
+//! exists here.
 
 use std::time::{Duration, Instant};
 
@@ -533,4 +534,150 @@ async fn a_students_job_runs_as_them_survives_restarts_and_ends_with_its_code() 
         "{audit}"
     );
     eprintln!("[batch_jobs] done at {:?}", started.elapsed());
+}
+
+/// The same job files and execs on an Incus node: a job runs as its student with its
+/// environment, in a directory under the home; one survives the agent's kill -9 and ends with
+/// its own code; a cancelled one is stopped; a reset container kills its job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_on_an_incus_node_runs_as_its_student_and_survives_the_agent() {
+    let fast = [("COHORT_JOB_INTERVAL_S", "1")];
+    let mut cluster = Cluster::start_configured(0, None, &fast).await;
+    cluster
+        .add_node_in("jobs-incus", TestLxd::on(TestDaemon::Incus))
+        .await;
+    cluster.import_base_image("cohort/base").await;
+    let prof = cluster.user("prof-ji", "instructor").await;
+    cluster
+        .create_course(
+            &prof,
+            json!({"code": "ji", "title": "Jobs on Incus", "image": "cohort/base", "cpu": 1,
+                   "memory_mib": 256, "disk_gib": 2}),
+        )
+        .await;
+    let key = SshKey::generate();
+    let roster = format!(
+        "username,name,email,ssh_key\ncai-ji,Cai,,{}\n",
+        key.public_key()
+    );
+    cluster.import_roster(&prof, "ji", roster).await;
+    let op = cluster.provision("ji", &prof).await;
+    assert_eq!(op["status"], "success", "{op}");
+    let token = cluster.token_for("cai-ji").await;
+    let cai = cli_as(&cluster, &token);
+
+    let first = submit(
+        &cai,
+        &[
+            "lab:ji-cai-ji",
+            "--env",
+            "WHO=incus",
+            "--",
+            "sh",
+            "-c",
+            "mkdir -p w && cd w && echo \"$WHO $(id -un) $(pwd)\"",
+        ],
+    );
+    let done = until_state(
+        &cluster,
+        &token,
+        first,
+        &["failed", "succeeded"],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        (&done["state"], &done["exit_code"]),
+        (&json!("succeeded"), &json!(0)),
+        "{done}"
+    );
+    let log = cai.ok(&["job", "logs", &format!("lab:{first}")]);
+    assert_eq!(log.trim(), "incus cai-ji /home/cai-ji/w");
+
+    let long = submit(
+        &cai,
+        &[
+            "lab:ji-cai-ji",
+            "--workdir",
+            "w",
+            "--",
+            "sh",
+            "-c",
+            "sleep 12; pwd; exit 4",
+        ],
+    );
+    until_state(
+        &cluster,
+        &token,
+        long,
+        &["running"],
+        Duration::from_secs(60),
+    )
+    .await;
+    cluster.nodes[0].restart();
+    let done = until_state(
+        &cluster,
+        &token,
+        long,
+        &["failed", "succeeded", "killed"],
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(
+        (&done["state"], &done["exit_code"]),
+        (&json!("failed"), &json!(4)),
+        "{done}"
+    );
+    assert_eq!(
+        cai.ok(&["job", "logs", &format!("lab:{long}")]).trim(),
+        "/home/cai-ji/w"
+    );
+
+    let cancelled = submit(&cai, &["lab:ji-cai-ji", "--", "sleep", "600"]);
+    until_state(
+        &cluster,
+        &token,
+        cancelled,
+        &["running"],
+        Duration::from_secs(60),
+    )
+    .await;
+    cai.ok(&["job", "cancel", &format!("lab:{cancelled}")]);
+    let done = until_state(
+        &cluster,
+        &token,
+        cancelled,
+        &["cancelled", "failed", "killed"],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        (&done["state"], &done["exit_code"]),
+        (&json!("cancelled"), &json!(143)),
+        "{done}"
+    );
+
+    // A reset container kills its job, with the reason.
+    let reset = submit(&cai, &["lab:ji-cai-ji", "--", "sleep", "600"]);
+    until_state(
+        &cluster,
+        &token,
+        reset,
+        &["running"],
+        Duration::from_secs(60),
+    )
+    .await;
+    let staff = cli_as(&cluster, &prof);
+    staff.ok(&["course", "student", "reset", "lab:ji", "cai-ji"]);
+    let done = until_state(
+        &cluster,
+        &token,
+        reset,
+        &["killed", "failed", "cancelled"],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(done["state"], "killed", "{done}");
+    let reason = done["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("container ji-cai-ji"), "{done}");
 }
