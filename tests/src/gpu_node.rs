@@ -65,6 +65,17 @@ impl GpuNode {
         }
     }
 
+    /// The uuid of the test NVML library's one L40S (what the on-demand and reclaim tests lease).
+    pub fn l40s(&self) -> String {
+        self.gpus
+            .gpus
+            .iter()
+            .find(|g| g.name == "NVIDIA L40S")
+            .expect("the L40S")
+            .uuid
+            .clone()
+    }
+
     pub fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
         self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }

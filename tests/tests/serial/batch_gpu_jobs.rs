@@ -116,14 +116,7 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
     let dir = tempfile::tempdir().unwrap();
     let lib = build_fake_nvml(dir.path());
     let node = GpuNode::new(&lib, false);
-    let l40s = node
-        .gpus
-        .gpus
-        .iter()
-        .find(|g| g.name == "NVIDIA L40S")
-        .expect("the L40S")
-        .uuid
-        .clone();
+    let l40s = node.l40s();
     let t = TestController::with_agents(Arc::new(node.clone()));
     let (_, admin) = t.user("admin", "admin");
     let (_, prof) = t.user("prof", "instructor");

@@ -140,6 +140,14 @@ impl StudentBudget {
     }
 }
 
+/// The start of the hour holding `since`: usage is kept by the hour.
+fn hour_of(since: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::DurationRound;
+    since
+        .duration_trunc(chrono::Duration::hours(1))
+        .unwrap_or(since)
+}
+
 /// The allocated GPU-seconds of `user_id`'s containers in course `course_id` from the hour
 /// holding `since` on.
 pub fn used_seconds(
@@ -148,11 +156,8 @@ pub fn used_seconds(
     user_id: i64,
     since: DateTime<Utc>,
 ) -> QueryResult<f64> {
-    use chrono::DurationRound;
     use diesel::dsl::sum;
-    let hour = since
-        .duration_trunc(chrono::Duration::hours(1))
-        .unwrap_or(since);
+    let hour = hour_of(since);
     let total: Option<f64> = gpu_usage_hours::table
         .filter(gpu_usage_hours::course_id.eq(course_id))
         .filter(gpu_usage_hours::owner_id.eq(user_id))
@@ -169,11 +174,8 @@ pub fn used_seconds_by_user(
     course_id: i64,
     since: DateTime<Utc>,
 ) -> QueryResult<std::collections::HashMap<i64, f64>> {
-    use chrono::DurationRound;
     use diesel::dsl::sum;
-    let hour = since
-        .duration_trunc(chrono::Duration::hours(1))
-        .unwrap_or(since);
+    let hour = hour_of(since);
     let rows: Vec<(i64, Option<f64>)> = gpu_usage_hours::table
         .filter(gpu_usage_hours::course_id.eq(course_id))
         .filter(gpu_usage_hours::hour.ge(hour))
