@@ -26,6 +26,7 @@ use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
 use crate::db::models::operation::Operation;
 use crate::db::models::operation_item::OperationItem;
+use crate::db::models::user::User;
 use crate::error::ActionError;
 use crate::jobs::logins::{push_ssh, revoke_login};
 
@@ -226,6 +227,52 @@ pub fn enqueue_logins(
         StepKind::ApplySshKeys,
         &owned,
     )
+}
+
+/// Applies the owner's login to an instance a start or a move just brought back. When that
+/// fails, an `apply_logins` operation for the instance takes over, so the worker retries it
+/// (waiting for an agent away, as above) until it applies: keys removed while the container was
+/// stopped or moving are a security control, never only logged. The operation runs after the
+/// step that asked for it, operations on one instance running in order.
+pub async fn push_or_retry(ctl: &Controller, instance: &Instance, after: &'static str) {
+    let Err(e) = push_ssh(ctl, instance).await else {
+        return;
+    };
+    let (id, name) = (instance.id, instance.name.clone());
+    let recorded = ctl
+        .db(move |conn| {
+            let Some(instance) = Instance::find(conn, id).optional()? else {
+                return Ok(None);
+            };
+            let owner = User::find(conn, instance.owner_id)?;
+            let job = Job::ApplyLogins(Logins {
+                user: owner.username.clone(),
+            });
+            let steps = running(vec![instance]);
+            Ok(record(
+                conn,
+                &job,
+                None,
+                &owner.username,
+                StepKind::ApplySshKeys,
+                &steps,
+            )?)
+        })
+        .await;
+    match recorded {
+        Ok(Some(op)) => tracing::warn!(
+            instance = %name, error = %e, operation = %op.id,
+            "applying SSH keys after {after} failed; an apply_logins operation retries it"
+        ),
+        Ok(None) => tracing::info!(
+            instance = %name, error = %e,
+            "applying SSH keys after {after} failed; the instance no longer runs"
+        ),
+        Err(db) => tracing::error!(
+            instance = %name, error = %e, db_error = %db,
+            "applying SSH keys after {after} failed and its retry could not be recorded"
+        ),
+    }
 }
 
 /// An `apply_logins` operation removing `username`'s login from the running ones of

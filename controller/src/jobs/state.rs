@@ -15,7 +15,7 @@ use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
 use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
-use crate::jobs::logins::push_ssh;
+use crate::jobs::access::push_or_retry;
 use crate::jobs::StepKind;
 
 pub async fn run(
@@ -61,9 +61,7 @@ pub async fn run(
     if state == ObservedState::Running
         && matches!(action, StateAction::Start | StateAction::Restart)
     {
-        if let Err(e) = push_ssh(ctl, instance).await {
-            tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys after start failed");
-        }
+        push_or_retry(ctl, instance, "a start").await;
     }
     Ok(StepOutcome::Done)
 }

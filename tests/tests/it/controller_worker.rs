@@ -17,10 +17,12 @@ use cohort_controller::jobs::worker;
 use cohort_e2e::controller::TestController;
 use cohort_proto::agent::{
     AttachGpus, CreateInstance, Image, ImportImage, Instance, Inventory, PublishInstance,
-    SshAccess, StateChange, UpdateInstance,
+    SshAccess, StateAction, StateChange, UpdateInstance,
 };
-use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
-use cohort_proto::api::operations::OperationStatus;
+use cohort_proto::api::instances::{
+    CreateInstance as ApiCreate, GpuShare, InstanceStateChange, PlacementStrategy,
+};
+use cohort_proto::api::operations::{OperationKind, OperationStatus};
 
 /// What the fake agent was asked, and failures to inject by instance name.
 #[derive(Default)]
@@ -36,6 +38,10 @@ struct Calls {
     /// Deletes that fail this many more times, by name.
     failing_deletes: HashMap<String, u32>,
     deletes: Vec<String>,
+    /// Login pushes (`set_ssh`) that fail this many more times, unreachable.
+    ssh_failures: u32,
+    /// Instances whose login push was answered, in order.
+    ssh_pushes: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -108,11 +114,15 @@ impl NodeAgent for FakeAgents {
             Ok(instance(&request.name, "Running"))
         })
     }
-    fn change_state(&self, name: String, _: StateChange) -> AgentFuture<Instance> {
+    fn change_state(&self, name: String, change: StateChange) -> AgentFuture<Instance> {
         let calls = self.0.clone();
         Box::pin(async move {
             calls.lock().unwrap().state_changes.push(name.clone());
-            Ok(instance(&name, "Stopped"))
+            let now = match change.action {
+                StateAction::Stop => "Stopped",
+                _ => "Running",
+            };
+            Ok(instance(&name, now))
         })
     }
     fn import_image(&self, request: ImportImage) -> AgentFuture<Image> {
@@ -156,8 +166,17 @@ impl NodeAgent for FakeAgents {
     ) -> AgentFuture<ReceivedTarball> {
         unused()
     }
-    fn set_ssh(&self, _: String, _: SshAccess) -> AgentFuture<Instance> {
-        unused()
+    fn set_ssh(&self, name: String, _: SshAccess) -> AgentFuture<Instance> {
+        let calls = self.0.clone();
+        Box::pin(async move {
+            let mut c = calls.lock().unwrap();
+            if c.ssh_failures > 0 {
+                c.ssh_failures -= 1;
+                return Err(AgentError::Unreachable("connection reset".into()));
+            }
+            c.ssh_pushes.push(name.clone());
+            Ok(instance(&name, "Running"))
+        })
     }
     fn set_network_policy(
         &self,
@@ -575,4 +594,69 @@ async fn a_repair_meeting_the_instances_own_container_keeps_its_port_and_gpu() {
     );
     assert_eq!(slots(&mut conn), 1, "the instance kept its GPU slot");
     assert_eq!(agents.0.lock().unwrap().creates.len(), 1, "made once");
+}
+
+/// Keys removed while a container was stopped reach it when it starts: a login push that fails
+/// right after the start is not only logged; an `apply_logins` operation retries it until it
+/// applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_login_a_start_could_not_apply_is_retried_as_its_own_operation() {
+    let agents = FakeAgents::default();
+    let t = setup(&agents);
+    let (admin, _) = t.user("admin", "admin");
+    instances::create(&t.ctl, admin.clone(), request("keyed"))
+        .await
+        .unwrap();
+    let live = tokio::spawn(worker::run(t.ctl.clone()));
+    all_final(&t, Duration::from_secs(30)).await;
+    let change = |action| InstanceStateChange {
+        action,
+        force: false,
+        timeout_s: None,
+    };
+    instances::change_state(
+        &t.ctl,
+        admin.clone(),
+        "keyed".into(),
+        change(StateAction::Stop),
+    )
+    .await
+    .unwrap();
+    all_final(&t, Duration::from_secs(30)).await;
+    agents.0.lock().unwrap().ssh_failures = 1;
+    instances::change_state(
+        &t.ctl,
+        admin.clone(),
+        "keyed".into(),
+        change(StateAction::Start),
+    )
+    .await
+    .unwrap();
+    let ops = all_final(&t, Duration::from_secs(60)).await;
+    live.abort();
+    let retries: Vec<&Operation> = ops
+        .iter()
+        .filter(|o| o.kind == OperationKind::ApplyLogins)
+        .collect();
+    assert_eq!(
+        retries.len(),
+        1,
+        "one apply_logins operation retries the failed push: {:?}",
+        ops.iter().map(|o| (o.kind, &o.status)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        retries[0].status,
+        OperationStatus::Success,
+        "{:?}",
+        retries[0]
+    );
+    assert_eq!(
+        retries[0].target, "admin",
+        "named after the owner whose login it applies"
+    );
+    assert_eq!(
+        agents.0.lock().unwrap().ssh_pushes,
+        ["keyed"],
+        "the retry applied the login"
+    );
 }

@@ -46,7 +46,6 @@ use crate::db::models::operation_item::OperationItem;
 use crate::db::models::ssh_key::SshKey;
 use crate::db::models::user::User;
 use crate::error::ActionError;
-use crate::jobs::logins::push_ssh;
 use crate::placement::move_room::{self as room, Committed};
 
 /// The node the instance leaves: recorded on the item when it was queued (the node it was on).
@@ -252,9 +251,7 @@ async fn settle(ctl: &Controller, instance: &Instance, side: &Side<'_>) -> Resul
     ctl.db(move |conn| Ok(Instance::set_observed(conn, id, state, None)?))
         .await?;
     // Keys added or removed while it moved take effect now.
-    if let Err(e) = push_ssh(ctl, instance).await {
-        tracing::warn!(instance = %instance.name, error = %e, "applying SSH keys after a move failed");
-    }
+    super::access::push_or_retry(ctl, instance, "a move").await;
     Ok(())
 }
 
