@@ -9,7 +9,10 @@
 //! - the handoff: from a job's end recorded to the next job running on the GPU it gave back (the
 //!   worker's detach and attach, the jobs' loop woken by each), `handoffs` times; the target is
 //!   under 2 s, and the loop's tick (`COHORT_JOB_INTERVAL_S`, 5 s) is what it would take without
-//!   those wakes.
+//!   those wakes;
+//! - the list (`GET /jobs` as an admin sees it): every job's view, with each waiting one's place
+//!   in its node's GPU queue, built through `batch::views` against the baseline of each view
+//!   built alone (one read of the queue a job), both in the same run; the two must be equal.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +33,10 @@ pub struct Outcome {
     pub handoff_p50_s: f64,
     pub handoff_max_s: f64,
     pub handoffs: usize,
+    /// Every job's view built alone (as `GET /jobs` did), milliseconds for the whole list.
+    pub list_alone_ms: f64,
+    /// The same list through `batch::views`, what they share read once.
+    pub list_ms: f64,
 }
 
 #[derive(QueryableByName)]
@@ -115,28 +122,50 @@ pub fn run(jobs: u32, gpus: u32, handoffs: usize, passes: u32) -> Result<Outcome
         // The decisions, timed in the steady state, against a transaction doing nothing else.
         let hour_s = ctl.config.reclaim.lease_hour_s;
         let url = ctl.config.database.url.clone();
-        let (pass_ms, baseline_tps) = tokio::task::spawn_blocking(move || -> Result<(f64, f64)> {
-            let mut conn = PgConnection::establish(&url)?;
-            let started = Instant::now();
-            for _ in 0..passes {
-                let tasks = conn.transaction(|c| batch::queue::pass(c, hour_s))?.tasks;
+        let (pass_ms, baseline_tps, list_alone_ms, list_ms) =
+            tokio::task::spawn_blocking(move || -> Result<(f64, f64, f64, f64)> {
+                let mut conn = PgConnection::establish(&url)?;
+                let started = Instant::now();
+                for _ in 0..passes {
+                    let tasks = conn.transaction(|c| batch::queue::pass(c, hour_s))?.tasks;
+                    ensure!(
+                        tasks.len() >= gpus as usize,
+                        "a pass that decided nothing ({} tasks): the lock was not taken",
+                        tasks.len()
+                    );
+                }
+                let pass_ms = started.elapsed().as_secs_f64() * 1000.0 / f64::from(passes);
+                let started = Instant::now();
+                let n = 2000;
+                for _ in 0..n {
+                    conn.transaction(|c| {
+                        cohort_controller::db::queries::reclaim::try_lock(c).map(drop)
+                    })?;
+                }
+                let baseline_tps = f64::from(n) / started.elapsed().as_secs_f64();
+                let jobs =
+                    cohort_controller::db::models::batch_job::BatchJob::recent(&mut conn, 1000)?;
+                let started = Instant::now();
+                let alone = jobs
+                    .iter()
+                    .map(|j| batch::view(&mut conn, j))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let list_alone_ms = started.elapsed().as_secs_f64() * 1000.0;
+                let started = Instant::now();
+                let shared = batch::views(&mut conn, &jobs)?;
+                let list_ms = started.elapsed().as_secs_f64() * 1000.0;
                 ensure!(
-                    tasks.len() >= gpus as usize,
-                    "a pass that decided nothing ({} tasks): the lock was not taken",
-                    tasks.len()
+                    alone == shared,
+                    "the list's views differ from each built alone"
                 );
-            }
-            let pass_ms = started.elapsed().as_secs_f64() * 1000.0 / f64::from(passes);
-            let started = Instant::now();
-            let n = 2000;
-            for _ in 0..n {
-                conn.transaction(|c| {
-                    cohort_controller::db::queries::reclaim::try_lock(c).map(drop)
-                })?;
-            }
-            Ok((pass_ms, f64::from(n) / started.elapsed().as_secs_f64()))
-        })
-        .await??;
+                ensure!(
+                    shared.iter().filter(|j| j.place.is_some()).count() + gpus as usize
+                        >= jobs.len(),
+                    "the waiting jobs have no place"
+                );
+                Ok((pass_ms, baseline_tps, list_alone_ms, list_ms))
+            })
+            .await??;
 
         tokio::spawn(batch::run(ctl.clone()));
         // The handoffs: one running job ends at a time; from its end recorded to the next start.
@@ -178,6 +207,8 @@ pub fn run(jobs: u32, gpus: u32, handoffs: usize, passes: u32) -> Result<Outcome
             handoff_p50_s: times[times.len() / 2],
             handoff_max_s: *times.last().unwrap_or(&0.0),
             handoffs: times.len(),
+            list_alone_ms,
+            list_ms,
         })
     })
 }

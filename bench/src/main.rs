@@ -236,6 +236,12 @@ fn main() -> Result<()> {
                 out.handoff_p50_s,
                 out.handoff_max_s,
             );
+            println!(
+                "| jobs list | every job's view, the waiting ones' places | {:.1} ms through batch::views | {:.1} ms with each view built alone | {:.3} of it |",
+                out.list_ms,
+                out.list_alone_ms,
+                out.list_ms / out.list_alone_ms,
+            );
         }
     }
     Ok(())

@@ -22,9 +22,9 @@ use crate::app::state::Controller;
 use crate::courses::course::{teaches, writable};
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
-use crate::db::models::batch_job::{BatchJob, CourseJobLimits, NewJob};
+use crate::db::models::batch_job::{BatchJob, CourseJobLimits, JobLabels, NewJob};
 use crate::db::models::course::Course;
-use crate::db::models::gpu_lease::{CourseGpuMode, GpuLease};
+use crate::db::models::gpu_lease::CourseGpuMode;
 use crate::db::models::instance::Instance;
 use crate::db::models::user::User;
 use crate::db::queries::capacity;
@@ -296,7 +296,7 @@ pub async fn list(
             ),
             None => None,
         };
-        let mut out = Vec::new();
+        let mut shown = Vec::new();
         for job in BatchJob::recent(conn, 1000)? {
             if course_id.is_some_and(|c| job.course_id != Some(c))
                 || user_id.is_some_and(|u| job.user_id != u)
@@ -311,10 +311,10 @@ pub async fn list(
                     None => false,
                 };
             if sees {
-                out.push(view(conn, &job)?);
+                shown.push(job);
             }
         }
-        Ok(out)
+        Ok(views(conn, &shown)?)
     })
     .await
 }
@@ -490,42 +490,47 @@ pub async fn log(ctl: &Controller, caller: Caller, id: i64, offset: u64) -> Acti
 
 /// A job as the API shows it; a waiting one with its place and why.
 pub fn view(conn: &mut PgConnection, job: &BatchJob) -> QueryResult<WireJob> {
-    use crate::db::schema::{courses, gpus, instances, nodes, users};
-    let instance: String = instances::table
-        .find(job.instance_id)
-        .select(instances::name)
-        .first(conn)?;
-    let username: String = users::table
-        .find(job.user_id)
-        .select(users::username)
-        .first(conn)?;
+    let mut views = views(conn, std::slice::from_ref(job))?;
+    Ok(views.remove(0))
+}
+
+/// Jobs as the API shows them, in the order given. What they share (names, each node's GPU
+/// queue, the open jobs, limits) is read once for all of them: a list of 500 waiting jobs is a
+/// few queries, not a few thousand.
+pub fn views(conn: &mut PgConnection, jobs: &[BatchJob]) -> QueryResult<Vec<WireJob>> {
+    let labels = JobLabels::of(conn, jobs)?;
+    let mut seen = queue::Seen::default();
+    jobs.iter()
+        .map(|job| labelled(conn, job, &labels, &mut seen))
+        .collect()
+}
+
+fn labelled(
+    conn: &mut PgConnection,
+    job: &BatchJob,
+    labels: &JobLabels,
+    seen: &mut queue::Seen,
+) -> QueryResult<WireJob> {
+    let named = |names: &std::collections::HashMap<i64, String>, id: i64| {
+        names
+            .get(&id)
+            .cloned()
+            .ok_or(diesel::result::Error::NotFound)
+    };
+    let instance = named(&labels.instances, job.instance_id)?;
+    let username = named(&labels.users, job.user_id)?;
     let course = match job.course_id {
-        Some(c) => Some(courses::table.find(c).select(courses::code).first(conn)?),
+        Some(c) => Some(named(&labels.courses, c)?),
         None => None,
     };
-    let node = match job.node_id {
-        Some(n) => nodes::table
-            .find(n)
-            .select(nodes::name)
-            .first(conn)
-            .optional()?,
-        None => None,
-    };
-    let lease = match job.lease_id {
-        Some(l) => GpuLease::find(conn, l)?,
-        None => None,
-    };
-    let gpu = match lease.as_ref().and_then(|l| l.gpu_id) {
-        Some(g) => gpus::table
-            .find(g)
-            .select(gpus::uuid)
-            .first(conn)
-            .optional()?,
-        None => None,
-    };
+    let node = job.node_id.and_then(|n| labels.nodes.get(&n).cloned());
+    let lease = job.lease_id.and_then(|l| labels.leases.get(&l));
+    let gpu = lease
+        .and_then(|l| l.gpu_id)
+        .and_then(|g| labels.gpus.get(&g).cloned());
     let (place, why) = match job.state {
         JobState::Queued => {
-            let (place, why) = queue::place_of(conn, job, lease.as_ref())?;
+            let (place, why) = queue::place_of(conn, job, lease, seen)?;
             (place, Some(why))
         }
         _ => (None, None),

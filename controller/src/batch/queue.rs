@@ -6,6 +6,7 @@
 //! its limit, cancelled, or whose lease ended is to be stopped, and one near its limit is
 //! warned. What the nodes must be asked ([`Plan`]) is done afterwards by [`super::runner`].
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -348,27 +349,90 @@ fn stop_now(
     Ok(None)
 }
 
-/// A waiting job's place among its node's waiting jobs (1: next) and why it waits.
+/// What the views of many jobs share, each read once for the whole list: the open jobs, each
+/// node's GPU queue, each course's limits and each student's running jobs. A fresh one for each
+/// list (or view), so nothing outlives the transaction it was read in.
+#[derive(Default)]
+pub struct Seen {
+    open: Option<Vec<BatchJob>>,
+    queues: HashMap<i64, leases::queue::NodeQueue>,
+    limits: HashMap<Option<i64>, CourseJobLimits>,
+    running: HashMap<(i64, Option<i64>), i64>,
+}
+
+impl Seen {
+    fn open(&mut self, conn: &mut PgConnection) -> QueryResult<&[BatchJob]> {
+        if self.open.is_none() {
+            self.open = Some(BatchJob::open(conn)?);
+        }
+        Ok(self.open.as_deref().unwrap_or_default())
+    }
+
+    fn queue(
+        &mut self,
+        conn: &mut PgConnection,
+        node_id: i64,
+    ) -> QueryResult<&leases::queue::NodeQueue> {
+        Ok(match self.queues.entry(node_id) {
+            Entry::Occupied(known) => known.into_mut(),
+            Entry::Vacant(slot) => slot.insert(leases::queue::NodeQueue::read(conn, node_id)?),
+        })
+    }
+
+    fn limits(
+        &mut self,
+        conn: &mut PgConnection,
+        course_id: Option<i64>,
+    ) -> QueryResult<CourseJobLimits> {
+        if let Some(limits) = self.limits.get(&course_id) {
+            return Ok(*limits);
+        }
+        let limits = CourseJobLimits::of(conn, course_id)?;
+        self.limits.insert(course_id, limits);
+        Ok(limits)
+    }
+
+    fn running(
+        &mut self,
+        conn: &mut PgConnection,
+        user_id: i64,
+        course_id: Option<i64>,
+    ) -> QueryResult<i64> {
+        if let Some(n) = self.running.get(&(user_id, course_id)) {
+            return Ok(*n);
+        }
+        let (running, _) = BatchJob::counts(conn, user_id, course_id)?;
+        self.running.insert((user_id, course_id), running);
+        Ok(running)
+    }
+}
+
+/// A waiting job's place among its node's waiting jobs (1: next) and why it waits; `seen`
+/// holds what the other jobs of the same list already read.
 pub fn place_of(
     conn: &mut PgConnection,
     job: &BatchJob,
     lease: Option<&GpuLease>,
+    seen: &mut Seen,
 ) -> QueryResult<(Option<u32>, String)> {
     if let Some(lease) = lease.filter(|l| l.state == LeaseState::Queued) {
-        if let Some(p) = leases::queue::place_of(conn, lease)? {
-            return Ok((Some(p.place), format!("waiting for a GPU: {}", p.why)));
+        if let Some(node_id) = lease.node_id {
+            if let Some(p) = seen.queue(conn, node_id)?.place_of(lease.id) {
+                return Ok((Some(p.place), format!("waiting for a GPU: {}", p.why)));
+            }
         }
     }
     if lease.is_some_and(|l| l.state == LeaseState::Active) {
         return Ok((Some(1), "its GPU is being attached; it starts next".into()));
     }
-    let ahead = BatchJob::open(conn)?
+    let ahead = seen
+        .open(conn)?
         .iter()
         .filter(|j| j.state == JobState::Queued && j.node_id == job.node_id)
         .take_while(|j| j.id != job.id)
         .count();
-    let limits = CourseJobLimits::of(conn, job.course_id)?;
-    let (running, _) = BatchJob::counts(conn, job.user_id, job.course_id)?;
+    let limits = seen.limits(conn, job.course_id)?;
+    let running = seen.running(conn, job.user_id, job.course_id)?;
     let why = if running >= i64::from(limits.max_running) {
         format!(
             "waiting for its student's {running} running job(s) to end (the course's max_running \

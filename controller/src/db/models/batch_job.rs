@@ -6,7 +6,12 @@ use cohort_proto::api::batch_jobs::JobState;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double, Int4, Nullable, Text};
 
-use crate::db::schema::{batch_jobs, course_job_limits};
+use std::collections::HashMap;
+
+use crate::db::models::gpu_lease::GpuLease;
+use crate::db::schema::{
+    batch_jobs, course_job_limits, courses, gpu_leases, gpus, instances, nodes, users,
+};
 
 /// Jobs running at once per student in a course without a row.
 pub const DEFAULT_MAX_RUNNING: i32 = 1;
@@ -304,5 +309,69 @@ impl CourseJobLimits {
             ))
             .execute(conn)
             .map(drop)
+    }
+}
+
+/// What a list of jobs names, read in one query per table for the whole list: container, student,
+/// course and node names, and each job's lease with its GPU's UUID.
+#[derive(Default)]
+pub struct JobLabels {
+    pub instances: HashMap<i64, String>,
+    pub users: HashMap<i64, String>,
+    pub courses: HashMap<i64, String>,
+    pub nodes: HashMap<i64, String>,
+    pub leases: HashMap<i64, GpuLease>,
+    pub gpus: HashMap<i64, String>,
+}
+
+impl JobLabels {
+    pub fn of(conn: &mut PgConnection, jobs: &[BatchJob]) -> QueryResult<JobLabels> {
+        fn ids(it: impl Iterator<Item = i64>) -> Vec<i64> {
+            let mut ids: Vec<i64> = it.collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        }
+        let leases: HashMap<i64, GpuLease> = gpu_leases::table
+            .filter(gpu_leases::id.eq_any(ids(jobs.iter().filter_map(|j| j.lease_id))))
+            .select(GpuLease::as_select())
+            .load(conn)?
+            .into_iter()
+            .map(|l| (l.id, l))
+            .collect();
+        let gpu_ids = ids(leases.values().filter_map(|l| l.gpu_id));
+        Ok(JobLabels {
+            instances: instances::table
+                .filter(instances::id.eq_any(ids(jobs.iter().map(|j| j.instance_id))))
+                .select((instances::id, instances::name))
+                .load(conn)?
+                .into_iter()
+                .collect(),
+            users: users::table
+                .filter(users::id.eq_any(ids(jobs.iter().map(|j| j.user_id))))
+                .select((users::id, users::username))
+                .load(conn)?
+                .into_iter()
+                .collect(),
+            courses: courses::table
+                .filter(courses::id.eq_any(ids(jobs.iter().filter_map(|j| j.course_id))))
+                .select((courses::id, courses::code))
+                .load(conn)?
+                .into_iter()
+                .collect(),
+            nodes: nodes::table
+                .filter(nodes::id.eq_any(ids(jobs.iter().filter_map(|j| j.node_id))))
+                .select((nodes::id, nodes::name))
+                .load(conn)?
+                .into_iter()
+                .collect(),
+            gpus: gpus::table
+                .filter(gpus::id.eq_any(gpu_ids))
+                .select((gpus::id, gpus::uuid))
+                .load(conn)?
+                .into_iter()
+                .collect(),
+            leases,
+        })
     }
 }

@@ -289,13 +289,15 @@ pub async fn page(
 pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireLease>> {
     ctl.db_as(bearer, |conn, caller| {
         let mut out = Vec::new();
+        // Each node's queue read once for the whole list, not once a queued request.
+        let mut queues = std::collections::HashMap::new();
         for state in [LeaseState::Active, LeaseState::Queued] {
             for lease in GpuLease::open(conn, state)? {
                 let visible = caller.is_admin()
                     || lease.user_id == caller.user.id
                     || teaches(conn, &caller, lease.course_id)?;
                 if visible {
-                    out.push(view(conn, &lease)?);
+                    out.push(view_in(conn, &lease, &mut queues)?);
                 }
             }
         }
@@ -307,9 +309,26 @@ pub async fn list(ctl: &Controller, bearer: Bearer) -> ActionResult<Vec<WireLeas
 
 /// A lease as the API shows it; a queued one with its place and why.
 pub fn view(conn: &mut PgConnection, lease: &GpuLease) -> QueryResult<WireLease> {
+    view_in(conn, lease, &mut std::collections::HashMap::new())
+}
+
+/// [`view`], with the node queues a list has read so far (by node id).
+fn view_in(
+    conn: &mut PgConnection,
+    lease: &GpuLease,
+    queues: &mut std::collections::HashMap<i64, queue::NodeQueue>,
+) -> QueryResult<WireLease> {
     let names = LeaseNames::of(conn, lease)?;
-    let place = match lease.state {
-        LeaseState::Queued => queue::place_of(conn, lease)?,
+    let place = match (lease.state, lease.node_id) {
+        (LeaseState::Queued, Some(node_id)) => {
+            let queue = match queues.entry(node_id) {
+                std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(queue::NodeQueue::read(conn, node_id)?)
+                }
+            };
+            queue.place_of(lease.id)
+        }
         _ => None,
     };
     Ok(WireLease {

@@ -101,38 +101,49 @@ pub fn ordered(
     Ok(queued.into_iter().map(|(_, l, u, w)| (l, u, w)).collect())
 }
 
-/// A queued request's place in its node's queue, with why.
-pub fn place_of(conn: &mut PgConnection, lease: &GpuLease) -> QueryResult<Option<Place>> {
-    let Some(node_id) = lease.node_id else {
-        return Ok(None);
-    };
-    let order = ordered(conn, node_id)?;
-    let Some(at) = order.iter().position(|(l, _, _)| l.id == lease.id) else {
-        return Ok(None);
-    };
-    let (_, used, when) = order[at];
-    let ahead = at;
-    let mut why = if ahead == 0 {
-        format!(
-            "first in line ({} GPU hours used {when}); waiting for a GPU on its node to free",
-            hours(used)
-        )
-    } else {
-        format!(
-            "{ahead} ahead with fewer GPU hours {when} or asked earlier (fair share: fewest hours \
-             first, then the earliest request); {} GPU hours used {when}",
-            hours(used)
-        )
-    };
-    // Queued where no GPU can work (none there, or no runtime): the request says so.
-    if let Some(missing) = no_working_gpu(conn, node_id)? {
-        why.push_str(&format!("; {missing}"));
+/// One node's queue as read once, for the views of many requests (a list of waiting jobs asks
+/// for each one's place: one read of the queue, not one a job).
+pub struct NodeQueue {
+    order: Vec<(GpuLease, f64, &'static str)>,
+    /// Why no GPU can work on the node, if none can.
+    missing: Option<String>,
+}
+
+impl NodeQueue {
+    pub fn read(conn: &mut PgConnection, node_id: i64) -> QueryResult<NodeQueue> {
+        Ok(NodeQueue {
+            order: ordered(conn, node_id)?,
+            missing: no_working_gpu(conn, node_id)?,
+        })
     }
-    Ok(Some(Place {
-        place: at as u32 + 1,
-        used_hours: used,
-        why,
-    }))
+
+    /// Lease `lease_id`'s place and why; `None` when it is not queued here.
+    pub fn place_of(&self, lease_id: i64) -> Option<Place> {
+        let at = self.order.iter().position(|(l, _, _)| l.id == lease_id)?;
+        let (_, used, when) = self.order[at];
+        let ahead = at;
+        let mut why = if ahead == 0 {
+            format!(
+                "first in line ({} GPU hours used {when}); waiting for a GPU on its node to free",
+                hours(used)
+            )
+        } else {
+            format!(
+                "{ahead} ahead with fewer GPU hours {when} or asked earlier (fair share: fewest \
+                 hours first, then the earliest request); {} GPU hours used {when}",
+                hours(used)
+            )
+        };
+        // Queued where no GPU can work (none there, or no runtime): the request says so.
+        if let Some(missing) = &self.missing {
+            why.push_str(&format!("; {missing}"));
+        }
+        Some(Place {
+            place: at as u32 + 1,
+            used_hours: used,
+            why,
+        })
+    }
 }
 
 /// Why node `node_id` cannot give a container a GPU that works, if it cannot: no NVIDIA
