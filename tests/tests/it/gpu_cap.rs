@@ -419,6 +419,11 @@ mod incus {
     use super::*;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_processes_of_a_sharing_container_share_its_one_gpu_memory_cap() {
+        the_processes_of_a_container_share_its_cap_on(TestDaemon::Incus).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_gpu_attached_later_brings_its_cap() {
         a_gpu_attached_later_brings_its_cap_on(TestDaemon::Incus).await;
     }
