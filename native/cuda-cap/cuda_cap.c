@@ -4,25 +4,42 @@
  * What it does: every allocation a process makes through libcuda (cuMemAlloc, cuMemAllocPitch,
  * cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemCreate, cuArrayCreate,
  * cuArray3DCreate) is counted per device and refused with CUDA_ERROR_OUT_OF_MEMORY once the
- * process would go past the cap; the matching frees give the room back; cuMemGetInfo reports the
- * cap as the total and what is left under it as free. The CUDA runtime (and so PyTorch) does not
- * call libcuda's exported symbols: it opens libcuda with dlopen, looks up cuGetProcAddress with
- * dlsym and takes every entry point from it. So dlsym and cuGetProcAddress are interposed too,
- * and hand out the counting entry points in place of the driver's. The pre-3.2 (32-bit size)
- * allocation entry points are refused outright rather than counted.
+ * container (all its processes together) would go past the cap; the matching frees give the room
+ * back; cuMemGetInfo reports the cap as the total and what the container has left under it as
+ * free. The CUDA runtime (and so PyTorch) does not call libcuda's exported symbols: it opens
+ * libcuda with dlopen, looks up cuGetProcAddress with dlsym and takes every entry point from it.
+ * So dlsym and cuGetProcAddress are interposed too, and hand out the counting entry points in
+ * place of the driver's. The pre-3.2 (32-bit size) allocation entry points are refused outright
+ * rather than counted.
  *
  * The cap: `limit_bytes=N` in /etc/cohort/cuda-cap.conf, written by Cohort's agent (root-owned,
  * not writable by others; any other owner, mode or content is refused: every allocation fails),
- * lowered further (never raised) by $COHORT_CUDA_CAP_BYTES, which is how a test or
- * scripts/gpu-check sets a cap on a host with no file. Neither: no cap, everything passes through.
+ * lowered further (never raised) for one process by $COHORT_CUDA_CAP_BYTES, which is how a test
+ * or scripts/gpu-check sets a cap on a host with no file. Neither: no cap, everything passes.
+ *
+ * One cap for the whole container: the ledger. The container's processes share the cap through
+ * the kernel's file locks, not through memory they could write: /etc/cohort/cuda-cap.ledger
+ * (root-owned, in a root-owned directory, empty) stands for the cap, one byte offset per MiB of
+ * each device's cap, and a process holds an open-file-description (OFD) write lock on as many of
+ * those offsets as it has MiB allocated (rounded up). Locks of different processes never
+ * overlap, so together they never pass the cap; the kernel drops a process's locks when it dies,
+ * however it dies, so a killed process's room comes back with no clean-up; and nothing written
+ * into the file changes anything (its content is never read). The file is writable by everyone
+ * only because a write lock needs a descriptor open for writing. What a student can do with it
+ * is take locks of their own (or hold the guard offset), which only takes room from their own
+ * container: they deny themselves, never pass the cap. When the cap comes from the file, a
+ * missing or foreign ledger fails closed (every allocation refused). With only
+ * $COHORT_CUDA_CAP_BYTES and no ledger, the cap is the process's own.
  *
  * What it does not stop: a program that reaches the GPU without libcuda (its own ioctls on
- * /dev/nvidia*), memory the driver takes for a context itself, and several processes of one
- * container each using up to the cap. See docs/gpus.md.
+ * /dev/nvidia*, or code in the process that closes the library's descriptor), and memory the
+ * driver takes for a context itself. See docs/gpus.md.
  *
  * Build: cc -shared -fPIC -O2 -o libcohort_cuda_cap.so cuda_cap.c -ldl -lpthread */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -30,8 +47,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-#define CONFIG_PATH "/etc/cohort/cuda-cap.conf"
+#ifndef CAP_DIR
+#define CAP_DIR "/etc/cohort" /* another only in a build for a test on a host */
+#endif
+#define CONFIG_PATH CAP_DIR "/cuda-cap.conf"
+#define LEDGER_PATH CAP_DIR "/cuda-cap.ledger"
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_NOT_SUPPORTED 801
@@ -49,7 +72,8 @@ typedef struct { size_t Width, Height, Depth; int Format; unsigned NumChannels, 
 /* ---- the cap ---- */
 
 static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
-static unsigned long long cap = ~0ULL; /* ~0: no cap */
+static unsigned long long cap = ~0ULL;       /* this process's cap; ~0: no cap */
+static unsigned long long shared_cap = ~0ULL; /* the container's (the file's); ~0: none */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long long used[MAX_DEVICES];
 
@@ -75,19 +99,193 @@ static unsigned long long file_cap(void) {
     return found ? limit : 0;
 }
 
+static void ledger_open(void);
+
 static void read_cap(void) {
-    cap = file_cap();
+    cap = shared_cap = file_cap();
     const char *env = getenv("COHORT_CUDA_CAP_BYTES");
     if (env && *env) {
         char *end;
         unsigned long long v = strtoull(env, &end, 10);
         if (*end == 0 && v < cap) cap = v;
     }
+    ledger_open();
 }
 
 static unsigned long long the_cap(void) {
     pthread_once(&cap_once, read_cap);
     return cap;
+}
+
+/* ---- the ledger: the container's cap as file locks (see the header) ---- */
+
+#define UNIT (1ULL << 20)            /* one locked offset per MiB */
+#define GUARD_OFFSET 0               /* held while a process looks for room and takes it */
+#define DEVICE_BASE(d) (((off_t)(d) + 1) << 32)
+#define MAX_GAPS 4096                /* look no further than this many holders' ranges */
+
+struct range { off_t start, end; };  /* [start, end) in offsets */
+static int ledger_hold = -1;         /* the description this process's locks are on */
+static int ledger_look = -1;         /* another one: sees this process's locks as others' */
+static int ledger_broken;            /* the file sets the cap but the ledger is unusable */
+static struct range *held[MAX_DEVICES];
+static size_t held_count[MAX_DEVICES], held_room[MAX_DEVICES];
+static unsigned long long held_units[MAX_DEVICES];
+
+static void forget_all_in_child(void);
+static int open_ledger_fd(void) {
+    int fd = open(LEDGER_PATH, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0) return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void ledger_open(void) {
+    struct stat dir;
+    /* No cap from the file (none, or one refused anyway): no ledger to share. */
+    if (shared_cap == ~0ULL || shared_cap == 0) return;
+    ledger_hold = open_ledger_fd();
+    ledger_look = ledger_hold >= 0 ? open_ledger_fd() : -1;
+    /* A directory others could write would let them swap the file for their own. */
+    int sound = ledger_hold >= 0 && ledger_look >= 0 && lstat(CAP_DIR, &dir) == 0 &&
+                S_ISDIR(dir.st_mode) && dir.st_uid == 0 && !(dir.st_mode & 022);
+    if (!sound) {
+        if (ledger_hold >= 0) close(ledger_hold);
+        if (ledger_look >= 0) close(ledger_look);
+        ledger_hold = ledger_look = -1;
+        ledger_broken = 1;
+        return;
+    }
+    pthread_atfork(NULL, NULL, forget_all_in_child);
+}
+
+static int ledger_lock(int fd, int cmd, short type, off_t start, off_t len) {
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len, .l_pid = 0};
+    return fcntl(fd, cmd, &fl);
+}
+
+/* The guard: one process at a time looks for room and takes it. Someone holding it for good
+ * (only a student's own program can) makes this process's allocations fail after 10 s. */
+static int guard_take(void) {
+    for (int tries = 0; tries < 10000; tries++) {
+        if (ledger_lock(ledger_hold, F_OFD_SETLK, F_WRLCK, GUARD_OFFSET, 1) == 0) return 1;
+        if (errno != EAGAIN && errno != EACCES && errno != EINTR) return 0;
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    return 0;
+}
+
+static void guard_give(void) { ledger_lock(ledger_hold, F_OFD_SETLK, F_UNLCK, GUARD_OFFSET, 1); }
+
+/* The free ranges of [lo, hi): where nobody (this process included) holds a lock. Returns how
+ * many were written to `gaps` (at most `room`), or -1 when there were too many holders to look. */
+static long free_ranges(off_t lo, off_t hi, struct range *gaps, size_t room) {
+    static struct range todo[MAX_GAPS + 2]; /* callers hold `lock` */
+    size_t pending = 0, found = 0;
+    int looks = 0;
+    todo[pending++] = (struct range){lo, hi};
+    while (pending) {
+        struct range r = todo[--pending];
+        if (r.start >= r.end) continue;
+        if (++looks > MAX_GAPS) return -1;
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = r.start,
+                           .l_len = r.end - r.start, .l_pid = 0};
+        if (fcntl(ledger_look, F_OFD_GETLK, &fl) != 0) return -1;
+        if (fl.l_type == F_UNLCK) {
+            if (found == room) return -1;
+            gaps[found++] = r;
+            continue;
+        }
+        off_t s = fl.l_start > r.start ? fl.l_start : r.start;
+        off_t e = fl.l_len == 0 || fl.l_start + fl.l_len > r.end ? r.end : fl.l_start + fl.l_len;
+        todo[pending++] = (struct range){e, r.end};
+        todo[pending++] = (struct range){r.start, s};
+    }
+    return (long)found;
+}
+
+static unsigned long long free_units(const struct range *gaps, long n) {
+    unsigned long long units = 0;
+    for (long i = 0; i < n; i++) units += (unsigned long long)(gaps[i].end - gaps[i].start);
+    return units;
+}
+
+static int remember_held(int device, off_t start, off_t end) {
+    size_t n = held_count[device];
+    if (n && held[device][n - 1].end == start) {
+        held[device][n - 1].end = end;
+    } else {
+        if (n == held_room[device]) {
+            size_t room = held_room[device] ? held_room[device] * 2 : 16;
+            struct range *grown = realloc(held[device], room * sizeof *grown);
+            if (!grown) return 0;
+            held[device] = grown;
+            held_room[device] = room;
+        }
+        held[device][held_count[device]++] = (struct range){start, end};
+    }
+    held_units[device] += (unsigned long long)(end - start);
+    return 1;
+}
+
+/* Lets go of the last `units` this process holds on `device`. */
+static void give_units(int device, unsigned long long units) {
+    while (units && held_count[device]) {
+        struct range *r = &held[device][held_count[device] - 1];
+        unsigned long long len = (unsigned long long)(r->end - r->start);
+        unsigned long long take = len < units ? len : units;
+        ledger_lock(ledger_hold, F_OFD_SETLK, F_UNLCK, r->end - (off_t)take, (off_t)take);
+        r->end -= (off_t)take;
+        if (r->end == r->start) held_count[device]--;
+        held_units[device] -= take;
+        units -= take;
+    }
+}
+
+/* Takes `units` more of `device`'s cap for this process; 0 when the container has not room. */
+static int take_units(int device, unsigned long long units) {
+    static struct range gaps[MAX_GAPS];
+    off_t base = DEVICE_BASE(device);
+    if (!guard_take()) return 0;
+    long n = free_ranges(base, base + (off_t)(shared_cap / UNIT), gaps, MAX_GAPS);
+    int ok = n >= 0 && free_units(gaps, n) >= units;
+    unsigned long long taken = 0;
+    for (long i = 0; ok && i < n && taken < units; i++) {
+        unsigned long long len = (unsigned long long)(gaps[i].end - gaps[i].start);
+        unsigned long long take = len < units - taken ? len : units - taken;
+        /* Fails only where a lock was taken outside the guard (a student's own program). */
+        if (ledger_lock(ledger_hold, F_OFD_SETLK, F_WRLCK, gaps[i].start, (off_t)take) != 0) {
+            ok = 0;
+            break;
+        }
+        if (!remember_held(device, gaps[i].start, gaps[i].start + (off_t)take)) {
+            ledger_lock(ledger_hold, F_OFD_SETLK, F_UNLCK, gaps[i].start, (off_t)take);
+            ok = 0;
+            break;
+        }
+        taken += take;
+    }
+    if (!ok) give_units(device, taken);
+    guard_give();
+    return ok;
+}
+
+/* What the container has left on `device` under the file's cap, by the ledger (this process's
+ * own bytes exactly, the others' in whole MiB); ~0 when there is no ledger. */
+static unsigned long long container_left(int device) {
+    static struct range gaps[MAX_GAPS];
+    if (ledger_hold < 0) return ledger_broken ? 0 : ~0ULL;
+    off_t base = DEVICE_BASE(device);
+    long n = free_ranges(base, base + (off_t)(shared_cap / UNIT), gaps, MAX_GAPS);
+    if (n < 0) return 0;
+    unsigned long long mine = held_units[device] * UNIT;
+    unsigned long long room = free_units(gaps, n) * UNIT + mine;
+    return room > used[device] ? room - used[device] : 0;
 }
 
 /* ---- the driver's own entry points ---- */
@@ -135,19 +333,34 @@ static int current_device(void) {
     return d;
 }
 
-/* Holds `size` bytes on the current device; 0 when that would pass the cap. */
+static unsigned long long units_for(unsigned long long bytes) { return (bytes + UNIT - 1) / UNIT; }
+
+/* Holds `size` bytes on the current device; 0 when that would pass the process's cap or the
+ * container's. */
 static int reserve(int device, unsigned long long size) {
     unsigned long long limit = the_cap();
     pthread_mutex_lock(&lock);
-    int ok = size <= limit && used[device] <= limit - size;
+    int ok = !ledger_broken && size <= limit && used[device] <= limit - size;
+    if (ok && ledger_hold >= 0) {
+        unsigned long long want = units_for(used[device] + size);
+        ok = want <= held_units[device] || take_units(device, want - held_units[device]);
+    }
     if (ok) used[device] += size;
     pthread_mutex_unlock(&lock);
     return ok;
 }
 
+/* Gives back the ledger's room this process no longer uses. Called with `lock` held. */
+static void shrink(int device) {
+    if (ledger_hold < 0) return;
+    unsigned long long want = units_for(used[device]);
+    if (held_units[device] > want) give_units(device, held_units[device] - want);
+}
+
 static void unreserve(int device, unsigned long long size) {
     pthread_mutex_lock(&lock);
     used[device] -= size;
+    shrink(device);
     pthread_mutex_unlock(&lock);
 }
 
@@ -177,11 +390,34 @@ static CUresult forget(CUresult r, enum kind kind, uintptr_t key) {
         if (b->kind != kind || b->key != key) continue;
         *at = b->next;
         used[b->device] -= b->size;
+        shrink(b->device);
         free(b);
         break;
     }
     pthread_mutex_unlock(&lock);
     return r;
+}
+
+/* After fork the child has none of its parent's device memory: it starts with nothing counted
+ * and its own description (its parent's locks stay the parent's). */
+static void forget_all_in_child(void) {
+    pthread_mutex_init(&lock, NULL);
+    if (ledger_hold >= 0) {
+        close(ledger_hold);
+        close(ledger_look);
+        ledger_hold = open_ledger_fd();
+        ledger_look = ledger_hold >= 0 ? open_ledger_fd() : -1;
+        if (ledger_look < 0 && ledger_hold >= 0) close(ledger_hold), ledger_hold = -1;
+        ledger_broken = ledger_hold < 0;
+    }
+    for (int d = 0; d < MAX_DEVICES; d++) used[d] = held_units[d] = held_count[d] = 0;
+    for (unsigned i = 0; i < BUCKETS; i++) {
+        while (buckets[i]) {
+            struct block *b = buckets[i];
+            buckets[i] = b->next;
+            free(b);
+        }
+    }
 }
 
 #define ALLOCATE(kind, out, size, call)                                        \
@@ -329,6 +565,8 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     int dev = current_device();
     pthread_mutex_lock(&lock);
     unsigned long long left = used[dev] < limit ? limit - used[dev] : 0;
+    unsigned long long shared_left = container_left(dev);
+    if (shared_left < left) left = shared_left;
     pthread_mutex_unlock(&lock);
     if (*total > limit) *total = (size_t)limit;
     if (*free_bytes > left) *free_bytes = (size_t)left;

@@ -2,10 +2,15 @@
  * the driver: libcuda's exported symbols (linked), cuGetProcAddress (as the CUDA runtime does),
  * and dlopen + dlsym (as ctypes and the runtime's loader do). Prints `key=value` lines (CUresult
  * codes: 0 success, 2 CUDA_ERROR_OUT_OF_MEMORY); the caller (tests, scripts/gpu-check) judges
- * them. Works against the real driver and against the test libcuda (agent/testdata/fake_cuda.c).
+ * them. `cuda-cap-probe hold MIB` allocates MIB, prints `hold=` and `free_mib=` and keeps it until
+ * killed; `cuda-cap-probe take MIB` allocates MIB, prints `take=` and `free_mib=`, and exits:
+ * what one process sees of the container's other processes. Works against the real driver and against the test libcuda (agent/testdata/fake_cuda.c).
  * Build: cc -O1 -o cuda-cap-probe probe.c -L<dir of libcuda.so.1> -l:libcuda.so.1 -ldl */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -28,7 +33,22 @@ CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
 
-int main(void) {
+/* `hold` or `take`: one allocation through the runtime's path, and what is left after it. */
+static int one(const char *mode, unsigned long long mib) {
+    alloc_fn alloc = 0;
+    CUdeviceptr p = 0;
+    size_t free_b = 0, total = 0;
+    cuGetProcAddress("cuMemAlloc", (void **)&alloc, 12000, 0);
+    printf("%s=%d\n", mode, alloc ? alloc(&p, mib * MIB) : -1);
+    cuMemGetInfo_v2(&free_b, &total);
+    printf("free_mib=%llu\n", (unsigned long long)free_b / MIB);
+    fflush(stdout);
+    if (strcmp(mode, "hold") == 0)
+        for (;;) pause();
+    return 0;
+}
+
+int main(int argc, char **argv) {
     int dev;
     void *ctx;
     size_t free_b = 0, total = 0, pitch = 0;
@@ -39,6 +59,8 @@ int main(void) {
         printf("init=failed\n");
         return 1;
     }
+    if (argc == 3 && (strcmp(argv[1], "hold") == 0 || strcmp(argv[1], "take") == 0))
+        return one(argv[1], strtoull(argv[2], 0, 10));
     cuMemGetInfo_v2(&free_b, &total);
     printf("total_mib=%llu\nfree_mib=%llu\n", (unsigned long long)total / MIB, (unsigned long long)free_b / MIB);
     printf("alloc_2g=%d\n", cuMemAlloc_v2(&a, 2048 * MIB));

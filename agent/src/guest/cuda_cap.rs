@@ -3,7 +3,10 @@
 //! beside it, and preloaded into every process through `/etc/ld.so.preload`. All three are
 //! written owned by the container's root and not writable by anyone else, so a student (without
 //! sudo) can neither raise the cap nor take the preload out; the library itself refuses every
-//! allocation when its file is not as written here (see the C source's header).
+//! allocation when its file is not as written here (see the C source's header). Beside them the
+//! ledger: an empty root-owned file every process may open for writing, on which the library's
+//! processes hold file locks that add up to the container's use of the cap, so the cap is the
+//! container's and not each process's (what a student can do with it: only deny themselves).
 
 use bytes::Bytes;
 use cohort_proto::agent::GpuAttachment;
@@ -17,6 +20,10 @@ pub const LIBRARY: &[u8] = include_bytes!(env!("CUDA_CAP_LIBRARY_BUILT"));
 pub const LIBRARY_PATH: &str = "/usr/lib/cohort/libcohort_cuda_cap.so";
 /// The cap, read by the library (its path is compiled into it).
 pub const CONFIG_PATH: &str = "/etc/cohort/cuda-cap.conf";
+/// The ledger the container's processes lock their share of the cap on (its path is compiled
+/// into the library). Written once and never replaced: the locks of running processes are on
+/// the file they opened, and a new file would forget them.
+pub const LEDGER_PATH: &str = "/etc/cohort/cuda-cap.ledger";
 const PRELOAD_PATH: &str = "/etc/ld.so.preload";
 /// Below this a CUDA context cannot do anything useful; a smaller cap is a mistake.
 pub const MIN_CAP_BYTES: u64 = 64 << 20;
@@ -68,7 +75,7 @@ impl Instances {
             },
         };
         let preload = preload_with(&String::from_utf8_lossy(&existing.unwrap_or_default()));
-        let files = [
+        let mut files = vec![
             RootFile {
                 path: LIBRARY_PATH,
                 content: LIBRARY.to_vec(),
@@ -79,13 +86,22 @@ impl Instances {
                 content: config_file(cap_bytes).into_bytes(),
                 mode: 0o644,
             },
-            // Last: a preload naming a library not there yet would warn in every process.
-            RootFile {
-                path: PRELOAD_PATH,
-                content: preload.into_bytes(),
-                mode: 0o644,
-            },
         ];
+        if !self.has_ledger(name).await? {
+            // Writable by all: a write lock needs a descriptor open for writing; the content is
+            // never read, so writing it changes nothing.
+            files.push(RootFile {
+                path: LEDGER_PATH,
+                content: Vec::new(),
+                mode: 0o666,
+            });
+        }
+        // Last: a preload naming a library not there yet would warn in every process.
+        files.push(RootFile {
+            path: PRELOAD_PATH,
+            content: preload.into_bytes(),
+            mode: 0o644,
+        });
         let to_write = files.clone();
         let written = self
             .on_host(name, "writing the GPU memory cap", move |rootfs| {
@@ -100,6 +116,23 @@ impl Instances {
         }
         tracing::info!(instance = name, cap_bytes, "GPU memory cap installed");
         Ok(())
+    }
+
+    /// Whether the container has its ledger already (a GPU attached again, a cap changed).
+    async fn has_ledger(&self, name: &str) -> Result<bool, InstanceError> {
+        if let Some(found) = self
+            .on_host(name, "looking for the GPU cap's ledger", |rootfs| {
+                rootfs::read_file(rootfs, LEDGER_PATH)
+            })
+            .await
+        {
+            return Ok(found.is_some());
+        }
+        match self.pull_file(name, LEDGER_PATH).await {
+            Ok(_) => Ok(true),
+            Err(InstanceError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -84,6 +84,7 @@ mod portal_course_limits;
 mod portal_create;
 mod process_limit;
 mod pylxd;
+mod pytorch_image;
 mod reclaim_use;
 mod reclaim_warning;
 mod renewal_race;
