@@ -6,7 +6,8 @@
 //! Incus 6.0 lay a `dir` or `btrfs` pool out the same way, and the snapshot there is read-only
 //! and out of every container's reach, so what is checked on it stays true while it is read.
 //! No copy of the volume is made and the container is not stopped (the whole restore must stop
-//! it). A pool whose driver keeps snapshots elsewhere (zfs, lvm) is answered 409.
+//! it). A pool whose driver keeps snapshots elsewhere (zfs, lvm, ceph) is answered 409 before
+//! anything is read ([`check_readable_snapshots`]).
 //!
 //! Writing: everything in the home is done by the home's owner, never by root: the path is
 //! sent as a tarball (links as links, modes kept, never followed), pushed into a directory of
@@ -65,6 +66,21 @@ impl Write for ChunkWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// Refuses (409) a pool whose driver does not keep a volume's snapshots as a tree the agent can
+/// read under the pool's directory. `dir` copies the files there and `btrfs` keeps a read-only
+/// subvolume there, both always present; `zfs` keeps a snapshot as `dataset@snapshot`, `lvm` and
+/// `ceph` as a block device, each mounted by the daemon only while it uses it, so what is found
+/// there is at best an empty mount point and would read as a home without the path.
+pub fn check_readable_snapshots(driver: &str) -> Result<(), InstanceError> {
+    match driver {
+        "dir" | "btrfs" => Ok(()),
+        other => Err(InstanceError::Conflict(format!(
+            "this node's storage pool uses the {other} driver, which keeps home snapshots where \
+             one path cannot be copied out of them; restore the whole home instead"
+        ))),
     }
 }
 
@@ -175,6 +191,7 @@ impl Instances {
                 field: None,
                 message: format!("{name} does not mount {}", req.volume),
             })?;
+        check_readable_snapshots(self.storage_driver())?;
         let root = self.snapshot_dir(&req.volume, &req.snapshot).await?;
         if !root.is_dir() {
             let listed = self.home_snapshots(&req.volume).await?;
@@ -288,6 +305,22 @@ impl Instances {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_pools_that_keep_snapshots_as_files_restore_a_path() {
+        for driver in ["dir", "btrfs"] {
+            assert!(check_readable_snapshots(driver).is_ok(), "{driver}");
+        }
+        for driver in ["zfs", "lvm", "ceph", "cephfs", "powerflex", ""] {
+            let refused = check_readable_snapshots(driver).unwrap_err();
+            assert!(
+                matches!(refused, InstanceError::Conflict(ref why)
+                    if why.contains(&format!("the {driver} driver"))
+                        && why.contains("restore the whole home")),
+                "{driver}: {refused:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_path_through_a_link_is_refused_and_a_missing_one_named() {

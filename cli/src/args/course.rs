@@ -244,6 +244,10 @@ pub struct CourseCreate {
     /// How many scheduled snapshots of each home are kept, 1 to 100 (default 7)
     #[arg(long, value_name = "N")]
     pub home_snapshots_keep: Option<u32>,
+    /// Days each student's archived home is kept, 1 to 3650 (default: the controller's
+    /// COHORT_ARCHIVE_DAYS, 90)
+    #[arg(long, value_name = "N")]
+    pub archive_days: Option<u32>,
     /// First day, YYYY-MM-DD or RFC 3339
     #[arg(long)]
     pub starts: Option<String>,
@@ -298,6 +302,9 @@ pub struct CourseSet {
     /// How many scheduled snapshots of each home are kept, 1 to 100 (default 7)
     #[arg(long, value_name = "N")]
     pub home_snapshots_keep: Option<u32>,
+    /// Days each student's archived home is kept, 1 to 3650, for the archives made from now on
+    #[arg(long, value_name = "N")]
+    pub archive_days: Option<u32>,
     /// Whether the course's instructors may open its students' JupyterLab in the portal
     #[arg(long, value_name = "true|false")]
     pub jupyter_instructors: Option<bool>,

@@ -9,7 +9,7 @@ use super::{TableFormat, WaitFlags};
 pub struct CourseArchiveArgs {
     /// [<remote>:]<code>
     pub code: String,
-    /// Days the archives are kept (default: the controller's COHORT_ARCHIVE_DAYS)
+    /// Days the archives are kept (default: the course's --archive-days)
     #[arg(long, conflicts_with_all = ["list", "download"])]
     pub days: Option<u32>,
     /// List the course's archives instead of archiving

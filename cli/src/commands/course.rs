@@ -312,6 +312,7 @@ fn create_request(code: String, args: CourseCreate) -> anyhow::Result<CreateCour
         home_mib: args.home_size.as_deref().map(units::mib).transpose()?,
         home_snapshots: args.home_snapshots,
         home_snapshots_keep: args.home_snapshots_keep,
+        archive_days: args.archive_days,
         gpu_memory_mib: args.gpu_memory.as_deref().map(units::mib).transpose()?,
         starts: args.starts,
         ends: args.ends,

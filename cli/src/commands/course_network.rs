@@ -1,11 +1,12 @@
 //! `--egress` and `--ssh-from` of `cohort course create|set`, and `cohort course set`: the flags
 //! given change the course's policy, the others keep what it has; `--home-size` sets the size of
-//! its students' homes, `--home-snapshots` and `--home-snapshots-keep` their snapshot schedule.
+//! its students' homes, `--home-snapshots` and `--home-snapshots-keep` their snapshot schedule,
+//! `--archive-days` how long their archived homes are kept.
 
 use anyhow::bail;
 use cohort_proto::api::courses::{
-    Course as CourseInfo, CourseHome, CourseHomeSnapshots, CourseHomeSnapshotsChange,
-    CourseJupyter, Egress, NetworkPolicy,
+    Course as CourseInfo, CourseArchiveDays, CourseHome, CourseHomeSnapshots,
+    CourseHomeSnapshotsChange, CourseJupyter, Egress, NetworkPolicy,
 };
 
 use super::Session;
@@ -71,11 +72,13 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
         && budget.is_none()
         && !snapshots
         && args.warn_minutes.is_none()
+        && args.archive_days.is_none()
     {
         bail!(
             "nothing to set: give --home-size, --home-snapshots, --home-snapshots-keep, \
-             --jupyter-instructors, --egress, --ssh-from, --gpu-hours-per-student, \
-             --budget-period, --gpu-mode, --gpu-lease-max-hours and/or --warn-minutes"
+             --archive-days, --jupyter-instructors, --egress, --ssh-from, \
+             --gpu-hours-per-student, --budget-period, --gpu-mode, --gpu-lease-max-hours \
+             and/or --warn-minutes"
         );
     }
     let (client, code) = session.target(&args.code)?;
@@ -103,6 +106,10 @@ pub async fn set(session: &Session, args: CourseSet) -> anyhow::Result<()> {
                 op.items.len()
             );
         }
+    }
+    if let Some(archive_days) = args.archive_days {
+        let body = CourseArchiveDays { archive_days };
+        let _: CourseInfo = client.put(&format!("{path}/archive-days"), &body).await?;
     }
     if let Some(warn_minutes) = args.warn_minutes {
         let body = cohort_proto::api::courses::CourseReclaimWarning { warn_minutes };

@@ -404,8 +404,9 @@ pub struct ServerConfig {
     /// `COHORT_ARCHIVE_DIR`: the archive store, where archived homes are kept
     /// (`<course>/<user>.tar.gz`); default `<state_dir>/archives`.
     pub archive_dir: Option<PathBuf>,
-    /// `COHORT_ARCHIVE_DAYS`: how long an archived home is kept when the archive names no
-    /// time of its own; default 90. At least 1.
+    /// `COHORT_ARCHIVE_DAYS`: the `archive_days` a new course takes when it names none, and
+    /// how long the archives of a course made before that setting are kept; default 90. At
+    /// least 1.
     pub archive_days: u32,
     /// `COHORT_ARCHIVE_SWEEP_S`: seconds between two sweeps deleting expired archives;
     /// default 3600. At least 1.

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use cohort_proto::api::course_archives::{ArchiveCourse, CourseArchive as WireArchive};
+use cohort_proto::api::courses::{Course as WireCourse, CourseArchiveDays};
 use cohort_proto::api::operations::Operation as WireOperation;
 use cohort_proto::api::users::Role;
 use diesel::prelude::*;
@@ -17,6 +18,7 @@ use super::course::{course_instances, writable};
 use crate::accounts::auth::Caller;
 use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
+use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::course_archive::{CourseArchive, NamedArchive};
 use crate::db::models::enrollment::Enrollment;
@@ -27,6 +29,23 @@ use crate::views;
 
 /// Longest time an archive may be kept, in days (ten years).
 const MAX_DAYS: u32 = 3650;
+
+/// A number of days an archive may be kept: 1 to ten years, else a 400 naming `field`.
+pub fn check_days(field: &str, days: u32) -> ActionResult<u32> {
+    if days == 0 || days > MAX_DAYS {
+        return Err(ActionError::invalid(
+            field,
+            format!("{days} is not a number of days from 1 to {MAX_DAYS}"),
+        ));
+    }
+    Ok(days)
+}
+
+/// The days `course`'s archives are kept: its own `archive_days`, else the controller's
+/// `COHORT_ARCHIVE_DAYS` (a course made before the setting).
+pub fn days_of(conn: &mut PgConnection, course_id: i64, default: u32) -> ActionResult<u32> {
+    Ok(CourseArchive::days_of(conn, course_id)?.map_or(default, |d| d.max(1) as u32))
+}
 
 /// A name that may be a path segment in the archive store (course codes and usernames are
 /// checked where they are made; this keeps a bad row from naming a path outside the store).
@@ -85,8 +104,8 @@ pub fn wire(a: NamedArchive) -> WireArchive {
 }
 
 /// `POST /api/v1/courses/{code}/archive`: every student's home exported into the archive
-/// store, kept `days` (default `COHORT_ARCHIVE_DAYS`). A student archived before gets a new
-/// archive in place of the old.
+/// store, kept `days` (default the course's `archive_days`). A student archived before gets a
+/// new archive in place of the old.
 pub async fn archive(
     ctl: &Controller,
     caller: Caller,
@@ -94,17 +113,46 @@ pub async fn archive(
     req: ArchiveCourse,
 ) -> ActionResult<WireOperation> {
     caller.require(Role::Instructor)?;
-    let days = req.days.unwrap_or(ctl.config.server.archive_days);
-    if days == 0 || days > MAX_DAYS {
-        return Err(ActionError::invalid(
-            "days",
-            format!("{days} is not a number of days from 1 to {MAX_DAYS}"),
-        ));
+    if let Some(days) = req.days {
+        check_days("days", days)?;
     }
+    let default = ctl.config.server.archive_days;
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let course = writable(conn, &caller, &code)?;
+            let days = match req.days {
+                Some(days) => days,
+                None => days_of(conn, course.id, default)?,
+            };
             enqueue_archive(conn, &caller, &course, days)
+        })
+    })
+    .await
+}
+
+/// `PUT /api/v1/courses/{code}/archive-days` (its instructor, staff, admin): how long the
+/// archives made from now on are kept; those already made keep their expiry. Audited.
+pub async fn set_days(
+    ctl: &Controller,
+    caller: Caller,
+    code: String,
+    req: CourseArchiveDays,
+) -> ActionResult<WireCourse> {
+    let days = check_days("archive_days", req.archive_days)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let course = writable(conn, &caller, &code)?;
+            let before = CourseArchive::days_of(conn, course.id)?;
+            CourseArchive::set_days_of(conn, course.id, Some(days as i32))?;
+            audit::record(
+                conn,
+                caller.name(),
+                AuditAction::SetArchiveDays,
+                AuditObject::Course,
+                &code,
+                json!({ "archive_days": days, "before": before }),
+            )?;
+            Ok(super::course::view(conn, &course)?)
         })
     })
     .await

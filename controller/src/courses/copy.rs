@@ -1,9 +1,9 @@
 //! `course copy OLD NEW`: next term's course in one step. It takes the old course's image,
 //! per-student limits, home size, GPU settings (GPU mode and GPU-hour budget included),
-//! network policy, reclaim policy (its warning too), home snapshots, datasets, notebook
-//! setting, quota (an admin's limit is not escaped by copying) and staff, under the same
-//! instructor; not its students, containers, dates or state. Only the old course's instructor
-//! or an admin; one transaction, so a refused copy leaves nothing behind.
+//! network policy, reclaim policy (its warning too), home snapshots, archive days, datasets,
+//! notebook setting, quota (an admin's limit is not escaped by copying) and staff, under the
+//! same instructor; not its students, containers, dates or state. Only the old course's
+//! instructor or an admin; one transaction, so a refused copy leaves nothing behind.
 
 use cohort_proto::api::courses::{CopyCourse, Course as WireCourse};
 use cohort_proto::api::users::Role;
@@ -16,6 +16,7 @@ use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::{Course, NewCourse};
+use crate::db::models::course_archive::CourseArchive;
 use crate::db::models::course_budget::CourseBudget;
 use crate::db::models::course_dataset::{CourseDataset, NewCourseDataset};
 use crate::db::models::course_network::CourseNetwork;
@@ -67,6 +68,8 @@ pub async fn copy(
                 from.quota_memory_mib,
             )?;
             Course::set_jupyter_instructors(conn, to.id, from.jupyter_instructors)?;
+            let archive_days = CourseArchive::days_of(conn, from.id)?;
+            CourseArchive::set_days_of(conn, to.id, archive_days)?;
             if let Some(reclaim) = CourseReclaim::of(conn, from.id)? {
                 CourseReclaim::set(
                     conn,

@@ -17,6 +17,7 @@ use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject, IdleAction};
 use crate::db::models::audit;
 use crate::db::models::course::{Course, NewCourse};
+use crate::db::models::course_archive::CourseArchive;
 use crate::db::models::course_network::CourseNetwork;
 use crate::db::models::course_reclaim::{self, CourseReclaim};
 use crate::db::models::enrollment::Enrollment;
@@ -154,6 +155,9 @@ fn check_create(req: &CreateCourse) -> ActionResult<()> {
         return Err(ActionError::invalid("processes", "must be 64 to 1000000"));
     }
     crate::placement::home_size::check("home_mib", req.home_mib)?;
+    if let Some(days) = req.archive_days {
+        super::archive::check_days("archive_days", days)?;
+    }
     if req.gpus.is_some_and(|g| g > 16) {
         return Err(ActionError::invalid("gpus", "must be 0 to 16"));
     }
@@ -223,6 +227,8 @@ pub async fn create(
     }
     let home_snapshots =
         super::home_snapshots::parse(req.home_snapshots.as_deref(), req.home_snapshots_keep, None)?;
+    // Kept with the course, so a later change of the controller's default leaves it alone.
+    let archive_days = req.archive_days.unwrap_or(ctl.config.server.archive_days) as i32;
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let instructor = match &req.instructor {
@@ -296,6 +302,7 @@ pub async fn create(
                 course.id,
                 home_snapshots,
             )?;
+            CourseArchive::set_days_of(conn, course.id, Some(archive_days))?;
             audit::record(
                 conn,
                 caller.name(),
@@ -339,6 +346,7 @@ pub fn view(conn: &mut PgConnection, c: &Course) -> QueryResult<WireCourse> {
         home_mib: c.home_mib.map(|n| n as u64),
         home_snapshots,
         home_snapshots_keep,
+        archive_days: CourseArchive::days_of(conn, c.id)?.map(|d| d as u32),
         gpu_memory_mib: c.gpu_memory_mib.map(|n| n as u64),
         jupyter_instructors: c.jupyter_instructors,
         starts_at: c.starts_at,

@@ -86,6 +86,7 @@ diesel::table! {
         jupyter_instructors -> Bool,
         gpu_memory_mib -> Nullable<Int8>,
         data_quota_mib -> Nullable<Int8>,
+        archive_days -> Nullable<Int4>,
     }
 }
 

@@ -39,12 +39,10 @@ pub async fn run(
     node: &Node,
     agent: &dyn NodeAgent,
 ) -> Result<StepOutcome, ActionError> {
-    let teardown_days = ctl.config.server.archive_days;
+    // A teardown's archives are kept the course's own days, read when its step runs.
     let (course, days) = match job {
-        Job::ArchiveCourse(Archive { course, days }) => (course, *days),
-        Job::TeardownCourse(t) if t.archive => {
-            (&instance_course(ctl, instance).await?, teardown_days)
-        }
+        Job::ArchiveCourse(Archive { course, days }) => (course, Some(*days)),
+        Job::TeardownCourse(t) if t.archive => (&instance_course(ctl, instance).await?, None),
         _ => {
             return Ok(StepOutcome::Failed(
                 "an archive_home step belongs to an archive_course operation or an archiving \
@@ -54,8 +52,17 @@ pub async fn run(
         }
     };
     let (code, owner) = (course.clone(), instance.owner_id);
-    let (course, user) = ctl
-        .db(move |conn| Ok((Course::by_code(conn, &code)?, User::find(conn, owner)?)))
+    let default = ctl.config.server.archive_days;
+    let (course, user, days) = ctl
+        .db(move |conn| {
+            let course = Course::by_code(conn, &code)?;
+            let days = match (days, &course) {
+                (Some(days), _) => days,
+                (None, Some(c)) => crate::courses::archive::days_of(conn, c.id, default)?,
+                (None, None) => default,
+            };
+            Ok((course, User::find(conn, owner)?, days))
+        })
         .await?;
     let Some(course) = course else {
         return Ok(StepOutcome::Cancelled("the course is gone".into()));

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveCourse {
-    /// Days the archives are kept; default the controller's `COHORT_ARCHIVE_DAYS`.
+    /// Days the archives are kept; default the course's `archive_days`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub days: Option<u32>,
 }

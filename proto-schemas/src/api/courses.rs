@@ -87,6 +87,10 @@ pub struct CreateCourse {
     /// How many scheduled snapshots of each home are kept, 1 to 100 (default 7).
     #[serde(default)]
     pub home_snapshots_keep: Option<u32>,
+    /// Days each student's archived home is kept once the course is archived, 1 to 3650;
+    /// default the controller's `COHORT_ARCHIVE_DAYS` (90).
+    #[serde(default)]
+    pub archive_days: Option<u32>,
     /// Sharing GPUs (`gpu_share` > 1): the most GPU memory each process in a student's
     /// container may allocate, in MiB (64 to 1048576); default the card's memory over
     /// `gpu_share`. Enforced by the cap library the agent installs (docs/gpus.md).
@@ -208,6 +212,11 @@ pub struct Course {
     /// How many scheduled snapshots of each home are kept (when `home_snapshots` is not off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_snapshots_keep: Option<u32>,
+    /// Days each archived home of the course is kept (`course archive`, `teardown --archive`);
+    /// absent for a course made before the setting, which follows the controller's
+    /// `COHORT_ARCHIVE_DAYS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_days: Option<u32>,
     /// Sharing: each student's GPU memory cap in MiB, when the course sets it (otherwise the
     /// card's memory over `gpu_share_count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -494,6 +503,14 @@ pub struct CopyCourse {
     /// Its title; the old course's when left out.
     #[serde(default)]
     pub title: Option<String>,
+}
+
+/// `PUT /api/v1/courses/{code}/archive-days`: days each student's archived home is kept, for
+/// the archives made from now on (1 to 3650).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CourseArchiveDays {
+    pub archive_days: u32,
 }
 
 /// `PUT /api/v1/courses/{code}/reclaim-warning`: minutes between a student's warning and the

@@ -10,8 +10,8 @@
 //!
 //! What is proven: the daemon holds the schedule, expiry and pattern on the home volume, and a
 //! snapshot it makes of that volume (asked for by hand here) takes an expiry `keep` periods
-//! ahead (and, on Incus, the pattern's name). What is not waited for: the daemon's scheduler
-//! firing at midnight or on the hour (its own code, reading the same keys).
+//! ahead (and, on Incus, the pattern's name). The daemon's scheduler firing is
+//! `home_snapshot_schedule`'s.
 
 use std::time::{Duration, Instant};
 

@@ -257,7 +257,8 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         200,
     )
     .await;
-    // GPU time: on demand, a budget, a warning before reclaim; all carried to next term.
+    // GPU time: on demand, a budget, a warning before reclaim; how long archives are kept; all
+    // carried to next term.
     for (path, body) in [
         (
             "/courses/cp1/gpu-mode",
@@ -268,6 +269,7 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
             json!({"gpu_hours_per_student": 12.5, "budget_period": "week"}),
         ),
         ("/courses/cp1/reclaim-warning", json!({"warn_minutes": 15})),
+        ("/courses/cp1/archive-days", json!({"archive_days": 21})),
     ] {
         call(&cluster, Method::PUT, path, &prof, Some(body), 200).await;
     }
@@ -359,9 +361,10 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         (
             &made["gpu_mode"],
             &made["gpu_hours_per_student"],
-            &made["warn_minutes"]
+            &made["warn_minutes"],
+            &made["archive_days"]
         ),
-        (&json!("on-demand"), &json!(12.5), &json!(15)),
+        (&json!("on-demand"), &json!(12.5), &json!(15), &json!(21)),
         "{made}"
     );
     assert_eq!(old["students"], 2, "{old}");

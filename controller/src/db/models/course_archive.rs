@@ -1,5 +1,6 @@
 //! `course_archives`: each student's archived home of a course (a `.tar.gz` in the controller's
-//! archive store), with its SHA-256, size and the time it expires.
+//! archive store), with its SHA-256, size and the time it expires; and `courses.archive_days`,
+//! how long the course's archives are kept.
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -47,6 +48,24 @@ fn named((archive, course, user): Row) -> NamedArchive {
 }
 
 impl CourseArchive {
+    /// The days course `course_id` keeps its archives; `None`: the controller's default.
+    pub fn days_of(conn: &mut PgConnection, course_id: i64) -> QueryResult<Option<i32>> {
+        courses::table
+            .find(course_id)
+            .select(courses::archive_days)
+            .first(conn)
+    }
+
+    pub fn set_days_of(
+        conn: &mut PgConnection,
+        course_id: i64,
+        days: Option<i32>,
+    ) -> QueryResult<usize> {
+        diesel::update(courses::table.find(course_id))
+            .set(courses::archive_days.eq(days))
+            .execute(conn)
+    }
+
     /// Records a student's archive, replacing an earlier one; it expires `days` days from now
     /// by the database's clock. The path of the one it replaced, when that was another file.
     #[allow(clippy::too_many_arguments)]

@@ -1,4 +1,5 @@
 //! `/api/v1/courses/{code}/archive` (archive the homes, list the archives),
+//! `/api/v1/courses/{code}/archive-days` (how long the course's archives are kept),
 //! `/api/v1/courses/{code}/archive/{user}` (one student's `.tar.gz`) and
 //! `/api/v1/courses/{code}/archive.tar` (the class as one tar of the students' `.tar.gz`).
 //! Files are streamed from the archive store as they are read.
@@ -8,6 +9,7 @@ use std::path::Path;
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
 use cohort_proto::api::course_archives::ArchiveCourse;
+use cohort_proto::api::courses::CourseArchiveDays;
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
@@ -33,6 +35,15 @@ pub async fn archive(
 ) -> Reply {
     Ok(HttpResponse::Accepted()
         .json(archive::archive(&ctl, caller, code.into_inner(), req.0).await?))
+}
+
+pub async fn set_days(
+    ctl: Ctl,
+    caller: Caller,
+    code: web::Path<String>,
+    req: ApiJson<CourseArchiveDays>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(archive::set_days(&ctl, caller, code.into_inner(), req.0).await?))
 }
 
 pub async fn list(ctl: Ctl, caller: Caller, code: web::Path<String>) -> Reply {

@@ -390,8 +390,12 @@ pub fn routes() -> Vec<Route> {
             (p::course_data::DataQuota) -> 200 (p::course_data::DataUsage);
         POST "/courses/{code}/archive" => course_archives::archive, auth,
             "Export every student's home into the archive store as a .tar.gz, kept `days` \
-             (default COHORT_ARCHIVE_DAYS) (staff, admin)",
+             (default the course's archive_days) (staff, admin)",
             (p::course_archives::ArchiveCourse) -> 202 (p::operations::Operation);
+        PUT "/courses/{code}/archive-days" => course_archives::set_days, auth,
+            "Set the days (1 to 3650) the course's archives made from now on are kept, audited \
+             (its instructor, staff, admin)",
+            (p::courses::CourseArchiveDays) -> 200 (p::courses::Course);
         GET "/courses/{code}/archive" => course_archives::list, auth,
             "The course's archived homes (staff, admin)",
             () -> 200 (Vec<p::course_archives::CourseArchive>);

@@ -187,6 +187,7 @@ fn audit_action_texts(name: &str) -> Option<Texts> {
         "archive" => ("archive homes", "封存家目錄", "归档主目录"),
         "archive_home" => ("archive home", "封存家目錄", "归档主目录"),
         "archive_expired" => ("archive expired", "封存已過期", "归档已过期"),
+        "set_archive_days" => ("set archive days", "設定封存保留天數", "设置归档保留天数"),
         "restore_home" => ("restore home", "還原家目錄", "还原主目录"),
         "restore_home_path" => (
             "restore a path from a home snapshot",
