@@ -307,7 +307,7 @@ pub async fn change_state(
 }
 
 /// A reclaim announced and not yet done: what and when, with **Keep working** while the
-/// warning has not been kept (once per warning).
+/// warning has not been kept (once per warning); a budget's cannot be kept, and says so.
 fn reclaim_banner(
     s: &SignedIn,
     name: &str,
@@ -320,12 +320,16 @@ fn reclaim_banner(
                 p {
                     (lang.t(match (w.reason.as_str(), w.action.as_str()) {
                         ("max_runtime", _) => Msg::ReclaimMaxRuntime,
+                        ("lease_end", _) => Msg::ReclaimLeaseEnd,
+                        ("budget", _) => Msg::ReclaimBudget,
                         (_, "detach") => Msg::ReclaimIdleDetach,
                         _ => Msg::ReclaimIdleStop,
                     }))
                     " " time.due datetime=(w.due_at.to_rfc3339()) { (w.due_at.format("%Y-%m-%d %H:%M:%S UTC")) }
                 }
-                @if w.kept_at.is_some() {
+                @if w.reason == "budget" {
+                    p.not-kept { (lang.t(Msg::BudgetCannotWait)) }
+                } @else if w.kept_at.is_some() {
                     p.kept { (lang.t(Msg::KeptWorking)) }
                 } @else {
                     form method="post" action={ "/containers/" (name) "/keep-working" } {
