@@ -210,6 +210,23 @@ pub async fn pending(
     .await
 }
 
+/// The pending warnings of `name` for a caller already known (the notebook origin's pass
+/// holder, whom `crate::instances::notebook::authorize` let in).
+pub async fn pending_for(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+) -> ActionResult<Vec<WireWarning>> {
+    ctl.db(move |conn| {
+        let i = manage::find(conn, &caller, &name)?;
+        Ok(ReclaimWarning::pending(conn, i.id)?
+            .into_iter()
+            .map(wire)
+            .collect())
+    })
+    .await
+}
+
 /// `POST /instances/{name}/keep-working`: the container's owner only; postpones each pending
 /// warning not yet kept, audited. 409 when none is pending or all were kept already.
 pub async fn keep_working(

@@ -318,13 +318,7 @@ fn reclaim_banner(
         @for w in warnings {
             div.banner.reclaim-warning data-reason=(w.reason) role="alert" {
                 p {
-                    (lang.t(match (w.reason.as_str(), w.action.as_str()) {
-                        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
-                        ("lease_end", _) => Msg::ReclaimLeaseEnd,
-                        ("budget", _) => Msg::ReclaimBudget,
-                        (_, "detach") => Msg::ReclaimIdleDetach,
-                        _ => Msg::ReclaimIdleStop,
-                    }))
+                    (lang.t(crate::http::portal::i18n::reclaim_words(&w.reason, &w.action)))
                     " " time.due datetime=(w.due_at.to_rfc3339()) { (w.due_at.format("%Y-%m-%d %H:%M:%S UTC")) }
                 }
                 @if w.reason == "budget" {

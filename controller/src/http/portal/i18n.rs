@@ -772,6 +772,17 @@ impl Msg {
     }
 }
 
+/// What a banner says of a reclaim announced for `reason` (the portal's and JupyterLab's).
+pub fn reclaim_words(reason: &str, action: &str) -> Msg {
+    match (reason, action) {
+        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
+        ("lease_end", _) => Msg::ReclaimLeaseEnd,
+        ("budget", _) => Msg::ReclaimBudget,
+        (_, "detach") => Msg::ReclaimIdleDetach,
+        _ => Msg::ReclaimIdleStop,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
