@@ -724,6 +724,12 @@ async fn a_lease_end_and_a_budget_detach_are_warned_first() {
     used_before(&t, "wl-bob", "wl", "bob", 1.0);
     cohort_controller::reclaim::pass(&ctl).await.unwrap();
     assert_eq!(held(&t).len(), 1, "not detached before its warning");
+    let (_, shown) = call!(&app, &bob, "GET", "/instances/wl-bob", None);
+    assert_eq!(
+        shown["gpu_detach_reason"],
+        Value::Null,
+        "no detach before its warning: {shown}"
+    );
     let warned = warnings_of!(&app, &bob, "wl-bob");
     let budget_warning = warned
         .as_array()
