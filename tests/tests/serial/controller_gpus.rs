@@ -764,6 +764,45 @@ async fn cohort_gpu_reattach_puts_back_a_gpu_taken_for_idleness() {
     browser.goto(&format!("{url}/containers/cr-s1")).await;
     let reason = browser.text("#gpu-detach-reason").await;
     assert!(reason.contains("idle_gpu_minutes is 1"), "{reason}");
+
+    // The banners of a budget's and a lease's end warnings (issue 43): a budget cannot be kept
+    // and says so; a lease's end offers Keep working.
+    let sql = |statement: &str| {
+        use diesel::prelude::*;
+        diesel::sql_query(statement)
+            .execute(&mut t.conn())
+            .expect(statement);
+    };
+    sql(
+        "INSERT INTO reclaim_warnings (instance_id, reason, action, warned_at, due_at)
+         SELECT id, r, 'detach', now(), now() + interval '1 hour'
+           FROM instances, unnest(ARRAY['budget', 'lease_end']) AS r WHERE name = 'cr-s1'",
+    );
+    browser.goto(&format!("{url}/containers/cr-s1")).await;
+    let budget = browser.text(".reclaim-warning[data-reason='budget']").await;
+    assert!(
+        budget.contains("Your GPU budget runs out")
+            && budget.contains("A GPU budget cannot be postponed"),
+        "{budget}"
+    );
+    assert_eq!(
+        browser
+            .count(".reclaim-warning[data-reason='budget'] button.keep-working")
+            .await,
+        0
+    );
+    let lease = browser
+        .text(".reclaim-warning[data-reason='lease_end']")
+        .await;
+    assert!(lease.contains("GPU lease ends"), "{lease}");
+    assert_eq!(
+        browser
+            .count(".reclaim-warning[data-reason='lease_end'] button.keep-working")
+            .await,
+        1
+    );
+    sql("DELETE FROM reclaim_warnings");
+    browser.goto(&format!("{url}/containers/cr-s1")).await;
     browser.follow("#attach-gpu-again button").await;
     until("s1 holds the L40S after the click", || {
         let (held, _) = gpu_holders(&t);
