@@ -109,6 +109,17 @@ impl Lang {
     }
 }
 
+/// What a banner says of a reclaim announced for `reason` (the portal's and JupyterLab's).
+pub fn reclaim_words(reason: &str, action: &str) -> Msg {
+    match (reason, action) {
+        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
+        ("lease_end", _) => Msg::ReclaimLeaseEnd,
+        ("budget", _) => Msg::ReclaimBudget,
+        (_, "detach") => Msg::ReclaimIdleDetach,
+        _ => Msg::ReclaimIdleStop,
+    }
+}
+
 /// Every text the portal shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Msg {
@@ -769,17 +780,6 @@ impl Msg {
             ),
             Msg::JobReason => ("Reason", "原因", "原因"),
         }
-    }
-}
-
-/// What a banner says of a reclaim announced for `reason` (the portal's and JupyterLab's).
-pub fn reclaim_words(reason: &str, action: &str) -> Msg {
-    match (reason, action) {
-        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
-        ("lease_end", _) => Msg::ReclaimLeaseEnd,
-        ("budget", _) => Msg::ReclaimBudget,
-        (_, "detach") => Msg::ReclaimIdleDetach,
-        _ => Msg::ReclaimIdleStop,
     }
 }
 
