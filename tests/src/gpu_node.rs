@@ -38,6 +38,9 @@ pub struct Calls {
     pub job_events: Vec<String>,
     /// While set, the jobs' execs fail as a node that does not answer.
     pub jobs_unreachable: bool,
+    /// What the controller wrote to a container's terminals (its `cohort-notice` exec), in
+    /// order: (instance, text).
+    pub notices: Vec<(String, String)>,
 }
 
 /// Every node the controller connects to is this one (a test has one GPU node).
@@ -120,10 +123,19 @@ fn unused<T: Send + 'static>() -> AgentFuture<T> {
 
 impl GpuNode {
     /// What a container says to the controller's batch job execs (`cohort-job-<action>` as
-    /// `$0`, the job id the first argument): the job's life is the test's to decide.
-    fn job_exec(&self, request: &ExecRequest) -> Result<ExecResult, AgentError> {
+    /// `$0`, the job id the first argument): the job's life is the test's to decide. A notice
+    /// for the container's terminals (`cohort-notice`) is kept.
+    fn job_exec(&self, name: &str, request: &ExecRequest) -> Result<ExecResult, AgentError> {
         let arg = |i: usize| request.command.get(i).cloned().unwrap_or_default();
         let action = arg(3);
+        if action == "cohort-notice" {
+            self.calls().notices.push((name.to_string(), arg(4)));
+            return Ok(ExecResult {
+                exit_code: 0,
+                stdout_base64: String::new(),
+                stderr_base64: String::new(),
+            });
+        }
         let Some(action) = action.strip_prefix("cohort-job-") else {
             return Err(AgentError::Decode("not used by the GPU tests".into()));
         };
@@ -169,8 +181,8 @@ impl GpuNode {
 
 impl NodeAgent for GpuNode {
     crate::unused_agent_calls!(no_activity_no_exec);
-    fn exec(&self, _: String, request: ExecRequest) -> AgentFuture<ExecResult> {
-        let answer = self.job_exec(&request);
+    fn exec(&self, name: String, request: ExecRequest) -> AgentFuture<ExecResult> {
+        let answer = self.job_exec(&name, &request);
         Box::pin(async move { answer })
     }
     fn activity(

@@ -3,7 +3,8 @@
 //! busy or not, so holding one is what a budget rations). Each reclaim pass looks at the running
 //! containers of budgeted courses that hold GPUs: at 80 % of the student's limit (the course's
 //! hours plus what was granted them this period) they are told once (recorded in
-//! `student_budgets`, so a restart neither repeats nor skips it), at 100 % the GPU is detached
+//! `student_budgets`, so a restart neither repeats nor skips it), `warn_minutes` before the
+//! budget runs out they are warned as before any reclaim, at 100 % the GPU is detached
 //! through the reclaimer's detach (the container keeps running), with the reason on the
 //! instance and in the audit log. What is told reaches the student's open terminals inside the
 //! container, written after the pass's transaction commits ([`tell`]).
@@ -18,8 +19,11 @@ use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course::Course;
 use crate::db::models::course_budget::{used_seconds, uses_gpu, CourseBudget, StudentBudget};
+use crate::db::models::course_reclaim::CourseReclaim;
 use crate::db::models::node::Node;
-use crate::db::queries::reclaim;
+use crate::db::models::reclaim_warning::{ReclaimWarning, BUDGET};
+use crate::db::queries::{capacity, reclaim};
+use crate::reclaim::warning::{self, Gate};
 
 /// The share of the limit at which the student is told.
 pub const WARN_SHARE: f64 = 0.8;
@@ -70,27 +74,51 @@ pub fn hours(h: f64) -> String {
 }
 
 /// The budgets' part of a reclaim pass, in its transaction: returns how many GPUs it detached
-/// and what to tell whom.
+/// and what to tell whom. A detach is warned the course's `warn_minutes` ahead (half the
+/// budget at most) through [`warning::gate`]: when the hours used plus the GPUs held for the
+/// warning's minutes reach the limit, the student is told when, and the detach waits for it.
 pub fn pass(
     conn: &mut PgConnection,
     now: DateTime<Utc>,
+    minute: Duration,
     actor: &str,
 ) -> QueryResult<(usize, Vec<Notice>)> {
     let mut acted = 0;
     let mut notices = Vec::new();
+    let minute_s = minute.num_seconds().max(1) as f64;
     for budget in CourseBudget::all(conn)? {
         let course = Course::find(conn, budget.course_id)?;
         let start = period_start(&budget.budget_period, now, course.created_at);
         let when = period_words(&budget.budget_period);
+        let warn_minutes = CourseReclaim::of(conn, budget.course_id)?
+            .unwrap_or_default()
+            .warn_minutes;
         for (i, _, _, detached, _) in reclaim::running_of_course(conn, budget.course_id)? {
             let holds = reclaim::holds_gpus(conn, i.id)? || uses_gpu(conn, i.id)?;
             if detached.is_some() || !holds {
+                ReclaimWarning::clear(conn, i.id, BUDGET)?;
                 continue;
             }
             let student = StudentBudget::of(conn, budget.course_id, i.owner_id, start)?;
             let limit = budget.gpu_hours_per_student + student.granted_hours;
             let used = used_seconds(conn, budget.course_id, i.owner_id, start)? / 3600.0;
-            if used >= limit {
+            // When the budget runs out at the rate of the GPUs this container holds.
+            let gpus = capacity::gpu_slots_held(conn, i.id)?.max(1) as f64;
+            let left_ms = ((limit - used).max(0.0) * 3_600_000.0 / gpus) as i64;
+            let at = now + Duration::milliseconds(left_ms);
+            let warn = minute * warning::ahead(warn_minutes, (limit * 3600.0 / minute_s) as i32);
+            let gate = warning::gate(
+                conn,
+                &i,
+                BUDGET,
+                "detach",
+                at,
+                warn,
+                now,
+                &course.code,
+                &mut notices,
+            )?;
+            if gate == Gate::Act {
                 let reason = format!(
                     "{USED_UP}: {} of {} GPU hours {when} (course {})",
                     hours(used),

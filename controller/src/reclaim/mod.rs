@@ -7,7 +7,8 @@
 //! lock, so with two controllers only one acts at a time, and a decision is re-checked against
 //! `desired_state`, so nothing is stopped or deleted twice. Before a pass, the nodes are asked
 //! what the containers it would reclaim for idleness are doing ([`activity`]). Idle stops, idle
-//! GPU detaches and longest-run stops are warned first and wait for their warning ([`warning`]).
+//! GPU detaches, longest-run stops, lease ends and budget detaches are warned first and wait for
+//! their warning ([`warning`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -192,11 +193,13 @@ pub async fn pass_remembering(
                 }
             }
 
-            // GPU budgets: told at 80 %, detached at 100 %.
-            let (detached, mut notices) = budget::pass(conn, now, ACTOR)?;
+            // GPU budgets: told at 80 %, warned before, detached at 100 %.
+            let (detached, mut notices) = budget::pass(conn, now, minute, ACTOR)?;
             notices.append(&mut warned);
-            // GPU leases (on-demand courses): ended when due, granted in fair-share order.
-            let leases = leases::queue::pass(conn, cfg.lease_hour_s.max(1))?;
+            // GPU leases (on-demand courses): warned, ended when due, granted in fair-share
+            // order.
+            let leases =
+                leases::queue::pass(conn, cfg.lease_hour_s.max(1), minute, now, &mut notices)?;
             Ok((acted + detached + leases, notices))
         })
     })

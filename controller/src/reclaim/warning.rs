@@ -1,11 +1,15 @@
 //! Warned before reclaimed (issue 43): before the reclaimer stops a container for idleness,
-//! detaches its GPUs for idleness, or stops it for its longest run, it tells the student — in
+//! detaches its GPUs for idleness, stops it for its longest run, ends its GPU lease or detaches
+//! its GPU because the student's budget runs out, it tells the student — in
 //! their terminals inside the container (the budget's [`super::budget::tell`] path), on their
 //! portal pages and through the API — and acts only once the course's `warn_minutes` have
 //! passed and the reason still holds. Each warning is a row (`reclaim_warnings`), so a controller
 //! restart neither repeats a warning nor acts before it is due. **Keep working** postpones the
 //! reclaim once per warning: by one more idle window (the warning's minutes for the longest
-//! run); real use ends the idle warning itself, and the next idle window may be kept again.
+//! run); real use ends the idle warning itself, and the next idle window may be kept again. A
+//! lease's end is kept by the warning's minutes, never past the course's longest lease
+//! (`gpu_lease_max_hours` from its grant); a budget cannot be kept (hours are what it counts:
+//! only a grant lifts it).
 
 use chrono::{DateTime, Duration, Utc};
 use cohort_proto::api::instances::ReclaimWarning as WireWarning;
@@ -18,8 +22,9 @@ use crate::app::state::Controller;
 use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::course_reclaim::CourseReclaim;
+use crate::db::models::gpu_lease::{CourseGpuMode, GpuLease};
 use crate::db::models::instance::Instance;
-use crate::db::models::reclaim_warning::{ReclaimWarning, IDLE, MAX_RUNTIME};
+use crate::db::models::reclaim_warning::{ReclaimWarning, BUDGET, IDLE, LEASE_END, MAX_RUNTIME};
 use crate::error::{ActionError, ActionResult};
 use crate::instances::manage;
 
@@ -100,16 +105,82 @@ pub fn text(instance: &str, reason: &str, action: &str, due: DateTime<Utc>) -> S
     } else {
         format!("it will be stopped at {when}; save your work")
     };
-    if reason == MAX_RUNTIME {
-        format!(
+    match reason {
+        MAX_RUNTIME => format!(
             "Cohort: {instance} reaches its course's longest run: {what}. Keep working (on its \
              portal page) postpones this once."
-        )
-    } else {
-        format!(
+        ),
+        LEASE_END => format!(
+            "Cohort: the GPU lease of {instance} ends: {what}. Keep working (on its portal page) \
+             extends it once, up to the course's longest lease."
+        ),
+        BUDGET => format!(
+            "Cohort: your GPU budget runs out: {instance}'s GPU will be detached at {when} (the \
+             container keeps running). This cannot be postponed; your instructor can grant more \
+             hours."
+        ),
+        _ => format!(
             "Cohort: {instance} has not been used for a while: {what}, unless it is used. Keep \
              working (on its portal page) postpones this once."
-        )
+        ),
+    }
+}
+
+/// Where Keep working moves warning `w` of `i`, if it can move it: one more idle window for
+/// idleness, the warning's minutes for the longest run, the warning's minutes for a lease's end
+/// but never past the course's longest lease from its grant; a budget never.
+fn kept_due(
+    conn: &mut PgConnection,
+    i: &Instance,
+    w: &ReclaimWarning,
+    policy: &CourseReclaim,
+    minute: Duration,
+    hour_s: u64,
+) -> QueryResult<Option<DateTime<Utc>>> {
+    Ok(match w.reason.as_str() {
+        BUDGET => None,
+        IDLE => Some(
+            w.due_at
+                + minute
+                    * policy
+                        .idle_gpu_minutes
+                        .unwrap_or(policy.warn_minutes)
+                        .max(1),
+        ),
+        LEASE_END => {
+            let Some(course_id) = i.course_id else {
+                return Ok(None);
+            };
+            let lease = GpuLease::open_of(conn, i.id)?;
+            let mode = CourseGpuMode::on_demand(conn, course_id)?;
+            let (Some(lease), Some(mode)) = (lease, mode) else {
+                return Ok(None);
+            };
+            let Some(granted) = lease.granted_at else {
+                return Ok(None);
+            };
+            let longest = granted
+                + Duration::milliseconds(
+                    (mode.gpu_lease_max_hours * hour_s as f64 * 1000.0) as i64,
+                );
+            let due = (w.due_at + minute * policy.warn_minutes.max(1)).min(longest);
+            (due > w.due_at).then_some(due)
+        }
+        _ => Some(w.due_at + minute * policy.warn_minutes.max(1)),
+    })
+}
+
+/// Why Keep working cannot move warning `w`, for the 409 and the portal's banner.
+pub fn not_kept_why(reason: &str) -> &'static str {
+    match reason {
+        BUDGET => {
+            "a GPU budget cannot be postponed (it counts the hours held): the course's \
+             instructor can grant more hours"
+        }
+        LEASE_END => {
+            "the GPU lease already reaches the course's longest lease (gpu_lease_max_hours)"
+        }
+        _ => "Keep working was already used for this warning",
     }
 }
 
@@ -139,6 +210,23 @@ pub async fn pending(
     .await
 }
 
+/// The pending warnings of `name` for a caller already known (the notebook origin's pass
+/// holder, whom `crate::instances::notebook::authorize` let in).
+pub async fn pending_for(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+) -> ActionResult<Vec<WireWarning>> {
+    ctl.db(move |conn| {
+        let i = manage::find(conn, &caller, &name)?;
+        Ok(ReclaimWarning::pending(conn, i.id)?
+            .into_iter()
+            .map(wire)
+            .collect())
+    })
+    .await
+}
+
 /// `POST /instances/{name}/keep-working`: the container's owner only; postpones each pending
 /// warning not yet kept, audited. 409 when none is pending or all were kept already.
 pub async fn keep_working(
@@ -147,6 +235,7 @@ pub async fn keep_working(
     name: String,
 ) -> ActionResult<Vec<WireWarning>> {
     let minute = Duration::seconds(ctl.config.reclaim.minute_s.max(1) as i64);
+    let hour_s = ctl.config.reclaim.lease_hour_s.max(1);
     ctl.db(move |conn| {
         conn.transaction(|conn| {
             let i = manage::find(conn, &caller, &name)?;
@@ -168,23 +257,33 @@ pub async fn keep_working(
             };
             let now = crate::db::queries::coordination::clock(conn)?;
             let mut kept = Vec::new();
+            let mut why_not = Vec::new();
             for w in pending.iter().filter(|w| w.kept_at.is_none()) {
-                let minutes = if w.reason == IDLE {
-                    policy.idle_gpu_minutes.unwrap_or(policy.warn_minutes)
-                } else {
-                    policy.warn_minutes
+                let Some(due) = kept_due(conn, &i, w, &policy, minute, hour_s)? else {
+                    why_not.push(not_kept_why(&w.reason));
+                    continue;
                 };
-                let due = w.due_at + minute * minutes.max(1);
                 if ReclaimWarning::keep(conn, i.id, &w.reason, due, now)? {
+                    if w.reason == LEASE_END {
+                        // The lease itself runs on to the new due: its view says so and the
+                        // queue's pass ends it then.
+                        if let Some(lease) = GpuLease::open_of(conn, i.id)? {
+                            GpuLease::extend(conn, lease.id, due)?;
+                        }
+                    }
                     kept.push(json!({"reason": w.reason, "due_at": due}));
                 }
             }
             if kept.is_empty() {
+                let why = why_not
+                    .first()
+                    .copied()
+                    .unwrap_or_else(|| not_kept_why(IDLE));
                 return Err(ActionError::conflict(
                     None,
                     format!(
-                        "Keep working was already used for this warning on {name}: it postpones \
-                         a reclaim once; using the container keeps it"
+                        "nothing to postpone on {name}: {why}; Keep working postpones a reclaim \
+                         once, and using the container keeps it"
                     ),
                 ));
             }

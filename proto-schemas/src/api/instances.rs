@@ -328,7 +328,8 @@ pub struct InstancePage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReclaimWarning {
-    /// `idle` (no use for the course's `idle_gpu_minutes`) or `max_runtime`.
+    /// `idle` (no use for the course's `idle_gpu_minutes`), `max_runtime`, `lease_end` (a GPU
+    /// lease of an on-demand course) or `budget` (the student's GPU budget runs out).
     pub reason: String,
     /// `stop` (the container) or `detach` (its GPUs; the container keeps running).
     pub action: String,

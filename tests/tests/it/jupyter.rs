@@ -256,6 +256,51 @@ async fn in_the_browser(
         .await;
     browser.screenshot("jupyter-notebook-en").await;
 
+    // Issue 43: a reclaim announced while she works in JupyterLab shows over it too, read from
+    // the notebook's own origin with her pass (no portal cookie there), linking to her
+    // container's page where Keep working is.
+    let warn = |statement: &str| {
+        use diesel::prelude::*;
+        let mut conn = PgConnection::establish(node.controller.db_url()).expect("database");
+        diesel::sql_query(statement)
+            .execute(&mut conn)
+            .expect(statement);
+    };
+    warn(
+        "INSERT INTO reclaim_warnings (instance_id, reason, action, warned_at, due_at)
+         SELECT id, 'max_runtime', 'stop', now(), now() + interval '1 hour'
+           FROM instances WHERE name = 'nb1-ann'",
+    );
+    browser
+        .goto(&format!("{notebook}/jupyter/nb1-ann/lab"))
+        .await;
+    wait_for!(
+        "the reclaim banner over JupyterLab",
+        Duration::from_secs(60),
+        browser.count("#cohort-reclaim-warning").await == 1
+    );
+    let banner = browser.text("#cohort-reclaim-warning").await;
+    assert!(
+        banner.contains("This container reaches its course's longest run and will be stopped at")
+            && banner.contains("Keep working"),
+        "{banner}"
+    );
+    let link = browser
+        .run("return document.querySelector('#cohort-reclaim-warning a').href;")
+        .await;
+    assert_eq!(link, format!("{base}/containers/nb1-ann").as_str());
+    let names: Vec<String> = browser
+        .cookies()
+        .await
+        .iter()
+        .filter_map(|c| c["name"].as_str().map(String::from))
+        .collect();
+    assert_eq!(names, ["__Host-cohort_notebook"], "only the pass here");
+    warn("DELETE FROM reclaim_warnings");
+    browser
+        .run("document.getElementById('cohort-reclaim-warning').remove(); return true;")
+        .await;
+
     // The notebook is in her home, output and all (read over SSH).
     let mut saved;
     wait_for!("the saved notebook", Duration::from_secs(30), {

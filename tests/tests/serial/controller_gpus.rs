@@ -627,3 +627,196 @@ async fn a_gpu_taken_for_idleness_is_attached_again_or_waits_for_room() {
     })
     .await;
 }
+
+/// Issue 43, **Attach a GPU again** from the command line: `cohort gpu reattach` against the
+/// controller served over HTTPS (its real server, worker and loops; the node faked at its seam,
+/// since no GPU exists here). Before a reclaim it is an `Error:` saying the container holds its
+/// GPUs, an unknown container an `Error:` naming it; after an idle detach it waits for the
+/// operation and the GPU is back on the running container.
+#[actix_web::test]
+async fn cohort_gpu_reattach_puts_back_a_gpu_taken_for_idleness() {
+    let _alone = crate::alone().await;
+    let (t, node, admin, _prof, l40s) = shared_l40s_course(
+        "cr",
+        2,
+        &["s1"],
+        json!({"idle_gpu_minutes": 1, "warn_minutes": 0, "idle_action": "detach"}),
+    )
+    .await;
+    let ports = cohort_e2e::PortRange::claim();
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", ports.port(0)).parse().unwrap();
+    let served = t.another_configured("served", |c| c.server.listen = listen);
+    actix_web::rt::spawn(cohort_controller::app::server::serve(served));
+    until("s1 running", || {
+        (state_of(&t, "cr-s1").0 == "running").then_some(())
+    })
+    .await;
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
+            .await;
+    let (status, issued) = call!(
+        &app,
+        &admin,
+        "POST",
+        "/users/s1/tokens",
+        Body::Json(json!({}))
+    );
+    assert_eq!(status, 201, "{issued}");
+    let token = issued["token"].as_str().expect("token").to_string();
+    let cli = Arc::new(crate::cli_support::Cli {
+        conf: tempfile::tempdir().expect("conf dir"),
+    });
+    // The CLI is a process of its own: run off this thread, which serves it.
+    let run = |args: Vec<String>| {
+        let cli = cli.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                cli.run(&args)
+            })
+            .await
+            .expect("cohort")
+        }
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let url = format!("https://{listen}");
+    let added = run(args(&[
+        "remote",
+        "add",
+        "lab",
+        &url,
+        "--token",
+        &token,
+        "--accept-certificate",
+    ]))
+    .await;
+    assert!(added.status.success(), "{added:?}");
+
+    // Bad input: nothing taken yet; a container that does not exist.
+    let out = run(args(&["gpu", "reattach", "lab:cr-s1"])).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Error:") && err.contains("holds its GPUs"),
+        "{out:?}"
+    );
+    let out = run(args(&["gpu", "reattach", "lab:cr-nobody"])).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Error:") && err.contains("cr-nobody"),
+        "{out:?}"
+    );
+    let attached_before = node.calls().attached.len();
+
+    // Idle for a reclaim "minute" of one second: the GPU taken, the container running.
+    poller::poll_all(&t.ctl).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let reclaimer = t.another_configured("reclaimer", |c| c.reclaim.minute_s = 1);
+    assert_eq!(
+        cohort_controller::reclaim::pass(&reclaimer).await.unwrap(),
+        1
+    );
+    until("the GPU taken", || {
+        let (held, _) = gpu_holders(&t);
+        (held.is_empty() && node.calls().detached.contains(&"cr-s1".to_string())).then_some(())
+    })
+    .await;
+    assert_eq!(state_of(&t, "cr-s1").0, "running");
+
+    // `cohort gpu reattach` waits for its operation: the GPU is back when it returns.
+    let out = run(args(&["gpu", "reattach", "lab:cr-s1"])).await;
+    assert!(out.status.success(), "{out:?}");
+    let (held, _) = gpu_holders(&t);
+    assert_eq!(held.get("cr-s1"), Some(&vec![l40s.clone()]), "{held:?}");
+    {
+        let calls = node.calls();
+        assert_eq!(
+            calls.attached.len(),
+            attached_before + 1,
+            "{:?}",
+            calls.attached
+        );
+        let (name, gpus) = calls.attached.last().expect("attached");
+        assert_eq!(
+            (name.as_str(), gpus[0].uuid.as_str()),
+            ("cr-s1", l40s.as_str())
+        );
+    }
+    let (_, shown) = call!(&app, &admin, "GET", "/instances/cr-s1", Body::None);
+    assert_eq!(shown["gpu_detach_reason"], Value::Null, "{shown}");
+
+    // Taken again for idleness; this time s1 clicks Attach a GPU again on the container's page
+    // in Chromium: the page said what happened, and the GPU is back.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    poller::poll_all(&t.ctl).await;
+    assert_eq!(
+        cohort_controller::reclaim::pass(&reclaimer).await.unwrap(),
+        1
+    );
+    until("the GPU taken again", || {
+        let (held, _) = gpu_holders(&t);
+        held.is_empty().then_some(())
+    })
+    .await;
+    let attached_before = node.calls().attached.len();
+    cohort_e2e::browser::set_portal_password(t.db.url(), t.state.path(), "s1", "gpu again 4 s1");
+    let browser = cohort_e2e::browser::Browser::start(ports.port(1), "en").await;
+    browser.sign_in(&url, "s1", "gpu again 4 s1").await;
+    browser.goto(&format!("{url}/containers/cr-s1")).await;
+    let reason = browser.text("#gpu-detach-reason").await;
+    assert!(reason.contains("idle_gpu_minutes is 1"), "{reason}");
+
+    // The banners of a budget's and a lease's end warnings (issue 43): a budget cannot be kept
+    // and says so; a lease's end offers Keep working.
+    let sql = |statement: &str| {
+        use diesel::prelude::*;
+        diesel::sql_query(statement)
+            .execute(&mut t.conn())
+            .expect(statement);
+    };
+    sql(
+        "INSERT INTO reclaim_warnings (instance_id, reason, action, warned_at, due_at)
+         SELECT id, r, 'detach', now(), now() + interval '1 hour'
+           FROM instances, unnest(ARRAY['budget', 'lease_end']) AS r WHERE name = 'cr-s1'",
+    );
+    browser.goto(&format!("{url}/containers/cr-s1")).await;
+    let budget = browser.text(".reclaim-warning[data-reason='budget']").await;
+    assert!(
+        budget.contains("Your GPU budget runs out")
+            && budget.contains("A GPU budget cannot be postponed"),
+        "{budget}"
+    );
+    assert_eq!(
+        browser
+            .count(".reclaim-warning[data-reason='budget'] button.keep-working")
+            .await,
+        0
+    );
+    let lease = browser
+        .text(".reclaim-warning[data-reason='lease_end']")
+        .await;
+    assert!(lease.contains("GPU lease ends"), "{lease}");
+    assert_eq!(
+        browser
+            .count(".reclaim-warning[data-reason='lease_end'] button.keep-working")
+            .await,
+        1
+    );
+    sql("DELETE FROM reclaim_warnings");
+    browser.goto(&format!("{url}/containers/cr-s1")).await;
+    browser.follow("#attach-gpu-again button").await;
+    until("s1 holds the L40S after the click", || {
+        let (held, _) = gpu_holders(&t);
+        (held.get("cr-s1") == Some(&vec![l40s.clone()])).then_some(())
+    })
+    .await;
+    until("the device put back", || {
+        let calls = node.calls();
+        (calls.attached.len() == attached_before + 1
+            && calls.attached.last().is_some_and(|(n, _)| n == "cr-s1"))
+        .then_some(())
+    })
+    .await;
+    browser.goto(&format!("{url}/containers/cr-s1")).await;
+    assert_eq!(browser.count("#gpu-detach-reason").await, 0);
+    assert_eq!(browser.count("#attach-gpu-again").await, 0);
+}

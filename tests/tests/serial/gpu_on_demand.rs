@@ -109,7 +109,9 @@ fn used_before(t: &TestController, name: &str, code: &str, username: &str, hours
                                       owner_id, username, node_name, allocated_s, busy_s)
          SELECT i.id, date_trunc('hour', now()), i.name, i.course_id, $2, i.owner_id, $3,
                 'gpu-node', $4, 0
-         FROM instances i WHERE i.name = $1",
+         FROM instances i WHERE i.name = $1
+         ON CONFLICT (instance_id, hour) DO UPDATE
+            SET allocated_s = gpu_usage_hours.allocated_s + EXCLUDED.allocated_s",
     )
     .bind::<diesel::sql_types::Text, _>(name)
     .bind::<diesel::sql_types::Text, _>(code)
@@ -510,6 +512,291 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     assert!(held(&t).is_empty(), "nothing granted there: {:?}", held(&t));
     assert!(
         started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Instance `name`'s pending reclaim warnings, as its student reads them.
+macro_rules! warnings_of {
+    ($app:expr, $token:expr, $name:expr) => {{
+        let (status, body) = call!(
+            $app,
+            $token,
+            "GET",
+            &format!("/instances/{}/reclaim-warnings", $name),
+            None
+        );
+        assert_eq!(status, 200, "{body}");
+        body
+    }};
+}
+
+fn time_of(v: &Value) -> chrono::DateTime<chrono::Utc> {
+    v.as_str()
+        .unwrap_or_else(|| panic!("a time: {v}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{v}: {e}"))
+}
+
+/// What the controller wrote to `name`'s terminals.
+fn told(node: &GpuNode, name: &str) -> Vec<String> {
+    node.calls()
+        .notices
+        .iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, text)| text.clone())
+        .collect()
+}
+
+/// Issue 43, "warned before any reclaim": a lease's end and a budget's detach are warned like
+/// the idle and longest-run reclaims: a row (`reclaim_warnings`) that a restarted controller
+/// keeps, told once to the container's terminals, shown by the API; the reclaim waits for it.
+/// Keep working extends a lease once, never past the course's longest lease; a budget cannot
+/// be postponed, and says so. A reclaim minute is 1 s and a lease hour 20 s here, so the
+/// course's default `warn_minutes` (10) is 10 s.
+#[actix_web::test]
+async fn a_lease_end_and_a_budget_detach_are_warned_first() {
+    let _alone = crate::alone().await;
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_fake_nvml(dir.path());
+    let node = GpuNode::new(&lib, false);
+    let t = TestController::with_agents(Arc::new(node.clone()));
+    let (_, prof) = t.user("prof", "instructor");
+    t.image("base");
+    t.node("gpu-node", (26220, 26239), 64, 256, true);
+    poller::poll_all(&t.ctl).await;
+    tokio::spawn(worker::run(t.ctl.clone()));
+    let fast = |c: &mut cohort_controller::app::config::Config| {
+        c.reclaim.minute_s = 1;
+        c.reclaim.lease_hour_s = 20;
+    };
+    let ctl = t.another_configured("fast", fast);
+    let app =
+        test::init_service(App::new().configure(api::configure(web::Data::from(ctl.clone()))))
+            .await;
+    let course = json!({"code": "wl", "title": "Warned leases", "image": "base", "gpus": 1,
+                        "gpu_model": "NVIDIA L40S"});
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course));
+    assert_eq!(status, 201, "{body}");
+    let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 2});
+    let (status, body) = call!(&app, &prof, "PUT", "/courses/wl/gpu-mode", Some(mode));
+    assert_eq!(status, 200, "{body}");
+    let budget = json!({"gpu_hours_per_student": 1, "budget_period": "week"});
+    let (status, body) = call!(&app, &prof, "PUT", "/courses/wl/budget", Some(budget));
+    assert_eq!(status, 200, "{body}");
+    let (ann, bob) = (t.user("ann", "student").1, t.user("bob", "student").1);
+    let req = test::TestRequest::post()
+        .uri("/api/v1/courses/wl/roster")
+        .insert_header(("authorization", format!("Bearer {prof}")))
+        .insert_header(("content-type", "text/csv"))
+        .set_payload("username,name,email,ssh_key\nann,ann,,\nbob,bob,,\n")
+        .to_request();
+    assert_eq!(test::call_service(&app, req).await.status().as_u16(), 200);
+    let (status, body) = call!(&app, &prof, "POST", "/courses/wl/provision", None);
+    assert_eq!(status, 202, "{body}");
+    all_done(&t).await;
+    // The poller sees them running (what the budget's pass looks at).
+    poller::poll_all(&t.ctl).await;
+
+    // Ann's lease of one hour (20 s): warned 10 s before its end, in her terminals and the API.
+    let lease = |name: &str| format!("/instances/{name}/gpu-lease");
+    let (status, granted) = call!(
+        &app,
+        &ann,
+        "POST",
+        &lease("wl-ann"),
+        Some(json!({"hours": 1}))
+    );
+    assert_eq!(
+        (status, &granted["state"]),
+        (200, &json!("active")),
+        "{granted}"
+    );
+    let ends_at = time_of(&granted["ends_at"]);
+    all_done(&t).await;
+    pass_until(&ctl, "Ann's lease end warned", || {
+        !told(&node, "wl-ann").is_empty()
+    })
+    .await;
+    let warned = warnings_of!(&app, &ann, "wl-ann");
+    assert_eq!(
+        (&warned[0]["reason"], &warned[0]["action"]),
+        (&json!("lease_end"), &json!("detach")),
+        "{warned}"
+    );
+    let (warned_at, first_due) = (
+        time_of(&warned[0]["warned_at"]),
+        time_of(&warned[0]["due_at"]),
+    );
+    assert_eq!(
+        first_due - warned_at,
+        chrono::Duration::seconds(10),
+        "{warned}"
+    );
+    assert!(
+        first_due >= ends_at && warned_at <= ends_at - chrono::Duration::seconds(9),
+        "warned at {warned_at}, the lease ends at {ends_at}"
+    );
+    let text = &told(&node, "wl-ann")[0];
+    assert!(
+        text.starts_with("Cohort: the GPU lease of wl-ann ends: its GPU will be detached at")
+            && text.contains("extends it once, up to the course's longest lease"),
+        "{text}"
+    );
+
+    // Keep working: once, by the warning's 10 s; the lease itself runs on to then.
+    let keep = |name: &str| format!("/instances/{name}/keep-working");
+    let (status, kept) = call!(&app, &bob, "POST", &keep("wl-ann"), None);
+    assert_eq!(status, 403, "another student's: {kept}");
+    let (status, kept) = call!(&app, &ann, "POST", &keep("wl-ann"), None);
+    assert_eq!(status, 200, "{kept}");
+    let due = time_of(&kept[0]["due_at"]);
+    assert_eq!(due, first_due + chrono::Duration::seconds(10), "{kept}");
+    let (_, shown) = call!(&app, &ann, "GET", &lease("wl-ann"), None);
+    assert_eq!(time_of(&shown["ends_at"]), due, "{shown}");
+    let (status, again) = call!(&app, &ann, "POST", &keep("wl-ann"), None);
+    assert_eq!(status, 409, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("already used"),
+        "{again}"
+    );
+
+    // The end waits for the kept due; the GPU is then detached, the container running.
+    pass_until(&ctl, "Ann's lease ended", || held(&t).is_empty()).await;
+    let (_, ended) = call!(&app, &ann, "GET", &lease("wl-ann"), None);
+    assert_eq!(ended["state"], "ended", "{ended}");
+    assert!(
+        time_of(&ended["ended_at"]) >= due,
+        "ended before its kept due {due}: {ended}"
+    );
+    all_done(&t).await;
+    assert!(node.calls().detached.contains(&"wl-ann".to_string()));
+    assert_eq!(warnings_of!(&app, &ann, "wl-ann"), json!([]));
+    assert_eq!(told(&node, "wl-ann").len(), 1, "told once");
+
+    // A lease already as long as the course allows: Keep working cannot extend it.
+    let (status, body) = call!(
+        &app,
+        &ann,
+        "POST",
+        &lease("wl-ann"),
+        Some(json!({"hours": 2}))
+    );
+    assert_eq!((status, &body["state"]), (200, &json!("active")), "{body}");
+    all_done(&t).await;
+    pass_until(&ctl, "Ann's second lease end warned", || {
+        told(&node, "wl-ann").len() == 2
+    })
+    .await;
+    let (status, refused) = call!(&app, &ann, "POST", &keep("wl-ann"), None);
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("longest lease"),
+        "{refused}"
+    );
+    let (status, body) = call!(&app, &ann, "DELETE", &lease("wl-ann"), None);
+    assert_eq!((status, &body["state"]), (200, &json!("ended")), "{body}");
+    assert_eq!(
+        warnings_of!(&app, &ann, "wl-ann"),
+        json!([]),
+        "a lease given back takes its warning with it"
+    );
+    all_done(&t).await;
+
+    // Bob holds a GPU with his hour of budget used: the detach is warned first, not done.
+    let (status, body) = call!(
+        &app,
+        &bob,
+        "POST",
+        &lease("wl-bob"),
+        Some(json!({"hours": 2}))
+    );
+    assert_eq!((status, &body["state"]), (200, &json!("active")), "{body}");
+    all_done(&t).await;
+    used_before(&t, "wl-bob", "wl", "bob", 1.0);
+    cohort_controller::reclaim::pass(&ctl).await.unwrap();
+    assert_eq!(held(&t).len(), 1, "not detached before its warning");
+    let (_, shown) = call!(&app, &bob, "GET", "/instances/wl-bob", None);
+    assert_eq!(
+        shown["gpu_detach_reason"],
+        Value::Null,
+        "no detach before its warning: {shown}"
+    );
+    let warned = warnings_of!(&app, &bob, "wl-bob");
+    let budget_warning = warned
+        .as_array()
+        .and_then(|ws| ws.iter().find(|w| w["reason"] == "budget"))
+        .unwrap_or_else(|| panic!("a budget warning: {warned}"))
+        .clone();
+    let due = time_of(&budget_warning["due_at"]);
+    assert_eq!(
+        due - time_of(&budget_warning["warned_at"]),
+        chrono::Duration::seconds(10),
+        "{budget_warning}"
+    );
+    let budget_told: Vec<String> = told(&node, "wl-bob")
+        .into_iter()
+        .filter(|t| t.contains("budget"))
+        .collect();
+    assert_eq!(budget_told.len(), 1, "{budget_told:?}");
+    assert!(
+        budget_told[0]
+            .starts_with("Cohort: your GPU budget runs out: wl-bob's GPU will be detached at")
+            && budget_told[0].contains("This cannot be postponed"),
+        "{}",
+        budget_told[0]
+    );
+    let (status, refused) = call!(&app, &bob, "POST", &keep("wl-bob"), None);
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("a GPU budget cannot be postponed"),
+        "{refused}"
+    );
+
+    // A controller started afresh on the same database neither tells again nor detaches early.
+    let restarted = t.another_configured("restarted", fast);
+    pass_until(&restarted, "Bob's GPU detached", || held(&t).is_empty()).await;
+    let (_, shown) = call!(&app, &bob, "GET", "/instances/wl-bob", None);
+    assert!(
+        shown["gpu_detach_reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("GPU budget used up"),
+        "{shown}"
+    );
+    assert_eq!(shown["desired_state"], "running", "{shown}");
+    {
+        use cohort_controller::db::schema::instance_usage;
+        use diesel::prelude::*;
+        let at: Vec<Option<chrono::DateTime<chrono::Utc>>> = instance_usage::table
+            .select(instance_usage::gpus_detached_at)
+            .filter(instance_usage::detach_reason.like("GPU budget used up%"))
+            .load(&mut t.conn())
+            .unwrap();
+        assert!(
+            at.iter().flatten().all(|at| *at >= due),
+            "detached at {at:?}, before the warning's due {due}"
+        );
+    }
+    all_done(&t).await;
+    let runs_out = told(&node, "wl-bob")
+        .iter()
+        .filter(|t| t.contains("budget runs out"))
+        .count();
+    assert_eq!(runs_out, 1, "told once: {:?}", told(&node, "wl-bob"));
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
         "{:?}",
         started.elapsed()
     );

@@ -172,6 +172,17 @@ impl GpuLease {
         .execute(conn)
     }
 
+    /// Keep working on a warned lease end: active lease `id` now ends at `ends_at`.
+    pub fn extend(conn: &mut PgConnection, id: i64, ends_at: DateTime<Utc>) -> QueryResult<usize> {
+        diesel::update(
+            gpu_leases::table
+                .find(id)
+                .filter(gpu_leases::state.eq(LeaseState::Active)),
+        )
+        .set(gpu_leases::ends_at.eq(ends_at))
+        .execute(conn)
+    }
+
     /// Active leases whose end has come.
     pub fn due(conn: &mut PgConnection) -> QueryResult<Vec<GpuLease>> {
         Self::ending_within(conn, 0)

@@ -7,9 +7,12 @@ use diesel::prelude::*;
 
 use crate::db::schema::{instances, reclaim_warnings};
 
-/// Why a reclaim is announced: idleness (a stop or a GPU detach) or the longest run.
+/// Why a reclaim is announced: idleness (a stop or a GPU detach), the longest run, a GPU lease's
+/// end (on-demand courses) or a GPU budget running out.
 pub const IDLE: &str = "idle";
 pub const MAX_RUNTIME: &str = "max_runtime";
+pub const LEASE_END: &str = "lease_end";
+pub const BUDGET: &str = "budget";
 
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
 #[diesel(table_name = reclaim_warnings, check_for_backend(diesel::pg::Pg))]

@@ -251,10 +251,10 @@ pub fn routes() -> Vec<Route> {
             "Config and devices as the node's LXD holds them",
             () -> 200 (p::instances::LiveConfig);
         GET "/instances/{name}/reclaim-warnings" => instances::reclaim_warnings, auth,
-            "The reclaims announced to the container's student and not yet done (idle stop or GPU detach, longest run), with when each is due",
+            "The reclaims announced to the container's student and not yet done (idle stop or GPU detach, longest run, GPU lease end, GPU budget detach), with when each is due",
             () -> 200 (Vec<p::instances::ReclaimWarning>);
         POST "/instances/{name}/keep-working" => instances::keep_working, auth,
-            "Postpone the reclaims announced to the caller's container by one more idle window (the warning's minutes for the longest run), once per warning; 409 when none is pending or it was already postponed",
+            "Postpone the reclaims announced to the caller's container by one more idle window (the warning's minutes for the longest run and a lease end, never past the course's longest lease), once per warning; a budget cannot be postponed; 409 saying why when nothing could be",
             () -> 200 (Vec<p::instances::ReclaimWarning>);
         PUT "/instances/{name}/state" => instances::change_state, auth,
             "Start, stop or restart",

@@ -13,7 +13,8 @@
 //! - the container's cookies never reach the browser and the browser's never reach the
 //!   container.
 //!
-//! On a notebook host only `/_cohort/enter` and `/jupyter/<this container>/...` answer.
+//! On a notebook host only `/_cohort/enter`, `/jupyter/<this container>/...` and the reclaim
+//! banner's two paths (`super::banner`) answer.
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::dev::RequestHead;
@@ -89,7 +90,11 @@ pub async fn serve(
     if req.path() == ENTER_PATH {
         return enter(&req, &ctl, &name).await;
     }
-    if !req.path().starts_with(&format!("/jupyter/{name}/")) {
+    if req.path() == super::banner::SCRIPT_PATH {
+        return Ok(super::banner::script());
+    }
+    let warnings = req.path() == super::banner::WARNINGS_PATH;
+    if !warnings && !req.path().starts_with(&format!("/jupyter/{name}/")) {
         return Ok(plain(
             actix_web::http::StatusCode::NOT_FOUND,
             format!("this origin serves {name}'s JupyterLab only"),
@@ -108,6 +113,18 @@ pub async fn serve(
     };
     if let Some(refusal) = cross_origin(&req) {
         return Ok(refusal);
+    }
+    if warnings {
+        // Answered here, with the pass's holder: the container is not asked.
+        let caller = Caller::new(holder);
+        notebook::authorize(&ctl, caller.clone(), name.clone()).await?;
+        let pending = crate::reclaim::warning::pending_for(&ctl, caller, name.clone()).await?;
+        let page = format!("{}/containers/{name}", ctl.config.public_url());
+        return Ok(super::banner::answer(
+            crate::http::portal::i18n::Lang::of(&req),
+            page,
+            &pending,
+        ));
     }
     let granted = notebook::authorize(&ctl, Caller::new(holder), name.clone()).await?;
     super::proxy::relay(req, payload, &name, granted).await

@@ -56,6 +56,20 @@ pub fn is_websocket(req: &HttpRequest) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
+/// A browser's page load (a GET navigating to a document), whose HTML answer carries the
+/// reclaim banner's script.
+fn loads_page(req: &HttpRequest) -> bool {
+    let says = |name: &str, value: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v == value)
+    };
+    req.method() == actix_web::http::Method::GET
+        && !is_websocket(req)
+        && (says("sec-fetch-dest", "document") || says("sec-fetch-mode", "navigate"))
+}
+
 /// The upstream request: the browser's method, path and headers, less the hop's and the cookies.
 fn upstream_request<B>(req: &HttpRequest, body: B) -> Result<hyper::Request<B>, ActionError> {
     let bad = |e: &dyn std::fmt::Display| ActionError::invalid("request", e.to_string());
@@ -67,9 +81,14 @@ fn upstream_request<B>(req: &HttpRequest, body: B) -> Result<hyper::Request<B>, 
     let mut builder = hyper::Request::builder()
         .method(req.method().as_str())
         .uri(path);
+    let page = loads_page(req);
     for (name, value) in req.headers() {
         let n = name.as_str();
         if HOP_BY_HOP.contains(&n) || n == XSRF_HEADER {
+            continue;
+        }
+        // A page comes unencoded, so that the banner's tag can go in (`super::banner`).
+        if page && n == "accept-encoding" {
             continue;
         }
         builder = builder.header(n, value.as_bytes());
@@ -231,6 +250,20 @@ pub async fn relay(
         .await
         .map_err(|e| unreachable(&e))?;
     let (parts, body) = resp.into_parts();
+    if loads_page(&req) && bannered(&parts) {
+        let page = body
+            .collect()
+            .await
+            .map_err(|e| unreachable(&e))?
+            .to_bytes();
+        if let Some(with_tag) = super::banner::inject(&page) {
+            let mut answer = answer_head(&parts, false).body(with_tag);
+            // The length is the page's with the tag now.
+            answer.headers_mut().remove(header::CONTENT_LENGTH);
+            return Ok(answer);
+        }
+        return Ok(answer_head(&parts, false).body(page));
+    }
     let chunks = BodyStream::new(body).filter_map(|frame| async move {
         match frame {
             Ok(frame) => frame.into_data().ok().map(Ok),
@@ -238,6 +271,24 @@ pub async fn relay(
         }
     });
     Ok(answer_head(&parts, false).streaming(chunks))
+}
+
+/// Whether an answer is an HTML page small enough (by its `Content-Length`) and unencoded, so
+/// that the banner's tag can go in; anything else is relayed as it streams.
+fn bannered(parts: &http_head::Parts) -> bool {
+    let text = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+    let html = text("content-type").is_some_and(|t| t.starts_with("text/html"));
+    let plain = text("content-encoding").is_none_or(|e| e == "identity");
+    let small = text("content-length")
+        .and_then(|l| l.parse::<usize>().ok())
+        .is_some_and(|l| l <= super::banner::MOST_BYTES);
+    html && plain && small
 }
 
 /// What the container sends on a websocket, as chunks of bytes until it closes.

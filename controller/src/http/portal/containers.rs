@@ -307,7 +307,7 @@ pub async fn change_state(
 }
 
 /// A reclaim announced and not yet done: what and when, with **Keep working** while the
-/// warning has not been kept (once per warning).
+/// warning has not been kept (once per warning); a budget's cannot be kept, and says so.
 fn reclaim_banner(
     s: &SignedIn,
     name: &str,
@@ -318,14 +318,12 @@ fn reclaim_banner(
         @for w in warnings {
             div.banner.reclaim-warning data-reason=(w.reason) role="alert" {
                 p {
-                    (lang.t(match (w.reason.as_str(), w.action.as_str()) {
-                        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
-                        (_, "detach") => Msg::ReclaimIdleDetach,
-                        _ => Msg::ReclaimIdleStop,
-                    }))
+                    (lang.t(crate::http::portal::i18n::reclaim_words(&w.reason, &w.action)))
                     " " time.due datetime=(w.due_at.to_rfc3339()) { (w.due_at.format("%Y-%m-%d %H:%M:%S UTC")) }
                 }
-                @if w.kept_at.is_some() {
+                @if w.reason == "budget" {
+                    p.not-kept { (lang.t(Msg::BudgetCannotWait)) }
+                } @else if w.kept_at.is_some() {
                     p.kept { (lang.t(Msg::KeptWorking)) }
                 } @else {
                     form method="post" action={ "/containers/" (name) "/keep-working" } {

@@ -109,6 +109,17 @@ impl Lang {
     }
 }
 
+/// What a banner says of a reclaim announced for `reason` (the portal's and JupyterLab's).
+pub fn reclaim_words(reason: &str, action: &str) -> Msg {
+    match (reason, action) {
+        ("max_runtime", _) => Msg::ReclaimMaxRuntime,
+        ("lease_end", _) => Msg::ReclaimLeaseEnd,
+        ("budget", _) => Msg::ReclaimBudget,
+        (_, "detach") => Msg::ReclaimIdleDetach,
+        _ => Msg::ReclaimIdleStop,
+    }
+}
+
 /// Every text the portal shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Msg {
@@ -310,6 +321,9 @@ pub enum Msg {
     ReclaimIdleStop,
     ReclaimIdleDetach,
     ReclaimMaxRuntime,
+    ReclaimLeaseEnd,
+    ReclaimBudget,
+    BudgetCannotWait,
     KeepWorking,
     KeptWorking,
     RestorePath,
@@ -707,6 +721,21 @@ impl Msg {
                 "This container reaches its course's longest run and will be stopped at",
                 "此容器已達課程的最長執行時間，將於此時停止：",
                 "此容器已达课程的最长运行时间，将于此时停止：",
+            ),
+            Msg::ReclaimLeaseEnd => (
+                "This container's GPU lease ends and its GPU will be detached at",
+                "此容器的 GPU 租用即將結束，GPU 將於此時卸離：",
+                "此容器的 GPU 租用即将结束，GPU 将于此时卸离：",
+            ),
+            Msg::ReclaimBudget => (
+                "Your GPU budget runs out: this container's GPU will be detached at",
+                "您的 GPU 額度即將用完，此容器的 GPU 將於此時卸離：",
+                "您的 GPU 额度即将用完，此容器的 GPU 将于此时卸离：",
+            ),
+            Msg::BudgetCannotWait => (
+                "A GPU budget cannot be postponed; the course's instructor can grant more hours",
+                "GPU 額度無法延後；課程的講師可以加給時數",
+                "GPU 额度无法推迟；课程的讲师可以增加时数",
             ),
             Msg::KeepWorking => ("Keep working", "繼續使用", "继续使用"),
             Msg::KeptWorking => (

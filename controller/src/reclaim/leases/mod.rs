@@ -22,6 +22,7 @@ use crate::db::models::course::Course;
 use crate::db::models::gpu_lease::{CourseGpuMode, GpuLease, LeaseNames, ON_DEMAND};
 use crate::db::models::instance::Instance;
 use crate::db::models::instance_usage::InstanceUsage;
+use crate::db::models::reclaim_warning::{ReclaimWarning, LEASE_END};
 use crate::error::{ActionError, ActionResult};
 use crate::instances::manage::find;
 use crate::jobs::payload::{Job, Reclaimed};
@@ -234,6 +235,8 @@ pub(crate) fn detach(
     action: AuditAction,
 ) -> QueryResult<()> {
     InstanceUsage::set_detached(conn, instance.id, reason)?;
+    // The lease is over, however it ended: its end's warning goes with it.
+    ReclaimWarning::clear(conn, instance.id, LEASE_END)?;
     let job = Job::DetachGpus(Reclaimed {
         reason: reason.to_string(),
     });

@@ -3,7 +3,7 @@
 //! GPU hours this budget period (allocated time, as budgets count it; the
 //! course's `budget_period`, a week where it has no budget) goes first, then the earliest
 //! request. [`pass`] runs in the reclaim pass's transaction (one controller at a time, under its
-//! advisory lock): leases whose end has come are ended and their GPUs detached, leases whose
+//! advisory lock): leases whose end has come (and was warned) are ended and their GPUs detached, leases whose
 //! container stopped or whose GPU was taken are ended, then each node's queue is granted in
 //! order while its GPUs have room. A request waits for the one before it: nobody overtakes a
 //! student with fewer hours, even where a later request would fit.
@@ -12,6 +12,7 @@ use std::cmp::Ordering;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
+use chrono::{DateTime, Duration, Utc};
 use cohort_proto::api::gpu_leases::LeaseState;
 use cohort_proto::api::instances::DesiredState;
 use diesel::prelude::*;
@@ -21,14 +22,17 @@ use crate::db::enums::{AuditAction, AuditObject, StepKind};
 use crate::db::models::batch_job::BatchJob;
 use crate::db::models::course::Course;
 use crate::db::models::course_budget::{used_seconds_by_user, CourseBudget};
+use crate::db::models::course_reclaim::{CourseReclaim, DEFAULT_WARN_MINUTES};
 use crate::db::models::gpu_lease::{first_gpu_held, GpuLease};
 use crate::db::models::instance::Instance;
 use crate::db::models::instance_usage::InstanceUsage;
 use crate::db::models::node::Node;
+use crate::db::models::reclaim_warning::{ReclaimWarning, LEASE_END};
 use crate::db::queries::{capacity, coordination};
 use crate::jobs::payload::{Job, Leased};
 use crate::jobs::{enqueue, Audit, Step};
-use crate::reclaim::budget::{hours, period_start, period_words};
+use crate::reclaim::budget::{hours, period_start, period_words, Notice};
+use crate::reclaim::warning::{self, Gate};
 
 /// Who the audit log names for the pass's ends and grants.
 pub const ACTOR: &str = "gpu-lease";
@@ -218,18 +222,51 @@ pub fn grant_on_node(
     Ok(granted)
 }
 
-/// The leases' part of a reclaim pass, in its transaction: ends what is due, then grants what
-/// fits; returns how many leases it ended or granted.
-pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<usize> {
+/// The leases' part of a reclaim pass, in its transaction: ends what is due (a student's lease
+/// once its end was warned, through [`warning::gate`]; a batch job's at its end, the job says
+/// so), then grants what fits; returns how many leases it ended or granted.
+pub fn pass(
+    conn: &mut PgConnection,
+    hour_s: u64,
+    minute: Duration,
+    now: DateTime<Utc>,
+    notices: &mut Vec<Notice>,
+) -> QueryResult<usize> {
     let mut acted = 0;
-    for lease in GpuLease::due(conn)? {
+    let policies = CourseReclaim::all(conn)?;
+    let longest_warn = policies
+        .iter()
+        .map(|p| p.warn_minutes)
+        .chain([DEFAULT_WARN_MINUTES])
+        .max()
+        .unwrap_or(DEFAULT_WARN_MINUTES);
+    let within = minute.num_seconds() * i64::from(longest_warn);
+    for lease in GpuLease::ending_within(conn, within)? {
         let instance = Instance::find(conn, lease.instance_id)?;
+        let Some(ends_at) = lease.ends_at else {
+            continue;
+        };
+        if BatchJob::of_lease(conn, lease.id)?.is_none() {
+            let warn_minutes = policies
+                .iter()
+                .find(|p| p.course_id == lease.course_id)
+                .map_or(DEFAULT_WARN_MINUTES, |p| p.warn_minutes);
+            let length = lease.hours * hour_s as f64 / minute.num_seconds().max(1) as f64;
+            let warn = minute * warning::ahead(warn_minutes, length as i32);
+            let code = Course::find(conn, lease.course_id)?.code;
+            let gate = warning::gate(
+                conn, &instance, LEASE_END, "detach", ends_at, warn, now, &code, notices,
+            )?;
+            if gate != Gate::Act {
+                continue;
+            }
+        } else if ends_at > now {
+            continue;
+        }
         let reason = format!(
             "GPU lease of {} hours ended at {}",
             hours(lease.hours),
-            lease.ends_at.map_or_else(String::new, |t| t
-                .format("%Y-%m-%d %H:%M:%S UTC")
-                .to_string())
+            ends_at.format("%Y-%m-%d %H:%M:%S UTC")
         );
         GpuLease::close(conn, lease.id, LeaseState::Ended, &reason)?;
         super::detach(conn, &instance, &reason, ACTOR, AuditAction::DetachGpus)?;
@@ -248,6 +285,7 @@ pub fn pass(conn: &mut PgConnection, hour_s: u64) -> QueryResult<usize> {
                 .unwrap_or_else(|| "given back".into());
             let reason = format!("GPU lease ended: {taken}");
             GpuLease::close(conn, lease.id, LeaseState::Ended, &reason)?;
+            ReclaimWarning::clear(conn, instance.id, LEASE_END)?;
             acted += 1;
         }
     }
