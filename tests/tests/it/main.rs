@@ -69,6 +69,7 @@ mod lxc_coverage;
 mod lxc_exec;
 mod lxc_files;
 mod lxc_fleet;
+mod lxc_image_drop;
 mod lxc_state;
 mod lxc_trust;
 mod lxc_waits;

@@ -160,6 +160,58 @@ pub async fn upload(
     ))
 }
 
+/// `api.ImagePut`: what pylxd's `image.save()` and `lxc image edit` send back. Of the
+/// properties only `description` is the catalog's to change; `cohort.gpu_ready` is read from
+/// the image when it is uploaded, and the others LXD keeps are not kept by Cohort.
+#[derive(Debug, Deserialize)]
+pub struct ImagePut {
+    #[serde(default)]
+    properties: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    public: bool,
+}
+
+/// `PUT /1.0/images/{fingerprint}` (admins): the `description` property, as `GET` shows it.
+pub async fn put(
+    ctl: Ctl,
+    done: web::Data<DoneOperations>,
+    client: LxdClient,
+    fingerprint: web::Path<String>,
+    body: web::Json<ImagePut>,
+) -> LxdReply {
+    let body = body.into_inner();
+    if body.public {
+        return Err(LxdError::not_supported(
+            "public images (the catalog is served to Cohort's own users)",
+        ));
+    }
+    let image = one(&ctl, LxdClient(client.0.clone()), &fingerprint).await?;
+    let shown = lxd_image(&image);
+    for (key, value) in &body.properties {
+        if key != "description" && shown["properties"][key].as_str() != Some(value.as_str()) {
+            return Err(LxdError::BadRequest(format!(
+                "Image property {key}: only description can be changed in Cohort's catalog"
+            )));
+        }
+    }
+    let caller = caller_of(&ctl, client).await?;
+    let user_id = caller.user.id;
+    let description = body
+        .properties
+        .get("description")
+        .cloned()
+        .unwrap_or_default();
+    if description != image.description {
+        catalog::describe(&ctl, caller, image.fingerprint.clone(), description).await?;
+    }
+    Ok(done.answer(
+        user_id,
+        "Updating image",
+        json!({"images": [format!("/1.0/images/{}", image.fingerprint)]}),
+        json!({}),
+    ))
+}
+
 /// The one image `wanted` names by fingerprint or unique prefix.
 async fn one(ctl: &Ctl, client: LxdClient, wanted: &str) -> Result<Image, LxdError> {
     let all = catalog::list(ctl, client.0).await?;
