@@ -54,6 +54,7 @@ mod harness;
 mod home_restore_path;
 mod home_snapshots;
 mod hostile_callers;
+mod incus_client;
 mod instance_config;
 mod instance_limits;
 mod jupyter;
