@@ -176,6 +176,20 @@ pub fn provisional_alias(fingerprint: &str) -> String {
     format!("image-{}", &fingerprint[..fingerprint.len().min(12)])
 }
 
+/// The alias of an image published through the LXD-style API without one (`lxc publish`
+/// names it afterwards with `POST /1.0/images/aliases`; pylxd does not): under `unnamed/`, which
+/// [`is_unnamed`] treats as no alias yet, like [`provisional_alias`].
+pub fn unnamed_publish_alias(instance: &str) -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("unnamed/{instance}-{}", &random[..8])
+}
+
+/// Whether `alias` of the image `fingerprint` is a provisional one, shown as no alias and
+/// replaced by the first alias given.
+pub fn is_unnamed(alias: &str, fingerprint: &str) -> bool {
+    alias == provisional_alias(fingerprint) || alias.starts_with("unnamed/")
+}
+
 /// Removes an image no instance uses. Each node that holds a copy drops it (and its alias) as
 /// a `drop_image` operation, one item per node, which the answer does not wait for: no instance
 /// record uses the image, so no container Cohort knows of needs the copy.

@@ -15,7 +15,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::exec_sessions::ExecSessions;
-use super::operations::lxd_operation;
+use super::operations::shown;
 use super::reply::{LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
 use crate::accounts::auth::Bearer;
@@ -180,7 +180,8 @@ async fn send_changes(
             continue;
         }
         if wanted.operation {
-            let event = operation_event(lxd_operation(&op));
+            // `lxc publish` reads the fingerprint from the event that ends its wait.
+            let event = operation_event(shown(ctl, bearer.clone(), &op).await);
             session.text(event.to_string()).await?;
         }
         if wanted.lifecycle && op.status == OperationStatus::Success {
