@@ -166,6 +166,27 @@ impl Images {
         Ok(self.lxd.get_image(&fingerprint).await?.into())
     }
 
+    /// Deletes image `fingerprint` and its aliases from LXD: the catalog no longer has it. An
+    /// image LXD does not hold is already gone (an earlier attempt, or an admin with `lxc`).
+    /// It waits for any import of the same image, so a drop never races a fetch.
+    pub async fn delete_image(&self, fingerprint: &str) -> Result<(), ImageError> {
+        if fingerprint.len() != 64 || !fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ImageError::Invalid {
+                field: "fingerprint".into(),
+                message: format!("{fingerprint:?} is not an image's SHA-256"),
+            });
+        }
+        let _turn = self.import_turn(fingerprint).await;
+        match self.lxd.delete_image(fingerprint).await {
+            Ok(()) => {
+                tracing::info!(%fingerprint, "image deleted: the catalog no longer has it");
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Downloads `req.url` to disk, checks its SHA-256, then imports it from there; unless LXD
     /// has the image already (an import of it that ran while this one waited its turn): then
     /// only the alias is pointed at it.

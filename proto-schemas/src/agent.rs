@@ -34,9 +34,11 @@
 //! | `GET /v1/instances/{name}/snapshots`          | `Vec<Snapshot>`                    |
 //! | `POST /v1/instances/{name}/snapshots`         | [`CreateSnapshot`] -> [`Snapshot`] |
 //! | `POST /v1/instances/{name}/snapshots/{s}/restore` | 204                            |
+//! | `POST /v1/instances/{name}/snapshots/{s}`      | [`CreateSnapshot`] (the new name) -> [`Snapshot`] |
 //! | `DELETE /v1/instances/{name}/snapshots/{s}`   | 204                                |
 //! | `GET /v1/images`                              | `Vec<Image>`                       |
 //! | `POST /v1/images`                             | tarball body, `X-Cohort-Alias` -> [`Image`]; or JSON [`ImportImage`] |
+//! | `DELETE /v1/images/{fingerprint}`             | 204: the image and its aliases gone from LXD (none there is 204 too) |
 //! | `GET /v1/metrics`                             | Prometheus text                    |
 //! | `GET /v1/instances/{name}/activity?cpu_percent=N` | [`crate::activity::InstanceActivity`] |
 //! | `GET /v1/identity`                            | [`IdentityInfo`] (the certificate served) |

@@ -244,6 +244,14 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
                 .map_err(|e| refused("snapshot", e))?;
             no_content()
         }
+        (&M::POST, ["v1", "instances", name, "snapshots", snap]) => {
+            let body: CreateSnapshot = read_json(req).await?;
+            ok(&node
+                .instances
+                .rename_snapshot(name, snap, &body.name)
+                .await
+                .map_err(|e| refused("name", e))?)
+        }
         (&M::DELETE, ["v1", "instances", name, "snapshots", snap]) => {
             node.instances
                 .delete_snapshot(name, snap)
@@ -290,6 +298,10 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             no_content()
         }
         (&M::GET, ["v1", "images"]) => ok(&node.images.images().await?),
+        (&M::DELETE, ["v1", "images", fingerprint]) => {
+            node.images.delete_image(fingerprint).await?;
+            no_content()
+        }
         (&M::POST, ["v1", "images"]) => {
             let is_json = req
                 .headers()

@@ -94,6 +94,24 @@ impl Instances {
         Ok(())
     }
 
+    /// Gives snapshot `snap` the name `new_name` (refused by LXD if one has it already).
+    pub async fn rename_snapshot(
+        &self,
+        name: &str,
+        snap: &str,
+        new_name: &str,
+    ) -> Result<Snapshot, InstanceError> {
+        super::check_name(name)?;
+        check_snapshot_name(snap)?;
+        check_snapshot_name(new_name)?;
+        let _one = self.snapshot_lock.lock().await;
+        self.lxd
+            .rename_instance_snapshot(name, snap, new_name)
+            .await
+            .map_err(|e| not_found(name, "snapshot", e))?;
+        Ok(self.lxd.get_instance_snapshot(name, new_name).await?.into())
+    }
+
     pub async fn delete_snapshot(&self, name: &str, snap: &str) -> Result<(), InstanceError> {
         super::check_name(name)?;
         check_snapshot_name(snap)?;

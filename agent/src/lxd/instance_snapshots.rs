@@ -1,4 +1,4 @@
-//! `/1.0/instances/{name}/snapshots`: list, make, read, restore and delete an instance's
+//! `/1.0/instances/{name}/snapshots`: list, make, read, rename, restore and delete an instance's
 //! snapshots (`client/lxd_instances.go`; `shared/api/instance_snapshot.go`).
 
 use chrono::{DateTime, Utc};
@@ -61,6 +61,20 @@ impl Lxd {
         snapshot: &InstanceSnapshotsPost,
     ) -> Result<(), LxdError> {
         self.send_json(Method::POST, &snapshots_url(instance), snapshot)
+            .await
+            .map(|_| ())
+    }
+
+    /// `POST /1.0/instances/{name}/snapshots/{snapshot}` with a new name alone (a rename on this
+    /// node, not a migration; `InstanceSnapshotPost`).
+    pub async fn rename_instance_snapshot(
+        &self,
+        instance: &str,
+        snapshot: &str,
+        new_name: &str,
+    ) -> Result<(), LxdError> {
+        let post = serde_json::json!({ "name": new_name });
+        self.send_json(Method::POST, &snapshot_url(instance, snapshot), &post)
             .await
             .map(|_| ())
     }

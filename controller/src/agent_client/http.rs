@@ -330,6 +330,17 @@ impl NodeAgent for HttpAgent {
             &rest,
         ))))
     }
+    fn rename_snapshot(
+        &self,
+        name: String,
+        snapshot: String,
+        request: CreateSnapshot,
+    ) -> AgentFuture<Snapshot> {
+        let rest = format!("/snapshots/{}", escape(&snapshot));
+        Box::pin(json(self.daemon(
+            self.instance(Method::POST, &name, &rest).json(&request),
+        )))
+    }
     fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()> {
         let rest = format!("/snapshots/{}", escape(&snapshot));
         Box::pin(empty(self.daemon(self.instance(
@@ -342,6 +353,11 @@ impl NodeAgent for HttpAgent {
         Box::pin(json(
             self.transfer(self.req(Method::POST, "/images").json(&request)),
         ))
+    }
+    fn delete_image(&self, fingerprint: String) -> AgentFuture<()> {
+        let request =
+            self.daemon(self.req(Method::DELETE, &format!("/images/{}", escape(&fingerprint))));
+        Box::pin(empty(request))
     }
     fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance> {
         Box::pin(json(

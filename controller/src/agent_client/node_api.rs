@@ -90,7 +90,22 @@ pub trait NodeAgent: Send + Sync {
     fn create_snapshot(&self, name: String, request: CreateSnapshot) -> AgentFuture<Snapshot>;
     fn restore_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
     fn delete_snapshot(&self, name: String, snapshot: String) -> AgentFuture<()>;
+    /// Gives snapshot `snapshot` of `name` the name `request.name`.
+    fn rename_snapshot(
+        &self,
+        name: String,
+        snapshot: String,
+        request: CreateSnapshot,
+    ) -> AgentFuture<Snapshot> {
+        let _ = (name, snapshot, request);
+        not_offered("snapshot rename")
+    }
     fn import_image(&self, request: ImportImage) -> AgentFuture<Image>;
+    /// Deletes image `fingerprint` and its aliases from the node (none there is done too).
+    fn delete_image(&self, fingerprint: String) -> AgentFuture<()> {
+        let _ = fingerprint;
+        not_offered("image delete")
+    }
     fn update_instance(&self, name: String, request: UpdateInstance) -> AgentFuture<Instance>;
     /// Removes the instance's `cohort-gpu*` devices (the reclaimer's `detach`); none is success.
     fn detach_gpus(&self, name: String) -> AgentFuture<Instance>;

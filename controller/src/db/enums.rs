@@ -57,6 +57,8 @@ pub enum StepKind {
     /// Copy one path of a home snapshot into its home's `restored/`
     /// ([`crate::jobs::home_snapshots`]).
     RestoreHomePath,
+    /// Delete a catalog image deleted since from the item's node ([`crate::jobs::drop_image`]).
+    DropImage,
 }
 
 cohort_proto::named_enum!(StepKind, "a step kind" {
@@ -83,6 +85,7 @@ cohort_proto::named_enum!(StepKind, "a step kind" {
     RestoreHome => "restore_home",
     AttachGpus => "attach_gpus",
     RestoreHomePath => "restore_home_path",
+    DropImage => "drop_image",
 });
 
 /// Stored by name in payloads too (an evacuation's policy is the step its items get).
@@ -222,6 +225,8 @@ pub enum AuditAction {
     CancelJob,
     SetJobPriority,
     SetJobLimits,
+    DropImage,
+    RenameSnapshot,
 }
 
 cohort_proto::named_enum!(AuditAction, "an audit action" {
@@ -324,6 +329,8 @@ cohort_proto::named_enum!(AuditAction, "an audit action" {
     CancelJob => "cancel_job",
     SetJobPriority => "set_job_priority",
     SetJobLimits => "set_job_limits",
+    DropImage => "drop_image",
+    RenameSnapshot => "rename_snapshot",
 });
 
 /// An operation is audited under the name of its step.
@@ -353,6 +360,7 @@ impl From<StepKind> for AuditAction {
             StepKind::RestoreHome => AuditAction::RestoreHome,
             StepKind::AttachGpus => AuditAction::AttachGpus,
             StepKind::RestoreHomePath => AuditAction::RestoreHomePath,
+            StepKind::DropImage => AuditAction::DropImage,
         }
     }
 }

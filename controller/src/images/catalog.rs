@@ -18,6 +18,7 @@ use crate::db::enums::{AuditAction, AuditObject};
 use crate::db::models::audit;
 use crate::db::models::image::{Image, NewImage};
 use crate::db::models::node_certificate::NodeCertificate;
+use crate::db::models::operation_item::OperationItem;
 use crate::error::{ActionError, ActionResult};
 use crate::jobs::{enqueue, payload, Audit, Step, StepKind};
 use crate::{validate, views};
@@ -175,13 +176,30 @@ pub fn provisional_alias(fingerprint: &str) -> String {
     format!("image-{}", &fingerprint[..fingerprint.len().min(12)])
 }
 
-/// Removes an image no instance uses.
+/// The alias of an image published through the LXD-style API without one (`lxc publish`
+/// names it afterwards with `POST /1.0/images/aliases`; pylxd does not): under `unnamed/`, which
+/// [`is_unnamed`] treats as no alias yet, like [`provisional_alias`].
+pub fn unnamed_publish_alias(instance: &str) -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("unnamed/{instance}-{}", &random[..8])
+}
+
+/// Whether `alias` of the image `fingerprint` is a provisional one, shown as no alias and
+/// replaced by the first alias given.
+pub fn is_unnamed(alias: &str, fingerprint: &str) -> bool {
+    alias == provisional_alias(fingerprint) || alias.starts_with("unnamed/")
+}
+
+/// Removes an image no instance uses. Each node that holds a copy drops it (and its alias) as
+/// a `drop_image` operation, one item per node, which the answer does not wait for: no instance
+/// record uses the image, so no container Cohort knows of needs the copy.
 pub async fn delete(ctl: &Controller, caller: Caller, name: String) -> ActionResult<()> {
     caller.require(Role::Admin)?;
     let fingerprint = ctl
         .db(move |conn| {
             conn.transaction(|conn| {
                 let image = find(conn, &name)?;
+                let holders = Image::node_names(conn, image.id)?;
                 Image::delete(conn, image.id).map_err(|e| match e {
                     diesel::result::Error::DatabaseError(
                         diesel::result::DatabaseErrorKind::ForeignKeyViolation,
@@ -192,14 +210,42 @@ pub async fn delete(ctl: &Controller, caller: Caller, name: String) -> ActionRes
                     ),
                     other => other.into(),
                 })?;
-                audit::record(
-                    conn,
-                    caller.name(),
-                    AuditAction::Delete,
-                    AuditObject::Image,
-                    &image.alias,
-                    json!({"fingerprint": image.fingerprint}),
-                )?;
+                let audit = Audit {
+                    actor: caller.name(),
+                    action: AuditAction::Delete,
+                    object_kind: AuditObject::Image,
+                    object: &image.alias,
+                    detail: json!({"fingerprint": image.fingerprint, "nodes": holders}),
+                };
+                if holders.is_empty() {
+                    audit::record(
+                        conn,
+                        audit.actor,
+                        audit.action,
+                        audit.object_kind,
+                        audit.object,
+                        audit.detail,
+                    )?;
+                } else {
+                    let steps: Vec<Step<'_>> = holders
+                        .iter()
+                        .map(|node| Step::new(StepKind::DropImage, node, None))
+                        .collect();
+                    let op = enqueue(
+                        conn,
+                        &payload::Job::DropImage(payload::DropImage {
+                            fingerprint: image.fingerprint.clone(),
+                            alias: image.alias.clone(),
+                        }),
+                        Some(caller.user.id),
+                        &image.alias,
+                        &steps,
+                        Some(audit),
+                    )?;
+                    for item in OperationItem::for_operation(conn, op.id)? {
+                        OperationItem::set_node(conn, item.id, &item.target)?;
+                    }
+                }
                 Ok(image.fingerprint)
             })
         })
@@ -296,6 +342,34 @@ pub async fn rename(
                 json!({"from": image.alias, "fingerprint": image.fingerprint}),
             )?;
             Ok(views::image(conn, &renamed)?)
+        })
+    })
+    .await
+}
+
+/// Gives image `name` another description (admin; the LXD-style API's `PUT /1.0/images/FP`
+/// with its `description` property), audited as an `update`.
+pub async fn describe(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    description: String,
+) -> ActionResult<WireImage> {
+    caller.require(Role::Admin)?;
+    validate::text("description", &description)?;
+    ctl.db(move |conn| {
+        conn.transaction(|conn| {
+            let image = find(conn, &name)?;
+            let described = Image::set_description(conn, image.id, &description)?;
+            audit::record(
+                conn,
+                caller.name(),
+                AuditAction::Update,
+                AuditObject::Image,
+                &image.alias,
+                json!({"fingerprint": image.fingerprint, "description": description}),
+            )?;
+            Ok(views::image(conn, &described)?)
         })
     })
     .await

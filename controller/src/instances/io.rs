@@ -203,6 +203,31 @@ pub async fn restore_snapshot(
         .map_err(ActionError::on_node(node))
 }
 
+/// Gives a snapshot another name (`lxc`'s and pylxd's rename, `POST` to the snapshot).
+pub async fn rename_snapshot(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    snapshot: String,
+    req: CreateSnapshot,
+) -> ActionResult<Snapshot> {
+    validate::instance_name("snapshot", &snapshot)?;
+    validate::instance_name("name", &req.name)?;
+    let (node, agent) = agent_of(ctl, caller.clone(), name.clone()).await?;
+    audit_proxied(
+        ctl,
+        &caller,
+        AuditAction::RenameSnapshot,
+        &name,
+        json!({"snapshot": snapshot, "to": req.name}),
+    )
+    .await?;
+    agent
+        .rename_snapshot(name, snapshot, req)
+        .await
+        .map_err(ActionError::on_node(node))
+}
+
 pub async fn delete_snapshot(
     ctl: &Controller,
     caller: Caller,

@@ -9,13 +9,14 @@
 //! the placement), and the worker does the node work. A request calls an agent only for
 //! interactive I/O (exec, files, snapshots, live config); a course's network policy and a
 //! person's logins reach their containers as [`access`] steps, an orphan's delete as an
-//! [`orphans`] step, retried like any other, and a
-//! request that answers with their effect waits a while for them ([`settle`]).
+//! [`orphans`] step and a deleted image's node copies as [`drop_image`] steps, retried like
+//! any other, and a request that answers with their effect waits a while for them ([`settle`]).
 
 pub mod access;
 pub mod archive;
 pub mod create;
 pub mod delete;
+pub mod drop_image;
 pub mod enqueue;
 pub mod failed_create;
 pub mod gpus;

@@ -138,6 +138,15 @@ pub struct Distribute {
     pub fingerprint: String,
 }
 
+/// `drop_image`: the deleted catalog image whose copy every item's node drops (by fingerprint,
+/// as the catalog row is gone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DropImage {
+    pub fingerprint: String,
+    pub alias: String,
+}
+
 /// `apply_logins`: whose logins its items apply (an `apply_ssh_keys` item reads the owner's
 /// keys, password and state when it runs; a `revoke_login` item takes this user's login out of
 /// a container no longer theirs).
@@ -206,6 +215,8 @@ pub enum Job {
     RestoreHomePath(RestoreHomePath),
     /// Its one item takes the running container's GPU slots again and puts its devices back.
     AttachGpusAgain,
+    /// One item per node that held the deleted image.
+    DropImage(DropImage),
 }
 
 impl Job {
@@ -233,6 +244,7 @@ impl Job {
             Job::AttachGpus(_) => OperationKind::AttachGpus,
             Job::RestoreHomePath(_) => OperationKind::RestoreHomePath,
             Job::AttachGpusAgain => OperationKind::AttachGpusAgain,
+            Job::DropImage(_) => OperationKind::DropImage,
         }
     }
 
@@ -259,6 +271,7 @@ impl Job {
             Job::RestoreHome(p) => serde_json::to_value(p),
             Job::AttachGpus(p) => serde_json::to_value(p),
             Job::RestoreHomePath(p) => serde_json::to_value(p),
+            Job::DropImage(p) => serde_json::to_value(p),
             Job::AttachGpusAgain => Ok(serde_json::json!({})),
         };
         value.expect("a payload of plain fields serializes")
@@ -291,6 +304,7 @@ impl Job {
             OperationKind::AttachGpus => Job::AttachGpus(read(p)?),
             OperationKind::RestoreHomePath => Job::RestoreHomePath(read(p)?),
             OperationKind::AttachGpusAgain => Job::AttachGpusAgain,
+            OperationKind::DropImage => Job::DropImage(read(p)?),
         })
     }
 

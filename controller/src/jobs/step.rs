@@ -44,6 +44,9 @@ async fn step(
     if item.action == StepKind::ImportImage {
         return import_image::run(ctl, &job, item).await;
     }
+    if item.action == StepKind::DropImage {
+        return super::drop_image::run(ctl, &job, item).await;
+    }
     if item.action == StepKind::DeleteOrphan {
         return orphans::run(ctl, &job, item).await;
     }
@@ -142,6 +145,7 @@ async fn step(
         | StepKind::ApplySshKeys
         | StepKind::RevokeLogin
         | StepKind::DeleteOrphan
+        | StepKind::DropImage
         | StepKind::SyncData => {
             unreachable!("{} items return before the instance checks", item.action)
         }

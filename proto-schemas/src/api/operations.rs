@@ -54,6 +54,8 @@ pub enum OperationKind {
     RestoreHomePath,
     /// A running container's GPUs taken by the reclaimer, attached again.
     AttachGpusAgain,
+    /// A deleted catalog image's copies dropped from the nodes that held them, one item each.
+    DropImage,
 }
 
 crate::named_enum!(OperationKind, "an operation kind" {
@@ -79,6 +81,7 @@ crate::named_enum!(OperationKind, "an operation kind" {
     AttachGpus => "attach_gpus",
     RestoreHomePath => "restore_home_path",
     AttachGpusAgain => "attach_gpus_again",
+    DropImage => "drop_image",
 });
 
 #[cfg_attr(

@@ -108,6 +108,18 @@ impl Image {
             .get_result(conn)
     }
 
+    /// Gives the image another description.
+    pub fn set_description(
+        conn: &mut PgConnection,
+        id: i64,
+        description: &str,
+    ) -> QueryResult<Image> {
+        diesel::update(images::table.find(id))
+            .set(images::description.eq(description))
+            .returning(Image::as_returning())
+            .get_result(conn)
+    }
+
     /// Replaces what the node holds by the catalog images among `fingerprints`.
     pub fn set_held(
         conn: &mut PgConnection,

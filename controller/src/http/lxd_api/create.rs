@@ -18,6 +18,8 @@ use crate::instances::manage;
 /// `api.InstancesPost`, the fields Cohort acts on; the others must be absent or LXD's defaults.
 #[derive(Debug, Deserialize)]
 pub struct InstancesPost {
+    /// None given: one is made up, as LXD does ([`generated_name`]).
+    #[serde(default)]
     name: String,
     #[serde(default)]
     source: Source,
@@ -66,6 +68,13 @@ fn memory_mib(value: &str) -> Result<u64, LxdError> {
     // Checked: a size past 16 EiB is refused, never a panic or a wrapped small number.
     let bytes = number.checked_mul(factor).ok_or_else(invalid)?;
     Ok(bytes.div_ceil(1 << 20))
+}
+
+/// The name of an instance asked for without one: `instance-` and eight random hex digits (LXD
+/// makes up a word pair; either is unlikely to be taken, and a taken one is refused as usual).
+fn generated_name() -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("instance-{}", &random[..8])
 }
 
 pub async fn create(
@@ -127,8 +136,13 @@ pub async fn create(
         limited = true;
     }
     let caller = caller_of(&ctl, client).await?;
+    let name = if body.name.is_empty() {
+        generated_name()
+    } else {
+        body.name
+    };
     let request = CreateInstance {
-        name: body.name,
+        name,
         image,
         limits: limited.then_some(limits),
         config,

@@ -1,6 +1,10 @@
-//! `GET /1.0/events`: the websocket the `lxc` client listens on while it waits for an operation.
-//! Cohort's operations live in PostgreSQL, so the stream polls the caller's operations and sends
-//! an `operation` event whenever one is new or changed status; it ends when the client goes.
+//! `GET /1.0/events`: the websocket the `lxc` client listens on while it waits for an operation,
+//! and `lxc monitor` / `incus monitor` read. Cohort's operations live in PostgreSQL, so the
+//! stream polls the caller's operations and sends an `operation` event whenever one is new or
+//! changed status, and when one that creates, starts, stops or deletes instances succeeds, a
+//! `lifecycle` event per instance as LXD names them (`instance-created`, `instance-started`,
+//! `instance-stopped`, `instance-deleted`); `?type=` keeps only the kinds asked for. It ends
+//! when the client goes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,11 +15,36 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::exec_sessions::ExecSessions;
-use super::operations::lxd_operation;
+use super::operations::shown;
 use super::reply::{LxdError, LxdReply};
 use super::{caller_of, Ctl, LxdClient};
 use crate::accounts::auth::Bearer;
+use crate::instances::manage;
 use crate::jobs::operations;
+use cohort_proto::api::instances::ObservedState;
+use cohort_proto::api::operations::{Operation, OperationKind, OperationStatus};
+
+/// The kinds of event a stream sends: those of `?type=a,b`, or all.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    operation: bool,
+    lifecycle: bool,
+}
+
+impl Wanted {
+    fn of(req: &HttpRequest) -> Self {
+        let asked: Vec<String> = url::form_urlencoded::parse(req.query_string().as_bytes())
+            .filter(|(k, _)| k == "type")
+            .flat_map(|(_, v)| v.split(',').map(str::to_string).collect::<Vec<_>>())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let all = asked.is_empty();
+        Wanted {
+            operation: all || asked.iter().any(|t| t == "operation"),
+            lifecycle: all || asked.iter().any(|t| t == "lifecycle"),
+        }
+    }
+}
 
 /// How often the stream looks for changed operations.
 const POLL: Duration = Duration::from_millis(500);
@@ -32,6 +61,7 @@ pub async fn events(
     let bearer = client.0.clone();
     // Refused before the upgrade, as LXD refuses an untrusted client.
     let user_id = caller_of(&ctl, client).await?.user.id;
+    let wanted = Wanted::of(&req);
     let mut ended = sessions.subscribe();
     let (response, mut session, mut incoming) =
         actix_ws::handle(&req, body).map_err(|e| LxdError::BadRequest(e.to_string()))?;
@@ -51,13 +81,14 @@ pub async fn events(
                 },
                 id = ended.recv() => {
                     let Ok(id) = id else { continue };
+                    if !wanted.operation { continue }
                     if let Some(exec) = sessions.get(id, user_id) {
                         let event = operation_event(exec.lxd_operation());
                         if session.text(event.to_string()).await.is_err() { break; }
                     }
                 }
                 _ = tick.tick() => {
-                    if send_changes(&ctl, &bearer, &mut seen, first, &mut session).await.is_err() {
+                    if send_changes(&ctl, &bearer, &mut seen, first, wanted, &mut session).await.is_err() {
                         break;
                     }
                     first = false;
@@ -79,6 +110,50 @@ fn operation_event(operation: serde_json::Value) -> serde_json::Value {
     })
 }
 
+/// LXD's lifecycle action for each instance an operation that succeeded changed: what its kind
+/// did, and for a state change what state the instance is in now.
+async fn lifecycle_actions(
+    ctl: &Ctl,
+    bearer: &Bearer,
+    op: &Operation,
+) -> Vec<(String, &'static str)> {
+    let mut targets: Vec<String> = op.items.iter().map(|i| i.target.clone()).collect();
+    if targets.is_empty() {
+        targets.push(op.target.clone());
+    }
+    let mut actions = Vec::new();
+    for name in targets {
+        let action = match op.kind {
+            OperationKind::CreateInstance => "instance-created",
+            OperationKind::DeleteInstance => "instance-deleted",
+            OperationKind::ChangeInstanceState => {
+                match manage::get(ctl, bearer.clone(), name.clone()).await {
+                    Ok(i) if i.observed_state == ObservedState::Running => "instance-started",
+                    Ok(i) if i.observed_state == ObservedState::Stopped => "instance-stopped",
+                    _ => continue,
+                }
+            }
+            _ => continue,
+        };
+        actions.push((name, action));
+    }
+    actions
+}
+
+fn lifecycle_event(name: &str, action: &str) -> serde_json::Value {
+    json!({
+        "type": "lifecycle",
+        "timestamp": Utc::now(),
+        "location": "cohort",
+        "project": "default",
+        "metadata": {
+            "action": action,
+            "source": format!("/1.0/instances/{name}"),
+            "context": {},
+        },
+    })
+}
+
 /// Sends an event for every operation whose status differs from what the stream last saw;
 /// on the first pass it only records them (the client refreshes the one it waits for itself).
 async fn send_changes(
@@ -86,6 +161,7 @@ async fn send_changes(
     bearer: &Bearer,
     seen: &mut HashMap<Uuid, String>,
     first: bool,
+    wanted: Wanted,
     session: &mut actix_ws::Session,
 ) -> Result<(), actix_ws::Closed> {
     // A passing database error skips one poll; a revoked certificate ends the stream.
@@ -103,8 +179,18 @@ async fn send_changes(
         if first {
             continue;
         }
-        let event = operation_event(lxd_operation(&op));
-        session.text(event.to_string()).await?;
+        if wanted.operation {
+            // `lxc publish` reads the fingerprint from the event that ends its wait.
+            let event = operation_event(shown(ctl, bearer.clone(), &op).await);
+            session.text(event.to_string()).await?;
+        }
+        if wanted.lifecycle && op.status == OperationStatus::Success {
+            for (name, action) in lifecycle_actions(ctl, bearer, &op).await {
+                session
+                    .text(lifecycle_event(&name, action).to_string())
+                    .await?;
+            }
+        }
     }
     Ok(())
 }

@@ -32,7 +32,7 @@ fn lxd_image(image: &Image) -> Value {
             "description": image.description,
             "cohort.gpu_ready": image.gpu_ready.to_string(),
         },
-        "aliases": if image.alias == catalog::provisional_alias(&image.fingerprint) {
+        "aliases": if catalog::is_unnamed(&image.alias, &image.fingerprint) {
             json!([])
         } else {
             json!([{"name": image.alias, "description": ""}])
@@ -128,10 +128,18 @@ pub async fn upload(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if kind.starts_with("application/json") {
-        return Err(LxdError::not_supported(
-            "images from another server or an instance here (import a tarball; publish with \
-             cohort image publish)",
-        ));
+        let mut json = bytes::BytesMut::new();
+        while let Some(chunk) = body.next().await {
+            let chunk =
+                chunk.map_err(|e| LxdError::BadRequest(format!("Reading the request: {e}")))?;
+            if json.len() + chunk.len() > MAX_JSON {
+                return Err(LxdError::BadRequest("The request is too large".into()));
+            }
+            json.extend_from_slice(&chunk);
+        }
+        let post: ImagesPost = serde_json::from_slice(&json)
+            .map_err(|e| LxdError::BadRequest(format!("Invalid request: {e}")))?;
+        return publish(&ctl, client, post).await;
     }
     if kind.starts_with("multipart/") {
         return Err(LxdError::not_supported(
@@ -158,6 +166,135 @@ pub async fn upload(
         json!({"images": [format!("/1.0/images/{}", image.fingerprint)]}),
         json!({"fingerprint": image.fingerprint, "size": image.size_bytes}),
     ))
+}
+
+/// `api.ImagePut`: what pylxd's `image.save()` and `lxc image edit` send back. Of the
+/// properties only `description` is the catalog's to change; `cohort.gpu_ready` is read from
+/// the image when it is uploaded, and the others LXD keeps are not kept by Cohort.
+#[derive(Debug, Deserialize)]
+pub struct ImagePut {
+    #[serde(default)]
+    properties: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    public: bool,
+}
+
+/// `PUT /1.0/images/{fingerprint}` (admins): the `description` property, as `GET` shows it.
+pub async fn put(
+    ctl: Ctl,
+    done: web::Data<DoneOperations>,
+    client: LxdClient,
+    fingerprint: web::Path<String>,
+    body: web::Json<ImagePut>,
+) -> LxdReply {
+    let body = body.into_inner();
+    if body.public {
+        return Err(LxdError::not_supported(
+            "public images (the catalog is served to Cohort's own users)",
+        ));
+    }
+    let properties = body.properties.unwrap_or_default();
+    let image = one(&ctl, LxdClient(client.0.clone()), &fingerprint).await?;
+    let shown = lxd_image(&image);
+    for (key, value) in &properties {
+        if key != "description" && shown["properties"][key].as_str() != Some(value.as_str()) {
+            return Err(LxdError::BadRequest(format!(
+                "Image property {key}: only description can be changed in Cohort's catalog"
+            )));
+        }
+    }
+    let caller = caller_of(&ctl, client).await?;
+    let user_id = caller.user.id;
+    let description = properties.get("description").cloned().unwrap_or_default();
+    if description != image.description {
+        catalog::describe(&ctl, caller, image.fingerprint.clone(), description).await?;
+    }
+    Ok(done.answer(
+        user_id,
+        "Updating image",
+        json!({"images": [format!("/1.0/images/{}", image.fingerprint)]}),
+        json!({}),
+    ))
+}
+
+/// Largest JSON body of `POST /1.0/images` (a publish request is a few hundred bytes).
+const MAX_JSON: usize = 64 * 1024;
+
+/// `api.ImagesPost` as `lxc publish` and pylxd's `instance.publish()` send it: an image made
+/// from an instance here.
+#[derive(Debug, Deserialize)]
+pub struct ImagesPost {
+    #[serde(default)]
+    source: Option<ImageSource>,
+    /// `lxc` sends `null` for the lists and maps it leaves empty.
+    #[serde(default)]
+    aliases: Option<Vec<AliasName>>,
+    #[serde(default)]
+    properties: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    public: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ImageSource {
+    #[serde(default, rename = "type")]
+    kind: String,
+    #[serde(default)]
+    name: String,
+    /// Set when the image is on another server.
+    #[serde(default)]
+    server: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AliasName {
+    name: String,
+}
+
+/// `POST /1.0/images` from an instance: Cohort's publish (`cohort image publish`), so its roles,
+/// namespaces and the stopped-instance rule apply, answered with its operation; once it
+/// succeeds the operation's metadata names the image's fingerprint, as LXD's does. Without an
+/// alias (an admin's) the image is catalogued under [`catalog::unnamed_publish_alias`] until
+/// `lxc publish` names it; a non-admin publishes under their own name, so gives one.
+async fn publish(ctl: &Ctl, client: LxdClient, post: ImagesPost) -> LxdReply {
+    let source = post.source.unwrap_or(ImageSource {
+        kind: String::new(),
+        name: String::new(),
+        server: String::new(),
+    });
+    if !matches!(source.kind.as_str(), "instance" | "container") || !source.server.is_empty() {
+        return Err(LxdError::not_supported(
+            "images from another server (import a unified tarball)",
+        ));
+    }
+    if source.name.contains('/') {
+        return Err(LxdError::not_supported(
+            "publishing a snapshot (publish the stopped instance)",
+        ));
+    }
+    if post.public {
+        return Err(LxdError::not_supported(
+            "public images (the catalog is served to Cohort's own users)",
+        ));
+    }
+    let aliases = post.aliases.unwrap_or_default();
+    if aliases.len() > 1 {
+        return Err(LxdError::BadRequest(
+            "A Cohort image has one alias: give at most one".into(),
+        ));
+    }
+    let caller = caller_of(ctl, client).await?;
+    let alias = match aliases.into_iter().next() {
+        Some(a) => a.name,
+        None => catalog::unnamed_publish_alias(&source.name),
+    };
+    let request = cohort_proto::api::images::PublishImage {
+        instance: source.name,
+        alias,
+        description: post.properties.and_then(|p| p.get("description").cloned()),
+    };
+    let op = catalog::publish(ctl, caller, request).await?;
+    Ok(super::operations::accepted(&op))
 }
 
 /// The one image `wanted` names by fingerprint or unique prefix.
@@ -236,7 +373,7 @@ pub async fn add_alias(ctl: Ctl, client: LxdClient, body: web::Json<AliasesPost>
     let body = body.into_inner();
     let _ = body.description;
     let image = one(&ctl, LxdClient(client.0.clone()), &body.target).await?;
-    if image.alias != catalog::provisional_alias(&image.fingerprint) && image.alias != body.name {
+    if !catalog::is_unnamed(&image.alias, &image.fingerprint) && image.alias != body.name {
         return Err(LxdError::not_supported(format!(
             "a second alias: a Cohort image has one, and this one is {} (rename it with cohort \
              image rename)",

@@ -176,6 +176,10 @@ pub fn configure(
                 delete().to(snapshots::delete),
             )
             .route(
+                "/1.0/instances/{name}/snapshots/{snap}",
+                post().to(snapshots::rename),
+            )
+            .route(
                 "/1.0/instances/{name}/backups",
                 get().to(server::no_backups),
             )
@@ -190,6 +194,7 @@ pub fn configure(
             .route("/1.0/images/aliases/{name:.*}", get().to(images::alias))
             .route("/1.0/images/{fingerprint}", get().to(images::get))
             .route("/1.0/images/{fingerprint}", delete().to(images::delete))
+            .route("/1.0/images/{fingerprint}", put().to(images::put))
             .route("/1.0/images/{fingerprint}/export", get().to(images::export))
             .route("/1.0/operations", get().to(operations::list))
             .route("/1.0/operations/{id}", get().to(operations::get))

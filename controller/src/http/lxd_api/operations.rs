@@ -2,7 +2,7 @@
 //! `/{id}/wait`, each through the same actions as `/api/v1/operations`.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use cohort_proto::api::operations::{Operation, OperationStatus};
+use cohort_proto::api::operations::{Operation, OperationKind, OperationStatus};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -214,6 +214,22 @@ pub async fn list(ctl: Ctl, client: LxdClient, req: HttpRequest) -> LxdReply {
     Ok(sync(groups))
 }
 
+/// An operation as LXD gives it; a publish that succeeded names the image it made in its
+/// metadata (`fingerprint`), which `lxc publish` prints and pylxd reads the image by.
+pub(super) async fn shown(
+    ctl: &Ctl,
+    bearer: crate::accounts::auth::Bearer,
+    op: &Operation,
+) -> Value {
+    let mut shown = lxd_operation(op);
+    if op.kind == OperationKind::PublishImage && op.status == OperationStatus::Success {
+        if let Ok(image) = crate::images::catalog::get(ctl, bearer, op.target.clone()).await {
+            shown["metadata"] = json!({"fingerprint": image.fingerprint, "size": image.size_bytes});
+        }
+    }
+    shown
+}
+
 pub async fn get(
     ctl: Ctl,
     sessions: web::Data<ExecSessions>,
@@ -222,6 +238,7 @@ pub async fn get(
     id: web::Path<String>,
 ) -> LxdReply {
     let id = id_of(&id)?;
+    let bearer = client.0.clone();
     let caller = caller_of(&ctl, client).await?;
     if let Some(session) = sessions.get(id, caller.user.id) {
         return Ok(sync(session.lxd_operation()));
@@ -229,9 +246,8 @@ pub async fn get(
     if let Some(op) = done.get(id, caller.user.id) {
         return Ok(sync(op));
     }
-    Ok(sync(lxd_operation(
-        &operations::get(&ctl, caller, id).await?,
-    )))
+    let op = operations::get(&ctl, caller, id).await?;
+    Ok(sync(shown(&ctl, bearer, &op).await))
 }
 
 #[derive(Debug, Deserialize)]
@@ -252,6 +268,7 @@ pub async fn wait(
     query: web::Query<WaitQuery>,
 ) -> LxdReply {
     let id = id_of(&id)?;
+    let bearer = client.0.clone();
     let caller = caller_of(&ctl, client).await?;
     let timeout = query.timeout.and_then(|t| u32::try_from(t).ok());
     if let Some(session) = sessions.get(id, caller.user.id) {
@@ -265,9 +282,8 @@ pub async fn wait(
         return Ok(sync(op));
     }
     let timeout = timeout.map_or(operations::MAX_WAIT_S, |t| t.min(operations::MAX_WAIT_S));
-    Ok(sync(lxd_operation(
-        &operations::wait(&ctl, caller, id, Some(timeout)).await?,
-    )))
+    let op = operations::wait(&ctl, caller, id, Some(timeout)).await?;
+    Ok(sync(shown(&ctl, bearer, &op).await))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Snapshots as LXD serves them (`lxc snapshot`, `restore`, `delete NAME/SNAP`, `info`):
-//! `/1.0/instances/{name}/snapshots[/{snap}]` and the restore of `PUT /1.0/instances/{name}`,
+//! Snapshots as LXD serves them (`lxc snapshot`, `restore`, `delete NAME/SNAP`, `info`, and a
+//! rename, pylxd's `snapshot.rename`): `/1.0/instances/{name}/snapshots[/{snap}]` and the restore of `PUT /1.0/instances/{name}`,
 //! through the actions `/api/v1/instances/{name}/snapshots` uses. Cohort's snapshot actions
 //! finish before they answer, so each change is answered as an operation already done.
 
@@ -103,6 +103,41 @@ pub async fn create(
     };
     io::create_snapshot(&ctl, caller, name.clone(), request).await?;
     Ok(done.instance_changed(caller_id, "Snapshotting instance", &name))
+}
+
+/// `api.InstanceSnapshotPost`: a new name on the same instance. LXD moves a snapshot to another
+/// server with `migration`; Cohort's instances move with their node's `cohort move`.
+#[derive(Debug, Deserialize)]
+pub struct SnapshotPost {
+    name: String,
+    #[serde(default)]
+    migration: bool,
+}
+
+/// `POST /1.0/instances/{name}/snapshots/{snap}`: renames the snapshot.
+pub async fn rename(
+    ctl: Ctl,
+    done: web::Data<DoneOperations>,
+    client: LxdClient,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Json<SnapshotPost>,
+) -> LxdReply {
+    let body = body.into_inner();
+    if body.migration {
+        return Err(LxdError::not_supported(
+            "migrating a snapshot (instances move between nodes with cohort move)",
+        ));
+    }
+    if body.name.is_empty() {
+        return Err(LxdError::BadRequest("Snapshot name is required".into()));
+    }
+    let (name, snap) = path.into_inner();
+    let caller = checked(&ctl, client, &name, &req).await?;
+    let caller_id = caller.user.id;
+    let request = CreateSnapshot { name: body.name };
+    io::rename_snapshot(&ctl, caller, name.clone(), snap, request).await?;
+    Ok(done.instance_changed(caller_id, "Renaming snapshot", &name))
 }
 
 pub async fn delete(
