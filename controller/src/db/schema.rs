@@ -158,6 +158,15 @@ diesel::table! {
 }
 
 diesel::table! {
+    kept_homes (instance_name) {
+        instance_name -> Text,
+        node_id -> Int8,
+        course_id -> Nullable<Int8>,
+        kept_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     instance_usage (instance_id) {
         instance_id -> Int8,
         gpus -> Jsonb,
@@ -418,6 +427,7 @@ diesel::joinable!(course_home_snapshots -> courses (course_id));
 diesel::joinable!(course_networks -> courses (course_id));
 diesel::joinable!(course_reclaim -> courses (course_id));
 diesel::joinable!(course_datasets -> courses (course_id));
+diesel::joinable!(kept_homes -> nodes (node_id));
 diesel::joinable!(course_staff -> courses (course_id));
 diesel::joinable!(course_staff -> users (user_id));
 diesel::joinable!(courses -> images (image_id));
@@ -485,6 +495,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     instance_activity,
     instance_usage,
     instances,
+    kept_homes,
     join_tokens,
     lxd_certificates,
     lxd_trust_tokens,

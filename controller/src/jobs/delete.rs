@@ -7,6 +7,7 @@ use super::outcome::StepOutcome;
 use super::Job;
 use crate::app::state::Controller;
 use crate::db::models::instance::Instance;
+use crate::db::models::kept_home::KeptHome;
 use crate::db::models::node::Node;
 use crate::db::models::operation_item::OperationItem;
 use crate::error::ActionError;
@@ -29,17 +30,33 @@ pub async fn run(
             .delete_instance(instance.name.clone())
             .await
             .map_err(ActionError::on_node(&node.name))?;
-        if instance.course_id.is_some()
+        let wiped = instance.course_id.is_some()
             && job.wipes_homes()
-            && super::archive::home_may_go(ctl, job, item, instance.id).await?
-        {
+            && super::archive::home_may_go(ctl, job, item, instance.id).await?;
+        if wiped {
             agent
                 .delete_volume(home_volume(&instance.name))
                 .await
                 .map_err(ActionError::on_node(&node.name))?;
         }
+        // A course home that stays is where the next container of this name is placed.
+        if instance.course_id.is_some() {
+            let (name, course) = (instance.name.clone(), instance.course_id);
+            ctl.db(move |conn| {
+                if wiped {
+                    KeptHome::forget(conn, &name)?;
+                } else {
+                    KeptHome::record(conn, &name, node_id, course)?;
+                }
+                Ok(())
+            })
+            .await?;
+        }
     } else if instance.course_id.is_some() && job.wipes_homes() {
         wipe_home_anywhere(ctl, &instance.name).await?;
+        let name = instance.name.clone();
+        ctl.db(move |conn| Ok(KeptHome::forget(conn, &name)?))
+            .await?;
     }
     let id = instance.id;
     ctl.db(move |conn| Ok(Instance::delete(conn, id)?)).await?;

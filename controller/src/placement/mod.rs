@@ -26,6 +26,7 @@ use diesel::prelude::*;
 
 use crate::app::config::PlacementConfig;
 use crate::db::models::instance::{Instance, NewInstance};
+use crate::db::models::kept_home::KeptHome;
 use crate::db::queries::placement::{self, Ask, Try};
 
 /// Where an instance went.
@@ -86,12 +87,43 @@ pub fn insert(
 ) -> QueryResult<(i64, Option<Placement>)> {
     let mut ask = Ask::new_row(new)?;
     ask.disk_gib += data_room::data_gib(conn, new.course_id)?;
+    let (pinned, home) = home_pin(conn, new.name, pinned)?;
     match place_ask(conn, &ask, pinned, config)? {
-        Some(p) => Ok((p.instance_id, Some(p))),
+        Some(p) => {
+            KeptHome::forget(conn, new.name)?;
+            Ok((p.instance_id, Some(p)))
+        }
         None => {
             let why = queue_reason::why(conn, &ask.need(), config)?;
+            let why = waits_for_home(why, home.as_deref());
             Ok((insert_queued(conn, new, &why)?, None))
         }
+    }
+}
+
+/// What pins a container named `name`: `pinned` when the request names a node, else the node
+/// holding its kept home (a teardown that kept homes, a student removed without
+/// `--delete-home`), so the student gets their files back rather than a new, empty home on
+/// another node. Returns the pin and, when the home made it, that node's name.
+fn home_pin(
+    conn: &mut PgConnection,
+    name: &str,
+    pinned: Option<i64>,
+) -> QueryResult<(Option<i64>, Option<String>)> {
+    if pinned.is_some() {
+        return Ok((pinned, None));
+    }
+    Ok(match KeptHome::node_of(conn, name)? {
+        Some((id, node)) => (Some(id), Some(node)),
+        None => (None, None),
+    })
+}
+
+/// A queued container's reason, saying where its kept home pins it.
+fn waits_for_home(why: String, home: Option<&str>) -> String {
+    match home {
+        Some(node) => format!("{why}; its kept home is on node {node}, where it waits for room"),
+        None => why,
     }
 }
 
@@ -119,9 +151,12 @@ pub fn insert_class(
         return Ok(Vec::new());
     };
     let mut ask = Ask::new_row(first)?;
-    if news
-        .iter()
-        .any(|new| !ask.same_shape(&Ask::of(new, None)) || new.course_id != first.course_id)
+    let names: Vec<&str> = news.iter().map(|n| n.name).collect();
+    // A kept home pins its student to a node: those classes are placed one by one.
+    if KeptHome::any_of(conn, &names)?
+        || news
+            .iter()
+            .any(|new| !ask.same_shape(&Ask::of(new, None)) || new.course_id != first.course_id)
     {
         return news
             .iter()
@@ -185,7 +220,11 @@ pub fn place(
         image_id: instance.image_id,
         pack: instance.strategy == PlacementStrategy::Pack,
     };
+    let (pinned, home) = home_pin(conn, &instance.name, pinned)?;
     let placed = place_ask(conn, &ask, pinned, config)?;
+    if placed.is_some() {
+        KeptHome::forget(conn, &instance.name)?;
+    }
     let was_queued = instance
         .error
         .as_deref()
@@ -196,6 +235,7 @@ pub fn place(
         // Written only when it changed: every write of `instances` makes the page cache read
         // its pages again.
         let why = queue_reason::why(conn, &ask.need(), config)?;
+        let why = waits_for_home(why, home.as_deref());
         if instance.error.as_deref() != Some(why.as_str()) {
             Instance::set_error(conn, instance.id, Some(&why))?;
         }

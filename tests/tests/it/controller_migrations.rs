@@ -10,7 +10,7 @@ use diesel_migrations::MigrationHarness;
 
 /// Every table of the domain (as `schema.rs` names them, and `inventory_writes`, which only SQL
 /// reads: `page_cache`).
-const TABLES: [&str; 39] = [
+const TABLES: [&str; 40] = [
     "api_tokens",
     "audit_log",
     "batch_jobs",
@@ -35,6 +35,7 @@ const TABLES: [&str; 39] = [
     "instances",
     "inventory_writes",
     "join_tokens",
+    "kept_homes",
     "lxd_certificates",
     "lxd_trust_tokens",
     "node_certificates",

@@ -1,7 +1,7 @@
 //! Issue 5's per-student follow-ups, with real processes, LXD and ssh: a student's SSH key
 //! added or removed through `/me/ssh-keys` reaches their running container at once (and a
 //! stopped one when it next starts), and `teardown --delete` deletes the home volumes unless
-//! `--keep-homes`, which a later re-provision finds again.
+//! `--keep-homes`, which a later re-provision finds again, on the node that holds it.
 
 use std::time::Duration;
 
@@ -46,7 +46,12 @@ async fn run_op(cluster: &Cluster, path: &str, token: &str, body: Value) {
 /// A one-node cluster with course `code` whose single student `stu` has `key`; provisioned.
 /// Returns the cluster, the instructor's token and the student's SSH port.
 async fn one_student(code: &str, key: &SshKey) -> (Cluster, String, u16) {
-    let cluster = Cluster::start(1).await;
+    one_student_on(code, key, 1).await
+}
+
+/// [`one_student`] on a cluster of `nodes` nodes.
+async fn one_student_on(code: &str, key: &SshKey, nodes: usize) -> (Cluster, String, u16) {
+    let cluster = Cluster::start(nodes).await;
     cluster.import_base_image("cohort/base").await;
     let teacher = cluster.user(&format!("prof-{code}"), "instructor").await;
     call(
@@ -307,6 +312,107 @@ async fn a_queued_students_kept_home_goes_with_a_deleting_teardown() {
     .await;
     let left = volumes(&cluster);
     assert!(!left.contains("home-homes2-stu"), "{left}");
+}
+
+/// Issue 46: a kept home brings its student's next container back to the node that holds it.
+/// With two nodes and the home's node cordoned, a re-provision waits for that node, saying why,
+/// instead of making a new, empty home on the other; once the node is back the container is
+/// placed there and the student finds their files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kept_home_brings_its_student_back_to_its_node() {
+    let key = SshKey::generate();
+    let (cluster, teacher, port) = one_student_on("homes3", &key, 2).await;
+    logs_in(&key, port, "echo mine > ~/keep.txt");
+    let list = call(
+        &cluster,
+        Method::GET,
+        "/courses/homes3/students",
+        &teacher,
+        None,
+        200,
+    )
+    .await;
+    let home_node = list[0]["node"]
+        .as_str()
+        .expect("placed on a node")
+        .to_string();
+    run_op(
+        &cluster,
+        "/courses/homes3/teardown",
+        &teacher,
+        json!({"delete": true, "keep_homes": true}),
+    )
+    .await;
+    cluster
+        .admin(Method::POST, &format!("/nodes/{home_node}/cordon"), None)
+        .await;
+    call(
+        &cluster,
+        Method::POST,
+        "/courses/homes3/provision",
+        &teacher,
+        Some(json!({})),
+        202,
+    )
+    .await;
+    // Queued for the home's node, though the other node has room.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let list = call(
+            &cluster,
+            Method::GET,
+            "/courses/homes3/students",
+            &teacher,
+            None,
+            200,
+        )
+        .await;
+        assert!(
+            list[0]["node"].is_null(),
+            "placed away from its kept home: {list}"
+        );
+        let why = list[0]["queue_reason"].as_str().unwrap_or_default();
+        if why.contains(&format!("its kept home is on node {home_node}")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never queued for its home's node: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let back = cluster
+        .admin(Method::POST, &format!("/nodes/{home_node}/restore"), None)
+        .await;
+    cluster
+        .wait_operation(
+            back["id"].as_str().expect("operation"),
+            Duration::from_secs(120),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let port = loop {
+        let list = call(
+            &cluster,
+            Method::GET,
+            "/courses/homes3/students",
+            &teacher,
+            None,
+            200,
+        )
+        .await;
+        if let Some(port) = list[0]["ssh_port"].as_u64() {
+            assert_eq!(list[0]["node"], home_node.as_str(), "{list}");
+            break port as u16;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never placed once its node was back: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    key.forget_hosts();
+    assert_eq!(logs_in(&key, port, "cat ~/keep.txt"), "mine\n");
 }
 
 /// The critical attack of issue 25: instructor B lists instructor A's student in B's own roster

@@ -21,6 +21,7 @@ pub mod instance;
 pub mod instance_activity;
 pub mod instance_usage;
 pub mod join_token;
+pub mod kept_home;
 pub mod lxd_trust;
 pub mod node;
 pub mod node_certificate;
