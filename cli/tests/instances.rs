@@ -54,6 +54,7 @@ fn instance(name: &str, state: ObservedState) -> Instance {
         stopped_at: None,
         gpu_detach_reason: None,
         gpus_detached_at: None,
+        description: None,
     }
 }
 

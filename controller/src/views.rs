@@ -219,6 +219,7 @@ fn instance(
         stopped_at: used.and_then(|u| u.stopped_at),
         gpu_detach_reason: used.and_then(|u| u.detach_reason.clone()),
         gpus_detached_at: used.and_then(|u| u.gpus_detached_at),
+        description: i.description,
     })
 }
 

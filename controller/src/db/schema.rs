@@ -211,6 +211,7 @@ diesel::table! {
         ssh_host_key -> Nullable<Text>,
         gpu_share_count -> Nullable<Int4>,
         home_gib -> Int4,
+        description -> Nullable<Text>,
     }
 }
 

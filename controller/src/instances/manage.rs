@@ -570,6 +570,38 @@ fn live(instance: cohort_proto::agent::Instance) -> LiveConfig {
     }
 }
 
+/// The longest description kept, in characters (the column's check says the same).
+pub const DESCRIPTION_MAX: usize = 1024;
+
+/// A description LXD's clients may give: at most [`DESCRIPTION_MAX`] characters, no NUL.
+pub fn check_description(description: &str) -> ActionResult<()> {
+    if description.chars().count() > DESCRIPTION_MAX || description.contains('\0') {
+        return Err(ActionError::invalid(
+            "description",
+            "must be at most 1024 characters, without NUL",
+        ));
+    }
+    Ok(())
+}
+
+/// Sets instance `name`'s description, as `lxc` and pylxd keep one (empty: none); whoever may
+/// change the instance may.
+pub async fn describe(
+    ctl: &Controller,
+    caller: Caller,
+    name: String,
+    description: String,
+) -> ActionResult<()> {
+    check_description(&description)?;
+    ctl.db(move |conn| {
+        let instance = find(conn, &caller, &name)?;
+        let description = Some(description.as_str()).filter(|d| !d.is_empty());
+        Instance::set_description(conn, instance.id, description)?;
+        Ok(())
+    })
+    .await
+}
+
 /// `PATCH /api/v1/instances/{name}`: live config keys and devices, applied by the node's agent
 /// to LXD; the keys set are recorded on the row (so a re-create keeps them) and audited.
 pub async fn update(
@@ -666,4 +698,21 @@ pub async fn live_config(
         .await
         .map_err(ActionError::on_node(node))?;
     Ok(live(now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_description_is_bounded_and_names_its_field() {
+        assert!(check_description("").is_ok());
+        assert!(check_description(&"é".repeat(DESCRIPTION_MAX)).is_ok());
+        for bad in ["x".repeat(DESCRIPTION_MAX + 1), "a\0b".to_string()] {
+            match check_description(&bad) {
+                Err(ActionError::Invalid { field, .. }) => assert_eq!(field, "description"),
+                other => panic!("{other:?} for {} characters", bad.chars().count()),
+            }
+        }
+    }
 }

@@ -226,6 +226,9 @@ pub struct Instance {
     #[serde(default)]
     #[serde(serialize_with = "crate::rfc3339::option")]
     pub gpus_detached_at: Option<DateTime<Utc>>,
+    /// Its description, as LXD's clients (`lxc`, pylxd) set and read it.
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

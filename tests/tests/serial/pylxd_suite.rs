@@ -48,10 +48,7 @@ const REFUSED: &[(&str, &str)] = &[
 
 /// The suite's tests that still fail for something Cohort does not do yet (the issue keeps
 /// them open), and why: a test here that starts passing must move out of the list.
-const NOT_YET: &[(&str, &str)] = &[(
-    "TestContainers::test_create_no_name",
-    "an instance without a name gets one, but its description is not kept",
-)];
+const NOT_YET: &[(&str, &str)] = &[];
 
 /// Each test of the suite and how it ended (PASSED, FAILED, ERROR, SKIPPED), from pytest's
 /// `-rA` summary.

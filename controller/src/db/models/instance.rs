@@ -42,6 +42,8 @@ pub struct Instance {
     pub gpu_share_count: Option<i32>,
     /// Its home volume's size as placement reserves it, in whole GiB (0 outside a course).
     pub home_gib: i32,
+    /// What LXD's clients gave as its description, if anything.
+    pub description: Option<String>,
 }
 
 /// What the API shows of the rows an instance refers to: its owner's name, its image's alias, its
@@ -89,6 +91,7 @@ pub struct ShownInstance {
     pub created_at: DateTime<Utc>,
     pub last_seen_at: Option<DateTime<Utc>>,
     pub ssh_host_key: Option<String>,
+    pub description: Option<String>,
 }
 
 impl From<Instance> for ShownInstance {
@@ -108,6 +111,7 @@ impl From<Instance> for ShownInstance {
             error: i.error,
             created_at: i.created_at,
             last_seen_at: i.last_seen_at,
+            description: i.description,
             ssh_host_key: i.ssh_host_key,
         }
     }
@@ -313,6 +317,17 @@ impl Instance {
     ) -> QueryResult<usize> {
         diesel::update(instances::table.find(id))
             .set(instances::desired_state.eq(state))
+            .execute(conn)
+    }
+
+    /// Sets the description LXD's clients see (`None`: none).
+    pub fn set_description(
+        conn: &mut PgConnection,
+        id: i64,
+        description: Option<&str>,
+    ) -> QueryResult<usize> {
+        diesel::update(instances::table.find(id))
+            .set(instances::description.eq(description))
             .execute(conn)
     }
 

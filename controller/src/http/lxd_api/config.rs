@@ -17,8 +17,8 @@ use crate::instances::manage;
 
 type Devices = BTreeMap<String, BTreeMap<String, String>>;
 
-/// `api.InstancePut`, the fields Cohort acts on; the others (architecture, description) are
-/// not Cohort's to change and are ignored, as `GET` shows them fixed. `lxc restore` sends
+/// `api.InstancePut`, the fields Cohort acts on; the others (architecture) are not Cohort's to
+/// change and are ignored, as `GET` shows them fixed. `lxc restore` sends
 /// `null` for the maps; a map not sent changes nothing.
 #[derive(Debug, Deserialize)]
 pub struct InstancePut {
@@ -34,6 +34,9 @@ pub struct InstancePut {
     profiles: Option<Vec<String>>,
     #[serde(default)]
     ephemeral: bool,
+    /// Not sent: unchanged.
+    #[serde(default)]
+    description: Option<String>,
 }
 
 /// The change that turns what `GET` showed of `instance` into `config` and `devices`: `live`
@@ -112,6 +115,11 @@ pub async fn put(
         devices,
     )?;
     let caller_id = caller.user.id;
+    if let Some(description) = body.description {
+        if description != instance.description.clone().unwrap_or_default() {
+            manage::describe(&ctl, caller.clone(), name.clone(), description).await?;
+        }
+    }
     if change != UpdateInstance::default() {
         manage::update(&ctl, caller, name.clone(), change).await?;
     }

@@ -29,6 +29,9 @@ pub struct InstancesPost {
     devices: BTreeMap<String, BTreeMap<String, String>>,
     #[serde(default, rename = "type")]
     kind: String,
+    /// Kept, and shown by `GET` as LXD does.
+    #[serde(default)]
+    description: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -141,8 +144,10 @@ pub async fn create(
     } else {
         body.name
     };
+    let description = body.description;
+    manage::check_description(&description)?;
     let request = CreateInstance {
-        name,
+        name: name.clone(),
         image,
         limits: limited.then_some(limits),
         config,
@@ -157,7 +162,10 @@ pub async fn create(
         // `lxc launch` starts it with a request of its own once it exists.
         start: false,
     };
-    let op = manage::create(&ctl, caller, request).await?;
+    let op = manage::create(&ctl, caller.clone(), request).await?;
+    if !description.is_empty() {
+        manage::describe(&ctl, caller, name, description).await?;
+    }
     Ok(accepted(&op))
 }
 

@@ -91,7 +91,7 @@ pub fn lxd_instance(i: &Instance, full: bool) -> Value {
         "ephemeral": false,
         "stateful": false,
         "profiles": [],
-        "description": "",
+        "description": i.description.clone().unwrap_or_default(),
         "created_at": i.created_at,
         "last_used_at": i.last_seen_at.unwrap_or(i.created_at),
         "status": status,
