@@ -474,22 +474,51 @@ impl Lxc {
 
     /// [`Lxc::curl`] with more of curl's arguments (a method, headers, a body); at most 20 s.
     pub fn curl_with(&self, address: &str, path: &str, extra: &[&str]) -> (serde_json::Value, u16) {
-        let out = Command::new("curl")
-            .args(["-sk", "--max-time", "20", "-w", "\n%{http_code}"])
-            .args(extra)
-            .arg("--cert")
-            .arg(self.conf.path().join("client.crt"))
-            .arg("--key")
-            .arg(self.conf.path().join("client.key"))
-            .arg(format!("https://{address}{path}"))
-            .output()
-            .expect("run curl");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let (body, status) = text.rsplit_once('\n').expect("status line");
-        (
-            serde_json::from_str(body).unwrap_or_else(|_| panic!("JSON from {path}: {body}")),
-            status.trim().parse().expect("status"),
-        )
+        curl_as(self.conf.path(), address, path, extra)
+    }
+}
+
+/// `curl` to the LXD-style API at `address` with the client certificate an `lxc` or `incus`
+/// configuration directory `conf` holds (`client.crt`, `client.key`), with more of curl's
+/// arguments; at most 20 s. The JSON answer and the HTTP status.
+pub fn curl_as(
+    conf: &std::path::Path,
+    address: &str,
+    path: &str,
+    extra: &[&str],
+) -> (serde_json::Value, u16) {
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "20", "-w", "\n%{http_code}"])
+        .args(extra)
+        .arg("--cert")
+        .arg(conf.join("client.crt"))
+        .arg("--key")
+        .arg(conf.join("client.key"))
+        .arg(format!("https://{address}{path}"))
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, status) = text.rsplit_once('\n').expect("status line");
+    (
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("JSON from {path}: {body}")),
+        status.trim().parse().expect("status"),
+    )
+}
+
+/// The IPv4 address the node's daemon `lxd` reports for container `name` once it has exactly
+/// one (on `eth0`); at most 120 s.
+pub fn eth0_address(lxd: &TestLxd, name: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let shown = lxd.lxc(&["list", name, "-c", "4", "-f", "csv"]);
+        if let Some(a) = shown.strip_suffix(" (eth0)\n") {
+            return a.to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the daemon never gave {name} one address: {shown:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
     }
 }
 

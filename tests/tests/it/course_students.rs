@@ -89,17 +89,15 @@ async fn one_student_on(code: &str, key: &SshKey, nodes: usize) -> (Cluster, Str
         json!({}),
     )
     .await;
-    let students = call(
-        &cluster,
-        Method::GET,
-        &format!("/courses/{code}/students"),
-        &teacher,
-        None,
-        200,
-    )
-    .await;
+    let students = students(&cluster, code, &teacher).await;
     let port = students[0]["ssh_port"].as_u64().expect("ssh port") as u16;
     (cluster, teacher, port)
+}
+
+/// The course's students as its instructor `token` sees them.
+async fn students(cluster: &Cluster, code: &str, token: &str) -> Value {
+    let path = format!("/courses/{code}/students");
+    call(cluster, Method::GET, &path, token, None, 200).await
 }
 
 fn logs_in(key: &SshKey, port: u16, cmd: &str) -> String {
@@ -226,15 +224,7 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
     run_op(&cluster, "/courses/homes1/provision", &teacher, json!({})).await;
     key.forget_hosts();
     // The new container's port is the one the placement gives it now, not necessarily the old.
-    let students = call(
-        &cluster,
-        Method::GET,
-        "/courses/homes1/students",
-        &teacher,
-        None,
-        200,
-    )
-    .await;
+    let students = students(&cluster, "homes1", &teacher).await;
     let port = students[0]["ssh_port"].as_u64().expect("ssh port") as u16;
     assert_eq!(logs_in(&key, port, "cat ~/keep.txt"), "kept\n");
 
@@ -284,15 +274,7 @@ async fn a_queued_students_kept_home_goes_with_a_deleting_teardown() {
     // Queued: the student's instance has no node while node1 is cordoned.
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
-        let students = call(
-            &cluster,
-            Method::GET,
-            "/courses/homes2/students",
-            &teacher,
-            None,
-            200,
-        )
-        .await;
+        let students = students(&cluster, "homes2", &teacher).await;
         if students[0]["state"] == "queued" || students[0]["queue_reason"].is_string() {
             assert!(students[0]["node"].is_null(), "{students}");
             break;
@@ -323,15 +305,7 @@ async fn a_kept_home_brings_its_student_back_to_its_node() {
     let key = SshKey::generate();
     let (cluster, teacher, port) = one_student_on("homes3", &key, 2).await;
     logs_in(&key, port, "echo mine > ~/keep.txt");
-    let list = call(
-        &cluster,
-        Method::GET,
-        "/courses/homes3/students",
-        &teacher,
-        None,
-        200,
-    )
-    .await;
+    let list = students(&cluster, "homes3", &teacher).await;
     let home_node = list[0]["node"]
         .as_str()
         .expect("placed on a node")
@@ -358,15 +332,7 @@ async fn a_kept_home_brings_its_student_back_to_its_node() {
     // Queued for the home's node, though the other node has room.
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
-        let list = call(
-            &cluster,
-            Method::GET,
-            "/courses/homes3/students",
-            &teacher,
-            None,
-            200,
-        )
-        .await;
+        let list = students(&cluster, "homes3", &teacher).await;
         assert!(
             list[0]["node"].is_null(),
             "placed away from its kept home: {list}"
@@ -392,16 +358,11 @@ async fn a_kept_home_brings_its_student_back_to_its_node() {
         .await;
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
     let port = loop {
-        let list = call(
-            &cluster,
-            Method::GET,
-            "/courses/homes3/students",
-            &teacher,
-            None,
-            200,
-        )
-        .await;
-        if let Some(port) = list[0]["ssh_port"].as_u64() {
+        let list = students(&cluster, "homes3", &teacher).await;
+        // Made and running, its key in place: a port alone comes with placement, before the
+        // container is made.
+        let running = list[0]["state"] == "running";
+        if let Some(port) = list[0]["ssh_port"].as_u64().filter(|_| running) {
             assert_eq!(list[0]["node"], home_node.as_str(), "{list}");
             break port as u16;
         }
@@ -485,15 +446,7 @@ async fn a_roster_never_gives_credentials_to_an_account_it_did_not_create() {
 
     // B's own container for the student carries the student's key, not B's.
     run_op(&cluster, "/courses/other1/provision", &teacher_b, json!({})).await;
-    let students = call(
-        &cluster,
-        Method::GET,
-        "/courses/other1/students",
-        &teacher_b,
-        None,
-        200,
-    )
-    .await;
+    let students = students(&cluster, "other1", &teacher_b).await;
     let port_b = students
         .as_array()
         .expect("students")

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cli_support::{token_of, OneNode};
+use crate::cli_support::{curl_as, eth0_address, token_of, OneNode};
 use cohort_e2e::TestNetwork;
 
 /// The real `incus` client with its own configuration directory.
@@ -56,22 +56,7 @@ impl Incus {
 
     /// `curl` to the API with this client's certificate: the JSON answer and the status.
     fn curl(&self, address: &str, path: &str, extra: &[&str]) -> (serde_json::Value, u16) {
-        let out = Command::new("curl")
-            .args(["-sk", "--max-time", "20", "-w", "\n%{http_code}"])
-            .args(extra)
-            .arg("--cert")
-            .arg(self.conf.path().join("client.crt"))
-            .arg("--key")
-            .arg(self.conf.path().join("client.key"))
-            .arg(format!("https://{address}{path}"))
-            .output()
-            .expect("run curl");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let (body, status) = text.rsplit_once('\n').expect("status line");
-        (
-            serde_json::from_str(body).unwrap_or_else(|_| panic!("JSON from {path}: {body}")),
-            status.trim().parse().expect("status"),
-        )
+        curl_as(self.conf.path(), address, path, extra)
     }
 }
 
@@ -148,18 +133,7 @@ fn the_incus_client_runs_the_issues_verbs() {
     }
 
     // `list` with the node's state: IPv4 address, status and usage, in CSV and JSON.
-    let started = Instant::now();
-    let ipv4 = loop {
-        let shown = node.lxd.lxc(&["list", "web1", "-c", "4", "-f", "csv"]);
-        if let Some(a) = shown.strip_suffix(" (eth0)\n") {
-            break a.to_string();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "LXD never gave web1 one address: {shown:?}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let ipv4 = eth0_address(&node.lxd, "web1");
     assert_eq!(
         incus.ok(&["list", "lab:", "-c", "n4s", "-f", "csv"]),
         format!("web1,{ipv4} (eth0),RUNNING\n")

@@ -2,9 +2,7 @@
 //! and usage as the node's LXD gives them (the instance `state` object, read live through the
 //! agent), on a node whose containers have the node network's addresses.
 
-use std::time::{Duration, Instant};
-
-use crate::cli_support::{Lxc, OneNode};
+use crate::cli_support::{eth0_address, Lxc, OneNode};
 use cohort_e2e::TestNetwork;
 
 /// The IPv4 addresses of `eth0` in a state object.
@@ -31,18 +29,7 @@ fn lxc_list_shows_addresses_state_and_usage_from_the_node() {
         "limits.memory=256MiB",
     ]);
     // The address the node's LXD reports once the container has it.
-    let started = Instant::now();
-    let address = loop {
-        let shown = node.lxd.lxc(&["list", "web1", "-c", "4", "-f", "csv"]);
-        if let Some(a) = shown.strip_suffix(" (eth0)\n") {
-            break a.to_string();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "LXD never gave web1 one address: {shown:?}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let address = eth0_address(&node.lxd, "web1");
     assert_eq!(
         lxc.ok(&["list", "lab:", "-c", "n4s", "-f", "csv"]),
         format!("web1,{address} (eth0),RUNNING\n")
