@@ -295,33 +295,48 @@ pub struct ControllerProcess {
 }
 
 impl ControllerProcess {
+    /// The [`crate::cluster::Cluster`]'s controller: polling each second, 3 s leases, debug
+    /// logs in `<state>/controller.log`; `extra_env` wins over these.
     pub fn start(db_url: &str, state_dir: &Path, port: u16, extra_env: &[(&str, &str)]) -> Self {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(state_dir.join("controller.log"))
-            .expect("controller log");
-        let mut cmd = Command::new(controller_binary());
-        cmd.arg("serve")
-            .env("DATABASE_URL", db_url)
-            .env("COHORT_STATE_DIR", state_dir)
-            .env("COHORT_LISTEN", format!("127.0.0.1:{port}"))
-            .env("COHORT_POLL_INTERVAL_S", "1")
-            .env("COHORT_LEASE_S", "3")
+        let state = state_dir.to_string_lossy();
+        let listen = format!("127.0.0.1:{port}");
+        let mut env = vec![
+            ("DATABASE_URL", db_url),
+            ("COHORT_STATE_DIR", state.as_ref()),
+            ("COHORT_LISTEN", listen.as_str()),
+            ("COHORT_POLL_INTERVAL_S", "1"),
+            ("COHORT_LEASE_S", "3"),
             // Every node of every test shares this machine's one LXD pool (40 GiB), and a
             // student reserves their root disk and home on it: 1 GiB homes (the default is 5)
             // keep a class of a dozen placeable. A test that needs another size says so
             // (`home_mib` on its course, or this variable in `extra_env`).
-            .env("COHORT_DEFAULT_HOME_GIB", "1")
-            .env("RUST_LOG", "info,cohort_controller=debug")
-            .stdout(Stdio::from(log.try_clone().expect("log fd")))
-            .stderr(Stdio::from(log));
-        for (k, v) in extra_env {
+            ("COHORT_DEFAULT_HOME_GIB", "1"),
+            ("RUST_LOG", "info,cohort_controller=debug"),
+        ];
+        env.extend_from_slice(extra_env);
+        Self::serve(&env, port, &state_dir.join("controller.log"))
+    }
+
+    /// `cohort-controller serve` with exactly `env` (a later pair wins), listening on
+    /// 127.0.0.1:`port`, its output appended to `log`; returns once it accepts connections.
+    /// Both bring-ups start their server here: the cluster's ([`ControllerProcess::start`]) and
+    /// the CLI tests' own.
+    pub fn serve(env: &[(&str, &str)], port: u16, log: &Path) -> Self {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("controller log");
+        let mut cmd = Command::new(controller_binary());
+        cmd.arg("serve")
+            .stdout(Stdio::from(file.try_clone().expect("log fd")))
+            .stderr(Stdio::from(file));
+        for (k, v) in env {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("start cohort-controller");
         let process = ControllerProcess { child, port };
-        process.wait_healthy(state_dir);
+        process.wait_healthy(log);
         process
     }
 
@@ -334,7 +349,7 @@ impl ControllerProcess {
         self.child.id()
     }
 
-    fn wait_healthy(&self, state_dir: &Path) {
+    fn wait_healthy(&self, log: &Path) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
@@ -342,7 +357,7 @@ impl ControllerProcess {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let log = std::fs::read_to_string(state_dir.join("controller.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(log).unwrap_or_default();
         panic!("the controller did not start listening within 30 s:\n{log}");
     }
 

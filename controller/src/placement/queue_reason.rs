@@ -12,17 +12,8 @@ use crate::db::queries::capacity::{self, Free};
 /// Prefix of a queued instance's reason.
 pub const QUEUED: &str = "queued:";
 
-/// What an instance asks of a node.
-pub struct Need<'a> {
-    pub cpu: i32,
-    pub memory_mib: i64,
-    /// The root disk and the home volume together.
-    pub disk_gib: i64,
-    pub gpu_count: i32,
-    pub gpu_model: Option<&'a str>,
-    pub exclusive: bool,
-    pub share: Option<i32>,
-}
+/// What an instance asks of a node: the shape the capacity queries read.
+pub use crate::db::queries::capacity::Need;
 
 /// Why no node can hold `need` now.
 pub fn why(

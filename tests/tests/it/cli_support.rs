@@ -8,6 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use cohort_e2e::controller::ControllerProcess;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestDb, TestLxd};
 use cohort_proto::api::users::AddSshKey;
@@ -29,7 +30,7 @@ pub struct Controller {
     pub ports: PortRange,
     /// `host:port` of the LXD-style API, when served ([`Controller::start_with_lxd_api`]).
     pub lxd_address: Option<String>,
-    child: Child,
+    _process: ControllerProcess,
     _db: TestDb,
     _lxd_ports: Option<PortRange>,
 }
@@ -77,22 +78,9 @@ impl Controller {
         }
         env.extend_from_slice(extra);
         let admin_token = cohort_e2e::controller::init_controller(&env, Some(ADMIN));
-        let log = std::fs::File::create(state.path().join("serve.log")).expect("log");
-        let mut serve = Command::new(binary("cohort-controller"));
-        serve
-            .arg("serve")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .envs(env.iter().copied());
-        let child = serve.spawn().expect("run cohort-controller serve");
+        let process =
+            ControllerProcess::serve(&env, ports.port(0), &state.path().join("serve.log"));
         let started = Instant::now();
-        while std::net::TcpStream::connect(&listen).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "controller did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
         while let Some(lxd) = &lxd_address {
             if std::net::TcpStream::connect(lxd).is_ok() {
                 break;
@@ -107,7 +95,7 @@ impl Controller {
             url: format!("https://{listen}"),
             admin_token,
             state,
-            child,
+            _process: process,
             _db: db,
             ports,
             lxd_address,
@@ -123,13 +111,6 @@ impl Controller {
             .decode(body)
             .expect("PEM body");
         cohort_cli::tls::fingerprint(&der)
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -256,6 +256,23 @@ async fn in_the_browser(
         .await;
     browser.screenshot("jupyter-notebook-en").await;
 
+    // The notebook is in her home, output and all (read over SSH),
+    // and the page knows it is saved: leaving a page with unsaved changes asks first, which
+    // would stop the reload below on a busy machine.
+    let mut saved;
+    wait_for!("the saved notebook", Duration::from_secs(30), {
+        let out = ann_key.run_in(&lab.name, ann_host, ann_port, "ann", "cat ~/Untitled.ipynb");
+        saved = String::from_utf8_lossy(&out.stdout).into_owned();
+        saved.contains("host:nb1-ann")
+    });
+    assert!(saved.contains("gethostname"), "{saved}");
+
+    wait_for!(
+        "the notebook's page clean",
+        Duration::from_secs(30),
+        browser.count(".jp-mod-dirty").await == 0
+    );
+
     // Issue 43: a reclaim announced while she works in JupyterLab shows over it too, read from
     // the notebook's own origin with her pass (no portal cookie there), linking to her
     // container's page where Keep working is.
@@ -300,15 +317,6 @@ async fn in_the_browser(
     browser
         .run("document.getElementById('cohort-reclaim-warning').remove(); return true;")
         .await;
-
-    // The notebook is in her home, output and all (read over SSH).
-    let mut saved;
-    wait_for!("the saved notebook", Duration::from_secs(30), {
-        let out = ann_key.run_in(&lab.name, ann_host, ann_port, "ann", "cat ~/Untitled.ipynb");
-        saved = String::from_utf8_lossy(&out.stdout).into_owned();
-        saved.contains("host:nb1-ann")
-    });
-    assert!(saved.contains("gethostname"), "{saved}");
 
     // Bob, signed in: 403 on her JupyterLab, pages and API alike.
     let bob_browser = Browser::start(ports.port(1), "en").await;

@@ -10,7 +10,18 @@ use crate::app::config::PlacementConfig;
 use crate::db::models::instance::Instance;
 use crate::db::models::node::Node;
 use crate::db::schema::{gpu_allocations, gpus, instances, nodes};
-use crate::placement::queue_reason::Need;
+
+/// What an instance asks of a node.
+pub struct Need<'a> {
+    pub cpu: i32,
+    pub memory_mib: i64,
+    /// The root disk and the home volume together.
+    pub disk_gib: i64,
+    pub gpu_count: i32,
+    pub gpu_model: Option<&'a str>,
+    pub exclusive: bool,
+    pub share: Option<i32>,
+}
 
 /// Locks node `id`'s row (the lock placement takes), so no two transactions hand out the same
 /// room.

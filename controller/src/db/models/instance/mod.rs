@@ -1,14 +1,20 @@
-//! `instances`: each student container, what is desired of it and what was last seen.
+//! `instances`: each student container, what is desired of it and what was last seen. The row
+//! and its own verbs are here; what the API shows of it in `shown.rs`, the queries over a whole
+//! course's instances in `course.rs`.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use cohort_proto::api::instances::{DesiredState, GpuShare, ObservedState, PlacementStrategy};
-use diesel::dsl;
 use diesel::prelude::*;
 
-use super::instance_usage::UsageShown;
-use crate::db::schema::{courses, images, instance_usage, instances, nodes, users};
+use crate::db::schema::instances;
+
+mod course;
+mod shown;
+
+pub use course::{Endpoint, OffLimits};
+pub use shown::{config_of, with_refs, BadConfig, InstanceRefs, ShownInstance};
 
 #[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
 #[diesel(table_name = instances, check_for_backend(diesel::pg::Pg))]
@@ -44,103 +50,6 @@ pub struct Instance {
     pub home_gib: i32,
     /// What LXD's clients gave as its description, if anything.
     pub description: Option<String>,
-}
-
-/// What the API shows of the rows an instance refers to: its owner's name, its image's alias, its
-/// node's name and SSH host, its course's code, and what the poller last saw of it.
-#[derive(Debug, Clone, Default, Queryable, Selectable)]
-#[diesel(check_for_backend(diesel::pg::Pg))]
-pub struct InstanceRefs {
-    #[diesel(select_expression = instances::id)]
-    pub instance_id: i64,
-    #[diesel(select_expression = users::username)]
-    pub owner: String,
-    #[diesel(select_expression = images::alias)]
-    pub image: String,
-    #[diesel(select_expression = nodes::name.nullable())]
-    #[diesel(select_expression_type = dsl::Nullable<nodes::name>)]
-    pub node: Option<String>,
-    #[diesel(select_expression = nodes::ssh_host.nullable())]
-    #[diesel(select_expression_type = dsl::Nullable<nodes::ssh_host>)]
-    pub ssh_host: Option<String>,
-    #[diesel(select_expression = courses::code.nullable())]
-    #[diesel(select_expression_type = dsl::Nullable<courses::code>)]
-    pub course: Option<String>,
-    #[diesel(embed)]
-    pub usage: Option<UsageShown>,
-}
-
-/// The columns of an instance the API shows (its references come with [`InstanceRefs`]): a page
-/// of `GET /instances` reads these rather than every column of [`Instance`], as a third of the
-/// values a page moved from PostgreSQL through libpq and diesel were never shown.
-#[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = instances, check_for_backend(diesel::pg::Pg))]
-pub struct ShownInstance {
-    pub id: i64,
-    pub name: String,
-    pub ssh_port: Option<i32>,
-    pub desired_state: DesiredState,
-    pub observed_state: ObservedState,
-    pub cpu: i32,
-    pub memory_mib: i64,
-    pub disk_gib: i64,
-    pub gpu_count: i32,
-    pub priority: i32,
-    pub config: serde_json::Value,
-    pub error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub last_seen_at: Option<DateTime<Utc>>,
-    pub ssh_host_key: Option<String>,
-    pub description: Option<String>,
-}
-
-impl From<Instance> for ShownInstance {
-    fn from(i: Instance) -> Self {
-        ShownInstance {
-            id: i.id,
-            name: i.name,
-            ssh_port: i.ssh_port,
-            desired_state: i.desired_state,
-            observed_state: i.observed_state,
-            cpu: i.cpu,
-            memory_mib: i.memory_mib,
-            disk_gib: i.disk_gib,
-            gpu_count: i.gpu_count,
-            priority: i.priority,
-            config: i.config,
-            error: i.error,
-            created_at: i.created_at,
-            last_seen_at: i.last_seen_at,
-            description: i.description,
-            ssh_host_key: i.ssh_host_key,
-        }
-    }
-}
-
-/// A row whose `config` is not a JSON object of strings: an error naming the instance rather than a
-/// container made without its config.
-#[derive(Debug, thiserror::Error)]
-#[error("instance {instance}: its config is not a map of strings: {source}")]
-pub struct BadConfig {
-    pub instance: String,
-    pub source: serde_json::Error,
-}
-
-/// The LXD config recorded for the instance `name` (its `config` column).
-pub fn config_of(name: &str, config: &serde_json::Value) -> QueryResult<BTreeMap<String, String>> {
-    serde_json::from_value(config.clone()).map_err(|source| {
-        diesel::result::Error::DeserializationError(Box::new(BadConfig {
-            instance: name.to_string(),
-            source,
-        }))
-    })
-}
-
-impl ShownInstance {
-    /// Its recorded LXD config (see [`config_of`]).
-    pub fn config_map(&self) -> QueryResult<BTreeMap<String, String>> {
-        config_of(&self.name, &self.config)
-    }
 }
 
 /// A new row; `Serialize` gives the columns by name, as placement inserts a placed row with them.
@@ -410,17 +319,6 @@ impl Instance {
             .execute(conn)
     }
 
-    /// Sets what the instances of course `course_id` reserve for their homes.
-    pub fn set_home_gib_of_course(
-        conn: &mut PgConnection,
-        course_id: i64,
-        gib: i32,
-    ) -> QueryResult<usize> {
-        diesel::update(instances::table.filter(instances::course_id.eq(course_id)))
-            .set(instances::home_gib.eq(gib))
-            .execute(conn)
-    }
-
     pub fn set_cpu_memory(
         conn: &mut PgConnection,
         id: i64,
@@ -432,112 +330,11 @@ impl Instance {
             .execute(conn)
     }
 
-    /// The placed instances of course `course_id`: owner, name, node name, node SSH host, SSH
-    /// port and host key.
-    pub fn endpoints_of_course(
-        conn: &mut PgConnection,
-        course_id: i64,
-    ) -> QueryResult<Vec<Endpoint>> {
-        instances::table
-            .inner_join(nodes::table)
-            .filter(instances::course_id.eq(course_id))
-            .select((
-                instances::owner_id,
-                instances::name,
-                nodes::name,
-                nodes::ssh_host,
-                instances::ssh_port,
-                instances::ssh_host_key,
-            ))
-            .load(conn)
-    }
-
-    /// Gives the instances of course `course_id` on no node these limits; returns their names.
-    pub fn resize_unplaced_of_course(
-        conn: &mut PgConnection,
-        course_id: i64,
-        cpu: i32,
-        memory_mib: i64,
-        disk_gib: i64,
-    ) -> QueryResult<Vec<String>> {
-        diesel::update(
-            instances::table
-                .filter(instances::course_id.eq(course_id))
-                .filter(instances::node_id.is_null()),
-        )
-        .set((
-            instances::cpu.eq(cpu),
-            instances::memory_mib.eq(memory_mib),
-            instances::disk_gib.eq(disk_gib),
-        ))
-        .returning(instances::name)
-        .get_results(conn)
-    }
-
-    /// The instances of course `course_id` on a node, not deleted, whose limits differ from
-    /// these: name, owner's username, cpu, memory, disk; by name.
-    pub fn placed_off_limits_of_course(
-        conn: &mut PgConnection,
-        course_id: i64,
-        cpu: i32,
-        memory_mib: i64,
-        disk_gib: i64,
-    ) -> QueryResult<Vec<OffLimits>> {
-        instances::table
-            .inner_join(users::table)
-            .filter(instances::course_id.eq(course_id))
-            .filter(instances::node_id.is_not_null())
-            .filter(instances::desired_state.ne(DesiredState::Deleted))
-            .filter(
-                instances::cpu
-                    .ne(cpu)
-                    .or(instances::memory_mib.ne(memory_mib))
-                    .or(instances::disk_gib.ne(disk_gib)),
-            )
-            .order(instances::name)
-            .select((
-                instances::name,
-                users::username,
-                instances::cpu,
-                instances::memory_mib,
-                instances::disk_gib,
-            ))
-            .load(conn)
-    }
-
-    /// The instances of course `course_id`.
-    pub fn of_course(conn: &mut PgConnection, course_id: i64) -> QueryResult<Vec<Instance>> {
-        instances::table
-            .filter(instances::course_id.eq(course_id))
-            .select(Instance::as_select())
-            .load(conn)
-    }
-
-    /// The instances of course `course_id`, each with its node's name when it has one.
-    pub fn of_course_with_node(
-        conn: &mut PgConnection,
-        course_id: i64,
-    ) -> QueryResult<Vec<(Instance, Option<String>)>> {
-        instances::table
-            .left_join(nodes::table)
-            .filter(instances::course_id.eq(course_id))
-            .select((Instance::as_select(), nodes::name.nullable()))
-            .load(conn)
-    }
-
     /// Makes account `to` the owner of every instance account `from` owns.
     pub fn give_all_to(conn: &mut PgConnection, from: i64, to: i64) -> QueryResult<usize> {
         diesel::update(instances::table.filter(instances::owner_id.eq(from)))
             .set(instances::owner_id.eq(to))
             .execute(conn)
-    }
-
-    /// The names of the instances of courses `ids`.
-    pub fn names_in_courses(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<String>> {
-        instances::table
-            .filter(instances::course_id.eq_any(ids))
-            .select(instances::name)
-            .load(conn)
     }
 
     /// How many instances each node has (`None`: on none): (node id, count).
@@ -576,55 +373,5 @@ impl Instance {
                 instances::disk_gib.eq(disk_gib),
             ))
             .execute(conn)
-    }
-}
-
-/// A placed instance of a course: owner, name, node name, node SSH host, SSH port, host key.
-pub type Endpoint = (i64, String, String, String, Option<i32>, Option<String>);
-
-/// An instance whose limits differ from its course's: name, owner's username, cpu, memory MiB,
-/// disk GiB.
-pub type OffLimits = (String, String, i32, i64, i64);
-
-/// `instances` joined to the rows [`InstanceRefs`] reads: an owner and an image always, a
-/// node, a course and usage when there are.
-#[dsl::auto_type(no_type_alias)]
-pub fn with_refs() -> _ {
-    instances::table
-        .inner_join(users::table)
-        .inner_join(images::table)
-        .left_join(nodes::table)
-        .left_join(courses::table)
-        .left_join(instance_usage::table)
-}
-
-impl InstanceRefs {
-    /// Those of these instances, in one query (one round trip instead of one per table).
-    pub fn of_many(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<InstanceRefs>> {
-        with_refs()
-            .filter(instances::id.eq_any(ids))
-            .select(InstanceRefs::as_select())
-            .load(conn)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::config_of;
-
-    #[test]
-    fn a_config_that_is_not_a_map_of_strings_is_an_error_naming_the_instance() {
-        let config = config_of("web-1", &json!({"user.a": "b"})).unwrap();
-        assert_eq!(config.get("user.a").map(String::as_str), Some("b"));
-        for bad in [
-            json!({"limits.processes": 100}),
-            json!(["user.a"]),
-            json!("x"),
-        ] {
-            let error = config_of("web-1", &bad).unwrap_err().to_string();
-            assert!(error.contains("instance web-1"), "{error}");
-        }
     }
 }
