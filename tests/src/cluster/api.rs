@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::operations::{Operation, OperationStatus};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -179,7 +180,7 @@ impl Cluster {
     }
 
     /// `POST /courses` as `token`; panics unless the course is created (201). Returns it.
-    pub async fn create_course(&self, token: &str, course: Value) -> Value {
+    pub async fn create_course(&self, token: &str, course: CreateCourse) -> Value {
         let create = self.request(Method::POST, "/courses", token).json(&course);
         answered(create, 201, "create course").await
     }

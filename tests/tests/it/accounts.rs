@@ -8,6 +8,7 @@ use chrono::{Duration, Utc};
 use cohort_controller::db::schema::{api_tokens, audit_log, courses, instances as inst, users};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
+use cohort_e2e::bodies::{course, to_json};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, PlacementStrategy};
 use diesel::prelude::*;
@@ -817,7 +818,7 @@ async fn an_instructor_lists_only_their_own_students() {
         "POST",
         "/api/v1/courses",
         &prof,
-        Some(json!({"code": "ml1", "title": "ML", "image": "base"}))
+        Some(to_json(&course("ml1", "ML", "base")))
     )
     .await;
     assert_eq!(status, 201, "{body}");

@@ -6,6 +6,7 @@ use actix_web::{test, web, App};
 use cohort_controller::db::schema::{audit_log, courses, instances as inst};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
+use cohort_e2e::bodies::{self, to_json};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, Instance, PlacementStrategy};
 use cohort_proto::api::operations::Operation;
@@ -353,7 +354,7 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/courses".into(),
-            json(serde_json::json!({"code": "cs201", "title": "New", "image": "base"})),
+            json(to_json(&bodies::course("cs201", "New", "base"))),
             [201, 409, 403],
             401,
         ),

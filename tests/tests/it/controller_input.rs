@@ -11,6 +11,7 @@ use actix_web::{test, web, App};
 use base64::Engine;
 use cohort_controller::http::api;
 use cohort_controller::nodes::enroll::create_join_token;
+use cohort_e2e::bodies::{course, to_json};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::nodes::CreateJoinToken;
 use cohort_proto::enroll::{EnrollRequest, JoinToken};
@@ -444,7 +445,7 @@ async fn course_limits_are_checked_like_a_new_courses_and_refused_whole() {
             &prof,
             "POST",
             "/api/v1/courses",
-            json!({"code": "cs101", "title": "Intro", "image": "base"}),
+            to_json(&course("cs101", "Intro", "base")),
         ),
     )
     .await;

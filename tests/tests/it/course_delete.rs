@@ -9,6 +9,7 @@
 use actix_web::{test, web, App};
 use cohort_controller::db::schema::{audit_log, courses, enrollments, instances, users};
 use cohort_controller::http::api;
+use cohort_e2e::bodies::{course, to_json};
 use cohort_e2e::controller::TestController;
 use diesel::prelude::*;
 use serde_json::{json, Value};
@@ -48,8 +49,8 @@ async fn a_torn_down_course_is_deleted_by_its_instructor_or_an_admin_only() {
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
     for code in ["cs1", "cs2"] {
-        let course = json!({"code": code, "title": "Course", "image": "base"});
-        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(course));
+        let course = course(code, "Course", "base");
+        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(to_json(&course)));
         assert_eq!(status, 201, "{body}");
         let roster = "username,name,email,ssh_key\nann,Ann,,\n".to_string();
         let path = format!("/courses/{code}/roster");
@@ -191,8 +192,8 @@ async fn archived_homes_hold_a_course_back_until_deleted_with_it_and_go_with_the
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
     for code in ["ar1", "ar2"] {
-        let course = json!({"code": code, "title": "Course", "image": "base"});
-        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(course));
+        let course = course(code, "Course", "base");
+        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(to_json(&course)));
         assert_eq!(status, 201, "{body}");
         let roster = "username,name,email,ssh_key\nbea,Bea,,\ncal,Cal,,\n".to_string();
         let path = format!("/courses/{code}/roster");

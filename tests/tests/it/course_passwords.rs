@@ -7,6 +7,7 @@ use actix_web::{test, web, App};
 use cohort_controller::courses::password;
 use cohort_controller::db::schema::{audit_log, enrollments, users};
 use cohort_controller::http::api;
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::ssh::SshKey;
 use diesel::prelude::*;
@@ -70,8 +71,12 @@ async fn a_generated_password_is_shown_once_and_reissued_only_to_a_roster_made_a
             .await;
     let mut conn = t.conn();
 
-    let course = json!({"code": "cs101", "title": "Intro", "image": "base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course("cs101", "Intro", "base")
+    };
     let (status, body) = send!(
         &app,
         request("POST", "/api/v1/courses", &prof).set_json(course)
@@ -244,8 +249,12 @@ async fn a_password_is_never_reissued_for_an_account_in_another_course_or_signed
             .await;
     let mut conn = t.conn();
     for (code, token) in [("csa", &prof_a), ("csb", &prof_b)] {
-        let course = json!({"code": code, "title": "T", "image": "base",
-                            "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+        let course = CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course(code, "T", "base")
+        };
         let (status, body) = send!(
             &app,
             request("POST", "/api/v1/courses", token).set_json(course)

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use reqwest::Method;
@@ -59,10 +60,11 @@ async fn one_student_on(code: &str, key: &SshKey, nodes: usize) -> (Cluster, Str
         Method::POST,
         "/courses",
         &teacher,
-        Some(
-            json!({"code": code, "title": "Follow-ups", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course(code, "Follow-ups", "cohort/base")
+        })),
         201,
     )
     .await;
@@ -399,10 +401,11 @@ async fn a_roster_never_gives_credentials_to_an_account_it_did_not_create() {
         Method::POST,
         "/courses",
         &teacher_b,
-        Some(
-            json!({"code": "other1", "title": "Takeover", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("other1", "Takeover", "cohort/base")
+        })),
         201,
     )
     .await;

@@ -10,6 +10,7 @@
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
@@ -29,9 +30,20 @@ async fn restore_a_path(daemon: TestDaemon, code: &str) {
     cluster.add_node_in("node1", TestLxd::on(daemon)).await;
     cluster.import_base_image("cohort/base").await;
     let prof = cluster.user(&format!("prof-{code}"), "instructor").await;
-    let course = json!({"code": code, "title": "Restore", "image": "cohort/base",
-                        "memory_mib": 256, "disk_gib": 2});
-    call(&cluster, Method::POST, "/courses", &prof, Some(course), 201).await;
+    let course = CreateCourse {
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(code, "Restore", "cohort/base")
+    };
+    call(
+        &cluster,
+        Method::POST,
+        "/courses",
+        &prof,
+        Some(to_json(&course)),
+        201,
+    )
+    .await;
     let roster = cluster
         .request(Method::POST, &format!("/courses/{code}/roster"), &prof)
         .header("content-type", "text/csv")

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::ssh::SshKey;
 use reqwest::Method as M;
@@ -89,8 +90,12 @@ async fn create(lab: &Lab, name: &str, node: Option<&str>, within: Duration) -> 
 /// across the test network. Returns the node of each student.
 async fn class_logs_in(lab: &Lab) -> Vec<String> {
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": "lab1", "title": "Separate machines", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course("lab1", "Separate machines", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let keys: Vec<SshKey> = (0..STUDENTS).map(|_| SshKey::generate()).collect();
     let mut roster = String::from("username,name,email,ssh_key\n");

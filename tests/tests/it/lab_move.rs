@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::ssh::SshKey;
 use reqwest::Method as M;
@@ -133,8 +134,12 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
     lab.add_node("west").await;
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Moving", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Moving", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let key = SshKey::generate();
     let roster = format!(

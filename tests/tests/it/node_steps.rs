@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -42,8 +43,13 @@ async fn changes_made_while_an_agent_is_down_are_applied_when_it_is_back() {
     cluster
         .create_course(
             &prof,
-            json!({"code": "net1", "title": "Steps", "image": "cohort/base",
-                   "cpu": 1, "memory_mib": 256, "disk_gib": 2, "home_mib": 64}),
+            CreateCourse {
+                cpu: Some(1),
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                home_mib: Some(64),
+                ..course("net1", "Steps", "cohort/base")
+            },
         )
         .await;
     cluster

@@ -5,11 +5,13 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd};
+use cohort_proto::api::courses::{Egress, NetworkPolicy};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -82,10 +84,11 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": "st1", "title": "Staffed", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("st1", "Staffed", "cohort/base")
+        })),
         201,
     )
     .await;
@@ -236,15 +239,25 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": "cp1", "title": "Fall", "image": "cohort/base",
-                    "cpu": 2, "memory_mib": 512, "disk_gib": 3, "gpus": 1,
-                    "gpu_model": "A100", "gpu_share": 4, "processes": 500,
-                    "home_mib": 2048, "idle_gpu_minutes": 30, "idle_action": "detach",
-                    "max_runtime_minutes": 600, "starts": "2026-09-01",
-                    "network": {"egress": {"allow": ["10.0.0.0/8:3128"]},
-                                "ssh_from": ["192.168.0.0/16"]}}),
-        ),
+        Some(to_json(&CreateCourse {
+            cpu: Some(2),
+            memory_mib: Some(512),
+            disk_gib: Some(3),
+            gpus: Some(1),
+            gpu_model: Some("A100".into()),
+            gpu_share: Some(4),
+            processes: Some(500),
+            home_mib: Some(2048),
+            idle_gpu_minutes: Some(30),
+            idle_action: Some("detach".into()),
+            max_runtime_minutes: Some(600),
+            starts: Some("2026-09-01".into()),
+            network: Some(NetworkPolicy {
+                egress: Egress::Allow(vec!["10.0.0.0/8:3128".into()]),
+                ssh_from: vec!["192.168.0.0/16".into()],
+            }),
+            ..course("cp1", "Fall", "cohort/base")
+        })),
         201,
     )
     .await;
@@ -398,10 +411,11 @@ async fn staffed_course(
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": code, "title": "Homes", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course(code, "Homes", "cohort/base")
+        })),
         201,
     )
     .await;

@@ -21,6 +21,7 @@ use cohort_controller::app::state::Controller;
 use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -127,9 +128,12 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let course = json!({"code": "gj", "title": "GPU jobs", "image": "base", "gpus": 1,
-                        "gpu_model": "NVIDIA L40S"});
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course));
+    let course = CreateCourse {
+        gpus: Some(1),
+        gpu_model: Some("NVIDIA L40S".into()),
+        ..course("gj", "GPU jobs", "base")
+    };
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(to_json(&course)));
     assert_eq!(status, 201, "{body}");
     let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3});
     let (status, body) = call!(&app, &prof, "PUT", "/courses/gj/gpu-mode", Some(mode));

@@ -16,6 +16,7 @@ use cohort_controller::app::poller;
 use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -139,11 +140,18 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let course = |code: &str| {
-        json!({"code": code, "title": "On demand", "image": "base", "gpus": 1,
-               "gpu_model": "NVIDIA L40S"})
+    let course = |code: &str| CreateCourse {
+        gpus: Some(1),
+        gpu_model: Some("NVIDIA L40S".into()),
+        ..course(code, "On demand", "base")
     };
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course("od")));
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/courses",
+        Some(to_json(&course("od")))
+    );
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["gpu_mode"], "pinned", "pinned by default: {body}");
 
@@ -186,8 +194,8 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
 
     // A pinned course beside it (no GPU asked, so its container is placed anywhere).
     let mut pinned = course("pn");
-    pinned["gpus"] = json!(0);
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(pinned));
+    pinned.gpus = Some(0);
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(to_json(&pinned)));
     assert_eq!(status, 201, "{body}");
 
     let mut tokens = std::collections::BTreeMap::new();
@@ -576,9 +584,12 @@ async fn a_lease_end_and_a_budget_detach_are_warned_first() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(ctl.clone()))))
             .await;
-    let course = json!({"code": "wl", "title": "Warned leases", "image": "base", "gpus": 1,
-                        "gpu_model": "NVIDIA L40S"});
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course));
+    let course = CreateCourse {
+        gpus: Some(1),
+        gpu_model: Some("NVIDIA L40S".into()),
+        ..course("wl", "Warned leases", "base")
+    };
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(to_json(&course)));
     assert_eq!(status, 201, "{body}");
     let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 2});
     let (status, body) = call!(&app, &prof, "PUT", "/courses/wl/gpu-mode", Some(mode));

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use base64::Engine;
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -112,10 +113,12 @@ async fn a_hostile_student_is_bounded_on_a_real_node() {
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": "cs101", "title": "Systems", "image": "cohort/base",
-                    "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("cs101", "Systems", "cohort/base")
+        })),
     )
     .await;
     assert_eq!(status, 201, "{body}");

@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use cohort_e2e::agent::TestAgent;
+use cohort_e2e::bodies::{self, CreateCourse};
 use cohort_e2e::browser::set_portal_password;
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::delay_proxy::DelayProxy;
@@ -232,8 +233,12 @@ fn point_node_at(cluster: &Cluster, name: &str, addr: std::net::SocketAddr) {
 /// the instructor's token.
 async fn course(cluster: &Cluster, code: &str, students: usize) -> String {
     let teacher = cluster.user(&format!("{code}prof"), "instructor").await;
-    let course = json!({"code": code, "title": "Faults", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..bodies::course(code, "Faults", "cohort/base")
+    };
     cluster.create_course(&teacher, course).await;
     let mut roster = String::from("username,name,email,ssh_key\n");
     for i in 0..students {

@@ -24,6 +24,7 @@ use cohort_controller::app::state::connect_pinned;
 use cohort_controller::db::models::node::Node;
 use cohort_controller::db::models::node_certificate::NodeCertificate;
 use cohort_controller::nodes::pki::Pki;
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::controller::{test_config, ControllerProcess};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::PortRange;
@@ -168,8 +169,12 @@ async fn two_controllers_provision_move_and_renew_each_item_once() {
     phase("two controllers, two nodes");
 
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Two controllers", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Two controllers", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let mut roster = String::from("username,name,email,ssh_key\n");
     for i in 0..STUDENTS {
