@@ -2,6 +2,8 @@
 //! test at compile time rather than at run time.
 
 pub use cohort_proto::api::courses::CreateCourse;
+use cohort_proto::api::courses::{CourseBudget, CourseGpuMode, GpuHours, Teardown};
+use cohort_proto::api::gpu_leases::GpuLeaseRequest;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -39,5 +41,38 @@ pub fn course(code: &str, title: &str, image: &str) -> CreateCourse {
         gpu_hours_per_student: None,
         budget_period: None,
         warn_minutes: None,
+    }
+}
+
+/// `PUT /courses/{code}/gpu-mode` to `on-demand` with the longest lease in hours.
+pub fn on_demand(max_hours: f64) -> CourseGpuMode {
+    CourseGpuMode {
+        gpu_mode: "on-demand".into(),
+        gpu_lease_max_hours: Some(GpuHours(max_hours)),
+    }
+}
+
+/// `PUT /courses/{code}/budget`: GPU hours per student and budget period.
+pub fn budget(hours: f64, period: &str) -> CourseBudget {
+    CourseBudget {
+        gpu_hours_per_student: Some(GpuHours(hours)),
+        budget_period: Some(period.into()),
+    }
+}
+
+/// `POST /instances/{name}/gpu-lease` for this many hours.
+pub fn gpu_lease(hours: f64) -> GpuLeaseRequest {
+    GpuLeaseRequest {
+        hours: Some(GpuHours(hours)),
+    }
+}
+
+/// `POST /courses/{code}/teardown`: delete the containers (`delete`), keeping the homes
+/// (`keep_homes`); no archive.
+pub fn teardown(delete: bool, keep_homes: bool) -> Teardown {
+    Teardown {
+        delete,
+        keep_homes,
+        archive: false,
     }
 }

@@ -8,6 +8,7 @@ use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
 use cohort_e2e::bodies::{self, to_json};
 use cohort_e2e::controller::TestController;
+use cohort_proto::api::courses::CourseQuota;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, Instance, PlacementStrategy};
 use cohort_proto::api::operations::Operation;
 use cohort_proto::ErrorBody;
@@ -375,7 +376,10 @@ async fn every_role_against_every_route() {
         (
             "PUT",
             "/api/v1/courses/cs101/quota".into(),
-            json(serde_json::json!({"max_students": 50})),
+            json(to_json(&CourseQuota {
+                max_students: Some(50),
+                ..Default::default()
+            })),
             [200, 403, 403],
             401,
         ),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use cohort_e2e::bodies::{course, to_json, CreateCourse};
+use cohort_e2e::bodies::{course, teardown, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use reqwest::Method;
@@ -215,7 +215,7 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
         &cluster,
         "/courses/homes1/teardown",
         &teacher,
-        json!({"delete": true, "keep_homes": true}),
+        to_json(&teardown(true, true)),
     )
     .await;
     assert_eq!(
@@ -235,7 +235,7 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
         &cluster,
         "/courses/homes1/teardown",
         &teacher,
-        json!({"delete": true}),
+        to_json(&teardown(true, false)),
     )
     .await;
     assert_eq!(
@@ -257,7 +257,7 @@ async fn a_queued_students_kept_home_goes_with_a_deleting_teardown() {
         &cluster,
         "/courses/homes2/teardown",
         &teacher,
-        json!({"delete": true, "keep_homes": true}),
+        to_json(&teardown(true, true)),
     )
     .await;
     assert!(volumes(&cluster).contains("custom,home-homes2-stu"));
@@ -291,7 +291,7 @@ async fn a_queued_students_kept_home_goes_with_a_deleting_teardown() {
         &cluster,
         "/courses/homes2/teardown",
         &teacher,
-        json!({"delete": true}),
+        to_json(&teardown(true, false)),
     )
     .await;
     let left = volumes(&cluster);
@@ -316,7 +316,7 @@ async fn a_kept_home_brings_its_student_back_to_its_node() {
         &cluster,
         "/courses/homes3/teardown",
         &teacher,
-        json!({"delete": true, "keep_homes": true}),
+        to_json(&teardown(true, true)),
     )
     .await;
     cluster

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{course, teardown, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::TestLxd;
 use diesel::prelude::*;
@@ -210,7 +210,7 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
     )
     .await;
     assert_lxd(lxd, "ds-s01", "RUNNING", "true", "the instructor's start");
-    let teardown = json!({"delete": false});
+    let teardown = to_json(&teardown(false, false));
     operation(
         &cluster,
         &prof,

@@ -5,13 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{course, to_json, CreateCourse};
+use cohort_e2e::bodies::{budget, course, on_demand, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd};
-use cohort_proto::api::courses::{Egress, NetworkPolicy};
+use cohort_proto::api::courses::{CourseQuota, Egress, NetworkPolicy};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -176,7 +176,10 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
         Method::PUT,
         "/courses/st1/quota",
         &ta,
-        Some(json!({"max_students": 100})),
+        Some(to_json(&CourseQuota {
+            max_students: Some(100),
+            ..Default::default()
+        })),
         403,
     )
     .await;
@@ -273,14 +276,8 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
     // GPU time: on demand, a budget, a warning before reclaim; how long archives are kept; all
     // carried to next term.
     for (path, body) in [
-        (
-            "/courses/cp1/gpu-mode",
-            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3}),
-        ),
-        (
-            "/courses/cp1/budget",
-            json!({"gpu_hours_per_student": 12.5, "budget_period": "week"}),
-        ),
+        ("/courses/cp1/gpu-mode", to_json(&on_demand(3.0))),
+        ("/courses/cp1/budget", to_json(&budget(12.5, "week"))),
         ("/courses/cp1/reclaim-warning", json!({"warn_minutes": 15})),
         ("/courses/cp1/archive-days", json!({"archive_days": 21})),
     ] {
@@ -290,7 +287,11 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         .admin(
             Method::PUT,
             "/courses/cp1/quota",
-            Some(json!({"max_students": 40, "max_gpus": 10})),
+            Some(to_json(&CourseQuota {
+                max_students: Some(40),
+                max_gpus: Some(10),
+                max_memory_mib: None,
+            })),
         )
         .await;
     call(

@@ -21,7 +21,7 @@ use cohort_controller::app::state::Controller;
 use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
-use cohort_e2e::bodies::{course, to_json, CreateCourse};
+use cohort_e2e::bodies::{course, on_demand, to_json, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -135,7 +135,7 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
     };
     let (status, body) = call!(&app, &prof, "POST", "/courses", Some(to_json(&course)));
     assert_eq!(status, 201, "{body}");
-    let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3});
+    let mode = to_json(&on_demand(3.0));
     let (status, body) = call!(&app, &prof, "PUT", "/courses/gj/gpu-mode", Some(mode));
     assert_eq!(status, 200, "{body}");
     let mut tokens = std::collections::BTreeMap::new();
