@@ -4,6 +4,9 @@
 pub use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::courses::{CourseBudget, CourseGpuMode, GpuHours, Teardown};
 use cohort_proto::api::gpu_leases::GpuLeaseRequest;
+pub use cohort_proto::api::instances::CreateInstance;
+use cohort_proto::api::instances::{GpuShare, Limits, PlacementStrategy};
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -74,5 +77,34 @@ pub fn teardown(delete: bool, keep_homes: bool) -> Teardown {
         delete,
         keep_homes,
         archive: false,
+    }
+}
+
+/// `POST /instances` of `name` from `image`, every other field at the value the controller
+/// takes when it is absent (no GPU, spread, queued and started).
+pub fn instance(name: &str, image: &str) -> CreateInstance {
+    CreateInstance {
+        name: name.into(),
+        image: image.into(),
+        limits: None,
+        gpus: 0,
+        gpu_model: None,
+        gpu_share: GpuShare::default(),
+        config: Default::default(),
+        owner: None,
+        node: None,
+        strategy: PlacementStrategy::default(),
+        priority: 0,
+        queue: true,
+        start: true,
+    }
+}
+
+/// An instance's limits.
+pub fn limits(cpu: u32, memory_mib: u64, disk_gib: u64) -> Limits {
+    Limits {
+        cpu,
+        memory_mib,
+        disk_gib,
     }
 }

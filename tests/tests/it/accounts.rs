@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 use cohort_controller::db::schema::{api_tokens, audit_log, courses, instances as inst, users};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
-use cohort_e2e::bodies::{course, to_json};
+use cohort_e2e::bodies::{course, instance, limits, to_json};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, PlacementStrategy};
 use diesel::prelude::*;
@@ -394,8 +394,10 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
     assert_eq!(res.status(), 201);
     let op: Value = cluster
         .request(Method::POST, "/instances", &alice)
-        .json(&json!({"name": "alice-box", "image": "cohort/base",
-                      "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}))
+        .json(&CreateInstance {
+            limits: Some(limits(1, 256, 2)),
+            ..instance("alice-box", "cohort/base")
+        })
         .send()
         .await
         .expect("create")

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use cohort_controller::db::models::operation_item::OperationItem;
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::api::images::Image;
@@ -89,13 +90,16 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             Some(json!({"public_key": key.public_key()})),
         )
         .await;
-    let limits = json!({"cpu": 1, "memory_mib": 512, "disk_gib": 2});
+    let limits = limits(1, 512, 2);
     let op: Operation = cluster
         .call(
             &alice.token,
             M::POST,
             "/instances",
-            Some(json!({"name": "e2e-alice", "image": image.alias, "limits": limits})),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits.clone()),
+                ..instance("e2e-alice", &image.alias)
+            })),
         )
         .await;
     cluster.succeeds(&alice.token, &op).await;
@@ -129,7 +133,11 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &admin,
             M::POST,
             "/instances",
-            Some(json!({"name": "e2e-two", "image": "cohort/base", "limits": limits, "owner": "alice"})),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits),
+                owner: Some("alice".into()),
+                ..instance("e2e-two", "cohort/base")
+            })),
         )
         .await;
     cluster.succeeds(&admin, &op).await;

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use cohort_e2e::bodies::{self, instance, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::ExecResult;
@@ -112,8 +113,10 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             &alice,
             M::POST,
             "/instances",
-            Some(json!({"name": "io-alice", "image": image.alias,
-                "limits": {"cpu": 1, "memory_mib": 512, "disk_gib": 2}})),
+            Some(to_json(&CreateInstance {
+                limits: Some(bodies::limits(1, 512, 2)),
+                ..instance("io-alice", &image.alias)
+            })),
         )
         .await;
     cluster.succeeds(&alice, &op).await;

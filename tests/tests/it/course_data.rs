@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{course, instance, limits, to_json, CreateCourse, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::{TestDaemon, TestLxd};
 use cohort_e2e::ssh::SshKey;
@@ -219,11 +219,12 @@ async fn students_on_lxd_and_incus_read_a_dataset_and_its_new_version() {
         .admin(
             Method::POST,
             "/instances",
-            Some(
-                json!({"name": "prof-box", "image": "cohort/base", "owner": "prof-data",
-                        "node": logins[0].2,
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-            ),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits(1, 256, 2)),
+                owner: Some("prof-data".into()),
+                node: Some(logins[0].2.clone()),
+                ..instance("prof-box", "cohort/base")
+            })),
         )
         .await;
     let done = cluster

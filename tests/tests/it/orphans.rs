@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::ErrorBody;
@@ -18,10 +19,12 @@ async fn created(cluster: &Cluster, name: &str) -> u64 {
         .admin(
             Method::POST,
             "/instances",
-            Some(
-                json!({"name": name, "image": "cohort/base", "start": false, "owner": "prof",
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-            ),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits(1, 256, 2)),
+                owner: Some("prof".into()),
+                start: false,
+                ..instance(name, "cohort/base")
+            })),
         )
         .await;
     let done = cluster
