@@ -1,6 +1,7 @@
 //! Typed request bodies for Cohort's own API, so that a renamed or retyped wire field breaks a
 //! test at compile time rather than at run time.
 
+use cohort_proto::api::batch_jobs::SubmitJob;
 pub use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::courses::{CourseBudget, CourseGpuMode, GpuHours, Teardown};
 use cohort_proto::api::gpu_leases::GpuLeaseRequest;
@@ -106,5 +107,17 @@ pub fn limits(cpu: u32, memory_mib: u64, disk_gib: u64) -> Limits {
         cpu,
         memory_mib,
         disk_gib,
+    }
+}
+
+/// `POST /jobs`: run `command` in `instance`, without a GPU, in its home, no environment.
+pub fn job(instance: &str, command: &[&str]) -> SubmitJob {
+    SubmitJob {
+        instance: instance.into(),
+        command: command.iter().map(|c| c.to_string()).collect(),
+        gpus: None,
+        hours: None,
+        workdir: None,
+        environment: Default::default(),
     }
 }

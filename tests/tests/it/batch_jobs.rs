@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{self, course, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
@@ -269,7 +269,7 @@ async fn a_students_job_runs_as_them_survives_restarts_and_ends_with_its_code() 
         &bob_token,
         Method::POST,
         "/jobs",
-        Some(json!({"instance": name, "command": ["true"]})),
+        Some(to_json(&bodies::job(name, &["true"]))),
     )
     .await;
     assert!(
@@ -350,7 +350,7 @@ async fn a_students_job_runs_as_them_survives_restarts_and_ends_with_its_code() 
         &ann_token,
         Method::POST,
         "/jobs",
-        Some(json!({"instance": name, "command": ["true"]})),
+        Some(to_json(&bodies::job(name, &["true"]))),
     )
     .await;
     assert_eq!(

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
+use cohort_proto::api::courses::{Egress, NetworkPolicy};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -80,7 +81,10 @@ async fn changes_made_while_an_agent_is_down_are_applied_when_it_is_back() {
             &prof,
             Method::PUT,
             "/courses/net1/network",
-            Some(json!({"egress": "none", "ssh_from": []})),
+            Some(to_json(&NetworkPolicy {
+                egress: Egress::None,
+                ssh_from: vec![],
+            })),
         )
         .await;
     assert_eq!(course["code"], "net1", "{course}");

@@ -13,6 +13,7 @@ use cohort_e2e::bodies::{self, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::PortRange;
+use cohort_proto::api::courses::CourseLimits;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -146,7 +147,10 @@ async fn an_instructor_changes_a_courses_limits_and_network_from_its_page() {
     // Another instructor cannot change them through the API.
     let res = cluster
         .request(Method::PUT, "/courses/lab1/limits", &other)
-        .json(&json!({"cpu": 2}))
+        .json(&CourseLimits {
+            cpu: Some(2),
+            ..Default::default()
+        })
         .send()
         .await
         .expect("put limits");

@@ -11,7 +11,7 @@ use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd};
-use cohort_proto::api::courses::{CourseQuota, Egress, NetworkPolicy};
+use cohort_proto::api::courses::{CourseLimits, CourseQuota, Egress, NetworkPolicy};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -151,10 +151,19 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
     assert_eq!(class[0]["username"], "ann-st", "{class}");
     for (path, body) in [
         ("/courses/st1/jupyter", json!({"instructors": true})),
-        ("/courses/st1/limits", json!({"cpu": 2})),
+        (
+            "/courses/st1/limits",
+            to_json(&CourseLimits {
+                cpu: Some(2),
+                ..Default::default()
+            }),
+        ),
         (
             "/courses/st1/network",
-            json!({"egress": "none", "ssh_from": []}),
+            to_json(&NetworkPolicy {
+                egress: Egress::None,
+                ssh_from: vec![],
+            }),
         ),
     ] {
         call(&cluster, Method::PUT, path, &ta, Some(body), 200).await;
