@@ -11,6 +11,7 @@ use cohort_controller::instances::manage as instances;
 use cohort_e2e::bodies::{course, instance, limits, to_json};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, PlacementStrategy};
+use cohort_proto::api::users::AddSshKey;
 use diesel::prelude::*;
 use serde_json::{json, Value};
 
@@ -387,7 +388,9 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
     let key = SshKey::generate();
     let res = cluster
         .request(Method::POST, "/me/ssh-keys", &alice)
-        .json(&json!({"public_key": key.public_key()}))
+        .json(&AddSshKey {
+            public_key: key.public_key(),
+        })
         .send()
         .await
         .expect("add key");

@@ -9,6 +9,7 @@ use cohort_controller::db::schema::{gpu_allocations, gpus, instances, nodes};
 use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::TestLxd;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy};
 use diesel::prelude::*;
 use reqwest::Method as M;
 use serde_json::{json, Value};
@@ -130,7 +131,9 @@ async fn evacuate_with_move_takes_the_instance_and_its_files_to_the_other_node()
         .admin(
             M::POST,
             "/nodes/node1/evacuate",
-            Some(json!({"policy": "move"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Move,
+            })),
         )
         .await;
     let done = cluster

@@ -9,7 +9,9 @@ use cohort_controller::instances::manage as instances;
 use cohort_e2e::bodies::{self, to_json};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::courses::CourseQuota;
-use cohort_proto::api::instances::{CreateInstance, GpuShare, Instance, PlacementStrategy};
+use cohort_proto::api::instances::{
+    CreateInstance, GpuShare, Instance, MoveInstance, PlacementStrategy,
+};
 use cohort_proto::api::operations::Operation;
 use cohort_proto::ErrorBody;
 use diesel::prelude::*;
@@ -269,7 +271,9 @@ async fn every_role_against_every_route() {
             // No such node (an admin's 404 names `target`); nobody else may move at all.
             "POST",
             "/api/v1/instances/alice-box/move".into(),
-            json(serde_json::json!({"target": "node-x"})),
+            json(to_json(&MoveInstance {
+                target: "node-x".into(),
+            })),
             [404, 403, 403],
             401,
         ),
@@ -1209,7 +1213,16 @@ async fn a_move_to_a_bad_target_is_refused_naming_it_and_records_nothing() {
     let mut conn = t.conn();
 
     for token in [&prof_token, &alice_token] {
-        let resp = test::call_service(&app, post(token, serde_json::json!({"target": "n2"}))).await;
+        let resp = test::call_service(
+            &app,
+            post(
+                token,
+                to_json(&MoveInstance {
+                    target: "n2".into(),
+                }),
+            ),
+        )
+        .await;
         assert_eq!(resp.status(), 403, "only an admin moves an instance");
     }
     let cases = [
@@ -1222,7 +1235,12 @@ async fn a_move_to_a_bad_target_is_refused_naming_it_and_records_nothing() {
     for (target, status, what) in cases {
         let resp = test::call_service(
             &app,
-            post(&admin_token, serde_json::json!({"target": target})),
+            post(
+                &admin_token,
+                to_json(&MoveInstance {
+                    target: target.into(),
+                }),
+            ),
         )
         .await;
         assert_eq!(resp.status().as_u16(), status, "{what}");
@@ -1259,7 +1277,12 @@ async fn a_move_to_a_bad_target_is_refused_naming_it_and_records_nothing() {
 
     let resp = test::call_service(
         &app,
-        post(&admin_token, serde_json::json!({"target": "n2"})),
+        post(
+            &admin_token,
+            to_json(&MoveInstance {
+                target: "n2".into(),
+            }),
+        ),
     )
     .await;
     assert_eq!(resp.status(), 202);

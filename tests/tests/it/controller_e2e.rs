@@ -12,9 +12,9 @@ use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::{Instance, ObservedState};
-use cohort_proto::api::nodes::Node;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node};
 use cohort_proto::api::operations::{Operation, OperationStatus};
-use cohort_proto::api::users::ApiTokenIssued;
+use cohort_proto::api::users::{AddSshKey, ApiTokenIssued};
 use diesel::{Connection, PgConnection};
 use serde_json::json;
 
@@ -87,7 +87,9 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &alice.token,
             M::POST,
             "/me/ssh-keys",
-            Some(json!({"public_key": key.public_key()})),
+            Some(to_json(&AddSshKey {
+                public_key: key.public_key(),
+            })),
         )
         .await;
     let limits = limits(1, 512, 2);
@@ -146,7 +148,9 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &admin,
             M::POST,
             "/nodes/node-e2e/evacuate",
-            Some(json!({"policy": "stop"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Stop,
+            })),
         )
         .await;
     assert_eq!(evac.items.len(), 2);

@@ -7,11 +7,10 @@ use std::time::{Duration, Instant};
 use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::instances::{Instance, ObservedState};
-use cohort_proto::api::nodes::{Node, NodeState};
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node, NodeState};
 use cohort_proto::api::operations::Operation;
 use diesel::{Connection, PgConnection};
 use reqwest::Method as M;
-use serde_json::json;
 
 async fn until<T>(what: &str, within: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
@@ -198,7 +197,9 @@ async fn cordon_and_evacuation_outlive_an_outage() {
             &admin,
             M::POST,
             "/nodes/node-c/evacuate",
-            Some(json!({"policy": "stop"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Stop,
+            })),
         )
         .await;
     cluster.succeeds(&admin, &op).await;

@@ -10,6 +10,7 @@ use cohort_controller::http::api;
 use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::users::AddSshKey;
 use diesel::prelude::*;
 use serde_json::{json, Value};
 
@@ -201,8 +202,9 @@ async fn a_generated_password_is_shown_once_and_reissued_only_to_a_roster_made_a
     let own = SshKey::generate();
     let (status, body) = send!(
         &app,
-        request("POST", "/api/v1/me/ssh-keys", &keyless)
-            .set_json(json!({"public_key": own.public_key()})),
+        request("POST", "/api/v1/me/ssh-keys", &keyless).set_json(AddSshKey {
+            public_key: own.public_key(),
+        }),
     )
     .await;
     assert_eq!(status, 201, "{body}");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use cohort_e2e::bodies::{course, teardown, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::users::AddSshKey;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -141,7 +142,9 @@ async fn a_students_key_changes_reach_their_containers() {
         Method::POST,
         "/me/ssh-keys",
         &student,
-        Some(json!({"public_key": second.public_key()})),
+        Some(to_json(&AddSshKey {
+            public_key: second.public_key(),
+        })),
         201,
     )
     .await;
@@ -182,7 +185,9 @@ async fn a_students_key_changes_reach_their_containers() {
         Method::POST,
         "/me/ssh-keys",
         &student,
-        Some(json!({"public_key": third.public_key()})),
+        Some(to_json(&AddSshKey {
+            public_key: third.public_key(),
+        })),
         201,
     )
     .await;

@@ -10,9 +10,11 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::instances::MoveInstance;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy};
 use reqwest::Method as M;
 use serde_json::{json, Value};
 
@@ -184,7 +186,9 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         .admin(
             M::POST,
             &format!("/instances/{INSTANCE}/move"),
-            Some(json!({"target": other})),
+            Some(to_json(&MoveInstance {
+                target: other.clone(),
+            })),
         )
         .await;
     let failed = lab
@@ -216,7 +220,9 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         .admin(
             M::POST,
             &format!("/instances/{INSTANCE}/move"),
-            Some(json!({"target": other})),
+            Some(to_json(&MoveInstance {
+                target: other.clone(),
+            })),
         )
         .await;
     assert_eq!(op["kind"], "move_instance", "{op}");
@@ -230,7 +236,9 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         .admin(
             M::POST,
             &format!("/nodes/{other}/evacuate"),
-            Some(json!({"policy": "move"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Move,
+            })),
         )
         .await;
     lab.succeeds(&op, Duration::from_secs(120)).await;

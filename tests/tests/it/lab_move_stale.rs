@@ -10,8 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
+use cohort_proto::api::instances::MoveInstance;
 use reqwest::Method as M;
 use serde_json::{json, Value};
 
@@ -100,7 +101,9 @@ async fn a_move_keeps_the_targets_copy_when_the_source_has_none() {
         .admin(
             M::POST,
             &format!("/instances/{INSTANCE}/move"),
-            Some(json!({"target": other})),
+            Some(to_json(&MoveInstance {
+                target: other.clone(),
+            })),
         )
         .await;
     let op_id = op["id"].as_str().expect("operation id").to_string();

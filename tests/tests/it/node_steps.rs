@@ -9,8 +9,9 @@ use std::time::Duration;
 use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::courses::{Egress, NetworkPolicy};
+use cohort_proto::api::users::AddSshKey;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The operation of `kind` that `token`'s owner sees; panics when there is none.
 async fn operation_of(cluster: &Cluster, token: &str, kind: &str) -> Value {
@@ -95,7 +96,9 @@ async fn changes_made_while_an_agent_is_down_are_applied_when_it_is_back() {
     let key = cohort_e2e::ssh::SshKey::generate();
     let res = cluster
         .request(Method::POST, "/me/ssh-keys", &alice)
-        .json(&json!({"public_key": key.public_key()}))
+        .json(&AddSshKey {
+            public_key: key.public_key(),
+        })
         .send()
         .await
         .expect("add key");

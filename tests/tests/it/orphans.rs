@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::users::AddSshKey;
 use cohort_proto::ErrorBody;
 use diesel::prelude::*;
 use reqwest::Method;
@@ -97,7 +98,9 @@ async fn containers_without_a_record_are_reported_keep_their_ports_and_are_adopt
     let key = SshKey::generate();
     let res = cluster
         .request(Method::POST, "/me/ssh-keys", &prof)
-        .json(&json!({"public_key": key.public_key()}))
+        .json(&AddSshKey {
+            public_key: key.public_key(),
+        })
         .send()
         .await
         .expect("add key");

@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use cohort_e2e::agent::TestAgent;
-use cohort_e2e::bodies::{self, CreateCourse};
+use cohort_e2e::bodies::{self, to_json, CreateCourse};
 use cohort_e2e::browser::set_portal_password;
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::delay_proxy::DelayProxy;
@@ -25,6 +25,7 @@ use cohort_e2e::observe::build_fake_nvml;
 use cohort_e2e::portal::{quantile, Portal};
 use cohort_e2e::TestLxd;
 use cohort_proto::agent::{CreateInstance, InstanceSource, Limits};
+use cohort_proto::api::instances::MoveInstance;
 use diesel::prelude::*;
 use reqwest::Method as M;
 use serde_json::{json, Value};
@@ -352,7 +353,7 @@ async fn a_class_provisions_and_a_student_moves_over_a_slow_link() {
         .admin(
             M::POST,
             "/instances/slow-slows0/move",
-            Some(json!({"target": to})),
+            Some(to_json(&MoveInstance { target: to.into() })),
         )
         .await;
     let done = cluster

@@ -8,8 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
+use cohort_proto::api::instances::MoveInstance;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy};
 use reqwest::Method as M;
 use serde_json::{json, Value};
 
@@ -132,13 +134,17 @@ async fn a_partitioned_target_during_a_move_or_an_evacuation_leaves_one_running_
     let from = node_of(&lab).await;
     let other = if from == "east" { "west" } else { "east" };
     let path = format!("/instances/{INSTANCE}/move");
-    let body = json!({"target": other});
+    let body = to_json(&MoveInstance {
+        target: other.into(),
+    });
     partitioned_during_copy(&lab, "move", lab.cluster.admin(M::POST, &path, Some(body))).await;
     phase("move with its target partitioned");
 
     let from = node_of(&lab).await;
     let path = format!("/nodes/{from}/evacuate");
-    let body = json!({"policy": "move"});
+    let body = to_json(&EvacuateNode {
+        policy: EvacuatePolicy::Move,
+    });
     partitioned_during_copy(
         &lab,
         "evacuation",

@@ -24,10 +24,11 @@ use cohort_controller::app::state::connect_pinned;
 use cohort_controller::db::models::node::Node;
 use cohort_controller::db::models::node_certificate::NodeCertificate;
 use cohort_controller::nodes::pki::Pki;
-use cohort_e2e::bodies::{course, CreateCourse};
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::controller::{test_config, ControllerProcess};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::PortRange;
+use cohort_proto::api::instances::MoveInstance;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text};
 use reqwest::Method as M;
@@ -201,7 +202,7 @@ async fn two_controllers_provision_move_and_renew_each_item_once() {
         .admin(
             M::POST,
             &format!("/instances/{MOVER}/move"),
-            Some(json!({"target": to})),
+            Some(to_json(&MoveInstance { target: to.clone() })),
         )
         .await;
     use cohort_controller::db::schema::node_certificates as nc;
