@@ -6,6 +6,8 @@ pub use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::courses::{CourseBudget, CourseGpuMode, GpuHours, Teardown};
 use cohort_proto::api::gpu_leases::GpuLeaseRequest;
 pub use cohort_proto::api::instances::CreateInstance;
+pub use cohort_proto::api::instances::InstanceStateChange;
+pub use cohort_proto::api::instances::StateAction;
 use cohort_proto::api::instances::{GpuShare, Limits, PlacementStrategy};
 
 use serde::Serialize;
@@ -119,5 +121,14 @@ pub fn job(instance: &str, command: &[&str]) -> SubmitJob {
         hours: None,
         workdir: None,
         environment: Default::default(),
+    }
+}
+
+/// `PUT /instances/{name}/state`: `action`, no timeout, not forced.
+pub fn state_change(action: StateAction) -> InstanceStateChange {
+    InstanceStateChange {
+        action,
+        timeout_s: None,
+        force: false,
     }
 }

@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 use cohort_controller::db::schema::{api_tokens, audit_log, courses, instances as inst, users};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
-use cohort_e2e::bodies::{course, instance, limits, to_json};
+use cohort_e2e::bodies::{course, instance, limits, state_change, to_json, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, PlacementStrategy};
 use cohort_proto::api::users::AddSshKey;
@@ -510,7 +510,7 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
         .admin(
             Method::PUT,
             "/instances/alice-box/state",
-            Some(json!({"action": "start"})),
+            Some(to_json(&state_change(StateAction::Start))),
         )
         .await;
     let op = cluster

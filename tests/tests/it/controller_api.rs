@@ -6,7 +6,7 @@ use actix_web::{test, web, App};
 use cohort_controller::db::schema::{audit_log, courses, instances as inst};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
-use cohort_e2e::bodies::{self, to_json};
+use cohort_e2e::bodies::{self, to_json, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::courses::CourseQuota;
 use cohort_proto::api::instances::{
@@ -263,7 +263,7 @@ async fn every_role_against_every_route() {
         (
             "PUT",
             "/api/v1/instances/alice-box/state".into(),
-            json(serde_json::json!({"action": "stop"})),
+            json(to_json(&bodies::state_change(StateAction::Stop))),
             [202, 403, 202],
             401,
         ),
@@ -511,7 +511,7 @@ async fn every_role_against_every_route() {
         (
             "PUT",
             "/api/v1/instances/cs101-bob/state".into(),
-            json(serde_json::json!({"action": "stop"})),
+            json(to_json(&bodies::state_change(StateAction::Stop))),
         ),
         (
             "DELETE",

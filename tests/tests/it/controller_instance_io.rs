@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use cohort_e2e::bodies::{self, instance, to_json, CreateInstance};
+use cohort_e2e::bodies::{
+    self, instance, state_change, to_json, CreateInstance, InstanceStateChange, StateAction,
+};
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::ExecResult;
@@ -455,7 +457,10 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             &alice,
             M::PUT,
             "/instances/io-alice/state",
-            Some(json!({"action": "stop", "force": true})),
+            Some(to_json(&InstanceStateChange {
+                force: true,
+                ..state_change(StateAction::Stop)
+            })),
         )
         .await;
     cluster.succeeds(&alice, &stop).await;

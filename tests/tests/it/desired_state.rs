@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{course, teardown, to_json, CreateCourse};
+use cohort_e2e::bodies::{course, state_change, teardown, to_json, CreateCourse, StateAction};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::TestLxd;
 use diesel::prelude::*;
@@ -176,7 +176,7 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
         &s00,
         Method::PUT,
         state,
-        json!({"action": "stop"}),
+        to_json(&state_change(StateAction::Stop)),
     )
     .await;
     assert_lxd(lxd, "ds-s00", "STOPPED", "false", "its student's stop");
@@ -185,7 +185,7 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
         &s00,
         Method::PUT,
         state,
-        json!({"action": "start"}),
+        to_json(&state_change(StateAction::Start)),
     )
     .await;
     assert_lxd(lxd, "ds-s00", "RUNNING", "true", "its student's start");

@@ -12,6 +12,7 @@ use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
 use cohort_controller::{app::poller, jobs::worker};
+use cohort_e2e::bodies::{state_change, to_json, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -380,7 +381,7 @@ async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() 
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let start = || Body::Json(json!({"action": "start"}));
+    let start = || Body::Json(to_json(&state_change(StateAction::Start)));
     let (status, body) = call!(&app, &prof, "PUT", "/instances/id-s1/state", start());
     assert_eq!(status, 202, "{body}");
     until("s1 running on the L40S again", || {
