@@ -9,6 +9,7 @@ use cohort_controller::instances::manage as instances;
 use cohort_e2e::bodies::{self, to_json, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::courses::CourseQuota;
+use cohort_proto::api::gpus::UpdateGpu;
 use cohort_proto::api::instances::{
     CreateInstance, GpuShare, Instance, MoveInstance, PlacementStrategy,
 };
@@ -199,7 +200,7 @@ async fn every_role_against_every_route() {
         (
             "PATCH",
             "/api/v1/gpus/GPU-x".into(),
-            json(serde_json::json!({"share_limit": 2})),
+            json(to_json(&UpdateGpu { share_limit: 2 })),
             [404, 403, 403],
             401,
         ),

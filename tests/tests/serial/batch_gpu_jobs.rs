@@ -25,6 +25,7 @@ use cohort_e2e::bodies::{course, on_demand, to_json, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
+use cohort_proto::api::batch_jobs::JobPriority;
 use cohort_proto::api::operations::OperationStatus;
 use diesel::prelude::*;
 use serde_json::{json, Value};
@@ -250,7 +251,7 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
         &tokens["bob"],
         "PUT",
         &format!("/jobs/{bob_id}/priority"),
-        Some(json!({"priority": 10}))
+        Some(to_json(&JobPriority { priority: 10 }))
     );
     assert_eq!(status, 403, "a student does not set priorities");
     let (status, body) = call!(
@@ -258,7 +259,7 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
         &prof,
         "PUT",
         &format!("/jobs/{bob_id}/priority"),
-        Some(json!({"priority": 10}))
+        Some(to_json(&JobPriority { priority: 10 }))
     );
     assert_eq!((status, &body["priority"]), (200, &json!(10)), "{body}");
     assert_eq!(shown(&t, bob_id)["place"], 1, "raised ahead of fair share");

@@ -17,6 +17,7 @@ use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
 use cohort_proto::agent::{CreateInstance, Gpu};
+use cohort_proto::api::gpus::UpdateGpu;
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
 use cohort_proto::api::operations::OperationStatus;
 use serde_json::{json, Value};
@@ -241,7 +242,7 @@ async fn shared_l40s_course(
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let share = json!({"share_limit": 4});
+    let share = to_json(&UpdateGpu { share_limit: 4 });
     let (status, body) = call!(
         &app,
         &admin,
@@ -576,7 +577,7 @@ async fn a_gpu_taken_for_idleness_is_attached_again_or_waits_for_room() {
     tokio::time::sleep(Duration::from_millis(4500)).await;
 
     // The L40S now takes one container: s1 gets it back at once, on the running container.
-    let one = json!({"share_limit": 1});
+    let one = to_json(&UpdateGpu { share_limit: 1 });
     let gpu = format!("/gpus/{l40s}");
     let (status, body) = call!(&app, &admin, "PATCH", &gpu, Body::Json(one));
     assert_eq!(status, 200, "{body}");
@@ -619,7 +620,7 @@ async fn a_gpu_taken_for_idleness_is_attached_again_or_waits_for_room() {
     })
     .await;
     assert!(waiting.contains("NVIDIA L40S"), "{waiting}");
-    let two = json!({"share_limit": 2});
+    let two = to_json(&UpdateGpu { share_limit: 2 });
     let (status, body) = call!(&app, &admin, "PATCH", &gpu, Body::Json(two));
     assert_eq!(status, 200, "{body}");
     until("s2 holds the L40S again", || {

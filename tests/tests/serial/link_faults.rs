@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use cohort_e2e::agent::TestAgent;
-use cohort_e2e::bodies::{self, to_json, CreateCourse};
+use cohort_e2e::bodies::{self, instance, limits, to_json, CreateCourse};
 use cohort_e2e::browser::set_portal_password;
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::delay_proxy::DelayProxy;
@@ -28,7 +28,7 @@ use cohort_proto::agent::{CreateInstance, InstanceSource, Limits};
 use cohort_proto::api::instances::MoveInstance;
 use diesel::prelude::*;
 use reqwest::Method as M;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// `GET /instances/{name}/snapshots` as the admin: an ordinary call to the instance's agent.
 /// Its status, error code and how long it took (at most `bound`: past it the test fails).
@@ -67,10 +67,11 @@ async fn a_dark_node_costs_a_call_seconds_and_an_offline_one_nothing() {
         .admin(
             M::POST,
             "/instances",
-            Some(
-                json!({"name": "reach", "image": "cohort/base", "node": "far",
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-            ),
+            Some(to_json(&bodies::CreateInstance {
+                limits: Some(limits(1, 256, 2)),
+                node: Some("far".into()),
+                ..instance("reach", "cohort/base")
+            })),
         )
         .await;
     lab.succeeds(&op, Duration::from_secs(240)).await;

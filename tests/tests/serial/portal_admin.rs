@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{instance, limits, CreateInstance};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::observe::build_fake_nvml;
@@ -149,8 +150,10 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
     );
     let res = cluster
         .request(Method::POST, "/instances", &ann)
-        .json(&json!({"name": "ann-q1", "image": "cohort/base",
-            "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}))
+        .json(&CreateInstance {
+            limits: Some(limits(1, 256, 2)),
+            ..instance("ann-q1", "cohort/base")
+        })
         .send()
         .await
         .expect("create");
