@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::operations::{Operation, OperationStatus};
+use cohort_proto::api::users::CreateUser;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -128,7 +129,12 @@ impl Cluster {
         self.admin(
             Method::POST,
             "/users",
-            Some(json!({"username": username, "role": role})),
+            Some(crate::bodies::to_json(&CreateUser {
+                username: username.into(),
+                role: serde_json::from_value(Value::from(role)).expect("a role"),
+                full_name: None,
+                email: None,
+            })),
         )
         .await;
         self.token_for(username).await

@@ -15,6 +15,7 @@ use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::{PortRange, TestLxd};
+use cohort_proto::api::instances::RestoreHomeRequest;
 use reqwest::Method;
 use serde_json::json;
 
@@ -134,7 +135,10 @@ async fn restore_a_path(daemon: TestDaemon, code: &str) {
         let answer = call(&cluster, Method::POST, &restore, &stu, Some(body), status).await;
         assert_eq!(field(&answer), name, "{path}: {answer}");
     }
-    let body = json!({"snapshot": snap, "path": "notes/week3.md"});
+    let body = to_json(&RestoreHomeRequest {
+        snapshot: snap.clone(),
+        path: Some("notes/week3.md".into()),
+    });
     call(
         &cluster,
         Method::POST,
@@ -246,7 +250,10 @@ async fn restore_a_path(daemon: TestDaemon, code: &str) {
     eprintln!("directory restored in {:?}", started.elapsed());
 
     // The course's instructor may restore for their student: the copy is still the student's.
-    let body = json!({"snapshot": snap, "path": "notes"});
+    let body = to_json(&RestoreHomeRequest {
+        snapshot: snap.clone(),
+        path: Some("notes".into()),
+    });
     let op = call(&cluster, Method::POST, &restore, &prof, Some(body), 202).await;
     let done = cluster
         .wait_operation(op["id"].as_str().unwrap(), Duration::from_secs(120))

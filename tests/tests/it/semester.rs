@@ -11,7 +11,10 @@ use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd};
-use cohort_proto::api::courses::{CourseLimits, CourseQuota, Egress, NetworkPolicy};
+use cohort_proto::api::courses::{
+    CourseArchiveDays, CourseJupyter, CourseLimits, CourseQuota, CourseReclaimWarning, Egress,
+    NetworkPolicy,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -150,7 +153,10 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
     let class = call(&cluster, Method::GET, students, &ta, None, 200).await;
     assert_eq!(class[0]["username"], "ann-st", "{class}");
     for (path, body) in [
-        ("/courses/st1/jupyter", json!({"instructors": true})),
+        (
+            "/courses/st1/jupyter",
+            to_json(&CourseJupyter { instructors: true }),
+        ),
         (
             "/courses/st1/limits",
             to_json(&CourseLimits {
@@ -278,7 +284,7 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::PUT,
         "/courses/cp1/jupyter",
         &prof,
-        Some(json!({"instructors": true})),
+        Some(to_json(&CourseJupyter { instructors: true })),
         200,
     )
     .await;
@@ -287,8 +293,14 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
     for (path, body) in [
         ("/courses/cp1/gpu-mode", to_json(&on_demand(3.0))),
         ("/courses/cp1/budget", to_json(&budget(12.5, "week"))),
-        ("/courses/cp1/reclaim-warning", json!({"warn_minutes": 15})),
-        ("/courses/cp1/archive-days", json!({"archive_days": 21})),
+        (
+            "/courses/cp1/reclaim-warning",
+            to_json(&CourseReclaimWarning { warn_minutes: 15 }),
+        ),
+        (
+            "/courses/cp1/archive-days",
+            to_json(&CourseArchiveDays { archive_days: 21 }),
+        ),
     ] {
         call(&cluster, Method::PUT, path, &prof, Some(body), 200).await;
     }
