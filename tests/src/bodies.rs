@@ -9,6 +9,8 @@ pub use cohort_proto::api::instances::CreateInstance;
 pub use cohort_proto::api::instances::InstanceStateChange;
 pub use cohort_proto::api::instances::StateAction;
 use cohort_proto::api::instances::{GpuShare, Limits, PlacementStrategy};
+pub use cohort_proto::api::users::Role;
+use cohort_proto::api::users::{CreateApiToken, CreateUser};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -130,5 +132,23 @@ pub fn state_change(action: StateAction) -> InstanceStateChange {
         action,
         timeout_s: None,
         force: false,
+    }
+}
+
+/// `POST /users`: an account `username` with `role`, no name or email.
+pub fn new_user(username: &str, role: Role) -> CreateUser {
+    CreateUser {
+        username: username.into(),
+        role,
+        full_name: None,
+        email: None,
+    }
+}
+
+/// `POST /users/{name}/tokens` or `/me/tokens`: a token named `name`, the default lifetime.
+pub fn api_token(name: &str) -> CreateApiToken {
+    CreateApiToken {
+        name: Some(name.into()),
+        expires_in_days: None,
     }
 }

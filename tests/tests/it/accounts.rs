@@ -8,10 +8,10 @@ use chrono::{Duration, Utc};
 use cohort_controller::db::schema::{api_tokens, audit_log, courses, instances as inst, users};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
-use cohort_e2e::bodies::{course, instance, limits, state_change, to_json, StateAction};
+use cohort_e2e::bodies::{api_token, course, instance, limits, state_change, to_json, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, PlacementStrategy};
-use cohort_proto::api::users::AddSshKey;
+use cohort_proto::api::users::{AddSshKey, CreateApiToken};
 use diesel::prelude::*;
 use serde_json::{json, Value};
 
@@ -113,7 +113,7 @@ async fn tokens_expire_by_default_and_are_listed_and_revoked_by_their_owner_or_a
         "POST",
         "/api/v1/users/alice/tokens",
         &alice,
-        Some(json!({"name": "laptop"})),
+        Some(to_json(&api_token("laptop"))),
     )
     .await;
     assert_eq!(status, 201, "{laptop}");
@@ -128,7 +128,10 @@ async fn tokens_expire_by_default_and_are_listed_and_revoked_by_their_owner_or_a
         "POST",
         "/api/v1/users/alice/tokens",
         &alice,
-        Some(json!({"name": "short", "expires_in_days": 1})),
+        Some(to_json(&CreateApiToken {
+            expires_in_days: Some(1),
+            ..api_token("short")
+        })),
     )
     .await;
     assert_eq!(status, 201, "{short}");
@@ -777,7 +780,7 @@ async fn token_names_and_counts_are_bounded() {
             "POST",
             path,
             &token,
-            Some(json!({"name": format!("t{i}")}))
+            Some(to_json(&api_token(&format!("t{i}"))))
         )
         .await;
         assert_eq!(status, 201, "token {i}: {body}");
@@ -787,7 +790,7 @@ async fn token_names_and_counts_are_bounded() {
         "POST",
         path,
         &token,
-        Some(json!({"name": "one more"}))
+        Some(to_json(&api_token("one more")))
     )
     .await;
     assert_eq!(status, 409, "{body}");

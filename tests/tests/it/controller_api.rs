@@ -6,7 +6,7 @@ use actix_web::{test, web, App};
 use cohort_controller::db::schema::{audit_log, courses, instances as inst};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
-use cohort_e2e::bodies::{self, to_json, StateAction};
+use cohort_e2e::bodies::{self, new_user, to_json, Role, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::courses::CourseQuota;
 use cohort_proto::api::gpus::UpdateGpu;
@@ -111,7 +111,7 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/users".into(),
-            json(serde_json::json!({"username": "carol", "role": "student"})),
+            json(to_json(&new_user("carol", Role::Student))),
             [201, 403, 403],
             401,
         ),

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use cohort_controller::db::{other_sessions, pending_migrations, MIGRATIONS};
-use cohort_e2e::bodies::{course, to_json, CreateCourse};
+use cohort_e2e::bodies::{course, new_user, to_json, CreateCourse, Role};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::controller::{controller_binary, ControllerProcess};
 use cohort_e2e::ports::PortRange;
@@ -265,7 +265,7 @@ async fn a_database_url_with_several_hosts_finds_the_one_that_writes() {
     let created = http
         .post(format!("https://127.0.0.1:{}/api/v1/users", ports.port(0)))
         .bearer_auth(&token)
-        .json(&json!({"username": "writer", "role": "student"}))
+        .json(&new_user("writer", Role::Student))
         .send()
         .await
         .expect("controller answers");

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use cohort_controller::db::models::operation_item::OperationItem;
-use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
+use cohort_e2e::bodies::{instance, limits, new_user, to_json, CreateInstance, Role};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::api::images::Image;
@@ -75,7 +75,7 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &admin,
             M::POST,
             "/users",
-            Some(json!({"username": "alice", "role": "student"})),
+            Some(to_json(&new_user("alice", Role::Student))),
         )
         .await;
     let alice: ApiTokenIssued = cluster

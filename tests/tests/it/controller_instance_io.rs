@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use cohort_e2e::bodies::{
-    self, instance, state_change, to_json, CreateInstance, InstanceStateChange, StateAction,
+    self, instance, new_user, state_change, to_json, CreateInstance, InstanceStateChange, Role,
+    StateAction,
 };
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::images::Image;
@@ -103,7 +104,7 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             admin,
             M::POST,
             "/users",
-            Some(json!({"username": "alice", "role": "student"})),
+            Some(to_json(&new_user("alice", Role::Student))),
         )
         .await;
     let alice: ApiTokenIssued = cluster

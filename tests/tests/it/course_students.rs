@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use cohort_e2e::bodies::{course, teardown, to_json, CreateCourse};
+use cohort_e2e::bodies::{course, new_user, teardown, to_json, CreateCourse, Role};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::api::users::AddSshKey;
@@ -396,7 +396,7 @@ async fn a_roster_never_gives_credentials_to_an_account_it_did_not_create() {
         .admin(
             Method::POST,
             "/users",
-            Some(json!({"username": "bare", "role": "student"})),
+            Some(to_json(&new_user("bare", Role::Student))),
         )
         .await;
     let intruder = SshKey::generate();
