@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::operations::{Operation, OperationStatus};
-use cohort_proto::api::users::CreateUser;
+use cohort_proto::api::users::{CreateApiToken, CreateUser};
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::Cluster;
 
@@ -145,7 +145,7 @@ impl Cluster {
             .admin(
                 Method::POST,
                 &format!("/users/{username}/tokens"),
-                Some(json!({})),
+                Some(crate::bodies::to_json(&CreateApiToken::default())),
             )
             .await;
         issued["token"].as_str().expect("token").to_string()

@@ -14,9 +14,8 @@ use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::{Instance, ObservedState};
 use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node};
 use cohort_proto::api::operations::{Operation, OperationStatus};
-use cohort_proto::api::users::{AddSshKey, ApiTokenIssued};
+use cohort_proto::api::users::{AddSshKey, ApiTokenIssued, CreateApiToken};
 use diesel::{Connection, PgConnection};
-use serde_json::json;
 
 fn assert_private(state: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -79,7 +78,12 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
         )
         .await;
     let alice: ApiTokenIssued = cluster
-        .call(&admin, M::POST, "/users/alice/tokens", Some(json!({})))
+        .call(
+            &admin,
+            M::POST,
+            "/users/alice/tokens",
+            Some(to_json(&CreateApiToken::default())),
+        )
         .await;
     let key = SshKey::generate();
     let _: serde_json::Value = cluster

@@ -15,7 +15,7 @@ use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::ExecResult;
 use cohort_proto::api::nodes::Node;
 use cohort_proto::api::operations::Operation;
-use cohort_proto::api::users::ApiTokenIssued;
+use cohort_proto::api::users::{ApiTokenIssued, CreateApiToken};
 use cohort_proto::ErrorBody;
 use reqwest::Method as M;
 use serde_json::{json, Value};
@@ -108,7 +108,12 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
         )
         .await;
     let alice: ApiTokenIssued = cluster
-        .call(admin, M::POST, "/users/alice/tokens", Some(json!({})))
+        .call(
+            admin,
+            M::POST,
+            "/users/alice/tokens",
+            Some(to_json(&CreateApiToken::default())),
+        )
         .await;
     let alice = alice.token;
     let op: Operation = cluster

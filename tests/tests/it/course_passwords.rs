@@ -10,9 +10,9 @@ use cohort_controller::http::api;
 use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::ssh::SshKey;
-use cohort_proto::api::users::AddSshKey;
+use cohort_proto::api::users::{AddSshKey, CreateApiToken};
 use diesel::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn request(method: &str, path: &str, token: &str) -> test::TestRequest {
     test::TestRequest::default()
@@ -194,7 +194,7 @@ async fn a_generated_password_is_shown_once_and_reissued_only_to_a_roster_made_a
     // remove it.
     let (status, body) = send!(
         &app,
-        request("POST", "/api/v1/users/keyless/tokens", &admin).set_json(json!({})),
+        request("POST", "/api/v1/users/keyless/tokens", &admin).set_json(CreateApiToken::default()),
     )
     .await;
     assert_eq!(status, 201, "{body}");

@@ -20,6 +20,7 @@ use cohort_proto::agent::{CreateInstance, Gpu};
 use cohort_proto::api::gpus::UpdateGpu;
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
 use cohort_proto::api::operations::OperationStatus;
+use cohort_proto::api::users::CreateApiToken;
 use serde_json::{json, Value};
 
 fn request(name: &str, gpus: u32) -> ApiCreate {
@@ -661,7 +662,7 @@ async fn cohort_gpu_reattach_puts_back_a_gpu_taken_for_idleness() {
         &admin,
         "POST",
         "/users/s1/tokens",
-        Body::Json(json!({}))
+        Body::Json(to_json(&CreateApiToken::default()))
     );
     assert_eq!(status, 201, "{issued}");
     let token = issued["token"].as_str().expect("token").to_string();
