@@ -8,12 +8,13 @@ use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
 use cohort_e2e::bodies::{self, new_user, to_json, Role, StateAction};
 use cohort_e2e::controller::TestController;
-use cohort_proto::api::courses::CourseQuota;
+use cohort_proto::api::courses::{CourseLimits, CourseQuota};
 use cohort_proto::api::gpus::UpdateGpu;
 use cohort_proto::api::instances::{
     CreateInstance, GpuShare, Instance, MoveInstance, PlacementStrategy,
 };
 use cohort_proto::api::operations::Operation;
+use cohort_proto::api::users::SetRole;
 use cohort_proto::ErrorBody;
 use diesel::prelude::*;
 
@@ -119,7 +120,9 @@ async fn every_role_against_every_route() {
             // bob's own role: an admin's change is a no-op here, so later rows see him unchanged.
             "PUT",
             "/api/v1/users/bob/role".into(),
-            json(serde_json::json!({"role": "student"})),
+            json(to_json(&SetRole {
+                role: Role::Student,
+            })),
             [200, 403, 403],
             401,
         ),
@@ -391,14 +394,20 @@ async fn every_role_against_every_route() {
         (
             "PUT",
             "/api/v1/courses/cs101/limits".into(),
-            json(serde_json::json!({"cpu": 1})),
+            json(to_json(&CourseLimits {
+                cpu: Some(1),
+                ..Default::default()
+            })),
             [200, 200, 403],
             401,
         ),
         (
             "PUT",
             "/api/v1/courses/cs900/limits".into(),
-            json(serde_json::json!({"cpu": 1})),
+            json(to_json(&CourseLimits {
+                cpu: Some(1),
+                ..Default::default()
+            })),
             [200, 403, 403],
             401,
         ),

@@ -12,8 +12,8 @@ use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd};
 use cohort_proto::api::courses::{
-    CourseArchiveDays, CourseJupyter, CourseLimits, CourseQuota, CourseReclaimWarning, Egress,
-    NetworkPolicy,
+    CopyCourse, CourseArchiveDays, CourseJupyter, CourseLimits, CourseQuota, CourseReclaimWarning,
+    Egress, NetworkPolicy,
 };
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -339,7 +339,10 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::POST,
         copy,
         &ta,
-        Some(json!({"code": "cp2"})),
+        Some(to_json(&CopyCourse {
+            code: "cp2".into(),
+            title: None,
+        })),
         403,
     )
     .await;
@@ -374,7 +377,10 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::POST,
         copy,
         &prof,
-        Some(json!({"code": "cp2", "title": "Spring"})),
+        Some(to_json(&CopyCourse {
+            code: "cp2".into(),
+            title: Some("Spring".into()),
+        })),
         201,
     )
     .await;
