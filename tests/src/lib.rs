@@ -4,6 +4,7 @@
 //! `scripts/setup`; a missing daemon is a failure, never a skip.
 
 pub mod agent;
+pub mod bodies;
 pub mod browser;
 pub mod cluster;
 pub mod controller;

@@ -4,9 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::operations::{Operation, OperationStatus};
+use cohort_proto::api::users::{CreateApiToken, CreateUser};
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::Cluster;
 
@@ -127,7 +129,12 @@ impl Cluster {
         self.admin(
             Method::POST,
             "/users",
-            Some(json!({"username": username, "role": role})),
+            Some(crate::bodies::to_json(&CreateUser {
+                username: username.into(),
+                role: serde_json::from_value(Value::from(role)).expect("a role"),
+                full_name: None,
+                email: None,
+            })),
         )
         .await;
         self.token_for(username).await
@@ -138,7 +145,7 @@ impl Cluster {
             .admin(
                 Method::POST,
                 &format!("/users/{username}/tokens"),
-                Some(json!({})),
+                Some(crate::bodies::to_json(&CreateApiToken::default())),
             )
             .await;
         issued["token"].as_str().expect("token").to_string()
@@ -179,7 +186,7 @@ impl Cluster {
     }
 
     /// `POST /courses` as `token`; panics unless the course is created (201). Returns it.
-    pub async fn create_course(&self, token: &str, course: Value) -> Value {
+    pub async fn create_course(&self, token: &str, course: CreateCourse) -> Value {
         let create = self.request(Method::POST, "/courses", token).json(&course);
         answered(create, 201, "create course").await
     }

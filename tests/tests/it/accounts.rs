@@ -8,8 +8,10 @@ use chrono::{Duration, Utc};
 use cohort_controller::db::schema::{api_tokens, audit_log, courses, instances as inst, users};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
+use cohort_e2e::bodies::{api_token, course, instance, limits, state_change, to_json, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{CreateInstance, GpuShare, PlacementStrategy};
+use cohort_proto::api::users::{AddSshKey, CreateApiToken};
 use diesel::prelude::*;
 use serde_json::{json, Value};
 
@@ -111,7 +113,7 @@ async fn tokens_expire_by_default_and_are_listed_and_revoked_by_their_owner_or_a
         "POST",
         "/api/v1/users/alice/tokens",
         &alice,
-        Some(json!({"name": "laptop"})),
+        Some(to_json(&api_token("laptop"))),
     )
     .await;
     assert_eq!(status, 201, "{laptop}");
@@ -126,7 +128,10 @@ async fn tokens_expire_by_default_and_are_listed_and_revoked_by_their_owner_or_a
         "POST",
         "/api/v1/users/alice/tokens",
         &alice,
-        Some(json!({"name": "short", "expires_in_days": 1})),
+        Some(to_json(&CreateApiToken {
+            expires_in_days: Some(1),
+            ..api_token("short")
+        })),
     )
     .await;
     assert_eq!(status, 201, "{short}");
@@ -386,15 +391,19 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
     let key = SshKey::generate();
     let res = cluster
         .request(Method::POST, "/me/ssh-keys", &alice)
-        .json(&json!({"public_key": key.public_key()}))
+        .json(&AddSshKey {
+            public_key: key.public_key(),
+        })
         .send()
         .await
         .expect("add key");
     assert_eq!(res.status(), 201);
     let op: Value = cluster
         .request(Method::POST, "/instances", &alice)
-        .json(&json!({"name": "alice-box", "image": "cohort/base",
-                      "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}))
+        .json(&CreateInstance {
+            limits: Some(limits(1, 256, 2)),
+            ..instance("alice-box", "cohort/base")
+        })
         .send()
         .await
         .expect("create")
@@ -504,7 +513,7 @@ async fn a_disabled_or_deleted_students_key_no_longer_logs_in() {
         .admin(
             Method::PUT,
             "/instances/alice-box/state",
-            Some(json!({"action": "start"})),
+            Some(to_json(&state_change(StateAction::Start))),
         )
         .await;
     let op = cluster
@@ -771,7 +780,7 @@ async fn token_names_and_counts_are_bounded() {
             "POST",
             path,
             &token,
-            Some(json!({"name": format!("t{i}")}))
+            Some(to_json(&api_token(&format!("t{i}"))))
         )
         .await;
         assert_eq!(status, 201, "token {i}: {body}");
@@ -781,7 +790,7 @@ async fn token_names_and_counts_are_bounded() {
         "POST",
         path,
         &token,
-        Some(json!({"name": "one more"}))
+        Some(to_json(&api_token("one more")))
     )
     .await;
     assert_eq!(status, 409, "{body}");
@@ -817,7 +826,7 @@ async fn an_instructor_lists_only_their_own_students() {
         "POST",
         "/api/v1/courses",
         &prof,
-        Some(json!({"code": "ml1", "title": "ML", "image": "base"}))
+        Some(to_json(&course("ml1", "ML", "base")))
     )
     .await;
     assert_eq!(status, 201, "{body}");

@@ -17,6 +17,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{self, course, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
@@ -115,8 +116,12 @@ async fn a_students_job_runs_as_them_survives_restarts_and_ends_with_its_code() 
     cluster
         .create_course(
             &prof,
-            json!({"code": "jobs", "title": "Jobs", "image": "cohort/base", "cpu": 1,
-                   "memory_mib": 256, "disk_gib": 2}),
+            CreateCourse {
+                cpu: Some(1),
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                ..course("jobs", "Jobs", "cohort/base")
+            },
         )
         .await;
     let (ann_key, bob_key) = (SshKey::generate(), SshKey::generate());
@@ -264,7 +269,7 @@ async fn a_students_job_runs_as_them_survives_restarts_and_ends_with_its_code() 
         &bob_token,
         Method::POST,
         "/jobs",
-        Some(json!({"instance": name, "command": ["true"]})),
+        Some(to_json(&bodies::job(name, &["true"]))),
     )
     .await;
     assert!(
@@ -345,7 +350,7 @@ async fn a_students_job_runs_as_them_survives_restarts_and_ends_with_its_code() 
         &ann_token,
         Method::POST,
         "/jobs",
-        Some(json!({"instance": name, "command": ["true"]})),
+        Some(to_json(&bodies::job(name, &["true"]))),
     )
     .await;
     assert_eq!(
@@ -551,8 +556,12 @@ async fn a_job_on_an_incus_node_runs_as_its_student_and_survives_the_agent() {
     cluster
         .create_course(
             &prof,
-            json!({"code": "ji", "title": "Jobs on Incus", "image": "cohort/base", "cpu": 1,
-                   "memory_mib": 256, "disk_gib": 2}),
+            CreateCourse {
+                cpu: Some(1),
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                ..course("ji", "Jobs on Incus", "cohort/base")
+            },
         )
         .await;
     let key = SshKey::generate();

@@ -6,8 +6,10 @@
 use std::time::{Duration, Instant};
 
 use cohort_controller::db::schema::{gpu_allocations, gpus, instances, nodes};
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::TestLxd;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy};
 use diesel::prelude::*;
 use reqwest::Method as M;
 use serde_json::{json, Value};
@@ -51,10 +53,13 @@ async fn a_node_without_the_image_fetches_it_before_creating() {
     );
     assert_eq!(image["nodes"], json!([]));
 
-    let limits = json!({"cpu": 1, "memory_mib": 512, "disk_gib": 2});
+    let limits = limits(1, 512, 2);
     create(
         &cluster,
-        json!({"name": "fetched", "image": "cohort/base", "limits": limits}),
+        to_json(&CreateInstance {
+            limits: Some(limits),
+            ..instance("fetched", "cohort/base")
+        }),
     )
     .await;
 
@@ -97,10 +102,14 @@ async fn a_node_without_the_image_fetches_it_before_creating() {
 async fn evacuate_with_move_takes_the_instance_and_its_files_to_the_other_node() {
     let cluster = Cluster::start(2).await;
     cluster.import_base_image("cohort/base").await;
-    let limits = json!({"cpu": 1, "memory_mib": 512, "disk_gib": 2});
+    let limits = limits(1, 512, 2);
     create(
         &cluster,
-        json!({"name": "mover", "image": "cohort/base", "limits": limits, "node": "node1"}),
+        to_json(&CreateInstance {
+            limits: Some(limits),
+            node: Some("node1".into()),
+            ..instance("mover", "cohort/base")
+        }),
     )
     .await;
     let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
@@ -122,7 +131,9 @@ async fn evacuate_with_move_takes_the_instance_and_its_files_to_the_other_node()
         .admin(
             M::POST,
             "/nodes/node1/evacuate",
-            Some(json!({"policy": "move"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Move,
+            })),
         )
         .await;
     let done = cluster

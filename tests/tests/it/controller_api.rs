@@ -6,9 +6,15 @@ use actix_web::{test, web, App};
 use cohort_controller::db::schema::{audit_log, courses, instances as inst};
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
+use cohort_e2e::bodies::{self, new_user, to_json, Role, StateAction};
 use cohort_e2e::controller::TestController;
-use cohort_proto::api::instances::{CreateInstance, GpuShare, Instance, PlacementStrategy};
+use cohort_proto::api::courses::{CourseLimits, CourseQuota};
+use cohort_proto::api::gpus::UpdateGpu;
+use cohort_proto::api::instances::{
+    CreateInstance, GpuShare, Instance, MoveInstance, PlacementStrategy,
+};
 use cohort_proto::api::operations::Operation;
+use cohort_proto::api::users::SetRole;
 use cohort_proto::ErrorBody;
 use diesel::prelude::*;
 
@@ -106,7 +112,7 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/users".into(),
-            json(serde_json::json!({"username": "carol", "role": "student"})),
+            json(to_json(&new_user("carol", Role::Student))),
             [201, 403, 403],
             401,
         ),
@@ -114,7 +120,9 @@ async fn every_role_against_every_route() {
             // bob's own role: an admin's change is a no-op here, so later rows see him unchanged.
             "PUT",
             "/api/v1/users/bob/role".into(),
-            json(serde_json::json!({"role": "student"})),
+            json(to_json(&SetRole {
+                role: Role::Student,
+            })),
             [200, 403, 403],
             401,
         ),
@@ -195,7 +203,7 @@ async fn every_role_against_every_route() {
         (
             "PATCH",
             "/api/v1/gpus/GPU-x".into(),
-            json(serde_json::json!({"share_limit": 2})),
+            json(to_json(&UpdateGpu { share_limit: 2 })),
             [404, 403, 403],
             401,
         ),
@@ -259,7 +267,7 @@ async fn every_role_against_every_route() {
         (
             "PUT",
             "/api/v1/instances/alice-box/state".into(),
-            json(serde_json::json!({"action": "stop"})),
+            json(to_json(&bodies::state_change(StateAction::Stop))),
             [202, 403, 202],
             401,
         ),
@@ -267,7 +275,9 @@ async fn every_role_against_every_route() {
             // No such node (an admin's 404 names `target`); nobody else may move at all.
             "POST",
             "/api/v1/instances/alice-box/move".into(),
-            json(serde_json::json!({"target": "node-x"})),
+            json(to_json(&MoveInstance {
+                target: "node-x".into(),
+            })),
             [404, 403, 403],
             401,
         ),
@@ -353,7 +363,7 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/courses".into(),
-            json(serde_json::json!({"code": "cs201", "title": "New", "image": "base"})),
+            json(to_json(&bodies::course("cs201", "New", "base"))),
             [201, 409, 403],
             401,
         ),
@@ -374,21 +384,30 @@ async fn every_role_against_every_route() {
         (
             "PUT",
             "/api/v1/courses/cs101/quota".into(),
-            json(serde_json::json!({"max_students": 50})),
+            json(to_json(&CourseQuota {
+                max_students: Some(50),
+                ..Default::default()
+            })),
             [200, 403, 403],
             401,
         ),
         (
             "PUT",
             "/api/v1/courses/cs101/limits".into(),
-            json(serde_json::json!({"cpu": 1})),
+            json(to_json(&CourseLimits {
+                cpu: Some(1),
+                ..Default::default()
+            })),
             [200, 200, 403],
             401,
         ),
         (
             "PUT",
             "/api/v1/courses/cs900/limits".into(),
-            json(serde_json::json!({"cpu": 1})),
+            json(to_json(&CourseLimits {
+                cpu: Some(1),
+                ..Default::default()
+            })),
             [200, 403, 403],
             401,
         ),
@@ -502,7 +521,7 @@ async fn every_role_against_every_route() {
         (
             "PUT",
             "/api/v1/instances/cs101-bob/state".into(),
-            json(serde_json::json!({"action": "stop"})),
+            json(to_json(&bodies::state_change(StateAction::Stop))),
         ),
         (
             "DELETE",
@@ -1204,7 +1223,16 @@ async fn a_move_to_a_bad_target_is_refused_naming_it_and_records_nothing() {
     let mut conn = t.conn();
 
     for token in [&prof_token, &alice_token] {
-        let resp = test::call_service(&app, post(token, serde_json::json!({"target": "n2"}))).await;
+        let resp = test::call_service(
+            &app,
+            post(
+                token,
+                to_json(&MoveInstance {
+                    target: "n2".into(),
+                }),
+            ),
+        )
+        .await;
         assert_eq!(resp.status(), 403, "only an admin moves an instance");
     }
     let cases = [
@@ -1217,7 +1245,12 @@ async fn a_move_to_a_bad_target_is_refused_naming_it_and_records_nothing() {
     for (target, status, what) in cases {
         let resp = test::call_service(
             &app,
-            post(&admin_token, serde_json::json!({"target": target})),
+            post(
+                &admin_token,
+                to_json(&MoveInstance {
+                    target: target.into(),
+                }),
+            ),
         )
         .await;
         assert_eq!(resp.status().as_u16(), status, "{what}");
@@ -1254,7 +1287,12 @@ async fn a_move_to_a_bad_target_is_refused_naming_it_and_records_nothing() {
 
     let resp = test::call_service(
         &app,
-        post(&admin_token, serde_json::json!({"target": "n2"})),
+        post(
+            &admin_token,
+            to_json(&MoveInstance {
+                target: "n2".into(),
+            }),
+        ),
     )
     .await;
     assert_eq!(resp.status(), 202);

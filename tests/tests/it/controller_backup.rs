@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use cohort_controller::db::{other_sessions, pending_migrations, MIGRATIONS};
+use cohort_e2e::bodies::{course, new_user, to_json, CreateCourse, Role};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::controller::{controller_binary, ControllerProcess};
 use cohort_e2e::ports::PortRange;
@@ -82,8 +83,11 @@ async fn a_controller_restored_onto_a_fresh_database_keeps_every_student() {
         Method::POST,
         "/courses",
         &teacher,
-        json!({"code": "bk1", "title": "Backups", "image": "cohort/base",
-               "memory_mib": 256, "disk_gib": 2}),
+        to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("bk1", "Backups", "cohort/base")
+        }),
     )
     .await;
     let keys = [SshKey::generate(), SshKey::generate()];
@@ -261,7 +265,7 @@ async fn a_database_url_with_several_hosts_finds_the_one_that_writes() {
     let created = http
         .post(format!("https://127.0.0.1:{}/api/v1/users", ports.port(0)))
         .bearer_auth(&token)
-        .json(&json!({"username": "writer", "role": "student"}))
+        .json(&new_user("writer", Role::Student))
         .send()
         .await
         .expect("controller answers");

@@ -7,15 +7,15 @@
 use std::time::{Duration, Instant};
 
 use cohort_controller::db::models::operation_item::OperationItem;
+use cohort_e2e::bodies::{instance, limits, new_user, to_json, CreateInstance, Role};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::{Instance, ObservedState};
-use cohort_proto::api::nodes::Node;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node};
 use cohort_proto::api::operations::{Operation, OperationStatus};
-use cohort_proto::api::users::ApiTokenIssued;
+use cohort_proto::api::users::{AddSshKey, ApiTokenIssued, CreateApiToken};
 use diesel::{Connection, PgConnection};
-use serde_json::json;
 
 fn assert_private(state: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -74,11 +74,16 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &admin,
             M::POST,
             "/users",
-            Some(json!({"username": "alice", "role": "student"})),
+            Some(to_json(&new_user("alice", Role::Student))),
         )
         .await;
     let alice: ApiTokenIssued = cluster
-        .call(&admin, M::POST, "/users/alice/tokens", Some(json!({})))
+        .call(
+            &admin,
+            M::POST,
+            "/users/alice/tokens",
+            Some(to_json(&CreateApiToken::default())),
+        )
         .await;
     let key = SshKey::generate();
     let _: serde_json::Value = cluster
@@ -86,16 +91,21 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &alice.token,
             M::POST,
             "/me/ssh-keys",
-            Some(json!({"public_key": key.public_key()})),
+            Some(to_json(&AddSshKey {
+                public_key: key.public_key(),
+            })),
         )
         .await;
-    let limits = json!({"cpu": 1, "memory_mib": 512, "disk_gib": 2});
+    let limits = limits(1, 512, 2);
     let op: Operation = cluster
         .call(
             &alice.token,
             M::POST,
             "/instances",
-            Some(json!({"name": "e2e-alice", "image": image.alias, "limits": limits})),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits.clone()),
+                ..instance("e2e-alice", &image.alias)
+            })),
         )
         .await;
     cluster.succeeds(&alice.token, &op).await;
@@ -129,7 +139,11 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &admin,
             M::POST,
             "/instances",
-            Some(json!({"name": "e2e-two", "image": "cohort/base", "limits": limits, "owner": "alice"})),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits),
+                owner: Some("alice".into()),
+                ..instance("e2e-two", "cohort/base")
+            })),
         )
         .await;
     cluster.succeeds(&admin, &op).await;
@@ -138,7 +152,9 @@ async fn enroll_create_ssh_delete_and_survive_a_controller_kill() {
             &admin,
             M::POST,
             "/nodes/node-e2e/evacuate",
-            Some(json!({"policy": "stop"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Stop,
+            })),
         )
         .await;
     assert_eq!(evac.items.len(), 2);

@@ -2,11 +2,11 @@
 //! mutual TLS with its node certificate; without a certificate or a token, with a student's
 //! token, or with the certificate of a removed (revoked) node, the tarball is refused.
 
+use cohort_e2e::bodies::{new_user, to_json, Role};
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::images::Image;
 use cohort_proto::api::users::ApiTokenIssued;
 use reqwest::Method as M;
-use serde_json::json;
 
 /// A minimal LXD unified tarball (metadata and an almost empty rootfs), unique to this test.
 fn tiny_tarball(dir: &std::path::Path) -> Vec<u8> {
@@ -95,7 +95,7 @@ async fn nodes_fetch_tarballs_over_mutual_tls_until_revoked() {
             &admin,
             M::POST,
             "/users",
-            Some(json!({"username": "sam", "role": "student"})),
+            Some(to_json(&new_user("sam", Role::Student))),
         )
         .await;
     assert_eq!(student["role"], "student");

@@ -11,7 +11,9 @@ use actix_web::{test, web, App};
 use base64::Engine;
 use cohort_controller::http::api;
 use cohort_controller::nodes::enroll::create_join_token;
+use cohort_e2e::bodies::{course, to_json};
 use cohort_e2e::controller::TestController;
+use cohort_proto::api::courses::CourseLimits;
 use cohort_proto::api::nodes::CreateJoinToken;
 use cohort_proto::enroll::{EnrollRequest, JoinToken};
 use cohort_proto::ErrorBody;
@@ -444,7 +446,7 @@ async fn course_limits_are_checked_like_a_new_courses_and_refused_whole() {
             &prof,
             "POST",
             "/api/v1/courses",
-            json!({"code": "cs101", "title": "Intro", "image": "base"}),
+            to_json(&course("cs101", "Intro", "base")),
         ),
     )
     .await;
@@ -517,7 +519,16 @@ async fn course_limits_are_checked_like_a_new_courses_and_refused_whole() {
     // A good one: what it names changes, the rest is kept; there is no container to reach.
     let change: serde_json::Value = test::call_and_read_body_json(
         &app,
-        send(&prof, "PUT", limits, json!({"cpu": 2, "memory_mib": 2048})),
+        send(
+            &prof,
+            "PUT",
+            limits,
+            to_json(&CourseLimits {
+                cpu: Some(2),
+                memory_mib: Some(2048),
+                disk_gib: None,
+            }),
+        ),
     )
     .await;
     assert_eq!(
@@ -534,7 +545,19 @@ async fn course_limits_are_checked_like_a_new_courses_and_refused_whole() {
     assert!(change["note"]
         .as_str()
         .is_some_and(|n| n.contains("made from now on")));
-    let resp = test::call_service(&app, send(&admin, "PUT", limits, json!({"disk_gib": 20}))).await;
+    let resp = test::call_service(
+        &app,
+        send(
+            &admin,
+            "PUT",
+            limits,
+            to_json(&CourseLimits {
+                disk_gib: Some(20),
+                ..Default::default()
+            }),
+        ),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let course: serde_json::Value = test::call_and_read_body_json(&app, get()).await;
     assert_eq!(

@@ -6,12 +6,16 @@
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use cohort_e2e::bodies::{
+    self, instance, new_user, state_change, to_json, CreateInstance, InstanceStateChange, Role,
+    StateAction,
+};
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::images::Image;
 use cohort_proto::api::instances::ExecResult;
 use cohort_proto::api::nodes::Node;
 use cohort_proto::api::operations::Operation;
-use cohort_proto::api::users::ApiTokenIssued;
+use cohort_proto::api::users::{ApiTokenIssued, CreateApiToken};
 use cohort_proto::ErrorBody;
 use reqwest::Method as M;
 use serde_json::{json, Value};
@@ -100,11 +104,16 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             admin,
             M::POST,
             "/users",
-            Some(json!({"username": "alice", "role": "student"})),
+            Some(to_json(&new_user("alice", Role::Student))),
         )
         .await;
     let alice: ApiTokenIssued = cluster
-        .call(admin, M::POST, "/users/alice/tokens", Some(json!({})))
+        .call(
+            admin,
+            M::POST,
+            "/users/alice/tokens",
+            Some(to_json(&CreateApiToken::default())),
+        )
         .await;
     let alice = alice.token;
     let op: Operation = cluster
@@ -112,8 +121,10 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             &alice,
             M::POST,
             "/instances",
-            Some(json!({"name": "io-alice", "image": image.alias,
-                "limits": {"cpu": 1, "memory_mib": 512, "disk_gib": 2}})),
+            Some(to_json(&CreateInstance {
+                limits: Some(bodies::limits(1, 512, 2)),
+                ..instance("io-alice", &image.alias)
+            })),
         )
         .await;
     cluster.succeeds(&alice, &op).await;
@@ -452,7 +463,10 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
             &alice,
             M::PUT,
             "/instances/io-alice/state",
-            Some(json!({"action": "stop", "force": true})),
+            Some(to_json(&InstanceStateChange {
+                force: true,
+                ..state_change(StateAction::Stop)
+            })),
         )
         .await;
     cluster.succeeds(&alice, &stop).await;

@@ -9,6 +9,7 @@ use cohort_controller::db::schema::{gpu_allocations, gpus, instances as inst, no
 use cohort_controller::error::ActionError;
 use cohort_controller::instances::manage as instances;
 use cohort_controller::placement::queue::place_queued;
+use cohort_e2e::bodies::course;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::instances::{
     CreateInstance, DesiredState, GpuShare, Limits, ObservedState, PlacementStrategy,
@@ -1034,7 +1035,7 @@ async fn a_class_claims_the_best_free_nodes_at_once_and_packs_onto_the_fullest()
 async fn new_course_limits_reach_the_containers_whose_node_has_room() {
     use cohort_controller::courses::{course as courses, limits};
     use cohort_controller::db::models::instance::NewInstance;
-    use cohort_proto::api::courses::{CourseLimits, CreateCourse};
+    use cohort_proto::api::courses::CourseLimits;
     use serde_json::json;
 
     let t = TestController::new();
@@ -1043,9 +1044,7 @@ async fn new_course_limits_reach_the_containers_whose_node_has_room() {
     // 4 GiB of memory: the three containers placed on it take 3 GiB.
     let node = t.node("node1", (20000, 20099), 2, 4, false);
     t.set_node_state(&node, "online");
-    let create: CreateCourse =
-        serde_json::from_value(json!({"code": "cs101", "title": "Intro", "image": "base"}))
-            .unwrap();
+    let create = course("cs101", "Intro", "base");
     courses::create(&t.ctl, prof.clone(), create).await.unwrap();
     let mut conn = t.conn();
     let course_id: i64 = cohort_controller::db::schema::courses::table

@@ -4,13 +4,13 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_proto::api::instances::{Instance, ObservedState};
-use cohort_proto::api::nodes::{Node, NodeState};
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy, Node, NodeState};
 use cohort_proto::api::operations::Operation;
 use diesel::{Connection, PgConnection};
 use reqwest::Method as M;
-use serde_json::json;
 
 async fn until<T>(what: &str, within: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
@@ -42,15 +42,17 @@ async fn silent_nodes_go_offline_come_back_and_restarts_take_none_down() {
     })
     .await;
 
-    let limits = json!({"cpu": 1, "memory_mib": 256, "disk_gib": 1});
+    let limits = limits(1, 256, 1);
     let op: Operation = cluster
         .call(
             &admin,
             M::POST,
             "/instances",
-            Some(
-                json!({"name": "poll-1", "image": "cohort/base", "limits": limits, "start": false}),
-            ),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits.clone()),
+                start: false,
+                ..instance("poll-1", "cohort/base")
+            })),
         )
         .await;
     cluster.succeeds(&admin, &op).await;
@@ -72,7 +74,11 @@ async fn silent_nodes_go_offline_come_back_and_restarts_take_none_down() {
     );
     let refused = cluster
         .request(M::POST, "/instances", &admin)
-        .json(&json!({"name": "poll-2", "image": "cohort/base", "limits": limits, "queue": false}))
+        .json(&CreateInstance {
+            limits: Some(limits),
+            queue: false,
+            ..instance("poll-2", "cohort/base")
+        })
         .send()
         .await
         .unwrap();
@@ -191,7 +197,9 @@ async fn cordon_and_evacuation_outlive_an_outage() {
             &admin,
             M::POST,
             "/nodes/node-c/evacuate",
-            Some(json!({"policy": "stop"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Stop,
+            })),
         )
         .await;
     cluster.succeeds(&admin, &op).await;
@@ -238,9 +246,12 @@ async fn cordon_and_evacuation_outlive_an_outage() {
 async fn place(cluster: &Cluster, admin: &str) -> reqwest::StatusCode {
     cluster
         .request(M::POST, "/instances", admin)
-        .json(&json!({"name": "cordon-1", "image": "base", "start": false,
-                      "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 1},
-                      "queue": false}))
+        .json(&CreateInstance {
+            limits: Some(limits(1, 256, 1)),
+            queue: false,
+            start: false,
+            ..instance("cordon-1", "base")
+        })
         .send()
         .await
         .unwrap()

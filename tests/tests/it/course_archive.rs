@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::{TestDaemon, TestLxd};
@@ -131,8 +132,11 @@ async fn homes_on_lxd_and_incus_archive_byte_for_byte_download_and_expire() {
     cluster
         .create_course(
             &teacher,
-            json!({"code": COURSE, "title": "Archives", "image": "cohort/base",
-                   "memory_mib": 256, "disk_gib": 2}),
+            CreateCourse {
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                ..course(COURSE, "Archives", "cohort/base")
+            },
         )
         .await;
     cluster.user("outsider-arch", "student").await;

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, instance, limits, to_json, CreateCourse, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::{TestDaemon, TestLxd};
 use cohort_e2e::ssh::SshKey;
@@ -73,10 +74,7 @@ async fn bad_pushes_are_refused_naming_the_field_and_leave_nothing() {
     cluster.import_base_image("cohort/base").await;
     let teacher = cluster.user("prof-badpush", "instructor").await;
     cluster
-        .create_course(
-            &teacher,
-            json!({"code": "badpush", "title": "Bad pushes", "image": "cohort/base"}),
-        )
+        .create_course(&teacher, course("badpush", "Bad pushes", "cohort/base"))
         .await;
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("escape", tarball(&[("../outside", b"x")], &[]), "body"),
@@ -176,8 +174,11 @@ async fn students_on_lxd_and_incus_read_a_dataset_and_its_new_version() {
     cluster
         .create_course(
             &teacher,
-            json!({"code": "data1", "title": "Data", "image": "cohort/base",
-                   "memory_mib": 256, "disk_gib": 2}),
+            CreateCourse {
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                ..course("data1", "Data", "cohort/base")
+            },
         )
         .await;
     let key = SshKey::generate();
@@ -218,11 +219,12 @@ async fn students_on_lxd_and_incus_read_a_dataset_and_its_new_version() {
         .admin(
             Method::POST,
             "/instances",
-            Some(
-                json!({"name": "prof-box", "image": "cohort/base", "owner": "prof-data",
-                        "node": logins[0].2,
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-            ),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits(1, 256, 2)),
+                owner: Some("prof-data".into()),
+                node: Some(logins[0].2.clone()),
+                ..instance("prof-box", "cohort/base")
+            })),
         )
         .await;
     let done = cluster
@@ -387,7 +389,6 @@ async fn a_node_without_room_for_the_courses_data_is_not_chosen() {
     use cohort_controller::db::models::course_dataset::{CourseDataset, NewCourseDataset};
     use cohort_controller::db::schema::{instances as inst, nodes};
     use cohort_e2e::controller::TestController;
-    use cohort_proto::api::courses::CreateCourse;
     use diesel::prelude::*;
 
     const GIB: i64 = 1 << 30;
@@ -402,11 +403,12 @@ async fn a_node_without_room_for_the_courses_data_is_not_chosen() {
             .execute(&mut t.conn())
             .unwrap();
     }
-    let course: CreateCourse = serde_json::from_value(json!({
-        "code": "droom", "title": "Room", "image": "base", "memory_mib": 256, "disk_gib": 2,
-        "home_mib": 1024
-    }))
-    .unwrap();
+    let course = CreateCourse {
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        home_mib: Some(1024),
+        ..course("droom", "Room", "base")
+    };
     courses::create(&t.ctl, admin.clone(), course)
         .await
         .unwrap();

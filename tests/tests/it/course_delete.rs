@@ -9,9 +9,10 @@
 use actix_web::{test, web, App};
 use cohort_controller::db::schema::{audit_log, courses, enrollments, instances, users};
 use cohort_controller::http::api;
+use cohort_e2e::bodies::{course, teardown, to_json};
 use cohort_e2e::controller::TestController;
 use diesel::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 macro_rules! call {
     ($app:expr, $token:expr, $method:expr, $path:expr, $body:expr) => {{
@@ -48,8 +49,8 @@ async fn a_torn_down_course_is_deleted_by_its_instructor_or_an_admin_only() {
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
     for code in ["cs1", "cs2"] {
-        let course = json!({"code": code, "title": "Course", "image": "base"});
-        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(course));
+        let course = course(code, "Course", "base");
+        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(to_json(&course)));
         assert_eq!(status, 201, "{body}");
         let roster = "username,name,email,ssh_key\nann,Ann,,\n".to_string();
         let path = format!("/courses/{code}/roster");
@@ -90,7 +91,7 @@ async fn a_torn_down_course_is_deleted_by_its_instructor_or_an_admin_only() {
     // Torn down while a container is still being deleted: refused.
     let (status, body) = call!(&app, &prof, "POST", "/courses/cs2/provision", None);
     assert_eq!(status, 202, "{body}");
-    let teardown = json!({"delete": true});
+    let teardown = to_json(&teardown(true, false));
     let (status, body) = call!(
         &app,
         &prof,
@@ -191,15 +192,15 @@ async fn archived_homes_hold_a_course_back_until_deleted_with_it_and_go_with_the
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
     for code in ["ar1", "ar2"] {
-        let course = json!({"code": code, "title": "Course", "image": "base"});
-        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(course));
+        let course = course(code, "Course", "base");
+        let (status, body) = call!(&app, &prof, "POST", "/courses", json_body(to_json(&course)));
         assert_eq!(status, 201, "{body}");
         let roster = "username,name,email,ssh_key\nbea,Bea,,\ncal,Cal,,\n".to_string();
         let path = format!("/courses/{code}/roster");
         let (status, body) = call!(&app, &prof, "POST", &path, Some(("text/csv", roster)));
         assert_eq!(status, 200, "{body}");
     }
-    let teardown = json!({"delete": true});
+    let teardown = to_json(&teardown(true, false));
     let (status, body) = call!(
         &app,
         &prof,

@@ -7,10 +7,12 @@ use actix_web::{test, web, App};
 use cohort_controller::courses::password;
 use cohort_controller::db::schema::{audit_log, enrollments, users};
 use cohort_controller::http::api;
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::users::{AddSshKey, CreateApiToken};
 use diesel::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn request(method: &str, path: &str, token: &str) -> test::TestRequest {
     test::TestRequest::default()
@@ -70,8 +72,12 @@ async fn a_generated_password_is_shown_once_and_reissued_only_to_a_roster_made_a
             .await;
     let mut conn = t.conn();
 
-    let course = json!({"code": "cs101", "title": "Intro", "image": "base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course("cs101", "Intro", "base")
+    };
     let (status, body) = send!(
         &app,
         request("POST", "/api/v1/courses", &prof).set_json(course)
@@ -188,7 +194,7 @@ async fn a_generated_password_is_shown_once_and_reissued_only_to_a_roster_made_a
     // remove it.
     let (status, body) = send!(
         &app,
-        request("POST", "/api/v1/users/keyless/tokens", &admin).set_json(json!({})),
+        request("POST", "/api/v1/users/keyless/tokens", &admin).set_json(CreateApiToken::default()),
     )
     .await;
     assert_eq!(status, 201, "{body}");
@@ -196,8 +202,9 @@ async fn a_generated_password_is_shown_once_and_reissued_only_to_a_roster_made_a
     let own = SshKey::generate();
     let (status, body) = send!(
         &app,
-        request("POST", "/api/v1/me/ssh-keys", &keyless)
-            .set_json(json!({"public_key": own.public_key()})),
+        request("POST", "/api/v1/me/ssh-keys", &keyless).set_json(AddSshKey {
+            public_key: own.public_key(),
+        }),
     )
     .await;
     assert_eq!(status, 201, "{body}");
@@ -244,8 +251,12 @@ async fn a_password_is_never_reissued_for_an_account_in_another_course_or_signed
             .await;
     let mut conn = t.conn();
     for (code, token) in [("csa", &prof_a), ("csb", &prof_b)] {
-        let course = json!({"code": code, "title": "T", "image": "base",
-                            "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+        let course = CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course(code, "T", "base")
+        };
         let (status, body) = send!(
             &app,
             request("POST", "/api/v1/courses", token).set_json(course)

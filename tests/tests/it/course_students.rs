@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, new_user, teardown, to_json, CreateCourse, Role};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::users::AddSshKey;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -59,10 +61,11 @@ async fn one_student_on(code: &str, key: &SshKey, nodes: usize) -> (Cluster, Str
         Method::POST,
         "/courses",
         &teacher,
-        Some(
-            json!({"code": code, "title": "Follow-ups", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course(code, "Follow-ups", "cohort/base")
+        })),
         201,
     )
     .await;
@@ -139,7 +142,9 @@ async fn a_students_key_changes_reach_their_containers() {
         Method::POST,
         "/me/ssh-keys",
         &student,
-        Some(json!({"public_key": second.public_key()})),
+        Some(to_json(&AddSshKey {
+            public_key: second.public_key(),
+        })),
         201,
     )
     .await;
@@ -180,7 +185,9 @@ async fn a_students_key_changes_reach_their_containers() {
         Method::POST,
         "/me/ssh-keys",
         &student,
-        Some(json!({"public_key": third.public_key()})),
+        Some(to_json(&AddSshKey {
+            public_key: third.public_key(),
+        })),
         201,
     )
     .await;
@@ -213,7 +220,7 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
         &cluster,
         "/courses/homes1/teardown",
         &teacher,
-        json!({"delete": true, "keep_homes": true}),
+        to_json(&teardown(true, true)),
     )
     .await;
     assert_eq!(
@@ -233,7 +240,7 @@ async fn teardown_delete_removes_home_volumes_unless_kept() {
         &cluster,
         "/courses/homes1/teardown",
         &teacher,
-        json!({"delete": true}),
+        to_json(&teardown(true, false)),
     )
     .await;
     assert_eq!(
@@ -255,7 +262,7 @@ async fn a_queued_students_kept_home_goes_with_a_deleting_teardown() {
         &cluster,
         "/courses/homes2/teardown",
         &teacher,
-        json!({"delete": true, "keep_homes": true}),
+        to_json(&teardown(true, true)),
     )
     .await;
     assert!(volumes(&cluster).contains("custom,home-homes2-stu"));
@@ -289,7 +296,7 @@ async fn a_queued_students_kept_home_goes_with_a_deleting_teardown() {
         &cluster,
         "/courses/homes2/teardown",
         &teacher,
-        json!({"delete": true}),
+        to_json(&teardown(true, false)),
     )
     .await;
     let left = volumes(&cluster);
@@ -314,7 +321,7 @@ async fn a_kept_home_brings_its_student_back_to_its_node() {
         &cluster,
         "/courses/homes3/teardown",
         &teacher,
-        json!({"delete": true, "keep_homes": true}),
+        to_json(&teardown(true, true)),
     )
     .await;
     cluster
@@ -389,7 +396,7 @@ async fn a_roster_never_gives_credentials_to_an_account_it_did_not_create() {
         .admin(
             Method::POST,
             "/users",
-            Some(json!({"username": "bare", "role": "student"})),
+            Some(to_json(&new_user("bare", Role::Student))),
         )
         .await;
     let intruder = SshKey::generate();
@@ -399,10 +406,11 @@ async fn a_roster_never_gives_credentials_to_an_account_it_did_not_create() {
         Method::POST,
         "/courses",
         &teacher_b,
-        Some(
-            json!({"code": "other1", "title": "Takeover", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("other1", "Takeover", "cohort/base")
+        })),
         201,
     )
     .await;

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const STUDENTS: usize = 12;
 
@@ -20,10 +21,12 @@ async fn a_class_of_twelve_on_two_nodes_logs_in_with_their_own_keys() {
 
     let res = cluster
         .request(Method::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": "cs101", "title": "Systems", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        )
+        .json(&CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("cs101", "Systems", "cohort/base")
+        })
         .send()
         .await
         .expect("create course");
@@ -201,7 +204,7 @@ async fn a_roster_with_bad_rows_is_refused_whole_with_row_numbers() {
     let teacher = cluster.user("prof2", "instructor").await;
     cluster
         .request(Method::POST, "/courses", &teacher)
-        .json(&json!({"code": "cs102", "title": "Bad rosters", "image": "cohort/base"}))
+        .json(&course("cs102", "Bad rosters", "cohort/base"))
         .send()
         .await
         .expect("create course");

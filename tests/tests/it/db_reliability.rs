@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use cohort_controller::app::state::Controller;
 use cohort_controller::db::models::node::Node;
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::nodes::NodeState;
@@ -17,7 +18,7 @@ use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Integer, Text};
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[derive(QueryableByName)]
 struct Count {
@@ -351,10 +352,11 @@ async fn a_create_finishing_after_the_listing_is_not_repaired() {
         .admin(
             Method::POST,
             "/instances",
-            Some(
-                json!({"name": "fresh-1", "image": "cohort/base", "start": true,
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-            ),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits(1, 256, 2)),
+                start: true,
+                ..instance("fresh-1", "cohort/base")
+            })),
         )
         .await;
     let done = cluster

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, state_change, teardown, to_json, CreateCourse, StateAction};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::TestLxd;
 use diesel::prelude::*;
@@ -17,8 +18,13 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 /// A course of `students` (password logins), provisioned and running.
-async fn provisioned_course(cluster: &Cluster, teacher: &str, body: Value, students: &[&str]) {
-    let code = body["code"].as_str().expect("code").to_string();
+async fn provisioned_course(
+    cluster: &Cluster,
+    teacher: &str,
+    body: CreateCourse,
+    students: &[&str],
+) {
+    let code = body.code.clone();
     let res = cluster
         .request(Method::POST, "/courses", teacher)
         .json(&body)
@@ -147,14 +153,15 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
     .await;
     cluster.import_base_image("cohort/base").await;
     let prof = cluster.user("prof", "instructor").await;
-    let small = |code: &str| {
-        json!({"code": code, "title": code, "image": "cohort/base", "memory_mib": 256,
-               "disk_gib": 2})
+    let small = |code: &str| CreateCourse {
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(code, code, "cohort/base")
     };
     provisioned_course(&cluster, &prof, small("ds"), &["s00", "s01"]).await;
     let mut idle = small("idl");
-    idle["idle_gpu_minutes"] = json!(1);
-    idle["warn_minutes"] = json!(0);
+    idle.idle_gpu_minutes = Some(1);
+    idle.warn_minutes = Some(0);
     provisioned_course(&cluster, &prof, idle, &["s02"]).await;
     provisioned_course(&cluster, &prof, small("end"), &["s03"]).await;
     let lxd = &cluster.nodes[0].lxd;
@@ -169,7 +176,7 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
         &s00,
         Method::PUT,
         state,
-        json!({"action": "stop"}),
+        to_json(&state_change(StateAction::Stop)),
     )
     .await;
     assert_lxd(lxd, "ds-s00", "STOPPED", "false", "its student's stop");
@@ -178,7 +185,7 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
         &s00,
         Method::PUT,
         state,
-        json!({"action": "start"}),
+        to_json(&state_change(StateAction::Start)),
     )
     .await;
     assert_lxd(lxd, "ds-s00", "RUNNING", "true", "its student's start");
@@ -203,7 +210,7 @@ async fn autostart_follows_every_stop_and_start_and_a_start_behind_cohorts_back_
     )
     .await;
     assert_lxd(lxd, "ds-s01", "RUNNING", "true", "the instructor's start");
-    let teardown = json!({"delete": false});
+    let teardown = to_json(&teardown(false, false));
     operation(
         &cluster,
         &prof,

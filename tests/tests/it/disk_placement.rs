@@ -12,11 +12,11 @@ use cohort_controller::db::schema::{instances as inst, nodes};
 use cohort_controller::error::ActionError;
 use cohort_controller::instances::manage as instances;
 use cohort_controller::placement::queue::place_queued;
+use cohort_e2e::bodies::course;
 use cohort_e2e::controller::TestController;
 use cohort_proto::api::courses::{CourseHome, CreateCourse};
 use cohort_proto::api::instances::{CreateInstance, GpuShare, Limits, PlacementStrategy};
 use diesel::prelude::*;
-use serde_json::json;
 
 const GIB: i64 = 1 << 30;
 
@@ -71,11 +71,12 @@ async fn a_course_reserves_each_home_beside_its_root_disk() {
         .set(nodes::disk_total_bytes.eq(12 * GIB))
         .execute(&mut t.conn())
         .unwrap();
-    let course: CreateCourse = serde_json::from_value(json!({
-        "code": "dh", "title": "Homes", "image": "base", "memory_mib": 256, "disk_gib": 2,
-        "home_mib": 3072
-    }))
-    .unwrap();
+    let course = CreateCourse {
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        home_mib: Some(3072),
+        ..course("dh", "Homes", "base")
+    };
     let made = courses::create(&t.ctl, admin.clone(), course)
         .await
         .unwrap();

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
@@ -44,8 +45,13 @@ async fn on_demand_containers_run_without_a_gpu_and_a_queued_request_survives_a_
     cluster
         .create_course(
             &prof,
-            json!({"code": "odn", "title": "On demand", "image": "cohort/base", "cpu": 1,
-                   "memory_mib": 256, "disk_gib": 2, "gpus": 1}),
+            CreateCourse {
+                cpu: Some(1),
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                gpus: Some(1),
+                ..course("odn", "On demand", "cohort/base")
+            },
         )
         .await;
     let staff = cli_as(&cluster, &prof);

@@ -10,10 +10,12 @@
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::{PortRange, TestLxd};
+use cohort_proto::api::instances::RestoreHomeRequest;
 use reqwest::Method;
 use serde_json::json;
 
@@ -29,9 +31,20 @@ async fn restore_a_path(daemon: TestDaemon, code: &str) {
     cluster.add_node_in("node1", TestLxd::on(daemon)).await;
     cluster.import_base_image("cohort/base").await;
     let prof = cluster.user(&format!("prof-{code}"), "instructor").await;
-    let course = json!({"code": code, "title": "Restore", "image": "cohort/base",
-                        "memory_mib": 256, "disk_gib": 2});
-    call(&cluster, Method::POST, "/courses", &prof, Some(course), 201).await;
+    let course = CreateCourse {
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(code, "Restore", "cohort/base")
+    };
+    call(
+        &cluster,
+        Method::POST,
+        "/courses",
+        &prof,
+        Some(to_json(&course)),
+        201,
+    )
+    .await;
     let roster = cluster
         .request(Method::POST, &format!("/courses/{code}/roster"), &prof)
         .header("content-type", "text/csv")
@@ -122,7 +135,10 @@ async fn restore_a_path(daemon: TestDaemon, code: &str) {
         let answer = call(&cluster, Method::POST, &restore, &stu, Some(body), status).await;
         assert_eq!(field(&answer), name, "{path}: {answer}");
     }
-    let body = json!({"snapshot": snap, "path": "notes/week3.md"});
+    let body = to_json(&RestoreHomeRequest {
+        snapshot: snap.clone(),
+        path: Some("notes/week3.md".into()),
+    });
     call(
         &cluster,
         Method::POST,
@@ -234,7 +250,10 @@ async fn restore_a_path(daemon: TestDaemon, code: &str) {
     eprintln!("directory restored in {:?}", started.elapsed());
 
     // The course's instructor may restore for their student: the copy is still the student's.
-    let body = json!({"snapshot": snap, "path": "notes"});
+    let body = to_json(&RestoreHomeRequest {
+        snapshot: snap.clone(),
+        path: Some("notes".into()),
+    });
     let op = call(&cluster, Method::POST, &restore, &prof, Some(body), 202).await;
     let done = cluster
         .wait_operation(op["id"].as_str().unwrap(), Duration::from_secs(120))

@@ -8,12 +8,13 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::TestLxd;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::cli_support::Cli;
 
@@ -35,9 +36,13 @@ async fn the_daemon_snapshots_a_home_on_schedule(daemon: TestDaemon, code: &str)
     cluster
         .create_course(
             &prof,
-            json!({"code": code, "title": "Scheduled snapshots", "image": "cohort/base",
-                   "memory_mib": 256, "disk_gib": 2,
-                   "home_snapshots": "hourly", "home_snapshots_keep": 3}),
+            CreateCourse {
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                home_snapshots: Some("hourly".into()),
+                home_snapshots_keep: Some(3),
+                ..course(code, "Scheduled snapshots", "cohort/base")
+            },
         )
         .await;
     let key = SshKey::generate();

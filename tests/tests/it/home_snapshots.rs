@@ -16,10 +16,12 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use cohort_e2e::bodies::to_json;
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::{PortRange, TestLxd};
+use cohort_proto::api::courses::CourseHomeSnapshots;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -160,7 +162,10 @@ async fn home_snapshots_reach_the_daemon(daemon: TestDaemon, code: &str) {
         Method::PUT,
         &path,
         &prof,
-        Some(json!({"home_snapshots": "hourly", "home_snapshots_keep": 24})),
+        Some(to_json(&CourseHomeSnapshots {
+            home_snapshots: Some("hourly".into()),
+            home_snapshots_keep: Some(24),
+        })),
         200,
     )
     .await;
@@ -295,7 +300,10 @@ async fn home_snapshots_reach_the_daemon(daemon: TestDaemon, code: &str) {
         Method::PUT,
         &path,
         &prof,
-        Some(json!({"home_snapshots": "off"})),
+        Some(to_json(&CourseHomeSnapshots {
+            home_snapshots: Some("off".into()),
+            home_snapshots_keep: None,
+        })),
         200,
     )
     .await;

@@ -12,6 +12,7 @@ use cohort_controller::db::models::enrollment::Enrollment;
 use cohort_controller::db::schema::{courses, instances, operation_items};
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::controller::TestController;
 use diesel::prelude::*;
 use serde_json::{json, Value};
@@ -95,9 +96,11 @@ async fn course_names_are_reserved_and_a_squatter_takes_no_students_name() {
         &prof_token,
         "POST",
         "/api/v1/courses",
-        Some(
-            json!({"code": "cs101", "title": "Systems", "image": "base", "memory_mib": 256, "disk_gib": 1})
-        )
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(1),
+            ..course("cs101", "Systems", "base")
+        }))
     );
     assert_eq!(status, 201, "{body}");
     let course = course_id(&t, "cs101");
@@ -205,7 +208,7 @@ async fn instructors_create_instances_only_for_their_own_students() {
         &prof,
         "POST",
         "/api/v1/courses",
-        Some(json!({"code": "ml1", "title": "ML", "image": "base"}))
+        Some(to_json(&course("ml1", "ML", "base")))
     );
     assert_eq!(status, 201, "{body}");
     Enrollment::insert(&mut t.conn(), course_id(&t, "ml1"), theirs.user.id, None).unwrap();
@@ -336,7 +339,10 @@ async fn a_request_no_node_can_ever_hold_is_refused_and_one_that_may_fit_later_q
         &prof_token,
         "POST",
         "/api/v1/courses",
-        Some(json!({"code": "gpu1", "title": "GPUs", "image": "base", "gpus": 1}))
+        Some(to_json(&CreateCourse {
+            gpus: Some(1),
+            ..course("gpu1", "GPUs", "base")
+        }))
     );
     assert_eq!(status, 201, "{body}");
     Enrollment::insert(&mut t.conn(), course_id(&t, "gpu1"), student.user.id, None).unwrap();
@@ -463,7 +469,11 @@ async fn sizes_the_node_would_refuse_are_refused_at_the_course_and_the_instance(
         &prof,
         "POST",
         "/api/v1/courses",
-        Some(json!({"code": "c1", "title": "T", "image": "base", "memory_mib": 64, "disk_gib": 3}))
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(64),
+            disk_gib: Some(3),
+            ..course("c1", "T", "base")
+        }))
     );
     assert_eq!(status, 201, "the least sizes pass: {got}");
 }
@@ -485,9 +495,11 @@ async fn concurrent_provisions_of_one_course_make_each_container_once() {
         &prof,
         "POST",
         "/api/v1/courses",
-        Some(
-            json!({"code": "race1", "title": "Race", "image": "base", "memory_mib": 256, "disk_gib": 1})
-        )
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(1),
+            ..course("race1", "Race", "base")
+        }))
     );
     assert_eq!(status, 201, "{body}");
     let course = course_id(&t, "race1");

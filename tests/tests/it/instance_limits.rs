@@ -3,10 +3,10 @@
 //! the limit: the database serialises the count on the owner's row.
 
 use cohort_controller::db::models::image::{Image, NewImage};
+use cohort_e2e::bodies::{instance, limits, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use diesel::prelude::*;
 use reqwest::Method;
-use serde_json::json;
 
 /// `STUDENT_MAX_INSTANCES` in the controller's instance actions.
 const STUDENT_MAX_INSTANCES: usize = 2;
@@ -31,10 +31,13 @@ async fn twenty_concurrent_creates_give_a_student_no_more_than_the_limit() {
     let alice = cluster.user("alice", "student").await;
 
     let creates = (0..20).map(|i| {
-        let req = cluster.request(Method::POST, "/instances", &alice).json(
-            &json!({"name": format!("alice-{i}"), "image": "base", "queue": true,
-                          "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 1}}),
-        );
+        let req = cluster
+            .request(Method::POST, "/instances", &alice)
+            .json(&CreateInstance {
+                limits: Some(limits(1, 256, 1)),
+                queue: true,
+                ..instance(&format!("alice-{i}"), "base")
+            });
         async move {
             let res = req.send().await.expect("answer");
             let status = res.status().as_u16();

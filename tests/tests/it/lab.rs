@@ -14,10 +14,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{self, course, limits, to_json, CreateCourse, CreateInstance};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::ssh::SshKey;
 use reqwest::Method as M;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The controller calls a node offline after this long without an answer.
 const OFFLINE_AFTER_S: u64 = 5;
@@ -75,12 +76,15 @@ where
 
 /// Creates an instance as the admin (pinned to `node` when given) and waits for it.
 async fn create(lab: &Lab, name: &str, node: Option<&str>, within: Duration) -> Value {
-    let mut body = json!({"name": name, "image": "cohort/base",
-                          "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}});
-    if let Some(node) = node {
-        body["node"] = json!(node);
-    }
-    let op = lab.cluster.admin(M::POST, "/instances", Some(body)).await;
+    let body = CreateInstance {
+        limits: Some(limits(1, 256, 2)),
+        node: node.map(str::to_string),
+        ..bodies::instance(name, "cohort/base")
+    };
+    let op = lab
+        .cluster
+        .admin(M::POST, "/instances", Some(to_json(&body)))
+        .await;
     lab.succeeds(&op, within).await;
     instance(lab, name).await
 }
@@ -89,8 +93,12 @@ async fn create(lab: &Lab, name: &str, node: Option<&str>, within: Duration) -> 
 /// across the test network. Returns the node of each student.
 async fn class_logs_in(lab: &Lab) -> Vec<String> {
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": "lab1", "title": "Separate machines", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course("lab1", "Separate machines", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let keys: Vec<SshKey> = (0..STUDENTS).map(|_| SshKey::generate()).collect();
     let mut roster = String::from("username,name,email,ssh_key\n");

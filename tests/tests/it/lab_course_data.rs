@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::lab::Lab;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -29,8 +30,12 @@ async fn each_lab_node_receives_a_dataset_once() {
     lab.add_node("west").await;
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Lab data", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Lab data", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     // One student a node, whatever the load: the first is placed, its node cordoned, and the
     // second placed on the other (placement skips a node row another transaction holds, so a

@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::lab::Lab;
 use reqwest::Method as M;
 use serde_json::{json, Value};
@@ -29,8 +30,12 @@ async fn a_retry_waits_for_the_daemons_create_instead_of_acting_on_a_half_made_c
     lab.add_node("east").await;
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Creating", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Creating", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let mut roster = "username,name,email,ssh_key\n".to_string();
     for s in STUDENTS {

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::lab::Lab;
 use serde_json::json;
 
@@ -37,8 +38,12 @@ async fn stale_downloads_are_swept_and_an_image_is_downloaded_once_per_node() {
 
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Images", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Images", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let mut roster = "username,name,email,ssh_key\n".to_string();
     for i in 0..STUDENTS {

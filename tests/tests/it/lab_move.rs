@@ -10,8 +10,11 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::instances::MoveInstance;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy};
 use reqwest::Method as M;
 use serde_json::{json, Value};
 
@@ -133,8 +136,12 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
     lab.add_node("west").await;
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Moving", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Moving", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let key = SshKey::generate();
     let roster = format!(
@@ -179,7 +186,9 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         .admin(
             M::POST,
             &format!("/instances/{INSTANCE}/move"),
-            Some(json!({"target": other})),
+            Some(to_json(&MoveInstance {
+                target: other.clone(),
+            })),
         )
         .await;
     let failed = lab
@@ -211,7 +220,9 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         .admin(
             M::POST,
             &format!("/instances/{INSTANCE}/move"),
-            Some(json!({"target": other})),
+            Some(to_json(&MoveInstance {
+                target: other.clone(),
+            })),
         )
         .await;
     assert_eq!(op["kind"], "move_instance", "{op}");
@@ -225,7 +236,9 @@ async fn a_student_moves_between_machines_with_root_disk_and_home() {
         .admin(
             M::POST,
             &format!("/nodes/{other}/evacuate"),
-            Some(json!({"policy": "move"})),
+            Some(to_json(&EvacuateNode {
+                policy: EvacuatePolicy::Move,
+            })),
         )
         .await;
     lab.succeeds(&op, Duration::from_secs(120)).await;

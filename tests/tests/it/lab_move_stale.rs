@@ -10,7 +10,9 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
+use cohort_proto::api::instances::MoveInstance;
 use reqwest::Method as M;
 use serde_json::{json, Value};
 
@@ -43,8 +45,12 @@ async fn a_move_keeps_the_targets_copy_when_the_source_has_none() {
     lab.add_node("west").await;
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Stale", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Stale", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let roster = "username,name,email,ssh_key\ns0,Student,s0@uni.edu,\n".to_string();
     lab.cluster.import_roster(&teacher, COURSE, roster).await;
@@ -95,7 +101,9 @@ async fn a_move_keeps_the_targets_copy_when_the_source_has_none() {
         .admin(
             M::POST,
             &format!("/instances/{INSTANCE}/move"),
-            Some(json!({"target": other})),
+            Some(to_json(&MoveInstance {
+                target: other.clone(),
+            })),
         )
         .await;
     let op_id = op["id"].as_str().expect("operation id").to_string();

@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::TestLxd;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const STUDENTS: usize = 4;
 
@@ -89,10 +90,12 @@ async fn a_class_on_an_lxd_node_and_an_incus_node_logs_in() {
     let teacher = cluster.user("prof", "instructor").await;
     let res = cluster
         .request(Method::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": "mix1", "title": "Two daemons", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        )
+        .json(&CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("mix1", "Two daemons", "cohort/base")
+        })
         .send()
         .await
         .expect("create course");

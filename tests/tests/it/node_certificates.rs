@@ -9,10 +9,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use diesel::prelude::*;
 use reqwest::Method as M;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const LIFE_S: &str = "30";
 
@@ -197,12 +198,15 @@ async fn node_certificates_are_renewed_before_expiry_and_an_expired_node_joins_a
     // A node off past its certificate's expiry: the controller can no longer pin it.
     let image = cluster.import_base_image("cohort/base").await;
     assert!(image["fingerprint"].is_string(), "{image}");
-    let limits = json!({"cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let limits = limits(1, 256, 2);
     let op = cluster
         .admin(
             M::POST,
             "/instances",
-            Some(json!({"name": "kept", "image": "cohort/base", "limits": limits})),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits),
+                ..instance("kept", "cohort/base")
+            })),
         )
         .await;
     let done = cluster

@@ -6,9 +6,12 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
+use cohort_proto::api::courses::{Egress, NetworkPolicy};
+use cohort_proto::api::users::AddSshKey;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The operation of `kind` that `token`'s owner sees; panics when there is none.
 async fn operation_of(cluster: &Cluster, token: &str, kind: &str) -> Value {
@@ -42,8 +45,13 @@ async fn changes_made_while_an_agent_is_down_are_applied_when_it_is_back() {
     cluster
         .create_course(
             &prof,
-            json!({"code": "net1", "title": "Steps", "image": "cohort/base",
-                   "cpu": 1, "memory_mib": 256, "disk_gib": 2, "home_mib": 64}),
+            CreateCourse {
+                cpu: Some(1),
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                home_mib: Some(64),
+                ..course("net1", "Steps", "cohort/base")
+            },
         )
         .await;
     cluster
@@ -74,7 +82,10 @@ async fn changes_made_while_an_agent_is_down_are_applied_when_it_is_back() {
             &prof,
             Method::PUT,
             "/courses/net1/network",
-            Some(json!({"egress": "none", "ssh_from": []})),
+            Some(to_json(&NetworkPolicy {
+                egress: Egress::None,
+                ssh_from: vec![],
+            })),
         )
         .await;
     assert_eq!(course["code"], "net1", "{course}");
@@ -85,7 +96,9 @@ async fn changes_made_while_an_agent_is_down_are_applied_when_it_is_back() {
     let key = cohort_e2e::ssh::SshKey::generate();
     let res = cluster
         .request(Method::POST, "/me/ssh-keys", &alice)
-        .json(&json!({"public_key": key.public_key()}))
+        .json(&AddSshKey {
+            public_key: key.public_key(),
+        })
         .send()
         .await
         .expect("add key");

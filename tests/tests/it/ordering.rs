@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use reqwest::Method as M;
 use serde_json::{json, Value};
@@ -36,12 +37,16 @@ async fn a_start_then_a_stop_10_ms_later_always_ends_stopped() {
     let cluster = Cluster::start(1).await;
     cluster.import_base_image("cohort/base").await;
     let name = "ord-one";
-    let limits = json!({"cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let limits = limits(1, 256, 2);
     let op = cluster
         .admin(
             M::POST,
             "/instances",
-            Some(json!({"name": name, "image": "cohort/base", "limits": limits, "start": false})),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits),
+                start: false,
+                ..instance(name, "cohort/base")
+            })),
         )
         .await;
     let made = cluster

@@ -5,8 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::users::AddSshKey;
 use cohort_proto::ErrorBody;
 use diesel::prelude::*;
 use reqwest::Method;
@@ -18,10 +20,12 @@ async fn created(cluster: &Cluster, name: &str) -> u64 {
         .admin(
             Method::POST,
             "/instances",
-            Some(
-                json!({"name": name, "image": "cohort/base", "start": false, "owner": "prof",
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-            ),
+            Some(to_json(&CreateInstance {
+                limits: Some(limits(1, 256, 2)),
+                owner: Some("prof".into()),
+                start: false,
+                ..instance(name, "cohort/base")
+            })),
         )
         .await;
     let done = cluster
@@ -94,7 +98,9 @@ async fn containers_without_a_record_are_reported_keep_their_ports_and_are_adopt
     let key = SshKey::generate();
     let res = cluster
         .request(Method::POST, "/me/ssh-keys", &prof)
-        .json(&json!({"public_key": key.public_key()}))
+        .json(&AddSshKey {
+            public_key: key.public_key(),
+        })
         .send()
         .await
         .expect("add key");

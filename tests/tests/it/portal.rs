@@ -6,11 +6,12 @@
 use std::process::Command;
 
 use cohort_controller::db::schema::{audit_log, portal_sessions};
+use cohort_e2e::bodies::{new_user, to_json, Role};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::PortRange;
 use diesel::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn failed_sign_ins(conn: &mut PgConnection, username: &str) -> i64 {
     audit_log::table
@@ -31,7 +32,7 @@ async fn sign_in_sessions_languages_csrf_and_failed_sign_ins() {
             &cluster.admin_token,
             reqwest::Method::POST,
             "/users",
-            Some(json!({"username": "mei", "role": "student"})),
+            Some(to_json(&new_user("mei", Role::Student))),
         )
         .await;
     set_portal_password(
@@ -455,7 +456,7 @@ async fn a_student_manages_their_keys_and_password() {
             &cluster.admin_token,
             reqwest::Method::POST,
             "/users",
-            Some(json!({"username": "lin", "role": "student"})),
+            Some(to_json(&new_user("lin", Role::Student))),
         )
         .await;
     set_portal_password(

@@ -9,9 +9,11 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{self, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::PortRange;
+use cohort_proto::api::courses::CourseLimits;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -48,10 +50,12 @@ async fn an_instructor_changes_a_courses_limits_and_network_from_its_page() {
     set_portal_password(&cluster.db_url, &state, "prof", "prof's long password");
     let res = cluster
         .request(Method::POST, "/courses", &prof)
-        .json(
-            &json!({"code": "lab1", "title": "Lab", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        )
+        .json(&CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..bodies::course("lab1", "Lab", "cohort/base")
+        })
         .send()
         .await
         .expect("create course");
@@ -143,7 +147,10 @@ async fn an_instructor_changes_a_courses_limits_and_network_from_its_page() {
     // Another instructor cannot change them through the API.
     let res = cluster
         .request(Method::PUT, "/courses/lab1/limits", &other)
-        .json(&json!({"cpu": 2}))
+        .json(&CourseLimits {
+            cpu: Some(2),
+            ..Default::default()
+        })
         .send()
         .await
         .expect("put limits");

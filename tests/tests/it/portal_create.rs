@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::PortRange;
 use reqwest::{Method, StatusCode};
-use serde_json::json;
 
 /// The instances the API lists, by name.
 fn set_password(cluster: &Cluster, username: &str, password: &str) {
@@ -133,10 +133,10 @@ async fn a_student_creates_a_container_and_an_instructor_sets_a_course_limit() {
         .admin(
             Method::POST,
             "/courses",
-            Some(
-                json!({"code": "lab1", "title": "Lab", "image": "cohort/base",
-                "instructor": "prof"}),
-            ),
+            Some(to_json(&CreateCourse {
+                instructor: Some("prof".into()),
+                ..course("lab1", "Lab", "cohort/base")
+            })),
         )
         .await;
     let teacher = Browser::start(ports.port(2), "en").await;

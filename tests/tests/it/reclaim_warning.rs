@@ -20,8 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use cohort_e2e::bodies::to_json;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
+use cohort_proto::api::users::CreateApiToken;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
 use serde_json::{json, Value};
@@ -59,7 +61,7 @@ fn token_for(node: &OneNode, user: &str) -> String {
         &node.controller.admin_token,
         "POST",
         &format!("/users/{user}/tokens"),
-        Some(json!({})),
+        Some(to_json(&CreateApiToken::default())),
     );
     assert_eq!(code, 201, "{issued}");
     issued["token"].as_str().expect("token").to_string()

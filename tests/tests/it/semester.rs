@@ -5,11 +5,16 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{budget, course, on_demand, to_json, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd};
+use cohort_proto::api::courses::{
+    CopyCourse, CourseArchiveDays, CourseJupyter, CourseLimits, CourseQuota, CourseReclaimWarning,
+    Egress, NetworkPolicy,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -82,10 +87,11 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": "st1", "title": "Staffed", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("st1", "Staffed", "cohort/base")
+        })),
         201,
     )
     .await;
@@ -147,11 +153,23 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
     let class = call(&cluster, Method::GET, students, &ta, None, 200).await;
     assert_eq!(class[0]["username"], "ann-st", "{class}");
     for (path, body) in [
-        ("/courses/st1/jupyter", json!({"instructors": true})),
-        ("/courses/st1/limits", json!({"cpu": 2})),
+        (
+            "/courses/st1/jupyter",
+            to_json(&CourseJupyter { instructors: true }),
+        ),
+        (
+            "/courses/st1/limits",
+            to_json(&CourseLimits {
+                cpu: Some(2),
+                ..Default::default()
+            }),
+        ),
         (
             "/courses/st1/network",
-            json!({"egress": "none", "ssh_from": []}),
+            to_json(&NetworkPolicy {
+                egress: Egress::None,
+                ssh_from: vec![],
+            }),
         ),
     ] {
         call(&cluster, Method::PUT, path, &ta, Some(body), 200).await;
@@ -173,7 +191,10 @@ async fn staff_hold_a_courses_rights_but_deleting_it_and_its_quota() {
         Method::PUT,
         "/courses/st1/quota",
         &ta,
-        Some(json!({"max_students": 100})),
+        Some(to_json(&CourseQuota {
+            max_students: Some(100),
+            ..Default::default()
+        })),
         403,
     )
     .await;
@@ -236,15 +257,25 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": "cp1", "title": "Fall", "image": "cohort/base",
-                    "cpu": 2, "memory_mib": 512, "disk_gib": 3, "gpus": 1,
-                    "gpu_model": "A100", "gpu_share": 4, "processes": 500,
-                    "home_mib": 2048, "idle_gpu_minutes": 30, "idle_action": "detach",
-                    "max_runtime_minutes": 600, "starts": "2026-09-01",
-                    "network": {"egress": {"allow": ["10.0.0.0/8:3128"]},
-                                "ssh_from": ["192.168.0.0/16"]}}),
-        ),
+        Some(to_json(&CreateCourse {
+            cpu: Some(2),
+            memory_mib: Some(512),
+            disk_gib: Some(3),
+            gpus: Some(1),
+            gpu_model: Some("A100".into()),
+            gpu_share: Some(4),
+            processes: Some(500),
+            home_mib: Some(2048),
+            idle_gpu_minutes: Some(30),
+            idle_action: Some("detach".into()),
+            max_runtime_minutes: Some(600),
+            starts: Some("2026-09-01".into()),
+            network: Some(NetworkPolicy {
+                egress: Egress::Allow(vec!["10.0.0.0/8:3128".into()]),
+                ssh_from: vec!["192.168.0.0/16".into()],
+            }),
+            ..course("cp1", "Fall", "cohort/base")
+        })),
         201,
     )
     .await;
@@ -253,23 +284,23 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::PUT,
         "/courses/cp1/jupyter",
         &prof,
-        Some(json!({"instructors": true})),
+        Some(to_json(&CourseJupyter { instructors: true })),
         200,
     )
     .await;
     // GPU time: on demand, a budget, a warning before reclaim; how long archives are kept; all
     // carried to next term.
     for (path, body) in [
+        ("/courses/cp1/gpu-mode", to_json(&on_demand(3.0))),
+        ("/courses/cp1/budget", to_json(&budget(12.5, "week"))),
         (
-            "/courses/cp1/gpu-mode",
-            json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3}),
+            "/courses/cp1/reclaim-warning",
+            to_json(&CourseReclaimWarning { warn_minutes: 15 }),
         ),
         (
-            "/courses/cp1/budget",
-            json!({"gpu_hours_per_student": 12.5, "budget_period": "week"}),
+            "/courses/cp1/archive-days",
+            to_json(&CourseArchiveDays { archive_days: 21 }),
         ),
-        ("/courses/cp1/reclaim-warning", json!({"warn_minutes": 15})),
-        ("/courses/cp1/archive-days", json!({"archive_days": 21})),
     ] {
         call(&cluster, Method::PUT, path, &prof, Some(body), 200).await;
     }
@@ -277,7 +308,11 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         .admin(
             Method::PUT,
             "/courses/cp1/quota",
-            Some(json!({"max_students": 40, "max_gpus": 10})),
+            Some(to_json(&CourseQuota {
+                max_students: Some(40),
+                max_gpus: Some(10),
+                max_memory_mib: None,
+            })),
         )
         .await;
     call(
@@ -304,7 +339,10 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::POST,
         copy,
         &ta,
-        Some(json!({"code": "cp2"})),
+        Some(to_json(&CopyCourse {
+            code: "cp2".into(),
+            title: None,
+        })),
         403,
     )
     .await;
@@ -339,7 +377,10 @@ async fn copy_makes_next_terms_course_with_its_settings_and_staff_and_no_student
         Method::POST,
         copy,
         &prof,
-        Some(json!({"code": "cp2", "title": "Spring"})),
+        Some(to_json(&CopyCourse {
+            code: "cp2".into(),
+            title: Some("Spring".into()),
+        })),
         201,
     )
     .await;
@@ -398,10 +439,11 @@ async fn staffed_course(
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": code, "title": "Homes", "image": "cohort/base",
-                    "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course(code, "Homes", "cohort/base")
+        })),
         201,
     )
     .await;

@@ -21,9 +21,11 @@ use cohort_controller::app::state::Controller;
 use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
+use cohort_e2e::bodies::{course, on_demand, to_json, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
+use cohort_proto::api::batch_jobs::JobPriority;
 use cohort_proto::api::operations::OperationStatus;
 use diesel::prelude::*;
 use serde_json::{json, Value};
@@ -127,11 +129,14 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let course = json!({"code": "gj", "title": "GPU jobs", "image": "base", "gpus": 1,
-                        "gpu_model": "NVIDIA L40S"});
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course));
+    let course = CreateCourse {
+        gpus: Some(1),
+        gpu_model: Some("NVIDIA L40S".into()),
+        ..course("gj", "GPU jobs", "base")
+    };
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(to_json(&course)));
     assert_eq!(status, 201, "{body}");
-    let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3});
+    let mode = to_json(&on_demand(3.0));
     let (status, body) = call!(&app, &prof, "PUT", "/courses/gj/gpu-mode", Some(mode));
     assert_eq!(status, 200, "{body}");
     let mut tokens = std::collections::BTreeMap::new();
@@ -246,7 +251,7 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
         &tokens["bob"],
         "PUT",
         &format!("/jobs/{bob_id}/priority"),
-        Some(json!({"priority": 10}))
+        Some(to_json(&JobPriority { priority: 10 }))
     );
     assert_eq!(status, 403, "a student does not set priorities");
     let (status, body) = call!(
@@ -254,7 +259,7 @@ async fn gpu_jobs_wait_their_fair_turn_and_give_the_gpu_back() {
         &prof,
         "PUT",
         &format!("/jobs/{bob_id}/priority"),
-        Some(json!({"priority": 10}))
+        Some(to_json(&JobPriority { priority: 10 }))
     );
     assert_eq!((status, &body["priority"]), (200, &json!(10)), "{body}");
     assert_eq!(shown(&t, bob_id)["place"], 1, "raised ahead of fair share");

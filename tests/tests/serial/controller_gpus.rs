@@ -12,12 +12,15 @@ use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::instances::manage as instances;
 use cohort_controller::{app::poller, jobs::worker};
+use cohort_e2e::bodies::{state_change, to_json, StateAction};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
 use cohort_proto::agent::{CreateInstance, Gpu};
+use cohort_proto::api::gpus::UpdateGpu;
 use cohort_proto::api::instances::{CreateInstance as ApiCreate, GpuShare, PlacementStrategy};
 use cohort_proto::api::operations::OperationStatus;
+use cohort_proto::api::users::CreateApiToken;
 use serde_json::{json, Value};
 
 fn request(name: &str, gpus: u32) -> ApiCreate {
@@ -240,7 +243,7 @@ async fn shared_l40s_course(
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let share = json!({"share_limit": 4});
+    let share = to_json(&UpdateGpu { share_limit: 4 });
     let (status, body) = call!(
         &app,
         &admin,
@@ -380,7 +383,7 @@ async fn an_idle_stop_gives_the_gpu_back_and_a_start_takes_one_again_or_waits() 
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let start = || Body::Json(json!({"action": "start"}));
+    let start = || Body::Json(to_json(&state_change(StateAction::Start)));
     let (status, body) = call!(&app, &prof, "PUT", "/instances/id-s1/state", start());
     assert_eq!(status, 202, "{body}");
     until("s1 running on the L40S again", || {
@@ -575,7 +578,7 @@ async fn a_gpu_taken_for_idleness_is_attached_again_or_waits_for_room() {
     tokio::time::sleep(Duration::from_millis(4500)).await;
 
     // The L40S now takes one container: s1 gets it back at once, on the running container.
-    let one = json!({"share_limit": 1});
+    let one = to_json(&UpdateGpu { share_limit: 1 });
     let gpu = format!("/gpus/{l40s}");
     let (status, body) = call!(&app, &admin, "PATCH", &gpu, Body::Json(one));
     assert_eq!(status, 200, "{body}");
@@ -618,7 +621,7 @@ async fn a_gpu_taken_for_idleness_is_attached_again_or_waits_for_room() {
     })
     .await;
     assert!(waiting.contains("NVIDIA L40S"), "{waiting}");
-    let two = json!({"share_limit": 2});
+    let two = to_json(&UpdateGpu { share_limit: 2 });
     let (status, body) = call!(&app, &admin, "PATCH", &gpu, Body::Json(two));
     assert_eq!(status, 200, "{body}");
     until("s2 holds the L40S again", || {
@@ -659,7 +662,7 @@ async fn cohort_gpu_reattach_puts_back_a_gpu_taken_for_idleness() {
         &admin,
         "POST",
         "/users/s1/tokens",
-        Body::Json(json!({}))
+        Body::Json(to_json(&CreateApiToken::default()))
     );
     assert_eq!(status, 201, "{issued}");
     let token = issued["token"].as_str().expect("token").to_string();

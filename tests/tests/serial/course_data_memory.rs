@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use cohort_e2e::bodies::course;
 use cohort_e2e::cluster::Cluster;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -27,10 +28,7 @@ async fn a_2_gib_push_keeps_the_controllers_memory_bounded() {
     cluster.import_base_image("cohort/base").await;
     let teacher = cluster.user("prof-big", "instructor").await;
     cluster
-        .create_course(
-            &teacher,
-            json!({"code": "bigdata", "title": "Big", "image": "cohort/base"}),
-        )
+        .create_course(&teacher, course("bigdata", "Big", "cohort/base"))
         .await;
     cluster
         .admin(

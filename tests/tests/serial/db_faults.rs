@@ -8,12 +8,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::pg::PrivatePg;
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A small ext4 filesystem on a loop device, mounted for PostgreSQL; unmounted on drop.
 struct SmallDisk {
@@ -145,8 +146,12 @@ async fn a_full_database_disk_refuses_writes_with_words_and_recovers() {
     cluster
         .create_course(
             &teacher,
-            json!({"code": "full101", "title": "Full disks", "image": "cohort/base",
-                   "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
+            CreateCourse {
+                cpu: Some(1),
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                ..course("full101", "Full disks", "cohort/base")
+            },
         )
         .await;
 

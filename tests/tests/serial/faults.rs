@@ -9,12 +9,13 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::pg::PrivatePg;
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The size of the course each fault hits.
 const STUDENTS: usize = 20;
@@ -39,10 +40,13 @@ async fn start_provision(cluster: &Cluster, code: &str, students: usize) -> (Str
     let teacher = cluster.user("prof", "instructor").await;
     let res = cluster
         .request(Method::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": code, "title": "Faults", "image": "cohort/base",
-                      "cpu": 1, "memory_mib": 256, "disk_gib": 2, "home_mib": 64}),
-        )
+        .json(&CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            home_mib: Some(64),
+            ..course(code, "Faults", "cohort/base")
+        })
         .send()
         .await
         .expect("create course");
@@ -298,10 +302,11 @@ async fn drift_is_reported_and_repaired_by_policy() {
     let teacher = cluster.user("prof", "instructor").await;
     let res = cluster
         .request(Method::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": "fd", "title": "Drift", "image": "cohort/base",
-                      "memory_mib": 256, "disk_gib": 2}),
-        )
+        .json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("fd", "Drift", "cohort/base")
+        })
         .send()
         .await
         .expect("create course");

@@ -12,12 +12,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::to_json;
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
 use cohort_e2e::observe::{build_fake_nvml, start_sleep_on};
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd};
+use cohort_proto::api::courses::{GpuHours, GrantHours};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -440,7 +442,10 @@ async fn a_gpu_budget_warns_at_80_percent_detaches_at_100_and_a_grant_lifts_it()
         Method::POST,
         "/courses/bud1/grants",
         &other_prof,
-        json!({"username": "bob", "hours": 1}),
+        to_json(&GrantHours {
+            username: "bob".into(),
+            hours: GpuHours(1.0),
+        }),
     )
     .await;
     assert_eq!(status, 403);

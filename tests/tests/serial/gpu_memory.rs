@@ -13,9 +13,11 @@ use cohort_controller::app::poller;
 use cohort_controller::db::models::image::{Image, NewImage};
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
+use cohort_e2e::bodies::to_json;
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
+use cohort_proto::api::gpus::UpdateGpu;
 use serde_json::{json, Value};
 
 const GIB: u64 = 1 << 30;
@@ -84,7 +86,7 @@ async fn a_sharing_courses_gpu_memory_reaches_the_node_as_each_containers_cap() 
         &admin,
         "PATCH",
         &path,
-        json_body(json!({"share_limit": 4}))
+        json_body(to_json(&UpdateGpu { share_limit: 4 }))
     );
     assert_eq!(status, 200, "{body}");
     let course = |code: &str, extra: Value| {

@@ -16,6 +16,7 @@ use cohort_controller::app::poller;
 use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
+use cohort_e2e::bodies::{budget, course, gpu_lease, on_demand, to_json, CreateCourse};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -139,11 +140,18 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(t.ctl.clone()))))
             .await;
-    let course = |code: &str| {
-        json!({"code": code, "title": "On demand", "image": "base", "gpus": 1,
-               "gpu_model": "NVIDIA L40S"})
+    let course = |code: &str| CreateCourse {
+        gpus: Some(1),
+        gpu_model: Some("NVIDIA L40S".into()),
+        ..course(code, "On demand", "base")
     };
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course("od")));
+    let (status, body) = call!(
+        &app,
+        &prof,
+        "POST",
+        "/courses",
+        Some(to_json(&course("od")))
+    );
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["gpu_mode"], "pinned", "pinned by default: {body}");
 
@@ -176,7 +184,7 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
             "{bad}: {body}"
         );
     }
-    let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 3});
+    let mode = to_json(&on_demand(3.0));
     let (status, body) = call!(&app, &prof, "PUT", "/courses/od/gpu-mode", Some(mode));
     assert_eq!(status, 200, "{body}");
     assert_eq!(
@@ -186,8 +194,8 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
 
     // A pinned course beside it (no GPU asked, so its container is placed anywhere).
     let mut pinned = course("pn");
-    pinned["gpus"] = json!(0);
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(pinned));
+    pinned.gpus = Some(0);
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(to_json(&pinned)));
     assert_eq!(status, 201, "{body}");
 
     let mut tokens = std::collections::BTreeMap::new();
@@ -296,7 +304,7 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
         &tokens["bob"],
         "POST",
         &lease("od-bob"),
-        Some(json!({"hours": 1}))
+        Some(to_json(&gpu_lease(1.0)))
     );
     assert_eq!(
         (status, &body["state"], &body["place"]),
@@ -309,7 +317,7 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
         &tokens["cat"],
         "POST",
         &lease("od-cat"),
-        Some(json!({"hours": 1}))
+        Some(to_json(&gpu_lease(1.0)))
     );
     assert_eq!(
         (status, &body["state"], &body["place"]),
@@ -405,7 +413,7 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
         &ann,
         "POST",
         &lease("od-ann"),
-        Some(json!({"hours": 0.5}))
+        Some(to_json(&gpu_lease(0.5)))
     );
     assert_eq!(body["state"], "queued", "{body}");
     let (status, body) = call!(&app, &ann, "DELETE", &lease("od-ann"), None);
@@ -497,7 +505,7 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
         &ann,
         "POST",
         &lease("od-ann"),
-        Some(json!({"hours": 0.5}))
+        Some(to_json(&gpu_lease(0.5)))
     );
     assert_eq!((status, &body["state"]), (200, &json!("queued")), "{body}");
     assert!(
@@ -576,14 +584,17 @@ async fn a_lease_end_and_a_budget_detach_are_warned_first() {
     let app =
         test::init_service(App::new().configure(api::configure(web::Data::from(ctl.clone()))))
             .await;
-    let course = json!({"code": "wl", "title": "Warned leases", "image": "base", "gpus": 1,
-                        "gpu_model": "NVIDIA L40S"});
-    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(course));
+    let course = CreateCourse {
+        gpus: Some(1),
+        gpu_model: Some("NVIDIA L40S".into()),
+        ..course("wl", "Warned leases", "base")
+    };
+    let (status, body) = call!(&app, &prof, "POST", "/courses", Some(to_json(&course)));
     assert_eq!(status, 201, "{body}");
-    let mode = json!({"gpu_mode": "on-demand", "gpu_lease_max_hours": 2});
+    let mode = to_json(&on_demand(2.0));
     let (status, body) = call!(&app, &prof, "PUT", "/courses/wl/gpu-mode", Some(mode));
     assert_eq!(status, 200, "{body}");
-    let budget = json!({"gpu_hours_per_student": 1, "budget_period": "week"});
+    let budget = to_json(&budget(1.0, "week"));
     let (status, body) = call!(&app, &prof, "PUT", "/courses/wl/budget", Some(budget));
     assert_eq!(status, 200, "{body}");
     let (ann, bob) = (t.user("ann", "student").1, t.user("bob", "student").1);
@@ -607,7 +618,7 @@ async fn a_lease_end_and_a_budget_detach_are_warned_first() {
         &ann,
         "POST",
         &lease("wl-ann"),
-        Some(json!({"hours": 1}))
+        Some(to_json(&gpu_lease(1.0)))
     );
     assert_eq!(
         (status, &granted["state"]),
@@ -685,7 +696,7 @@ async fn a_lease_end_and_a_budget_detach_are_warned_first() {
         &ann,
         "POST",
         &lease("wl-ann"),
-        Some(json!({"hours": 2}))
+        Some(to_json(&gpu_lease(2.0)))
     );
     assert_eq!((status, &body["state"]), (200, &json!("active")), "{body}");
     all_done(&t).await;
@@ -717,7 +728,7 @@ async fn a_lease_end_and_a_budget_detach_are_warned_first() {
         &bob,
         "POST",
         &lease("wl-bob"),
-        Some(json!({"hours": 2}))
+        Some(to_json(&gpu_lease(2.0)))
     );
     assert_eq!((status, &body["state"]), (200, &json!("active")), "{body}");
     all_done(&t).await;

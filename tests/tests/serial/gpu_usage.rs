@@ -13,6 +13,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::TestDaemon;
@@ -102,11 +103,14 @@ async fn gpu_time_is_accounted_on_lxd_and_incus_and_a_context_at_zero_percent_is
     let other_prof = cluster.user("prof2", "instructor").await;
     let created = cluster
         .request(Method::POST, "/courses", &prof)
-        .json(
-            &json!({"code": "gpu1", "title": "GPUs", "image": "cohort/base", "cpu": 1,
-                      "memory_mib": 256, "disk_gib": 2, "idle_gpu_minutes": 4,
-                      "warn_minutes": 0}),
-        )
+        .json(&CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            idle_gpu_minutes: Some(4),
+            warn_minutes: Some(0),
+            ..course("gpu1", "GPUs", "cohort/base")
+        })
         .send()
         .await
         .expect("course");

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use base64::Engine;
+use cohort_e2e::bodies::{course, instance, limits, to_json, CreateCourse, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -97,10 +98,11 @@ async fn a_hostile_student_is_bounded_on_a_real_node() {
         Method::POST,
         "/instances",
         &mallory,
-        Some(
-            json!({"name": "cs101-erin", "image": "cohort/base", "start": false,
-                    "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-        ),
+        Some(to_json(&CreateInstance {
+            limits: Some(limits(1, 256, 2)),
+            start: false,
+            ..instance("cs101-erin", "cohort/base")
+        })),
     )
     .await;
     assert_eq!(status, 202, "{body}");
@@ -112,10 +114,12 @@ async fn a_hostile_student_is_bounded_on_a_real_node() {
         Method::POST,
         "/courses",
         &prof,
-        Some(
-            json!({"code": "cs101", "title": "Systems", "image": "cohort/base",
-                    "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
-        ),
+        Some(to_json(&CreateCourse {
+            cpu: Some(1),
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("cs101", "Systems", "cohort/base")
+        })),
     )
     .await;
     assert_eq!(status, 201, "{body}");
@@ -362,8 +366,10 @@ async fn a_hostile_student_is_bounded_on_a_real_node() {
         Method::POST,
         "/instances",
         &dave,
-        Some(json!({"name": "dave-box", "image": "cohort/base",
-                    "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}})),
+        Some(to_json(&CreateInstance {
+            limits: Some(limits(1, 256, 2)),
+            ..instance("dave-box", "cohort/base")
+        })),
     )
     .await;
     assert_eq!(status, 202, "{body}");

@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use cohort_e2e::agent::TestAgent;
+use cohort_e2e::bodies::{self, instance, limits, to_json, CreateCourse};
 use cohort_e2e::browser::set_portal_password;
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::delay_proxy::DelayProxy;
@@ -24,9 +25,10 @@ use cohort_e2e::observe::build_fake_nvml;
 use cohort_e2e::portal::{quantile, Portal};
 use cohort_e2e::TestLxd;
 use cohort_proto::agent::{CreateInstance, InstanceSource, Limits};
+use cohort_proto::api::instances::MoveInstance;
 use diesel::prelude::*;
 use reqwest::Method as M;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// `GET /instances/{name}/snapshots` as the admin: an ordinary call to the instance's agent.
 /// Its status, error code and how long it took (at most `bound`: past it the test fails).
@@ -65,10 +67,11 @@ async fn a_dark_node_costs_a_call_seconds_and_an_offline_one_nothing() {
         .admin(
             M::POST,
             "/instances",
-            Some(
-                json!({"name": "reach", "image": "cohort/base", "node": "far",
-                        "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}),
-            ),
+            Some(to_json(&bodies::CreateInstance {
+                limits: Some(limits(1, 256, 2)),
+                node: Some("far".into()),
+                ..instance("reach", "cohort/base")
+            })),
         )
         .await;
     lab.succeeds(&op, Duration::from_secs(240)).await;
@@ -232,8 +235,12 @@ fn point_node_at(cluster: &Cluster, name: &str, addr: std::net::SocketAddr) {
 /// the instructor's token.
 async fn course(cluster: &Cluster, code: &str, students: usize) -> String {
     let teacher = cluster.user(&format!("{code}prof"), "instructor").await;
-    let course = json!({"code": code, "title": "Faults", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..bodies::course(code, "Faults", "cohort/base")
+    };
     cluster.create_course(&teacher, course).await;
     let mut roster = String::from("username,name,email,ssh_key\n");
     for i in 0..students {
@@ -347,7 +354,7 @@ async fn a_class_provisions_and_a_student_moves_over_a_slow_link() {
         .admin(
             M::POST,
             "/instances/slow-slows0/move",
-            Some(json!({"target": to})),
+            Some(to_json(&MoveInstance { target: to.into() })),
         )
         .await;
     let done = cluster

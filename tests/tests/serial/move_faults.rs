@@ -8,7 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::lab::{Lab, LabNode};
+use cohort_proto::api::instances::MoveInstance;
+use cohort_proto::api::nodes::{EvacuateNode, EvacuatePolicy};
 use reqwest::Method as M;
 use serde_json::{json, Value};
 
@@ -114,8 +117,12 @@ async fn a_partitioned_target_during_a_move_or_an_evacuation_leaves_one_running_
     lab.add_node("west").await;
     lab.cluster.import_base_image("cohort/base").await;
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Move faults", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Move faults", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let roster = "username,name,email,ssh_key\ns0,Student,s0@uni.edu,\n".to_string();
     lab.cluster.import_roster(&teacher, COURSE, roster).await;
@@ -127,13 +134,17 @@ async fn a_partitioned_target_during_a_move_or_an_evacuation_leaves_one_running_
     let from = node_of(&lab).await;
     let other = if from == "east" { "west" } else { "east" };
     let path = format!("/instances/{INSTANCE}/move");
-    let body = json!({"target": other});
+    let body = to_json(&MoveInstance {
+        target: other.into(),
+    });
     partitioned_during_copy(&lab, "move", lab.cluster.admin(M::POST, &path, Some(body))).await;
     phase("move with its target partitioned");
 
     let from = node_of(&lab).await;
     let path = format!("/nodes/{from}/evacuate");
-    let body = json!({"policy": "move"});
+    let body = to_json(&EvacuateNode {
+        policy: EvacuatePolicy::Move,
+    });
     partitioned_during_copy(
         &lab,
         "evacuation",

@@ -7,6 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::lxd::lxd_dir;
 use cohort_e2e::ssh::SshKey;
@@ -88,10 +89,11 @@ async fn a_container_stopped_through_cohort_stays_stopped_across_a_reboot() {
     let teacher = cluster.user("prof-boot", "instructor").await;
     let res = cluster
         .request(Method::POST, "/courses", &teacher)
-        .json(
-            &json!({"code": "boot1", "title": "Reboots", "image": "cohort/base",
-                      "memory_mib": 256, "disk_gib": 2}),
-        )
+        .json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ..course("boot1", "Reboots", "cohort/base")
+        })
         .send()
         .await
         .expect("create course");

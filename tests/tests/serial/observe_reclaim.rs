@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::observe::{build_fake_nvml, promtool_check, sample_names, start_sleep_in};
 use cohort_e2e::ssh::SshKey;
@@ -177,8 +178,13 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
     create_course(
         &cluster,
         &prof,
-        json!({"code": "gpu1", "title": "GPUs", "image": "cohort/base", "memory_mib": 256,
-               "disk_gib": 2, "idle_gpu_minutes": 3, "warn_minutes": 0}),
+        to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            idle_gpu_minutes: Some(3),
+            warn_minutes: Some(0),
+            ..course("gpu1", "GPUs", "cohort/base")
+        }),
     )
     .await;
     let bad = cluster
@@ -204,8 +210,12 @@ async fn idle_and_ended_containers_are_reclaimed_with_their_reason() {
     create_course(
         &cluster,
         &prof,
-        json!({"code": "old1", "title": "Ending", "image": "cohort/base", "memory_mib": 256,
-               "disk_gib": 2, "ends": ends}),
+        to_json(&CreateCourse {
+            memory_mib: Some(256),
+            disk_gib: Some(2),
+            ends: Some(ends.clone()),
+            ..course("old1", "Ending", "cohort/base")
+        }),
     )
     .await;
     enroll_and_provision(&cluster, &prof, "old1", &["carol"]).await;

@@ -6,10 +6,12 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{instance, limits, CreateInstance};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::observe::build_fake_nvml;
 use cohort_e2e::PortRange;
+use cohort_proto::api::users::{Role, SetRole};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -149,8 +151,10 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
     );
     let res = cluster
         .request(Method::POST, "/instances", &ann)
-        .json(&json!({"name": "ann-q1", "image": "cohort/base",
-            "limits": {"cpu": 1, "memory_mib": 256, "disk_gib": 2}}))
+        .json(&CreateInstance {
+            limits: Some(limits(1, 256, 2)),
+            ..instance("ann-q1", "cohort/base")
+        })
         .send()
         .await
         .expect("create");
@@ -221,7 +225,7 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
     // The REST API's door to the same action: a student is refused, a bad role is named.
     let res = cluster
         .request(Method::PUT, "/users/lin/role", &ann)
-        .json(&json!({"role": "admin"}))
+        .json(&SetRole { role: Role::Admin })
         .send()
         .await
         .expect("put role");
@@ -235,7 +239,9 @@ async fn the_admin_sees_gpus_cordons_evacuates_restores_and_sets_roles() {
     assert_eq!(res.status(), 400);
     let res = cluster
         .request(Method::PUT, "/users/prof/role", &cluster.admin_token)
-        .json(&json!({"role": "student"}))
+        .json(&SetRole {
+            role: Role::Student,
+        })
         .send()
         .await
         .expect("put role");

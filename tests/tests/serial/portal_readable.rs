@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use cohort_e2e::bodies::{course, CreateCourse};
 use cohort_e2e::browser::{set_portal_password, Browser};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::PortRange;
@@ -129,8 +130,12 @@ async fn the_portal_is_readable_on_a_phone_and_in_chinese_and_says_why_students_
     cluster
         .create_course(
             &prof,
-            json!({"code": "lab1", "title": "Lab", "image": "cohort/base",
-                   "cpu": 1, "memory_mib": 256, "disk_gib": 2}),
+            CreateCourse {
+                cpu: Some(1),
+                memory_mib: Some(256),
+                disk_gib: Some(2),
+                ..course("lab1", "Lab", "cohort/base")
+            },
         )
         .await;
     cluster

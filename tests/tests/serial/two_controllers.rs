@@ -24,9 +24,11 @@ use cohort_controller::app::state::connect_pinned;
 use cohort_controller::db::models::node::Node;
 use cohort_controller::db::models::node_certificate::NodeCertificate;
 use cohort_controller::nodes::pki::Pki;
+use cohort_e2e::bodies::{course, to_json, CreateCourse};
 use cohort_e2e::controller::{test_config, ControllerProcess};
 use cohort_e2e::lab::{Lab, LabNode};
 use cohort_e2e::PortRange;
+use cohort_proto::api::instances::MoveInstance;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text};
 use reqwest::Method as M;
@@ -168,8 +170,12 @@ async fn two_controllers_provision_move_and_renew_each_item_once() {
     phase("two controllers, two nodes");
 
     let teacher = lab.cluster.user("prof", "instructor").await;
-    let course = json!({"code": COURSE, "title": "Two controllers", "image": "cohort/base",
-                        "cpu": 1, "memory_mib": 256, "disk_gib": 2});
+    let course = CreateCourse {
+        cpu: Some(1),
+        memory_mib: Some(256),
+        disk_gib: Some(2),
+        ..course(COURSE, "Two controllers", "cohort/base")
+    };
     lab.cluster.create_course(&teacher, course).await;
     let mut roster = String::from("username,name,email,ssh_key\n");
     for i in 0..STUDENTS {
@@ -196,7 +202,7 @@ async fn two_controllers_provision_move_and_renew_each_item_once() {
         .admin(
             M::POST,
             &format!("/instances/{MOVER}/move"),
-            Some(json!({"target": to})),
+            Some(to_json(&MoveInstance { target: to.clone() })),
         )
         .await;
     use cohort_controller::db::schema::node_certificates as nc;
