@@ -1,13 +1,16 @@
 //! Typed request bodies for Cohort's own API, so that a renamed or retyped wire field breaks a
 //! test at compile time rather than at run time.
 
+pub use cohort_proto::agent::{CreateSnapshot, ExecRequest};
 use cohort_proto::api::batch_jobs::SubmitJob;
 pub use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::courses::{CourseBudget, CourseGpuMode, GpuHours, Teardown};
 use cohort_proto::api::gpu_leases::GpuLeaseRequest;
+pub use cohort_proto::api::images::PublishImage;
 pub use cohort_proto::api::instances::CreateInstance;
 pub use cohort_proto::api::instances::InstanceStateChange;
 pub use cohort_proto::api::instances::StateAction;
+pub use cohort_proto::api::instances::UpdateInstance;
 use cohort_proto::api::instances::{GpuShare, Limits, PlacementStrategy};
 pub use cohort_proto::api::users::Role;
 use cohort_proto::api::users::{CreateApiToken, CreateUser};
@@ -150,5 +153,44 @@ pub fn api_token(name: &str) -> CreateApiToken {
     CreateApiToken {
         name: Some(name.into()),
         expires_in_days: None,
+    }
+}
+
+/// `POST /instances/{name}/exec`: run `command`, no environment, as root in `/`, the default
+/// timeout.
+pub fn exec(command: &[&str]) -> ExecRequest {
+    ExecRequest {
+        command: command.iter().map(|c| c.to_string()).collect(),
+        environment: Default::default(),
+        user: None,
+        group: None,
+        cwd: None,
+        stdin_base64: None,
+        timeout_s: None,
+    }
+}
+
+/// `POST /instances/{name}/snapshots` named `name`.
+pub fn snapshot(name: &str) -> CreateSnapshot {
+    CreateSnapshot { name: name.into() }
+}
+
+/// `PATCH /instances/{name}` setting these config keys, nothing else.
+pub fn set_config(pairs: &[(&str, &str)]) -> UpdateInstance {
+    UpdateInstance {
+        config: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// `POST /images/publish` of stopped `instance` as `alias`, no description.
+pub fn publish(instance: &str, alias: &str) -> PublishImage {
+    PublishImage {
+        instance: instance.into(),
+        alias: alias.into(),
+        description: None,
     }
 }

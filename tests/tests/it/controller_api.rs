@@ -284,7 +284,7 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/instances/alice-box/exec".into(),
-            json(serde_json::json!({"command": ["true"]})),
+            json(to_json(&bodies::exec(&["true"]))),
             [409, 403, 409],
             401,
         ),
@@ -305,22 +305,35 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/instances/alice-box/snapshots".into(),
-            json(serde_json::json!({"name": "s1"})),
+            json(to_json(&bodies::snapshot("s1"))),
             [409, 403, 409],
             401,
         ),
         (
             "PATCH",
             "/api/v1/instances/alice-box".into(),
-            json(serde_json::json!({"config": {"user.x": "1"}})),
+            json(to_json(&bodies::set_config(&[("user.x", "1")]))),
             [409, 403, 409],
             401,
         ),
         (
             "PATCH",
             "/api/v1/instances/alice-box".into(),
-            json(serde_json::json!({"add_devices": {"web": {"type": "proxy",
-                "listen": "tcp:127.0.0.1:8080", "connect": "tcp:127.0.0.1:80"}}})),
+            json(to_json(&bodies::UpdateInstance {
+                add_devices: [(
+                    "web".to_string(),
+                    [
+                        ("type", "proxy"),
+                        ("listen", "tcp:127.0.0.1:8080"),
+                        ("connect", "tcp:127.0.0.1:80"),
+                    ]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                )]
+                .into(),
+                ..Default::default()
+            })),
             [409, 403, 403],
             401,
         ),
@@ -334,7 +347,7 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/images/publish".into(),
-            json(serde_json::json!({"instance": "alice-box", "alias": "pub1"})),
+            json(to_json(&bodies::publish("alice-box", "pub1"))),
             [409, 403, 403],
             401,
         ),
@@ -531,17 +544,17 @@ async fn every_role_against_every_route() {
         (
             "PATCH",
             "/api/v1/instances/cs101-bob".into(),
-            json(serde_json::json!({"config": {"user.x": "1"}})),
+            json(to_json(&bodies::set_config(&[("user.x", "1")]))),
         ),
         (
             "POST",
             "/api/v1/instances/cs101-bob/exec".into(),
-            json(serde_json::json!({"command": ["true"]})),
+            json(to_json(&bodies::exec(&["true"]))),
         ),
         (
             "POST",
             "/api/v1/instances/cs101-bob/snapshots".into(),
-            json(serde_json::json!({"name": "s1"})),
+            json(to_json(&bodies::snapshot("s1"))),
         ),
         (
             "DELETE",
@@ -556,7 +569,7 @@ async fn every_role_against_every_route() {
         (
             "POST",
             "/api/v1/images/publish".into(),
-            json(serde_json::json!({"instance": "cs101-bob", "alias": "stolen"})),
+            json(to_json(&bodies::publish("cs101-bob", "stolen"))),
         ),
     ];
     for (method, path, body) in &writes {

@@ -146,8 +146,11 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
 
     // A download larger than anything the controller should hold streams through, whole.
     let big = 160u64 << 20;
-    let made = exec(json!({"command": ["sh", "-c",
-        format!("head -c {big} /dev/urandom > /root/big && sha256sum /root/big")]}))
+    let made = exec(to_json(&bodies::exec(&[
+        "sh",
+        "-c",
+        &format!("head -c {big} /dev/urandom > /root/big && sha256sum /root/big"),
+    ])))
     .await;
     assert_eq!(made.0, 200, "{}", made.1);
     let made: ExecResult = serde_json::from_str(&made.1).unwrap();
@@ -183,9 +186,12 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     });
 
     // Past the file limit: a clear 413 naming the path, not a truncated file.
-    let over = exec(
-        json!({"command": ["truncate", "-s", format!("{}M", FILE_LIMIT_MIB + 1), "/root/huge"]}),
-    )
+    let over = exec(to_json(&bodies::exec(&[
+        "truncate",
+        "-s",
+        &format!("{}M", FILE_LIMIT_MIB + 1),
+        "/root/huge",
+    ])))
     .await;
     assert_eq!(over.0, 200, "{}", over.1);
     let pulled = raw(
@@ -201,8 +207,12 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     });
 
     // Exec output within the limit comes back whole; past it, a clear 413 naming the stream.
-    let within =
-        exec(json!({"command": ["sh", "-c", "head -c 900000 /dev/zero; echo err >&2"]})).await;
+    let within = exec(to_json(&bodies::exec(&[
+        "sh",
+        "-c",
+        "head -c 900000 /dev/zero; echo err >&2",
+    ])))
+    .await;
     let out: Option<ExecResult> = serde_json::from_str(&within.1).ok();
     found.check(
         out.as_ref().is_some_and(|o| {
@@ -213,7 +223,13 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
         }),
         || format!("900 kB of output: {} {:.200}", within.0, within.1),
     );
-    let flood = exec(json!({"command": ["head", "-c", "3000000", "/dev/zero"]})).await;
+    let flood = exec(to_json(&bodies::exec(&[
+        "head",
+        "-c",
+        "3000000",
+        "/dev/zero",
+    ])))
+    .await;
     found.check(refused(&flood, 413, "stdout"), || {
         format!("3 MB of output: {} {:.200}", flood.0, flood.1)
     });
@@ -242,8 +258,11 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
     }
 
     // A timed-out exec answers 504 and leaves nothing of itself running.
-    let slow =
-        exec(json!({"command": ["sh", "-c", "sleep 3001 & sleep 3002"], "timeout_s": 2})).await;
+    let slow = exec(to_json(&bodies::ExecRequest {
+        timeout_s: Some(2),
+        ..bodies::exec(&["sh", "-c", "sleep 3001 & sleep 3002"])
+    }))
+    .await;
     found.check(slow.0 == 504, || {
         format!("timeout: {} {:.200}", slow.0, slow.1)
     });
@@ -418,7 +437,7 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
                 &alice,
                 M::POST,
                 "/instances/io-alice/snapshots",
-                Some(json!({"name": name})),
+                Some(to_json(&bodies::snapshot(name))),
             )
             .await
         }
@@ -470,7 +489,7 @@ async fn instance_io_is_bounded_and_wrong_input_refused() {
         )
         .await;
     cluster.succeeds(&alice, &stop).await;
-    let stopped = exec(json!({"command": ["true"]})).await;
+    let stopped = exec(to_json(&bodies::exec(&["true"]))).await;
     found.check(stopped.0 == 409, || {
         format!("exec when stopped: {} {:.200}", stopped.0, stopped.1)
     });
