@@ -5,13 +5,15 @@ pub use cohort_proto::agent::{CreateSnapshot, ExecRequest};
 use cohort_proto::api::batch_jobs::SubmitJob;
 pub use cohort_proto::api::courses::CreateCourse;
 use cohort_proto::api::courses::{CourseBudget, CourseGpuMode, GpuHours, Teardown};
-use cohort_proto::api::gpu_leases::GpuLeaseRequest;
+pub use cohort_proto::api::gpu_leases::GpuLeaseRequest;
 pub use cohort_proto::api::images::PublishImage;
 pub use cohort_proto::api::instances::CreateInstance;
 pub use cohort_proto::api::instances::InstanceStateChange;
 pub use cohort_proto::api::instances::StateAction;
 pub use cohort_proto::api::instances::UpdateInstance;
 use cohort_proto::api::instances::{GpuShare, Limits, PlacementStrategy};
+pub use cohort_proto::api::nodes::CreateJoinToken;
+pub use cohort_proto::api::orphans::AdoptOrphan;
 pub use cohort_proto::api::users::Role;
 use cohort_proto::api::users::{CreateApiToken, CreateUser};
 
@@ -193,4 +195,19 @@ pub fn publish(instance: &str, alias: &str) -> PublishImage {
         alias: alias.into(),
         description: None,
     }
+}
+
+/// `POST /nodes/tokens`: a join token for node `name`, whose agent is reached at `addresses`;
+/// the default lifetime.
+pub fn join_token(name: &str, addresses: &[String]) -> CreateJoinToken {
+    CreateJoinToken {
+        node_name: name.into(),
+        ttl_seconds: None,
+        addresses: addresses.to_vec(),
+    }
+}
+
+/// `POST /instances/{name}/gpu-lease` for the course's default hours.
+pub fn default_lease() -> GpuLeaseRequest {
+    GpuLeaseRequest { hours: None }
 }

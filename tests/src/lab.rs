@@ -17,7 +17,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
-use serde_json::json;
 
 use crate::cluster::{agent_binary, Cluster};
 use crate::network::{output, run};
@@ -296,7 +295,10 @@ impl Lab {
             .admin(
                 reqwest::Method::POST,
                 "/nodes/tokens",
-                Some(json!({"node_name": node.name, "addresses": [node.address.to_string()]})),
+                Some(crate::bodies::to_json(&crate::bodies::join_token(
+                    &node.name,
+                    &[node.address.to_string()],
+                ))),
             )
             .await;
         let token = issued["token"].as_str().expect("join token");

@@ -12,8 +12,6 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::controller::{init_controller, ControllerProcess};
 use crate::{PortRange, TestDb, TestLxd};
 
@@ -163,7 +161,10 @@ impl Cluster {
                 reqwest::Method::POST,
                 "/nodes/tokens",
                 // The agent is reached on loopback: the admin names that address.
-                Some(json!({"node_name": node.name, "addresses": ["127.0.0.1"]})),
+                Some(crate::bodies::to_json(&crate::bodies::join_token(
+                    &node.name,
+                    &["127.0.0.1".to_string()],
+                ))),
             )
             .await;
         let token = issued["token"].as_str().expect("join token").to_string();

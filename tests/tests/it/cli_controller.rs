@@ -314,8 +314,10 @@ fn audit_list_filters_pages_and_refuses_students() {
             let calls = (0..50).map(|i| {
                 let client = client.clone();
                 async move {
-                    let body =
-                        serde_json::json!({"username": format!("u{chunk}x{i}"), "role": "student"});
+                    let body = cohort_e2e::bodies::new_user(
+                        &format!("u{chunk}x{i}"),
+                        cohort_e2e::bodies::Role::Student,
+                    );
                     let _: serde_json::Value = client.post("/users", &body).await.expect("user");
                 }
             });

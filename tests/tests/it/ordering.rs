@@ -5,19 +5,19 @@
 
 use std::time::Duration;
 
-use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
+use cohort_e2e::bodies::{instance, limits, state_change, to_json, CreateInstance, StateAction};
 use cohort_e2e::cluster::Cluster;
 use reqwest::Method as M;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const ROUNDS: usize = 4;
 
-async fn ask(cluster: &Cluster, name: &str, action: &str) -> String {
+async fn ask(cluster: &Cluster, name: &str, action: StateAction) -> String {
     let op = cluster
         .admin(
             M::PUT,
             &format!("/instances/{name}/state"),
-            Some(json!({ "action": action })),
+            Some(to_json(&state_change(action))),
         )
         .await;
     op["id"].as_str().expect("an operation").to_string()
@@ -55,9 +55,9 @@ async fn a_start_then_a_stop_10_ms_later_always_ends_stopped() {
     assert_eq!(made["status"], "success", "{made}");
 
     for round in 0..ROUNDS {
-        let start = ask(&cluster, name, "start").await;
+        let start = ask(&cluster, name, StateAction::Start).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let stop = ask(&cluster, name, "stop").await;
+        let stop = ask(&cluster, name, StateAction::Stop).await;
         let within = Duration::from_secs(120);
         let started: Value = cluster.wait_operation(&start, within).await;
         let stopped: Value = cluster.wait_operation(&stop, within).await;

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use cohort_e2e::bodies::{instance, limits, to_json, CreateInstance};
+use cohort_e2e::bodies::{instance, limits, to_json, AdoptOrphan, CreateInstance};
 use cohort_e2e::cluster::Cluster;
 use cohort_e2e::ssh::SshKey;
 use cohort_proto::api::users::AddSshKey;
@@ -156,7 +156,10 @@ async fn containers_without_a_record_are_reported_keep_their_ports_and_are_adopt
         .admin(
             Method::POST,
             "/orphans/node1/lost-1/adopt",
-            Some(json!({"owner": "prof", "image": "cohort/base"})),
+            Some(to_json(&AdoptOrphan {
+                owner: "prof".into(),
+                image: "cohort/base".into(),
+            })),
         )
         .await;
     let adopted = cluster.admin(Method::GET, "/instances/lost-1", None).await;

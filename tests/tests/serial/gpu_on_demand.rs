@@ -16,7 +16,9 @@ use cohort_controller::app::poller;
 use cohort_controller::db::models::operation::Operation;
 use cohort_controller::http::api;
 use cohort_controller::jobs::worker;
-use cohort_e2e::bodies::{budget, course, gpu_lease, on_demand, to_json, CreateCourse};
+use cohort_e2e::bodies::{
+    budget, course, default_lease, gpu_lease, on_demand, to_json, CreateCourse,
+};
 use cohort_e2e::controller::TestController;
 use cohort_e2e::gpu_node::GpuNode;
 use cohort_e2e::observe::build_fake_nvml;
@@ -257,10 +259,16 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
         &tokens["bob"],
         "POST",
         &lease("od-ann"),
-        Some(json!({}))
+        Some(to_json(&default_lease()))
     );
     assert_eq!(status, 403, "another student's container: {body}");
-    let (status, body) = call!(&app, &ann, "POST", &lease("pn-ann"), Some(json!({})));
+    let (status, body) = call!(
+        &app,
+        &ann,
+        "POST",
+        &lease("pn-ann"),
+        Some(to_json(&default_lease()))
+    );
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["field"], "gpu_mode", "{body}");
     assert!(
@@ -274,7 +282,13 @@ async fn on_demand_leases_queue_by_fair_share_end_and_survive_a_restart() {
     assert_eq!((status, all.clone()), (200, json!([])), "nothing half-made");
 
     // Ann gets the free GPU at once (the default lease: 2 hours).
-    let (status, body) = call!(&app, &ann, "POST", &lease("od-ann"), Some(json!({})));
+    let (status, body) = call!(
+        &app,
+        &ann,
+        "POST",
+        &lease("od-ann"),
+        Some(to_json(&default_lease()))
+    );
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         (&body["state"], &body["gpu"], &body["hours"]),
