@@ -363,7 +363,10 @@ for _ in range(60):
     time.sleep(1)
 c = BlockingKernelClient(connection_file=files[0])
 c.load_connection_file()
-c.start_channels()
+# No heartbeat channel: without a kernel manager, wait_for_ready judges the kernel dead when one
+# heartbeat misses its second, which a loaded machine makes happen ("Kernel died before replying
+# to kernel_info" of a kernel that lives); the kernel_info reply is the proof of life waited for.
+c.start_channels(hb=False)
 c.wait_for_ready(timeout=180)
 # JupyterLab learns a kernel's state from its iopub messages, and on a loaded machine it may
 # subscribe after the kernel's first ones: a cell sent then leaves it at "starting" for the
