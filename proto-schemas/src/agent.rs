@@ -493,6 +493,22 @@ pub struct ExecRequest {
     pub timeout_s: Option<u32>,
 }
 
+impl ExecRequest {
+    /// `command` as root in the container's working directory: no environment, no stdin, the
+    /// default timeout. Callers set the rest by struct update.
+    pub fn new(command: Vec<String>) -> Self {
+        ExecRequest {
+            command,
+            environment: BTreeMap::new(),
+            user: None,
+            group: None,
+            cwd: None,
+            stdin_base64: None,
+            timeout_s: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecResult {

@@ -161,15 +161,7 @@ pub fn api_token(name: &str) -> CreateApiToken {
 /// `POST /instances/{name}/exec`: run `command`, no environment, as root in `/`, the default
 /// timeout.
 pub fn exec(command: &[&str]) -> ExecRequest {
-    ExecRequest {
-        command: command.iter().map(|c| c.to_string()).collect(),
-        environment: Default::default(),
-        user: None,
-        group: None,
-        cwd: None,
-        stdin_base64: None,
-        timeout_s: None,
-    }
+    ExecRequest::new(command.iter().map(|c| c.to_string()).collect())
 }
 
 /// `POST /instances/{name}/snapshots` named `name`.

@@ -83,15 +83,11 @@ async fn push(session: &Session, args: FilePush) -> anyhow::Result<()> {
 /// `mkdir -p` of the file's directory inside the instance, through exec (no files route does it).
 async fn make_parent(client: &Client, instance: &str, path: &str) -> anyhow::Result<()> {
     let parent = Path::new(path).parent().unwrap_or(Path::new("/"));
-    let request = ExecRequest {
-        command: vec!["mkdir".into(), "-p".into(), parent.display().to_string()],
-        environment: Default::default(),
-        user: None,
-        group: None,
-        cwd: None,
-        stdin_base64: None,
-        timeout_s: None,
-    };
+    let request = ExecRequest::new(vec![
+        "mkdir".into(),
+        "-p".into(),
+        parent.display().to_string(),
+    ]);
     let result: ExecResult = client
         .post(&format!("/instances/{}/exec", seg(instance)), &request)
         .await?;

@@ -107,13 +107,8 @@ fn as_student(
     ];
     command.extend(args);
     ExecRequest {
-        command,
-        environment: Default::default(),
-        user: None,
-        group: None,
-        cwd: None,
-        stdin_base64: None,
         timeout_s: Some(timeout_s),
+        ..ExecRequest::new(command)
     }
 }
 

@@ -24,19 +24,14 @@ pub async fn revoke_login(
     username: &str,
 ) -> Result<(), ActionError> {
     let request = cohort_proto::agent::ExecRequest {
-        command: vec![
+        timeout_s: Some(60),
+        ..cohort_proto::agent::ExecRequest::new(vec![
             "/bin/sh".into(),
             "-c".into(),
             REVOKE_LOGIN.into(),
             "cohort-revoke".into(),
             username.to_string(),
-        ],
-        environment: Default::default(),
-        user: None,
-        group: None,
-        cwd: None,
-        stdin_base64: None,
-        timeout_s: Some(60),
+        ])
     };
     agent
         .exec(instance.to_string(), request)

@@ -196,19 +196,14 @@ pub async fn tell(ctl: &Controller, notices: Vec<Notice>) {
             }
         };
         let req = ExecRequest {
-            command: vec![
+            timeout_s: Some(10),
+            ..ExecRequest::new(vec![
                 "/bin/sh".into(),
                 "-c".into(),
                 TO_TERMINALS.into(),
                 "cohort-notice".into(),
                 n.text.clone(),
-            ],
-            environment: Default::default(),
-            user: None,
-            group: None,
-            cwd: None,
-            stdin_base64: None,
-            timeout_s: Some(10),
+            ])
         };
         let call = agent.exec(n.instance.clone(), req);
         match tokio::time::timeout(std::time::Duration::from_secs(15), call).await {
