@@ -123,7 +123,15 @@ async fn a_class_logs_in_with_no_forkproxy_and_a_node_without_a_network_still_wo
     for (i, inst) in made.iter().enumerate() {
         let port = ports.port(i as u16);
         assert!(inst.ssh_ready, "{} not ready", inst.name);
-        let out = key.run(&gw, port, &format!("s{i}"), "whoami");
+        // sshd answered the agent; a fresh one-CPU container on a loaded node may still take
+        // longer than ssh's ConnectTimeout over its first banner, which is no refusal.
+        let out = key.run_when_up(
+            &gw,
+            port,
+            &format!("s{i}"),
+            "whoami",
+            Duration::from_secs(60),
+        );
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             format!("s{i}\n"),
@@ -323,7 +331,15 @@ async fn a_class_on_incus_logs_in_through_the_node_network() {
     for (i, inst) in made.iter().enumerate() {
         let port = ports.port(i as u16);
         assert!(inst.ssh_ready, "{} not ready", inst.name);
-        let out = key.run(&gw, port, &format!("s{i}"), "whoami");
+        // sshd answered the agent; a fresh one-CPU container on a loaded node may still take
+        // longer than ssh's ConnectTimeout over its first banner, which is no refusal.
+        let out = key.run_when_up(
+            &gw,
+            port,
+            &format!("s{i}"),
+            "whoami",
+            Duration::from_secs(60),
+        );
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             format!("s{i}\n"),
