@@ -245,13 +245,7 @@ async fn six_students_in_parallel_are_all_ready_and_log_in() {
     }
     eprintln!("6 instances with SSH, all ready: {elapsed:?}");
     for i in 0..6u16 {
-        let out = key.run_when_up(
-            "127.0.0.1",
-            ports.port(i),
-            &format!("s{i}"),
-            "hostname",
-            Duration::from_secs(60),
-        );
+        let out = key.run("127.0.0.1", ports.port(i), &format!("s{i}"), "hostname");
         assert!(
             out.status.success(),
             "s{i}: {}",
