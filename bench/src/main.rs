@@ -7,11 +7,13 @@
 //!   cohort-bench gpu-sample [--gpus 8] [--containers 200] [--samples 200]
 //!   cohort-bench fleet [--agents 1000] [--containers 10] [--seconds 60] [--gpu-containers 0]
 //!   cohort-bench jobs [--jobs 500] [--gpus 8] [--handoffs 20] [--passes 20]
+//!   cohort-bench memory [--minutes 60] [--nodes 1] [--students 3] [--sign-ins 20]
 
 mod api;
 mod fleet;
 mod gpu_sample;
 mod jobs;
+mod memory;
 mod placement;
 
 use anyhow::Result;
@@ -111,6 +113,20 @@ enum Bench {
         /// Decision passes timed.
         #[arg(long, default_value_t = 20)]
         passes: u32,
+    },
+    /// The controller's memory over a long mixed load (issue 49's soak).
+    Memory {
+        #[arg(long, default_value_t = 60.0)]
+        minutes: f64,
+        /// Real nodes (the test daemon): with one, each round provisions a course and tears it
+        /// down; with none, sign-ins and pages only.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
+        #[arg(long, default_value_t = 3)]
+        students: u32,
+        /// Portal sign-ins at once, each round.
+        #[arg(long, default_value_t = 20)]
+        sign_ins: u32,
     },
 }
 
@@ -241,6 +257,32 @@ fn main() -> Result<()> {
                 out.list_ms,
                 out.list_alone_ms,
                 out.list_ms / out.list_alone_ms,
+            );
+        }
+        Bench::Memory {
+            minutes,
+            nodes,
+            students,
+            sign_ins,
+        } => {
+            let shape = memory::Shape {
+                minutes,
+                nodes,
+                students,
+                sign_ins,
+            };
+            let out = memory::run(&shape)?;
+            println!(
+                "| memory | {minutes} min, {nodes} nodes: {} rounds of {sign_ins} sign-ins at once, portal and API pages, {} provisions of {students} with {} execs and {} files | controller RSS at start {:.1} MiB, warm {:.1} MiB, peak {:.1} MiB, last {:.1} MiB | second half's trend {:+.1} MiB an hour | target < 150 MiB, no growth |",
+                out.rounds,
+                out.provisions,
+                out.execs,
+                out.files,
+                out.start_mib,
+                out.warm_mib,
+                out.peak_mib,
+                out.last_mib,
+                out.slope_mib_per_hour,
             );
         }
     }

@@ -95,6 +95,7 @@ fn migrate(config: &Config, force: bool) -> anyhow::Result<diesel::PgConnection>
 }
 
 fn main() -> anyhow::Result<()> {
+    let returned = cohort_controller::app::malloc::return_large_blocks();
     let cli = Cli::parse();
     let logs = tracing_subscriber::fmt().with_env_filter(
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -102,6 +103,9 @@ fn main() -> anyhow::Result<()> {
     match cli.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
+    }
+    if !returned {
+        tracing::warn!("the C allocator refused its large-block threshold; memory freed after sign-ins may stay resident");
     }
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {

@@ -8,6 +8,8 @@ use crate::cluster::Cluster;
 
 /// The sign-in cookie the form's `csrf` field must match (`SIGN_IN_COOKIE`).
 const SIGN_IN_COOKIE: &str = "__Host-cohort_sign_in";
+/// The portal's session cookie (`SESSION_COOKIE`).
+const SESSION_COOKIE: &str = "__Host-cohort_session";
 
 /// A browser-less client of one cluster's portal.
 #[derive(Clone)]
@@ -40,11 +42,40 @@ impl Portal {
 
     /// Posts the sign-in form for `username` with `password`.
     pub async fn sign_in(&self, username: &str, password: &str) -> SignIn {
-        // Any value works: the form's field need only match the cookie.
-        let csrf = format!("csrf-{}", crate::unique_suffix());
         let started = Instant::now();
         let res = self
-            .http
+            .post_sign_in(username, password)
+            .await
+            .expect("the portal answers");
+        let status = res.status().as_u16();
+        let _ = res.bytes().await;
+        SignIn {
+            status,
+            took: started.elapsed(),
+        }
+    }
+
+    /// Signs `username` in and returns the session cookie's `name=value`, or `None` when the
+    /// portal refused the sign-in.
+    pub async fn session(&self, username: &str, password: &str) -> Option<String> {
+        let res = self.post_sign_in(username, password).await.ok()?;
+        res.headers()
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()?.split(';').next())
+            .find(|pair| pair.starts_with(SESSION_COOKIE) && !pair.ends_with('='))
+            .map(str::to_string)
+    }
+
+    /// The sign-in form posted with its CSRF cookie.
+    async fn post_sign_in(
+        &self,
+        username: &str,
+        password: &str,
+    ) -> reqwest::Result<reqwest::Response> {
+        // Any value works: the form's field need only match the cookie.
+        let csrf = format!("csrf-{}", crate::unique_suffix());
+        self.http
             .post(format!("{}/signin", self.base))
             .header(reqwest::header::COOKIE, format!("{SIGN_IN_COOKIE}={csrf}"))
             .form(&[
@@ -54,12 +85,23 @@ impl Portal {
             ])
             .send()
             .await
-            .expect("the portal answers");
-        let status = res.status().as_u16();
-        let _ = res.bytes().await;
-        SignIn {
-            status,
-            took: started.elapsed(),
+    }
+
+    /// `GET path` of the portal with the session cookie `session`; the status.
+    pub async fn page(&self, path: &str, session: &str) -> u16 {
+        match self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header(reqwest::header::COOKIE, session)
+            .send()
+            .await
+        {
+            Ok(res) => {
+                let status = res.status().as_u16();
+                let _ = res.bytes().await;
+                status
+            }
+            Err(_) => 0,
         }
     }
 }
