@@ -117,19 +117,8 @@ async fn a_real_program_is_held_to_the_cap_on(daemon: TestDaemon) {
     assert!(!raise.status.success(), "a user rewrote the cap");
 
     // A student's process (not root), 8 GiB on the card, a 1 GiB cap.
-    let out = lxd.lxc(&[
-        "exec",
-        name,
-        "--env",
-        "FAKE_CUDA_TOTAL_BYTES=8589934592",
-        "--",
-        "runuser",
-        "-u",
-        "nobody",
-        "--",
-        "/usr/local/bin/cuda-cap-probe",
-    ]);
-    let seen = probe_report(&out);
+    let seen = probe_as_student(&lxd, name, &[]);
+    let out = format!("{seen:?}");
     let expect = [
         ("total_mib", "1024"),
         ("free_mib", "1024"),
@@ -190,7 +179,10 @@ async fn a_capped_container(agent: &TestAgent, lxd: &TestLxd, name: &str, dir: &
     }
 }
 
-/// The probe as the container's user `nobody`, on a card of 8 GiB: its `key=value` lines.
+/// The probe as the container's user `nobody`, on a card of 8 GiB: its `key=value` lines. The
+/// probe always prints some; LXD 5.0.2's `exec` now and then returns none of a command's output
+/// on a loaded CPU (canonical/lxd#11422, fixed in 5.14), so an empty answer is asked again (each
+/// run takes and frees its memory before it exits).
 fn probe_as_student(lxd: &TestLxd, name: &str, args: &[&str]) -> BTreeMap<String, String> {
     let mut cmd = vec![
         "exec",
@@ -205,6 +197,12 @@ fn probe_as_student(lxd: &TestLxd, name: &str, args: &[&str]) -> BTreeMap<String
         "/usr/local/bin/cuda-cap-probe",
     ];
     cmd.extend_from_slice(args);
+    for _ in 0..4 {
+        let seen = probe_report(&lxd.lxc(&cmd));
+        if !seen.is_empty() {
+            return seen;
+        }
+    }
     probe_report(&lxd.lxc(&cmd))
 }
 
