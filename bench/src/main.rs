@@ -7,7 +7,7 @@
 //!   cohort-bench gpu-sample [--gpus 8] [--containers 200] [--samples 200]
 //!   cohort-bench fleet [--agents 1000] [--containers 10] [--seconds 60] [--gpu-containers 0]
 //!   cohort-bench jobs [--jobs 500] [--gpus 8] [--handoffs 20] [--passes 20]
-//!   cohort-bench memory [--minutes 60] [--nodes 1] [--students 3] [--sign-ins 20]
+//!   cohort-bench memory [--minutes 60] [--nodes 1] [--students 3] [--sign-ins 20] [--round-s 0]
 
 mod api;
 mod fleet;
@@ -127,6 +127,9 @@ enum Bench {
         /// Portal sign-ins at once, each round.
         #[arg(long, default_value_t = 20)]
         sign_ins: u32,
+        /// Seconds a round takes at least (0: the next starts at once).
+        #[arg(long, default_value_t = 0.0)]
+        round_s: f64,
     },
 }
 
@@ -264,12 +267,14 @@ fn main() -> Result<()> {
             nodes,
             students,
             sign_ins,
+            round_s,
         } => {
             let shape = memory::Shape {
                 minutes,
                 nodes,
                 students,
                 sign_ins,
+                round_s,
             };
             let out = memory::run(&shape)?;
             println!(

@@ -25,6 +25,8 @@ pub struct Shape {
     pub nodes: usize,
     pub students: u32,
     pub sign_ins: u32,
+    /// A round starts at most this often (0: at once after the last).
+    pub round_s: f64,
 }
 
 #[derive(Default)]
@@ -169,6 +171,7 @@ pub fn run(shape: &Shape) -> Result<Outcome> {
         let deadline = started + Duration::from_secs_f64(shape.minutes * 60.0);
         let mut samples = Vec::new();
         while out.rounds == 0 || Instant::now() < deadline {
+            let round_started = Instant::now();
             // Sign-ins, all at once.
             let burst: Vec<_> = (0..shape.sign_ins)
                 .map(|i| {
@@ -230,6 +233,8 @@ pub fn run(shape: &Shape) -> Result<Outcome> {
                 out.rounds,
                 started.elapsed().as_secs_f64()
             );
+            let next = round_started + Duration::from_secs_f64(shape.round_s);
+            tokio::time::sleep(next.saturating_duration_since(Instant::now())).await;
         }
         out.peak_mib = status_mib(pid, "VmHWM")?;
         out.last_mib = samples.last().map_or(0.0, |s| s.1);
