@@ -283,7 +283,7 @@ impl Lab {
         node.start_agent();
         self.nodes.push(node);
         self.cluster
-            .wait_node_state(name, "online", Duration::from_secs(30))
+            .wait_node_ready(name, Duration::from_secs(30))
             .await;
         self.nodes.last_mut().expect("just pushed")
     }

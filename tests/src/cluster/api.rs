@@ -91,18 +91,42 @@ impl Cluster {
 
     /// Polls `GET /nodes/{name}` until its state is `state`.
     pub async fn wait_node_state(&self, name: &str, state: &str, within: Duration) {
+        self.wait_node(name, within, state, |node| node["state"] == state)
+            .await;
+    }
+
+    /// Waits until node `name` is online with its first inventory recorded (its cores): a node is
+    /// online from its enrollment, but until the first poll it has no cores to place on, and a
+    /// class provisioned then is queued ("needs 1 CPU; most free on any node: 0") until the
+    /// queue's next pass.
+    pub async fn wait_node_ready(&self, name: &str, within: Duration) {
+        let ready = |node: &Value| {
+            node["state"] == "online" && node["cores"].as_u64().is_some_and(|c| c > 0)
+        };
+        self.wait_node(name, within, "online with its inventory", ready)
+            .await;
+    }
+
+    /// Polls `GET /nodes/{name}` until `done` holds of it; panics past `within`, saying `what`.
+    async fn wait_node(
+        &self,
+        name: &str,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) {
         let deadline = Instant::now() + within;
         let mut last = Value::Null;
         while Instant::now() < deadline {
             last = self
                 .admin(Method::GET, &format!("/nodes/{name}"), None)
                 .await;
-            if last["state"] == state {
+            if done(&last) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        panic!("node {name} did not become {state} within {within:?}: {last}");
+        panic!("node {name} did not become {what} within {within:?}: {last}");
     }
 
     /// Uploads the base image tarball `scripts/setup` built, under `alias`; the catalog entry.

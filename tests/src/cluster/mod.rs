@@ -141,8 +141,7 @@ impl Cluster {
         self.join(&node).await;
         node.spawn();
         self.nodes.push(node);
-        self.wait_node_state(name, "online", Duration::from_secs(30))
-            .await;
+        self.wait_node_ready(name, Duration::from_secs(30)).await;
         self.nodes.last_mut().expect("just pushed")
     }
 
