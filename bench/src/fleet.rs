@@ -228,16 +228,7 @@ async fn serve(
 
 /// Resident memory of process `pid` in MiB (`VmRSS`).
 fn rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
+    cohort_e2e::observe::proc_status_kib(pid, "VmRSS").map(|kib| kib as f64 / 1024.0)
 }
 
 /// Gives every node its `containers` instance rows, placed and running, as a provision leaves

@@ -44,15 +44,11 @@ pub struct Outcome {
     pub slope_mib_per_hour: f64,
 }
 
-/// A field of `/proc/<pid>/status` in kB (`VmRSS`, `VmHWM`), as MiB.
+/// A size field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
 fn status_mib(pid: u32, field: &str) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .with_context(|| format!("{field} of process {pid}"))?;
-    Ok(kb / 1024.0)
+    cohort_e2e::observe::proc_status_kib(pid, field)
+        .map(|kib| kib as f64 / 1024.0)
+        .with_context(|| format!("{field} of process {pid}"))
 }
 
 /// The slope of the least-squares line through `(x, y)`.

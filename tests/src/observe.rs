@@ -1,6 +1,6 @@
 //! Helpers for the observability tests: the test NVML library built from
 //! `agent/testdata/fake_nvml.c`, `promtool check metrics`, metric names in an exposition, and
-//! the host PID of a process started inside a container.
+//! the host PID of a process started inside a container, and a process's memory from `/proc`.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -131,4 +131,17 @@ fn start_sleep_via(lxc: &dyn Fn(&[&str]) -> String, project: &str, instance: &st
         }
     }
     panic!("no host process for pid {inner} of {instance}");
+}
+
+/// A size field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in kB; `None` when the process or
+/// the field is not there.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }

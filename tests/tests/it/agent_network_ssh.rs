@@ -11,8 +11,33 @@ use std::time::Duration;
 use cohort_e2e::agent::TestAgent;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestLxd, TestNetwork};
-use cohort_proto::agent::{Egress, NetworkPolicy};
+use cohort_proto::agent::{Egress, Instance, NetworkPolicy};
 use net_support::*;
+
+/// Student `s<i>` of `made` (at port `i` of `ports`) is ready, logs in through NAT at `gw` as
+/// themselves, and no forkproxy carries it. sshd answered the agent; a fresh one-CPU container on
+/// a loaded node may still take longer than ssh's ConnectTimeout over its first banner, which is
+/// no refusal, so a login is tried again while the connection fails.
+fn each_logs_in_through_nat(key: &SshKey, gw: &str, ports: &PortRange, made: &[Instance]) {
+    for (i, inst) in made.iter().enumerate() {
+        let port = ports.port(i as u16);
+        assert!(inst.ssh_ready, "{} not ready", inst.name);
+        let user = format!("s{i}");
+        let out = key.run_when_up(gw, port, &user, "whoami", Duration::from_secs(60));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{user}\n"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            forkproxies_on(port),
+            0,
+            "{} goes through a forkproxy",
+            inst.name
+        );
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ssh_from_lets_in_its_sources_and_the_others_never_reach_the_container() {
@@ -120,31 +145,7 @@ async fn a_class_logs_in_with_no_forkproxy_and_a_node_without_a_network_still_wo
     addresses.sort();
     addresses.dedup();
     assert_eq!(addresses.len(), 6, "two students share an address");
-    for (i, inst) in made.iter().enumerate() {
-        let port = ports.port(i as u16);
-        assert!(inst.ssh_ready, "{} not ready", inst.name);
-        // sshd answered the agent; a fresh one-CPU container on a loaded node may still take
-        // longer than ssh's ConnectTimeout over its first banner, which is no refusal.
-        let out = key.run_when_up(
-            &gw,
-            port,
-            &format!("s{i}"),
-            "whoami",
-            Duration::from_secs(60),
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            format!("s{i}\n"),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            forkproxies_on(port),
-            0,
-            "{} goes through a forkproxy",
-            inst.name
-        );
-    }
+    each_logs_in_through_nat(&key, &gw, &ports, &made);
 
     // A node without a network (mode none): the classic proxy, one forkproxy, still logs in.
     let plain = TestLxd::new();
@@ -328,31 +329,7 @@ async fn a_class_on_incus_logs_in_through_the_node_network() {
     addresses.sort();
     addresses.dedup();
     assert_eq!(addresses.len(), 3, "two students share an address");
-    for (i, inst) in made.iter().enumerate() {
-        let port = ports.port(i as u16);
-        assert!(inst.ssh_ready, "{} not ready", inst.name);
-        // sshd answered the agent; a fresh one-CPU container on a loaded node may still take
-        // longer than ssh's ConnectTimeout over its first banner, which is no refusal.
-        let out = key.run_when_up(
-            &gw,
-            port,
-            &format!("s{i}"),
-            "whoami",
-            Duration::from_secs(60),
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            format!("s{i}\n"),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            forkproxies_on(port),
-            0,
-            "{} goes through a forkproxy",
-            inst.name
-        );
-    }
+    each_logs_in_through_nat(&key, &gw, &ports, &made);
     // The bridge is Incus's; LXD sees it only as a host interface it does not manage.
     let managed = |daemon: cohort_e2e::lxd::TestDaemon| {
         let net: serde_json::Value =

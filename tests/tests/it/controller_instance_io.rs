@@ -67,13 +67,7 @@ fn refused(answer: &(u16, String), status: u16, field: &str) -> bool {
 
 /// Peak resident memory of a process, in bytes (`VmHWM`).
 fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmHWM")
-        * 1024
+    cohort_e2e::observe::proc_status_kib(pid, "VmHWM").expect("VmHWM") * 1024
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

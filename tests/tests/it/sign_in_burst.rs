@@ -149,15 +149,9 @@ async fn sign_ins_hashing_leave_the_pool_to_everyone_else() {
     );
 }
 
-/// A field of the process's `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
+/// A size field of the process's `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
 fn status_mib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .expect("a size in kB")
-        / 1024
+    cohort_e2e::observe::proc_status_kib(pid, field).expect("the controller's memory") / 1024
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
