@@ -100,6 +100,8 @@ fn template() -> &'static str {
 pub struct TestDb {
     name: String,
     url: String,
+    /// Ends the test binary should the test outlive [`crate::process::TEST_LIMIT`].
+    _watchdog: crate::process::Watchdog,
 }
 
 impl TestDb {
@@ -113,7 +115,11 @@ impl TestDb {
         .execute(&mut conn)
         .unwrap_or_else(|e| panic!("create {name} from {template}: {e}"));
         let url = url_for(&name);
-        TestDb { name, url }
+        TestDb {
+            name,
+            url,
+            _watchdog: crate::process::Watchdog::arm(),
+        }
     }
 
     /// An empty database with no migrations applied (for migration tests).
@@ -125,7 +131,11 @@ impl TestDb {
             .execute(&mut conn)
             .unwrap_or_else(|e| panic!("create {name}: {e}"));
         let url = url_for(&name);
-        TestDb { name, url }
+        TestDb {
+            name,
+            url,
+            _watchdog: crate::process::Watchdog::arm(),
+        }
     }
 
     pub fn url(&self) -> &str {

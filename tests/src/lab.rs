@@ -143,11 +143,9 @@ fn kill_all_in(ns: &str) {
 
 /// The daemon's own client pointed at `lxd_dir`.
 fn lxc_in(lxd_dir: &Path, args: &[&str]) -> Output {
-    Command::new("lxc")
-        .args(args)
-        .env("LXD_DIR", lxd_dir)
-        .output()
-        .expect("run lxc")
+    let mut lxc = Command::new("lxc");
+    lxc.args(args).env("LXD_DIR", lxd_dir);
+    crate::process::output_within(&mut lxc, crate::process::BOUND)
 }
 
 /// Deletes every instance of the daemon at `lxd_dir` and shuts it down, starting it first (on

@@ -23,6 +23,7 @@ pub mod observe;
 pub mod pg;
 pub mod portal;
 pub mod ports;
+pub mod process;
 pub mod ssh;
 
 pub use db::TestDb;

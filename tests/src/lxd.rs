@@ -70,16 +70,15 @@ impl TestDaemon {
 
     /// Runs the client and returns its output whatever the exit status.
     pub fn output(self, args: &[&str]) -> Output {
-        self.client()
-            .args(args)
-            .output()
-            .expect("run the daemon's client (lxc or incus; run scripts/setup)")
+        crate::process::output_within(self.client().args(args), crate::process::BOUND)
     }
 }
 
 pub struct TestLxd {
     project: String,
     daemon: TestDaemon,
+    /// Ends the test binary should the test outlive [`crate::process::TEST_LIMIT`].
+    _watchdog: crate::process::Watchdog,
 }
 
 /// Runs `lxc` with the given arguments; panics with its stderr when it fails.
@@ -247,7 +246,11 @@ impl TestLxd {
             "-c",
             "features.profiles=false",
         ]);
-        TestLxd { project, daemon }
+        TestLxd {
+            project,
+            daemon,
+            _watchdog: crate::process::Watchdog::arm(),
+        }
     }
 
     pub fn project(&self) -> &str {

@@ -169,9 +169,9 @@ fn ssh_command_in(
         .arg(format!("StrictHostKeyChecking={host_check}"))
         .arg("-o")
         .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+        // A connection that goes silent ends the client within half a minute.
+        .args(["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=6"])
         .arg(format!("{user}@{host}"))
-        .arg(cmd)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run ssh (openssh-client; run scripts/setup)")
+        .arg(cmd);
+    crate::process::output_within(&mut command, crate::process::BOUND)
 }

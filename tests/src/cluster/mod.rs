@@ -31,6 +31,8 @@ pub struct Cluster {
     /// Ports for the controller (0) and the agents (1..).
     ports: PortRange,
     http: reqwest::Client,
+    /// Ends the test binary should the test outlive [`crate::process::TEST_LIMIT`].
+    _watchdog: crate::process::Watchdog,
 }
 
 impl Cluster {
@@ -119,6 +121,7 @@ impl Cluster {
             nodes: Vec::new(),
             ports,
             http,
+            _watchdog: crate::process::Watchdog::arm(),
         };
         for i in 1..=nodes {
             cluster.add_node(&format!("node{i}")).await;

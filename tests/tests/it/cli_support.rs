@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use cohort_e2e::controller::ControllerProcess;
+use cohort_e2e::process;
 use cohort_e2e::ssh::SshKey;
 use cohort_e2e::{PortRange, TestDb, TestLxd};
 use cohort_proto::api::users::AddSshKey;
@@ -160,17 +161,9 @@ impl Cli {
 
     /// Runs with `input` piped to stdin.
     pub fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
-        use std::io::Write;
-        let mut child = Command::new(binary("cohort"))
-            .args(args)
-            .env("COHORT_CONF", self.conf.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run cohort");
-        child.stdin.take().unwrap().write_all(input).unwrap();
-        child.wait_with_output().expect("cohort output")
+        let mut cohort = Command::new(binary("cohort"));
+        cohort.args(args).env("COHORT_CONF", self.conf.path());
+        process::output_with_input_within(&mut cohort, input, process::BOUND)
     }
 
     /// Runs and returns stdout; panics with stderr on failure.
@@ -394,10 +387,7 @@ impl Lxc {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run lxc")
+        process::output_within(&mut self.command(args), process::BOUND)
     }
 
     /// `lxc ARGS` with this client's configuration, not started.

@@ -185,3 +185,98 @@ fn port_ranges_never_overlap() {
         }
     }
 }
+
+/// A client that never ends is killed at its deadline and the test fails naming it, instead of
+/// holding the run until CI's limit.
+#[test]
+fn a_client_command_past_its_deadline_is_killed_and_named() {
+    let started = std::time::Instant::now();
+    let pidfile = tempfile::NamedTempFile::new().expect("pid file");
+    let script = format!(
+        "echo $$ > {}; echo begun; exec sleep 60",
+        pidfile.path().display()
+    );
+    let hung = std::panic::catch_unwind(|| {
+        cohort_e2e::process::output_within(
+            std::process::Command::new("sh").args(["-c", &script]),
+            Duration::from_secs(2),
+        )
+    });
+    let message = match hung {
+        Ok(out) => panic!("a 60 s sleep ended within 2 s: {out:?}"),
+        Err(e) => e
+            .downcast_ref::<String>()
+            .cloned()
+            .expect("a panic message"),
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "killed after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        message.contains("did not end within 2s")
+            && message.contains("sleep 60")
+            && message.contains("begun"),
+        "{message}"
+    );
+    let pid = std::fs::read_to_string(pidfile.path()).expect("pid");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+        "the client {pid} still runs"
+    );
+    // One that ends in time is answered as `Command::output` answers, stdin fed.
+    let out = cohort_e2e::process::output_with_input_within(
+        std::process::Command::new("sh").args(["-c", "tr a-z A-Z; echo err >&2; exit 3"]),
+        b"quiet",
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        (out.status.code(), &out.stdout[..], &out.stderr[..]),
+        (Some(3), &b"QUIET"[..], &b"err\n"[..])
+    );
+}
+
+/// Run only by [`a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes`], with a
+/// limit of 2 s: holds a watchdog past it, waiting on a child that never ends.
+#[test]
+#[ignore = "hangs on purpose; run by a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes"]
+fn a_test_that_hangs() {
+    let _watchdog = cohort_e2e::process::Watchdog::arm();
+    let _ = std::process::Command::new("sleep").arg("127").status();
+}
+
+/// A test still running past its limit ends the test binary, saying which test and what it
+/// was waiting on, so a hang fails the run within CI's time and names itself.
+#[test]
+fn a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes() {
+    let started = std::time::Instant::now();
+    let out = cohort_e2e::process::output_within(
+        std::process::Command::new(std::env::current_exe().expect("this test binary"))
+            .args([
+                "--ignored",
+                "--exact",
+                "harness::a_test_that_hangs",
+                "--nocapture",
+            ])
+            .env("COHORT_TEST_LIMIT_S", "2"),
+        Duration::from_secs(100),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "ended after {:?}",
+        started.elapsed()
+    );
+    // The aborted binary's child outlives it; it is ended here.
+    let _ = std::process::Command::new("pkill")
+        .args(["-x", "-f", "sleep 127"])
+        .status();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(6), "aborted: {stderr}");
+    assert!(
+        stderr.contains("[watchdog] test harness::a_test_that_hangs still running after 2s")
+            && stderr.contains("sleep 127"),
+        "{stderr}"
+    );
+}
