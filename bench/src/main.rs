@@ -134,6 +134,7 @@ enum Bench {
 }
 
 fn main() -> Result<()> {
+    cohort_e2e::process::no_test_limit();
     match Cli::parse().bench {
         Bench::Placement {
             nodes,

@@ -18,8 +18,18 @@ use std::time::{Duration, Instant};
 /// hang costing the run its time.
 pub const BOUND: Duration = Duration::from_secs(600);
 
-/// How long one test may hold a [`Watchdog`]: twice the longest test of the suite.
+/// How long one test may hold a [`Watchdog`]: well past the longest test of the suite (the
+/// whole serial binary, one test at a time, takes about 20 minutes).
 pub const TEST_LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// Set by [`no_test_limit`]: watchdogs are armed no more.
+static UNLIMITED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// For a program that is no test (the benchmarks, whose soak runs an hour): the harness it
+/// uses arms no [`Watchdog`].
+pub fn no_test_limit() {
+    UNLIMITED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// `command`'s output (stdin empty), as `Command::output` gives it, provided it ends within
 /// `within`; past that it is killed and the calling test panics naming it.
@@ -196,15 +206,18 @@ fn children() -> String {
 }
 
 /// Armed for the test that made it (its thread's name, which libtest sets to the test's);
-/// disarmed when dropped.
+/// disarmed when dropped. Never armed after [`no_test_limit`].
 pub struct Watchdog {
-    id: u64,
+    id: Option<u64>,
 }
 
 impl Watchdog {
     pub fn arm() -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        if UNLIMITED.load(Ordering::Relaxed) {
+            return Watchdog { id: None };
+        }
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let name = std::thread::current()
             .name()
@@ -214,15 +227,18 @@ impl Watchdog {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((id, name, Instant::now()));
-        Watchdog { id }
+        Watchdog { id: Some(id) }
     }
 }
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
+        let Some(mine) = self.id else {
+            return;
+        };
         armed()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|(id, _, _)| *id != self.id);
+            .retain(|(id, _, _)| *id != mine);
     }
 }
