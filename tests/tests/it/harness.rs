@@ -237,28 +237,14 @@ fn a_client_command_past_its_deadline_is_killed_and_named() {
     );
 }
 
-/// Run only by [`a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes`], with a
-/// limit of 2 s: holds a watchdog past it, waiting on a child that never ends.
-#[test]
-#[ignore = "hangs on purpose; run by a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes"]
-fn a_test_that_hangs() {
-    let _watchdog = cohort_e2e::process::Watchdog::arm();
-    let _ = std::process::Command::new("sleep").arg("127").status();
-}
-
 /// A test still running past its limit ends the test binary, saying which test and what it
 /// was waiting on, so a hang fails the run within CI's time and names itself.
 #[test]
 fn a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes() {
     let started = std::time::Instant::now();
     let out = cohort_e2e::process::output_within(
-        std::process::Command::new(std::env::current_exe().expect("this test binary"))
-            .args([
-                "--ignored",
-                "--exact",
-                "harness::a_test_that_hangs",
-                "--nocapture",
-            ])
+        // A program of this crate (src/bin) that hangs as a test would.
+        std::process::Command::new(cohort_e2e::controller::built_binary("cohort-test-hang"))
             .env("COHORT_TEST_LIMIT_S", "2"),
         Duration::from_secs(100),
     );
@@ -268,14 +254,14 @@ fn a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes() {
         "ended after {:?}",
         started.elapsed()
     );
-    // The aborted binary's child outlives it; it is ended here.
+    // The aborted program's child outlives it; it is ended here.
     let _ = std::process::Command::new("pkill")
         .args(["-x", "-f", "sleep 127"])
         .status();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(6), "aborted: {stderr}");
     assert!(
-        stderr.contains("[watchdog] test harness::a_test_that_hangs still running after 2s")
+        stderr.contains("[watchdog] test harness::a_hung_test still running after 2s")
             && stderr.contains("sleep 127"),
         "{stderr}"
     );
