@@ -20,6 +20,8 @@ pub mod server;
 pub mod storage;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wait_tests;
 mod websocket;
 
 /// An instance's (or a volume's, a network's) `config`: LXD keeps every value as a string.

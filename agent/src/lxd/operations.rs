@@ -1,6 +1,14 @@
 //! `/1.0/operations`: an async call's operation waited for with
 //! `/1.0/operations/{id}/wait?timeout=N` under a client-side deadline, finished once its status
 //! code is >= 200 (`client/operations.go`, `shared/api/operation.go`).
+//!
+//! The daemons answer a `/wait` differently. LXD 5.0 renders the operation, running or ended.
+//! Incus 6.0 answers an error instead in two cases: the wait's own timeout passed ("context
+//! deadline exceeded"), or the operation failed (its own error, which can end the same way: a
+//! clean stop that ran out of time is "Failed shutting down instance, status is "Running":
+//! context deadline exceeded"). So an error from `/wait` is never read from its words: the
+//! operation itself is asked whether it is still running. Both daemons forget an operation 5 s
+//! after it ends; a wait that comes later is told so, never that the instance is missing.
 
 use std::time::{Duration, Instant};
 
@@ -15,11 +23,6 @@ use super::{Lxd, LxdError};
 
 /// Longest single `/wait` request; the overall deadline is the caller's.
 const WAIT_SLICE_S: u64 = 30;
-
-/// Whether a `/wait` error says only that the wait's own timeout passed.
-fn slice_ran_out(message: &str) -> bool {
-    message.contains("context deadline exceeded")
-}
 
 /// `/1.0/operations/{id}`, the id path-escaped.
 pub(super) fn operation_url(id: &str) -> String {
@@ -52,23 +55,45 @@ impl Lxd {
                     what: what.to_string(),
                     seconds: timeout.as_secs(),
                 })?;
-            let answer = match answered {
-                // Incus answers a `/wait` whose own timeout passed with the operation still
-                // running as an error ("context deadline exceeded"), where LXD answers the
-                // running operation: both mean "not yet", never the operation's failure.
-                Err(LxdError::Api { ref message, .. }) if slice_ran_out(message) => continue,
-                other => other?,
+            let op = match answered {
+                Ok(Answer::Sync(meta)) => {
+                    serde_json::from_value(meta).map_err(|e| LxdError::Decode {
+                        what: what.to_string(),
+                        detail: e.to_string(),
+                    })?
+                }
+                Ok(Answer::Async { .. }) => {
+                    return Err(LxdError::Decode {
+                        what: what.to_string(),
+                        detail: "operation wait answered async".into(),
+                    })
+                }
+                Err(waited @ LxdError::Api { .. }) => {
+                    match self.operation_now(operation, what).await {
+                        Ok(op) if op.status_code < 200 => continue,
+                        // Incus's answer for a failed operation is the operation's own error,
+                        // with the status that error maps to: kept as the daemon gave it.
+                        Ok(op)
+                            if op.status_code >= 400 && waited.lxd_message() == Some(&op.err) =>
+                        {
+                            return Err(waited)
+                        }
+                        Ok(op) => op,
+                        Err(gone) if gone.is_not_found() => {
+                            return Err(LxdError::Operation {
+                                what: what.to_string(),
+                                message: format!(
+                                    "the daemon no longer holds {operation} (it forgets an \
+                                     operation 5 s after it ends): {}",
+                                    waited.lxd_message().unwrap_or_default()
+                                ),
+                            })
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+                Err(other) => return Err(other),
             };
-            let Answer::Sync(meta) = answer else {
-                return Err(LxdError::Decode {
-                    what: what.to_string(),
-                    detail: "operation wait answered async".into(),
-                });
-            };
-            let op: Operation = serde_json::from_value(meta).map_err(|e| LxdError::Decode {
-                what: what.to_string(),
-                detail: e.to_string(),
-            })?;
             if op.status_code >= 400 {
                 return Err(LxdError::Operation {
                     what: what.to_string(),
@@ -82,6 +107,23 @@ impl Lxd {
             if op.status_code >= 200 {
                 return Ok(op.metadata);
             }
+        }
+    }
+
+    /// The operation at URL `operation` as it is now, without waiting.
+    async fn operation_now(&self, operation: &str, what: &str) -> Result<Operation, LxdError> {
+        match self
+            .answer(Method::GET, operation, &[], Bytes::new())
+            .await?
+        {
+            Answer::Sync(meta) => serde_json::from_value(meta).map_err(|e| LxdError::Decode {
+                what: what.to_string(),
+                detail: e.to_string(),
+            }),
+            Answer::Async { .. } => Err(LxdError::Decode {
+                what: what.to_string(),
+                detail: "operation answered async".into(),
+            }),
         }
     }
 
@@ -121,8 +163,16 @@ impl Lxd {
 
     /// `GET /1.0/operations/{id}/wait?timeout=N`: the operation once it has finished or
     /// `timeout_s` seconds have passed, whichever is first.
+    /// Incus's error answers (its wait's timeout, the operation's failure) are read from the
+    /// operation itself, as in `wait`.
     pub async fn wait_operation(&self, id: &str, timeout_s: u32) -> Result<Operation, LxdError> {
-        let path = format!("{}/wait?timeout={timeout_s}", operation_url(id));
-        self.get_as(&path).await
+        let url = operation_url(id);
+        match self
+            .get_as(&format!("{url}/wait?timeout={timeout_s}"))
+            .await
+        {
+            Err(LxdError::Api { .. }) => self.operation_now(&url, &url).await,
+            answered => answered,
+        }
     }
 }

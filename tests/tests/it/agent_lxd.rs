@@ -208,6 +208,61 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd_on(daemon: Test
     assert_eq!(error_of(gone, 404).await.error.code, "not_found");
 }
 
+/// A clean stop that runs out of time is forced, on both daemons: the container's init ignores
+/// the halt signal, so the shutdown never ends. Incus answers the failed stop's wait with an
+/// error ending like a wait's own timeout; read as "not yet", the agent waited until Incus had
+/// forgotten the operation and then called the instance missing (CI, stop 58: a restart right
+/// after a start, before systemd handled the signal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_that_runs_out_of_time_is_forced_on_lxd() {
+    a_clean_stop_that_runs_out_of_time_is_forced_on(TestDaemon::Lxd).await;
+}
+
+async fn a_clean_stop_that_runs_out_of_time_is_forced_on(daemon: TestDaemon) {
+    let lxd = TestLxd::on(daemon);
+    let agent = TestAgent::start(&lxd).await;
+    created(&agent, &spec("deaf-1", "op-deaf")).await;
+    lxd.lxc(&[
+        "config",
+        "set",
+        "deaf-1",
+        "raw.lxc",
+        "lxc.signal.halt=SIGCONT",
+    ]);
+    assert_eq!(state(&agent, "deaf-1", "start").await.status, "Running");
+    let status = || lxd.lxc(&["list", "deaf-1", "-f", "csv", "-c", "s"]);
+    for action in ["stop", "restart"] {
+        let resp = agent
+            .controller()
+            .put(agent.url("/v1/instances/deaf-1/state"))
+            .json(&json!({"action": action, "timeout_s": 1}))
+            .send()
+            .await
+            .expect("PUT state");
+        let code = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        assert_eq!(code, 200, "{daemon:?} {action}: {text}");
+        let inst: Instance = serde_json::from_str(&text).expect("Instance JSON");
+        let want = if action == "stop" {
+            "Stopped"
+        } else {
+            "Running"
+        };
+        assert_eq!(inst.status, want, "{daemon:?} {action}");
+        assert_eq!(status().trim(), want.to_uppercase(), "{daemon:?} {action}");
+        if action == "stop" {
+            assert_eq!(state(&agent, "deaf-1", "start").await.status, "Running");
+        }
+    }
+    let del = agent
+        .controller()
+        .delete(agent.url("/v1/instances/deaf-1"))
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(del.status(), 204);
+}
+
 /// Whether the test pool is btrfs (the one `scripts/setup` makes), where a root disk's quota is
 /// a qgroup limit.
 fn pool_is_btrfs(daemon: TestDaemon) -> bool {
@@ -935,6 +990,11 @@ mod incus {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn clone_from_a_stopped_template_container() {
         super::clone_from_a_stopped_template_container_on(TestDaemon::Incus).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_clean_stop_that_runs_out_of_time_is_forced_on_incus() {
+        a_clean_stop_that_runs_out_of_time_is_forced_on(TestDaemon::Incus).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
