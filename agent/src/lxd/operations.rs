@@ -8,7 +8,8 @@
 //! clean stop that ran out of time is "Failed shutting down instance, status is "Running":
 //! context deadline exceeded"). So an error from `/wait` is never read from its words: the
 //! operation itself is asked whether it is still running. Both daemons forget an operation 5 s
-//! after it ends; a wait that comes later is told so, never that the instance is missing.
+//! after it ends; a wait that comes later gets the daemon's 404, which the create's retry reads
+//! as "finished a while ago".
 
 use std::time::{Duration, Instant};
 
@@ -79,16 +80,9 @@ impl Lxd {
                             return Err(waited)
                         }
                         Ok(op) => op,
-                        Err(gone) if gone.is_not_found() => {
-                            return Err(LxdError::Operation {
-                                what: what.to_string(),
-                                message: format!(
-                                    "the daemon no longer holds {operation} (it forgets an \
-                                     operation 5 s after it ends): {}",
-                                    waited.lxd_message().unwrap_or_default()
-                                ),
-                            })
-                        }
+                        // Forgotten (it ended more than 5 s ago): the daemon's own 404, which
+                        // a create's retry reads as "finished; look up what it left".
+                        Err(gone) if gone.is_not_found() => return Err(waited),
                         Err(other) => return Err(other),
                     }
                 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 
-use super::{Lxd, LxdError};
+use super::Lxd;
 
 const OP: &str = "/1.0/operations/op-1";
 
@@ -136,11 +136,12 @@ async fn a_wait_whose_own_timeout_passed_waits_again() {
     assert_eq!(script.asked.lock().unwrap().len(), 5);
 }
 
-/// An operation the daemon has forgotten (its wait came more than 5 s after it ended) is an
-/// unknown outcome, never "the instance is missing"; the daemon's own failures stay as given.
+/// An operation the daemon has forgotten (its wait came more than 5 s after it ended) stays the
+/// daemon's 404, which a create's retry reads as "finished a while ago"; the daemon's own 404 for
+/// a failed operation stays as given too.
 #[tokio::test]
-async fn a_forgotten_operation_is_not_a_missing_instance() {
-    let (lxd, _script, _dir) = daemon(vec![
+async fn a_forgotten_operation_is_the_daemons_404() {
+    let (lxd, script, _dir) = daemon(vec![
         error(404, "Operation not found"),
         error(404, "Operation not found"),
         error(404, "Instance not found"),
@@ -148,15 +149,12 @@ async fn a_forgotten_operation_is_not_a_missing_instance() {
     ])
     .await;
     let err = lxd
-        .wait(OP, "restart", Duration::from_secs(20))
+        .wait(OP, "create", Duration::from_secs(20))
         .await
         .expect_err("its outcome is unknown");
-    assert!(matches!(err, LxdError::Operation { .. }), "{err:?}");
-    assert!(
-        err.to_string()
-            .contains("no longer holds /1.0/operations/op-1"),
-        "{err}"
-    );
+    assert!(err.is_not_found(), "{err:?}");
+    assert_eq!(err.lxd_message(), Some("Operation not found"));
+    assert_eq!(script.asked.lock().unwrap().len(), 2, "no wait again");
     let err = lxd
         .wait(OP, "start", Duration::from_secs(20))
         .await
@@ -165,6 +163,7 @@ async fn a_forgotten_operation_is_not_a_missing_instance() {
         err.is_not_found(),
         "Incus's own 404 for the failure: {err:?}"
     );
+    assert_eq!(err.lxd_message(), Some("Instance not found"));
 }
 
 /// An exec session's state on Incus: a wait that timed out is the session still running, a
