@@ -181,7 +181,7 @@ impl TestNetwork {
                     );
                 }
             }
-            daemon.run(&["network", "delete", name]);
+            delete_bridge(daemon, name);
         }
     }
 
@@ -233,5 +233,34 @@ impl Netns {
 impl Drop for TestNetwork {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+/// Deletes the bridge `name` on `daemon`. A daemon lists a bridge's children and then looks each
+/// up; the veth of an instance deleted just before goes away a moment later, and the lookup of a
+/// link that has gone fails the delete (Incus 6.0: "Failed to delete bridge children interfaces:
+/// … Device "veth…" does not exist"). So a failed delete is asked again, at most 20 times half a
+/// second apart. Run from a `Drop`: a test already failing gets the last error on stderr rather
+/// than a second panic, which would abort the whole test binary.
+fn delete_bridge(daemon: crate::lxd::TestDaemon, name: &str) {
+    let args = ["network", "delete", name];
+    let mut out = daemon.output(&args);
+    for _ in 0..20 {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || stderr.contains("not found") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        out = daemon.output(&args);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || stderr.contains("not found") {
+        return;
+    }
+    let message = format!("{daemon:?}: network delete {name} failed: {stderr}");
+    if std::thread::panicking() {
+        eprintln!("{message}");
+    } else {
+        panic!("{message}");
     }
 }
