@@ -157,13 +157,7 @@ impl TestNetwork {
 
     /// The bridge `name` on `daemon`, after the instances on it.
     fn clear_on(&self, daemon: crate::lxd::TestDaemon, name: &str) {
-        let used = daemon.output(&["query", &format!("/1.0/networks/{name}")]);
-        if used.status.success() {
-            let net: serde_json::Value = serde_json::from_slice(&used.stdout).unwrap_or_default();
-            // A daemon also lists the other daemon's bridge, as an interface it does not manage.
-            if net["managed"] != true {
-                return;
-            }
+        if let Some(net) = managed_network(daemon, name) {
             for url in net["used_by"].as_array().into_iter().flatten() {
                 let Some(url) = url.as_str() else { continue };
                 let (path, query) = url.split_once('?').unwrap_or((url, ""));
@@ -185,7 +179,7 @@ impl TestNetwork {
         }
     }
 
-    /// The agent's chains for `name`, the namespaces and their links.
+    /// The agent's chains for `name`, the namespaces, their links and a bridge no daemon holds.
     fn clear_host(&self, name: &str) {
         let mut nft = Command::new("nft")
             .args(["-f", "-"])
@@ -210,15 +204,35 @@ impl TestNetwork {
                 let _ = output("ip", &["netns", "delete", ns]);
             }
         }
+        // The bridge itself where no daemon holds it (each was asked to delete it first): a daemon
+        // would see it as a host interface and refuse to make its own, leaving the agent under
+        // test without a node network.
+        let orphan = || {
+            [crate::lxd::TestDaemon::Lxd, crate::lxd::TestDaemon::Incus]
+                .into_iter()
+                .all(|daemon| !manages(daemon, name))
+        };
         let links = run("ip", &["-o", "link", "show"]);
         let veth = format!("ctv{}-", self.block);
         for link in links.lines().filter_map(|l| l.split(':').nth(1)) {
             let link = link.trim().split('@').next().unwrap_or_default();
-            if link.starts_with(&veth) {
+            if link.starts_with(&veth) || (link == name && orphan()) {
                 let _ = output("ip", &["link", "delete", link]);
             }
         }
     }
+}
+
+/// The network `name` as `daemon` holds it; `None` where it has none, or sees only the other
+/// daemon's bridge (an interface it does not manage).
+fn managed_network(daemon: crate::lxd::TestDaemon, name: &str) -> Option<serde_json::Value> {
+    let out = daemon.output(&["query", &format!("/1.0/networks/{name}")]);
+    let net: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    (out.status.success() && net["managed"] == true).then_some(net)
+}
+
+fn manages(daemon: crate::lxd::TestDaemon, name: &str) -> bool {
+    managed_network(daemon, name).is_some()
 }
 
 impl Netns {

@@ -16,6 +16,8 @@ pub(crate) mod lock;
 pub mod networks;
 pub mod operations;
 pub mod projects;
+#[cfg(test)]
+pub(crate) mod scripted;
 pub mod server;
 pub mod storage;
 #[cfg(test)]

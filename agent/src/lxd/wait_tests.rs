@@ -2,73 +2,13 @@
 //! socket: Incus answers `/wait` with an error both when the wait's own timeout passed and when
 //! the operation failed, and both daemons forget an operation 5 s after it ends.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixListener;
 
-use super::Lxd;
+use super::scripted::{daemon, error};
 
 const OP: &str = "/1.0/operations/op-1";
-
-/// What the daemon answers, in order: (HTTP status, envelope), and the request lines it got.
-struct Script {
-    answers: Mutex<VecDeque<(u16, Value)>>,
-    asked: Mutex<Vec<String>>,
-}
-
-/// A daemon that answers each request with the script's next answer, then closes.
-async fn daemon(answers: Vec<(u16, Value)>) -> (Lxd, Arc<Script>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("a socket directory");
-    let socket = dir.path().join("unix.socket");
-    let listener = UnixListener::bind(&socket).expect("bind the scripted daemon");
-    let script = Arc::new(Script {
-        answers: Mutex::new(answers.into()),
-        asked: Mutex::new(Vec::new()),
-    });
-    let served = script.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let line = String::from_utf8_lossy(&head)
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            served.asked.lock().unwrap().push(line);
-            let (status, body) = served
-                .answers
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or((500, json!({"type": "error", "error": "script ran out"})));
-            let body = body.to_string();
-            let reply = format!(
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = conn.write_all(reply.as_bytes()).await;
-        }
-    });
-    (Lxd::new(&socket, ""), script, dir)
-}
-
-fn error(status: u16, message: &str) -> (u16, Value) {
-    (
-        status,
-        json!({"type": "error", "error": message, "error_code": status}),
-    )
-}
 
 fn operation(status_code: u16, err: &str) -> (u16, Value) {
     (

@@ -14,6 +14,8 @@ mod host;
 mod macvlan;
 pub mod policy;
 mod service;
+#[cfg(test)]
+mod service_tests;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};

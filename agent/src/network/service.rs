@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -13,6 +14,27 @@ use super::firewall::{self, ContainerRules, Egress};
 use super::policy::{self, KEY_POLICY};
 use super::{NetworkConfig, NetworkConfigError, NetworkError, NetworkKind, NodeNetwork};
 use crate::lxd::Lxd;
+
+/// The pauses before the node network's setup is tried again while the daemon fails it: 15 s
+/// in all, then the node falls back.
+const SETUP_PAUSES: [Duration; 4] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+];
+
+/// Whether `e` is the daemon's own failure (worth another try), not its refusal of the request.
+fn daemon_side(e: &crate::lxd::LxdError) -> bool {
+    use crate::lxd::LxdError;
+    match e {
+        LxdError::Api { status, .. } => *status >= 500,
+        LxdError::Unreachable { .. } | LxdError::Operation { .. } | LxdError::Timeout { .. } => {
+            true
+        }
+        LxdError::Decode { .. } => false,
+    }
+}
 
 /// Holds the daemon-wide lock under which addresses are picked.
 async fn address_lock(socket: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
@@ -39,13 +61,40 @@ pub struct Network {
 impl Network {
     /// Finds (or makes) the node network. A config the admin got wrong stops the agent; a
     /// network LXD cannot give (no firewall tool when LXD started, a name taken by something
-    /// else) leaves the node in fallback mode, said in the log, the inventory and `doctor`.
+    /// else) leaves the node in fallback mode, said in the log, the inventory and `doctor`. A
+    /// failure of the daemon itself (unreachable, a 5xx, a failed or late operation) is tried
+    /// again first: a node falls back until its agent restarts, so a daemon still starting at
+    /// boot, or too loaded to answer in time, must not make every container NIC-less.
     pub async fn connect(
         lxd: Lxd,
         lxd_socket: PathBuf,
         config: &NetworkConfig,
     ) -> Result<Self, NetworkConfigError> {
-        let (current, problem) = match NodeNetwork::setup(&lxd, config).await {
+        Self::connect_with(lxd, lxd_socket, config, &SETUP_PAUSES).await
+    }
+
+    /// [`Network::connect`], trying the setup again after each of `pauses` while the daemon
+    /// fails it.
+    pub(super) async fn connect_with(
+        lxd: Lxd,
+        lxd_socket: PathBuf,
+        config: &NetworkConfig,
+        pauses: &[Duration],
+    ) -> Result<Self, NetworkConfigError> {
+        let mut pauses = pauses.iter();
+        let setup = loop {
+            let tried = NodeNetwork::setup(&lxd, config).await;
+            match (&tried, pauses.as_slice().first()) {
+                (Err(NetworkError::Lxd(e)), Some(pause)) if daemon_side(e) => {
+                    tracing::warn!(network = %config.name, error = %e, retry_in = ?pause,
+                        "the daemon failed the node network's setup; trying again");
+                    tokio::time::sleep(*pause).await;
+                    pauses.next();
+                }
+                _ => break tried,
+            }
+        };
+        let (current, problem) = match setup {
             Ok(n) => (n, None),
             Err(NetworkError::Config(e)) => return Err(e),
             Err(e) => {

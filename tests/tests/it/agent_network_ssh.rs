@@ -319,6 +319,11 @@ async fn a_class_on_incus_logs_in_through_the_node_network() {
     let ports = PortRange::claim();
     let agent = TestAgent::start_with(&incus, |c| net.configure(c)).await;
     assert_eq!(agent.node.daemon.kind, cohort_agent::lxd::DaemonKind::Incus);
+    assert!(
+        agent.node.network.current.is_some(),
+        "the agent has no node network on Incus: {:?}",
+        agent.node.network.problem
+    );
     let key = SshKey::generate();
     let gw = net.gateway().to_string();
     let class: Vec<_> = (0..3u16)

@@ -1,10 +1,11 @@
 //! Proves the harness on the real daemons: a container from `cohort/base` in a test project, a
-//! user with a generated key, a loopback port forwarded by a `proxy` device, a real ssh login.
+//! user with a generated key, a loopback port forwarded by a `proxy` device, a real ssh login;
+//! what a test network leaves goes with its block.
 
 use std::time::Duration;
 
 use cohort_e2e::ssh::SshKey;
-use cohort_e2e::{PortRange, TestDb, TestLxd};
+use cohort_e2e::{PortRange, TestDb, TestLxd, TestNetwork};
 
 #[test]
 fn ssh_login_through_proxy_device_with_generated_key() {
@@ -265,4 +266,25 @@ fn a_test_past_its_limit_ends_the_binary_naming_it_and_its_processes() {
             && stderr.contains("sleep 127"),
         "{stderr}"
     );
+}
+
+/// A node network's bridge that no daemon holds (a daemon lost it, or a run was killed between
+/// the daemon's delete and the kernel's) goes with its block: a daemon would see it as a host
+/// interface and refuse to make its own, and the next agent on the block would have no network.
+#[test]
+fn a_bridge_no_daemon_holds_goes_with_its_block() {
+    let net = TestNetwork::claim();
+    let name = net.name();
+    cohort_e2e::network::run("ip", &["link", "add", &name, "type", "bridge"]);
+    let exists = || {
+        std::process::Command::new("ip")
+            .args(["link", "show", &name])
+            .output()
+            .expect("run ip")
+            .status
+            .success()
+    };
+    assert!(exists());
+    drop(net);
+    assert!(!exists(), "{name} is left behind");
 }
