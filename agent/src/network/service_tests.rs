@@ -52,50 +52,43 @@ async fn a_bridge_the_daemon_failed_to_make_is_made_on_the_next_try() {
     assert_eq!(*script.asked.lock().unwrap(), [GET, POST, GET, POST, GET]);
 }
 
-#[tokio::test]
-async fn a_refusal_is_not_tried_again_and_a_daemon_that_keeps_failing_leaves_the_fallback() {
-    let (lxd, script, dir) = daemon(vec![
-        error(404, "Network not found"),
-        error(
-            400,
-            "Invalid option for network \"ctn9\" option \"bridge.mtu\"",
-        ),
-    ])
-    .await;
-    let pauses = [Duration::ZERO; 4];
+/// Connects through the scripted daemon answering `answers`, pausing `pauses` zero-length
+/// pauses; the node falls back with a problem saying `says`. Returns the requests it got.
+async fn falls_back(
+    answers: Vec<(u16, serde_json::Value)>,
+    pauses: usize,
+    says: &str,
+) -> Vec<String> {
+    let (lxd, script, dir) = daemon(answers).await;
+    let pauses = vec![Duration::ZERO; pauses];
     let network = Network::connect_with(lxd, dir.path().join("unix.socket"), &managed(), &pauses)
         .await
         .expect("the config is right");
     assert!(network.current.is_none());
-    assert!(
-        network
-            .problem
-            .as_deref()
-            .unwrap_or_default()
-            .contains("Invalid option"),
-        "{:?}",
-        network.problem
+    let problem = network.problem.unwrap_or_default();
+    assert!(problem.contains(says), "{problem}");
+    let asked = script.asked.lock().unwrap().clone();
+    asked
+}
+
+#[tokio::test]
+async fn a_refusal_is_not_tried_again_and_a_daemon_that_keeps_failing_leaves_the_fallback() {
+    let refused = error(
+        400,
+        "Invalid option for network \"ctn9\" option \"bridge.mtu\"",
     );
-    assert_eq!(*script.asked.lock().unwrap(), [GET, POST]);
+    let asked = falls_back(
+        vec![error(404, "Network not found"), refused],
+        4,
+        "Invalid option",
+    )
+    .await;
+    assert_eq!(asked, [GET, POST]);
 
     let mut answers = Vec::new();
     for _ in 0..3 {
         answers.extend([error(404, "Network not found"), error(500, DNSMASQ)]);
     }
-    let (lxd, script, dir) = daemon(answers).await;
-    let pauses = [Duration::ZERO; 2];
-    let network = Network::connect_with(lxd, dir.path().join("unix.socket"), &managed(), &pauses)
-        .await
-        .expect("the config is right");
-    assert!(network.current.is_none());
-    assert!(
-        network
-            .problem
-            .as_deref()
-            .unwrap_or_default()
-            .contains("Address in use"),
-        "{:?}",
-        network.problem
-    );
-    assert_eq!(script.asked.lock().unwrap().len(), 6, "three tries in all");
+    let asked = falls_back(answers, 2, "Address in use").await;
+    assert_eq!(asked.len(), 6, "three tries in all");
 }
