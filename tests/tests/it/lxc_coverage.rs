@@ -242,19 +242,35 @@ fn info_and_lists(lxc: &Lxc, _: &OneNode) {
     );
 }
 
+/// The node is LXD 5.0.2, which loses a quick command's output now and then on a fully loaded
+/// host: the command runs and ends with its code, and its output websocket closes empty
+/// (canonical/lxd#11422, fixed in LXD 5.14 by #11606; Incus has the fix). Seen once in a whole
+/// run of the suite here: exit code 5, stdout empty. So a run whose output LXD lost is run
+/// again, at most twice, and the output must then be whole.
 fn exec(lxc: &Lxc, _: &OneNode) {
-    let out = lxc.run(&[
-        "exec",
-        "lab:cov1",
-        "--env",
-        "WHO=coverage",
-        "--cwd",
-        "/tmp",
-        "--",
-        "sh",
-        "-c",
-        "echo $WHO $(pwd); echo err >&2; exit 5",
-    ]);
+    let run = || {
+        lxc.run(&[
+            "exec",
+            "lab:cov1",
+            "--env",
+            "WHO=coverage",
+            "--cwd",
+            "/tmp",
+            "--",
+            "sh",
+            "-c",
+            "echo $WHO $(pwd); echo err >&2; exit 5",
+        ])
+    };
+    let mut out = run();
+    for _ in 0..2 {
+        let lost = out.status.code() == Some(5) && (out.stdout.is_empty() || out.stderr.is_empty());
+        if !lost {
+            break;
+        }
+        eprintln!("lxc exec: LXD 5.0 lost the output ({out:?}); running it again");
+        out = run();
+    }
     assert_eq!(out.status.code(), Some(5), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "coverage /tmp\n");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
