@@ -83,15 +83,16 @@ impl Network {
     ) -> Result<Self, NetworkConfigError> {
         let mut pauses = pauses.iter();
         let setup = loop {
-            let tried = NodeNetwork::setup(&lxd, config).await;
-            match (&tried, pauses.as_slice().first()) {
-                (Err(NetworkError::Lxd(e)), Some(pause)) if daemon_side(e) => {
-                    tracing::warn!(network = %config.name, error = %e, retry_in = ?pause,
-                        "the daemon failed the node network's setup; trying again");
-                    tokio::time::sleep(*pause).await;
-                    pauses.next();
-                }
-                _ => break tried,
+            match NodeNetwork::setup(&lxd, config).await {
+                Err(NetworkError::Lxd(e)) if daemon_side(&e) => match pauses.next() {
+                    Some(pause) => {
+                        tracing::warn!(network = %config.name, error = %e, retry_in = ?pause,
+                            "the daemon failed the node network's setup; trying again");
+                        tokio::time::sleep(*pause).await;
+                    }
+                    None => break Err(NetworkError::Lxd(e)),
+                },
+                other => break other,
             }
         };
         let (current, problem) = match setup {
