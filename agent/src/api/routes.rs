@@ -67,7 +67,14 @@ async fn route(node: &Node, identity: &Identity, req: Request<Incoming>) -> Answ
             let body: InstallCertificate = read_json(req).await?;
             ok(&identity.install(&body.certificate_pem)?)
         }
-        (&M::GET, ["v1", "instances"]) => ok(&node.instances.instances().await?),
+        (&M::GET, ["v1", "instances"]) => match query.get("brief").map(String::as_str) {
+            None | Some("false") => ok(&node.instances.instances().await?),
+            Some("true") => ok(&node.instances.instances_brief().await?),
+            Some(other) => Err(ApiError::invalid(
+                "brief",
+                format!("must be true or false, not '{other}'"),
+            )),
+        },
         (&M::POST, ["v1", "instances"]) => {
             let body: CreateInstance = read_json(req).await?;
             created(&node.instances.create_instance(&body).await?)

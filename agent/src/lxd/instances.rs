@@ -24,9 +24,9 @@ pub(super) fn instance_url(name: &str) -> String {
 pub struct Instance {
     pub name: String,
     pub status: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_as_empty")]
     pub config: Config,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::null_as_empty")]
     pub devices: Devices,
     #[serde(default)]
     pub created_at: Option<DateTime<Utc>>,
@@ -175,6 +175,13 @@ impl Lxd {
             .await
     }
 
+    /// `GET /1.0/instances/{name}`: the instance without its state. The state is what costs: the
+    /// daemon gathers each process count, network counter and disk usage (on Incus 6.0 also every
+    /// snapshot and backup) for a recursive read, and a create read its instance five times.
+    pub async fn get_instance_config(&self, name: &str) -> Result<Instance, LxdError> {
+        self.get_as(&instance_url(name)).await
+    }
+
     /// `GET /1.0/instances/{name}`: the instance and its `ETag`, for a `PUT` with `If-Match`.
     pub async fn get_instance_current(
         &self,
@@ -193,6 +200,13 @@ impl Lxd {
     /// call.
     pub async fn get_instances(&self) -> Result<Vec<Instance>, LxdError> {
         self.get_as("/1.0/instances?recursion=2").await
+    }
+
+    /// `GET /1.0/instances?recursion=1`: every instance of the project without its state. On
+    /// Incus 6.0 the state is most of a listing's cost (7.8 ms of the daemon's CPU an instance
+    /// against about 0.3 without): at 300 containers a poll with state took it 2.3 s of CPU.
+    pub async fn get_instances_brief(&self) -> Result<Vec<Instance>, LxdError> {
+        self.get_as("/1.0/instances?recursion=1").await
     }
 
     /// `GET /1.0/instances/{name}/state`, as LXD words it (addresses per interface, usage), for

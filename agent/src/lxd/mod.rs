@@ -37,3 +37,14 @@ pub use client::{file_body, full, Lxd, LxdBody, RawFile, RawStream};
 pub use daemon::{Daemon, DaemonKind};
 pub use envelope::LxdError;
 pub use websocket::OperationSocket;
+
+/// LXD's Go encodes an empty list or map as `null`, and Incus answers `null` for the whole
+/// `config`, `devices` and `state` of an instance it lists in status `Error` while that instance
+/// is being created or deleted: read as empty.
+pub(crate) fn null_as_empty<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    Ok(<Option<T> as serde::Deserialize>::deserialize(d)?.unwrap_or_default())
+}

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::encode;
 use super::server::ServerError;
-use super::{Config, Lxd, LxdError};
+use super::{null_as_empty, Config, Lxd, LxdError};
 
 pub(super) fn pool_url(pool: &str) -> String {
     format!("/1.0/storage-pools/{}", encode(pool))
@@ -41,15 +41,6 @@ pub struct StorageVolume {
     /// The instances (as URLs) that use it.
     #[serde(default, deserialize_with = "null_as_empty")]
     pub used_by: Vec<String>,
-}
-
-/// LXD's Go encodes an empty list or map as `null`: read as empty.
-fn null_as_empty<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A custom volume's snapshot as `GET .../volumes/custom/{name}/snapshots?recursion=1` gives it

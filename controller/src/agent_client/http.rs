@@ -173,7 +173,7 @@ impl NodeAgent for HttpAgent {
         ))
     }
     fn list_instances(&self) -> AgentFuture<Vec<Instance>> {
-        Box::pin(json(self.req(Method::GET, "/instances")))
+        Box::pin(json(self.req(Method::GET, "/instances?brief=true")))
     }
     fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance> {
         // Creating may fetch the image from the controller first, then waits on the daemon.

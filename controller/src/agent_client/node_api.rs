@@ -61,6 +61,9 @@ pub struct ReceivedTarball {
 /// One node's agent, as the controller uses it.
 pub trait NodeAgent: Send + Sync {
     fn inventory(&self) -> AgentFuture<Inventory>;
+    /// Every instance of the node, brief: names, statuses, config, devices and GPUs, without
+    /// the daemon's state or an SSH probe of each (`ssh_ready` false). The poll and a
+    /// provision's look at the nodes read no more.
     fn list_instances(&self) -> AgentFuture<Vec<Instance>>;
     fn create_instance(&self, request: CreateInstance) -> AgentFuture<Instance>;
     fn get_instance(&self, name: String) -> AgentFuture<Instance>;

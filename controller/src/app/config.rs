@@ -507,7 +507,7 @@ pub struct WorkerConfig {
 pub struct PlacementConfig {
     /// `COHORT_CPU_OVERCOMMIT`: instance cores placed per node core; default 4.0.
     pub cpu_overcommit: f64,
-    /// Instance memory placed per byte of node memory; default 1.0.
+    /// `COHORT_MEMORY_OVERCOMMIT`: instance memory placed per byte of node memory; default 1.0.
     pub memory_overcommit: f64,
     /// `COHORT_DISK_OVERCOMMIT`: instance root-disk quota placed per byte of the node's storage
     /// pool; default 1.0 (quotas on btrfs and zfs reserve nothing, so more is safe there).
@@ -823,6 +823,10 @@ impl Config {
             &mut self.poller.gpu_idle_below_percent,
         )?;
         env_parse("COHORT_CPU_OVERCOMMIT", &mut self.placement.cpu_overcommit)?;
+        env_parse(
+            "COHORT_MEMORY_OVERCOMMIT",
+            &mut self.placement.memory_overcommit,
+        )?;
         env_parse(
             "COHORT_DEFAULT_PROCESSES",
             &mut self.placement.default_processes,

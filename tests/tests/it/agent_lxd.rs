@@ -183,6 +183,29 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd_on(daemon: Test
         .state
         .as_ref()
         .is_some_and(|s| s.processes > 0 && s.memory_bytes > 0));
+    // The controller's poll asks for the brief listing: the same instance, no state, no probe.
+    let brief: Vec<Instance> = agent
+        .controller()
+        .get(agent.url("/v1/instances?brief=true"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let read: Vec<_> = brief
+        .iter()
+        .map(|i| (i.name.as_str(), i.status.as_str(), i.state.is_none()))
+        .collect();
+    assert_eq!(read, [("life-1", "Running", true)]);
+    let bad = agent
+        .controller()
+        .get(agent.url("/v1/instances?brief=yes"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("brief"));
 
     let del = agent
         .controller()

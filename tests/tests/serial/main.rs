@@ -10,7 +10,7 @@
 //! - `db_faults`: mounts a small loop filesystem for a private PostgreSQL and fills it.
 //! - `move_faults`: partitions a lab node in the middle of a move's copy; heavy (two daemons).
 //! - `packages`: the `.deb`s under systemd, with service start bounds for an otherwise idle host.
-//! - `cli_format`, `observe_agent`, `observe_reclaim`, `portal_admin`, `hostile_student_lxd`:
+//! - `cli_format`, `config_env`, `observe_agent`, `observe_reclaim`, `portal_admin`, `hostile_student_lxd`:
 //!   set process environment variables (`FAKE_NVML_PROCESSES`, `COHORT_AGENT_NVML_LIBRARY`,
 //!   `COHORT_RECLAIM_*`, `COHORT_AGENT_MAX_SNAPSHOTS`) that every agent or controller started
 //!   afterwards in this process inherits.
@@ -32,6 +32,7 @@ mod cli_support;
 
 mod batch_gpu_jobs;
 mod cli_format;
+mod config_env;
 mod controller_gpus;
 mod course_data_memory;
 mod db_faults;
