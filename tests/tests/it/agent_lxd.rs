@@ -77,6 +77,16 @@ async fn state(agent: &TestAgent, name: &str, action: &str) -> Instance {
     resp.json().await.expect("Instance JSON")
 }
 
+/// `GET /v1/instances` with `query` (empty, or from `?`), as the controller asks it.
+async fn listing_response(agent: &TestAgent, query: &str) -> reqwest::Response {
+    let url = agent.url(&format!("/v1/instances{query}"));
+    agent.controller().get(url).send().await.unwrap()
+}
+
+async fn listing(agent: &TestAgent, query: &str) -> Vec<Instance> {
+    listing_response(agent, query).await.json().await.unwrap()
+}
+
 async fn exec(agent: &TestAgent, name: &str, req: serde_json::Value) -> ExecResult {
     let resp = agent
         .controller()
@@ -169,41 +179,20 @@ async fn create_start_stop_delete_with_limits_read_back_from_lxd_on(daemon: Test
     assert_eq!(state(&agent, "life-1", "start").await.status, "Running");
     assert_eq!(state(&agent, "life-1", "restart").await.status, "Running");
 
-    let list: Vec<Instance> = agent
-        .controller()
-        .get(agent.url("/v1/instances"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = listing(&agent, "").await;
     assert_eq!(list.len(), 1);
     assert!(list[0]
         .state
         .as_ref()
         .is_some_and(|s| s.processes > 0 && s.memory_bytes > 0));
     // The controller's poll asks for the brief listing: the same instance, no state, no probe.
-    let brief: Vec<Instance> = agent
-        .controller()
-        .get(agent.url("/v1/instances?brief=true"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let brief = listing(&agent, "?brief=true").await;
     let read: Vec<_> = brief
         .iter()
         .map(|i| (i.name.as_str(), i.status.as_str(), i.state.is_none()))
         .collect();
     assert_eq!(read, [("life-1", "Running", true)]);
-    let bad = agent
-        .controller()
-        .get(agent.url("/v1/instances?brief=yes"))
-        .send()
-        .await
-        .unwrap();
+    let bad = listing_response(&agent, "?brief=yes").await;
     assert_eq!(bad.status(), 400);
     assert!(bad.text().await.unwrap().contains("brief"));
 
