@@ -203,8 +203,8 @@ impl Lxd {
     }
 
     /// `GET /1.0/instances?recursion=1`: every instance of the project without its state. On
-    /// Incus 6.0 the state is most of a listing's cost (7.8 ms of the daemon's CPU an instance
-    /// against about 0.3 without): at 300 containers a poll with state took it 2.3 s of CPU.
+    /// Incus 6.0 the state is most of a listing's cost: 10 ms of the daemon's CPU for 303
+    /// instances without it (measured), about 7.8 ms an instance with it (2.3 s at 300).
     pub async fn get_instances_brief(&self) -> Result<Vec<Instance>, LxdError> {
         self.get_as("/1.0/instances?recursion=1").await
     }
