@@ -126,6 +126,7 @@ elapsed() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.1f", e - s }'; }
 
 # Host CPU samples and the CPU table's rows (cpu_sample, cpu_row).
 source scripts/bench/cpu.sh
+source scripts/bench/class.sh
 # The host's memory in use (MiB): what the kernel could not hand out without swapping.
 mem_used() { awk '/^MemTotal/ { t = $2 } /^MemAvailable/ { a = $2 } END { printf "%.0f", (t - a) / 1024 }' /proc/meminfo; }
 # The host's kernel memory it cannot reclaim (MiB): slab (a container's veth pair, netfilter
@@ -167,15 +168,7 @@ cgroup_mem() {
 }
 # --- Cohort ---------------------------------------------------------------------------------
 course=bench$$
-"$cohort" course create "$course" --title "bench" --image cohort/base --cpu 1 --memory "${BENCH_MEMORY_MIB}MiB" \
-  --disk 1GiB >/dev/null
-{
-  echo "username,name,email,ssh_key"
-  # Names of this run's own: an account made by an earlier run keeps that run's key (a roster
-  # adds no key to an existing account), and no login with this run's key would succeed.
-  for i in $(seq -w 1 "$n"); do echo "b$$s$i,,,$(cat "$work/key.pub")"; done
-} >"$work/roster.csv"
-"$cohort" course roster "$course" "$work/roster.csv" >/dev/null
+bench_class "$course" cohort/base "$BENCH_MEMORY_MIB" "b$$s" "$n" "$work/key.pub"
 settle
 sample & sampler=$!
 cohort_mem0=$(mem_used)

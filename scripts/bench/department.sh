@@ -66,6 +66,7 @@ agent_pid=$(cat "$state/agent.pid")
 controller_pid=$(cat "$state/controller.pid")
 lxd_pid=$(pgrep -o -x "$daemon_proc")
 source scripts/bench/cpu.sh
+source scripts/bench/class.sh
 daemon_rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$(pgrep -xo "$daemon_proc")/status"; }
 # p50 and p99 in ms of 200 sequential GETs of a URL with extra curl arguments, on one kept-alive
 # connection as a browser or a client library holds it.
@@ -95,13 +96,7 @@ declare -A per_student floor_student
 rows=() cpu_rows=()
 for n in $small $large; do
   course=dept$$n$n
-  "$cohort" course create "$course" --title "department bench" --image cohort/base --cpu 1 \
-    --memory "${mib}MiB" --disk 1GiB --home-size 1GiB >/dev/null
-  {
-    echo "username,name,email,ssh_key"
-    for i in $(seq -w 1 "$n"); do echo "d$$n${n}s$i,,,$(cat "$work/key.pub")"; done
-  } >"$work/roster.csv"
-  "$cohort" course roster "$course" "$work/roster.csv" >/dev/null
+  bench_class "$course" cohort/base "$mib" "d$$n${n}s" "$n" "$work/key.pub" --home-size 1GiB
   sync; sleep 5
   mem0=$(mem_used) pids0=$(pids) inotify0=$(inotify)
   cpu0=$(cpu_sample)

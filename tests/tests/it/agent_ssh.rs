@@ -108,6 +108,29 @@ async fn student_key_logs_in_over_the_proxy_port_and_others_are_refused() {
         String::from_utf8_lossy(&out.stdout),
         "ssh_host_ed25519_key ssh_host_ed25519_key.pub "
     );
+    // The image's lean boot (images/base/customize.sh): the boot finished with nothing failed;
+    // what a container has no use for is masked (the ext4 scrub, module loading, the remount)
+    // and never ran; sysusers did not run again on a first boot; sshd and the journal run, the
+    // journal persistent and bounded; apt's own check passes.
+    // (systemctl as root, by sudo: the image has no D-Bus for a user's systemctl.)
+    let out = key.run(
+        "127.0.0.1",
+        port,
+        "alice",
+        "s='sudo -n systemctl'; timeout 60 $s is-system-running --wait; $s --failed --no-legend --plain | wc -l; \
+         $s show -p LoadState --value e2scrub_reap.service systemd-modules-load.service \
+           systemd-remount-fs.service modprobe@fuse.service | xargs; \
+         $s show -p ActiveState --value systemd-sysusers.service ssh.service \
+           systemd-journald.service | xargs; \
+         systemd-analyze cat-config systemd/journald.conf | grep -x -e SystemMaxUse=64M -e RuntimeMaxUse=16M | wc -l; \
+         test -d /var/log/journal && echo persistent; sudo -n apt-get check -qq && echo apt-ok",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "running\n0\nmasked masked masked masked\ninactive active active\n2\npersistent\napt-ok\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let other = cohort_e2e::ssh::SshKey::generate().public_key();
     let spoofed = key.run_verified("127.0.0.1", port, &other, "alice", "whoami");
     assert_eq!(
