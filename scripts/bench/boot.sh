@@ -8,7 +8,7 @@
 # Where `perf` is installed, the last round of each image is also sampled (cpu-clock, every
 # cgroup) and its CPU printed per unit inside the containers and per process on the host.
 #
-#   scripts/bench/boot.sh [STUDENTS] [ROUNDS]      (default 10 2)
+#   scripts/bench/boot.sh [STUDENTS] [ROUNDS]      (default 10 2; scripts/bench/run: 10 4)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n=${1:-10}
@@ -18,12 +18,13 @@ export COHORT_CONF="$state/cli/config.yml"
 cohort=target/${COHORT_QUICKSTART_PROFILE:-debug}/cohort
 daemon=$(cat "$state/daemon" 2>/dev/null || echo lxd)
 if [ "$daemon" = incus ]; then daemon_proc=incusd; else daemon_proc=lxd; fi
-lean_tarball=$(ls -t /var/cache/cohort/cohort-base-*.tar.gz 2>/dev/null | head -n 1)
-[ -n "$lean_tarball" ] || { echo "Error: no base image in /var/cache/cohort (scripts/setup builds it)" >&2; exit 2; }
+# The tarball of the recipe as it is now (built if the cache lacks it; the build keeps only the
+# current recipe's tarball in the cache).
+images/build base >/dev/null
+lean_tarball=$(ls -t /var/cache/cohort/cohort-base-*.tar.gz | head -n 1)
 "$cohort" course list --format csv >/dev/null 2>&1 ||
   { echo "Error: no quickstart deployment answers (start it with scripts/quickstart)" >&2; exit 2; }
 work=$(mktemp -d /var/tmp/cohort-boot.XXXXXX)
-course=""
 drop_course() {
   "$cohort" course teardown "$1" --delete --force --quiet >/dev/null || true
   local i
@@ -31,8 +32,9 @@ drop_course() {
     "$cohort" user delete --force --instances delete "${1}s$i" >/dev/null 2>&1 || true
   done
 }
+# A phase runs in a subshell (its figures are read from it), so a run killed mid-phase leaves
+# its course to the next run's start, which tears down what no live run owns.
 cleanup() {
-  [ -z "$course" ] || drop_course "$course"
   for image in lean stock; do "$cohort" image delete "bench/$image-$$" >/dev/null 2>&1 || true; done
   rm -rf "$work"
   [ -z "${clients:-}" ] || rmdir "$clients" 2>/dev/null || true
@@ -99,8 +101,7 @@ command -v perf >/dev/null 2>&1 && perf_on=1
 # Prints "wall node clients daemon agent controller containers" (CPU-s a student, wall in s):
 # node is the host's busy CPU less the bench's ssh clients'.
 phase() {
-  local image=$1 tag=$2 profile=$3 c0 c1 k0 k1 start end perf_pid=""
-  course="boot$$$tag"
+  local image=$1 tag=$2 profile=$3 course="boot$$$2" c0 c1 k0 k1 start end perf_pid=""
   bench_class "$course" "$image" 256 "${course}s" "$n" "$work/key.pub"
   settle
   if [ -n "$profile" ] && [ -n "$perf_on" ]; then
@@ -135,7 +136,6 @@ phase() {
   if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
   [ "$failed" -eq 0 ] || echo "warning: some logins failed ($tag)" >&2
   drop_course "$course"
-  course=""
   awk -v s="$start" -v e="$end" -v a="$c0" -v b="$c1" -v n="$n" -v k="$((k1 - k0))" 'BEGIN {
     split(a, x, " "); split(b, y, " "); k = k / 1e9 / n;
     printf "%.1f %.3f %.3f %.3f %.3f %.3f %.3f\n", e - s, (y[1] - x[1]) / n - k, k,
